@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# gotap's one entry point for a fresh Debian 12 machine (run as root, from the repo root):
+#   ./dev.sh demo    install what is missing, build, and trace the bundled demo program
+#   ./dev.sh test    install what is missing, build, and run every test
+#   ./dev.sh deps | build
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# Debian packages gotap needs to build and test itself.
+PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
+  libelf-dev libdw-dev libzydis-dev libboost-program-options-dev libfmt-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbpf-dev bpftool clang llvm libclang-rt-14-dev libunwind-dev
+  zlib1g-dev libzstd-dev clang-format dpkg-dev)
+
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+
+deps() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "dev.sh: installing ${missing[*]}" >&2
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+build() {
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  ninja -C build
+}
+
+demo() {
+  deps
+  build
+  local out="$PWD/build/demo"
+  mkdir -p "$out"
+  # The demo program is compiled by a Go toolchain from Debian's packages (fetched into a
+  # private cache; the system's apt setup is left alone).
+  local goroot
+  goroot=$(tests/tools/fetch-go.sh "${GOTAP_GO_CACHE:-$HOME/.cache/gotap/go}" 1.19 | awk '{print $2}' | tail -1)
+  [ -n "$goroot" ] || { echo "dev.sh: no Go toolchain available" >&2; exit 1; }
+  (cd tests/fixtures/demo && GOROOT="$goroot" GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-mod=mod \
+    CGO_ENABLED=0 GOCACHE="$out/.gocache" "$goroot/bin/go" build -ldflags="-s -w" -o "$out/demo" .)
+  echo "== gotap info build/demo/demo (a stripped Go binary)"
+  build/gotap info build/demo/demo
+  echo "== gotap funcs build/demo/demo 'main.*'"
+  build/gotap funcs build/demo/demo 'main.*'
+  if build/gotap trace --help >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "== gotap trace main.processOrder -- build/demo/demo -n 5"
+    build/gotap trace 'main.processOrder' -- build/demo/demo -n 5 || true
+  fi
+}
+
+case "${1:-}" in
+  deps) deps ;;
+  build) deps && build ;;
+  demo) demo ;;
+  test) deps && exec tests/run.sh ;;
+  *) echo "usage: $0 demo|test|deps|build" >&2; exit 2 ;;
+esac
