@@ -1,0 +1,64 @@
+// The one small abstract Backend (STYLE.md 1). Backends live in their own libraries and
+// register themselves with the factory from the front end; core never names one.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/events.h"
+#include "core/go_binary.h"
+#include "core/plan.h"
+#include "core/result.h"
+
+namespace gotap {
+
+enum class Mode { Trace, Count, Latency, Graph, Goroutines };
+
+struct Target {
+  int pid = 0;                    // -p PID
+  std::vector<std::string> argv;  // -- CMD ARGS
+  bool all = false;               // --all: every process running the binary
+};
+
+struct TraceOptions {
+  Mode mode = Mode::Trace;
+  Target target;
+  double duration_s = 0;  // 0: until Ctrl-C / SIGTERM / the tracee exits
+  int max_depth = 3;
+  int max_elems = 16;
+  int max_str = 64;
+  int stack_depth = 0;  // --stack N
+};
+
+// Set by the front end's signal handler (SIGINT, SIGTERM, SIGHUP); backends poll it and end
+// cleanly: probes removed, attached tracees left running, summary emitted.
+std::atomic<bool>& stop_requested();
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Runs until the target exits, the duration ends or a stop is requested. Emits events and
+  // finally the summary event. Prints the "Tracing ..." line on stderr when probes are live.
+  virtual Result<void> run(const GoBinary& bin, const ProbePlan& plan, const TraceOptions& opts,
+                           EventSink& sink) = 0;
+};
+
+struct BackendInfo {
+  std::string name;
+  // "" when usable here; otherwise why not (printed by --backend=auto and on errors).
+  std::function<std::string()> unavailable_reason;
+  std::function<std::unique_ptr<Backend>()> make;
+};
+
+void register_backend(BackendInfo info);
+const std::vector<BackendInfo>& registered_backends();
+
+// name: "ptrace", "ebpf" or "auto" (ebpf when usable, else ptrace). `why` receives the
+// reason for auto's choice.
+Result<std::unique_ptr<Backend>> make_backend(const std::string& name, std::string* why);
+
+}  // namespace gotap

@@ -1,0 +1,76 @@
+// A Go binary with everything the resolver knows about it: ELF, build info, pclntab,
+// DWARF (when present), and the runtime offsets. The one entry point for commands.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/buildinfo.h"
+#include "core/dwarf_info.h"
+#include "core/elf_file.h"
+#include "core/pclntab.h"
+#include "core/plan.h"
+#include "core/runtime_offsets.h"
+
+namespace gotap {
+
+struct PlanOptions {
+  bool probe_inline_sites = true;
+};
+
+class GoBinary {
+ public:
+  // BadInput errors: not ELF, not Go, corrupt pclntab.
+  static Result<std::unique_ptr<GoBinary>> open(const std::string& path);
+
+  const ElfFile& elf() const { return *elf_; }
+  const BuildInfo& buildinfo() const { return buildinfo_; }
+  const Pclntab& pclntab() const { return pclntab_; }
+  const DwarfInfo* dwarf() const { return dwarf_.get(); }  // null without DWARF
+  const RuntimeOffsets& offsets() const { return offsets_; }
+  bool regabi() const;
+  bool cgo() const;
+  // Where the TLS slot holding g sits relative to FS_base (-8 unless externally linked).
+  int64_t tls_g_offset() const { return tls_g_offset_; }
+  // Problems found while opening that did not stop it (e.g. unreadable DWARF).
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+  // Every traceable function name: out-of-line functions and inlined-only callees.
+  // Plans the functions matching any pattern. Error (BadInput) names the first pattern that
+  // matches nothing.
+  Result<ProbePlan> plan(const std::vector<std::string>& patterns, const PlanOptions& o) const;
+
+  // Every inline-tree node of every function, sorted by callee name; built on first use
+  // (it decodes every function's inline tree).
+  struct InlineNode {
+    std::string_view callee;
+    uint32_t outer = 0;  // index into pclntab().all_funcs()
+    int32_t node = 0;    // index in the outer function's inline tree
+  };
+  const std::vector<InlineNode>& inline_nodes() const;
+
+ private:
+  GoBinary() = default;
+  FuncPlan plan_func(const PclnFunc& f, std::vector<std::string>& warnings) const;
+  std::vector<InlineSite> inline_sites(std::string_view name) const;
+  int64_t compute_tls_g_offset() const;
+  const DwarfFunc* dwarf_func(const PclnFunc& f) const;
+
+  int64_t tls_g_offset_ = -8;
+  std::vector<std::string> warnings_;
+  mutable std::once_flag inline_once_;
+  mutable std::vector<InlineNode> inline_nodes_;
+  mutable std::once_flag symbols_once_;
+  mutable std::unordered_map<uint64_t, std::string_view> symbol_at_;  // .symtab by address
+  std::unique_ptr<ElfFile> elf_;
+  BuildInfo buildinfo_;
+  Pclntab pclntab_;
+  std::unique_ptr<DwarfInfo> dwarf_;
+  RuntimeOffsets offsets_;
+};
+
+}  // namespace gotap

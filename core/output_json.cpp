@@ -1,0 +1,33 @@
+// JSON Lines writer: one event per line, exactly the objects the backends emit.
+#include <cstdio>
+#include <string>
+
+#include "core/events.h"
+
+namespace gotap {
+
+namespace {
+
+class JsonLinesWriter : public EventSink {
+ public:
+  explicit JsonLinesWriter(std::FILE* out) : out_(out) {}
+  void emit(const Event& ev) override {
+    // Invalid UTF-8 from the tracee must not abort the dump: escape it instead (CONTRACT.md:
+    // invalid bytes appear as \u00XX).
+    std::string line = ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    line.push_back('\n');
+    std::fwrite(line.data(), 1, line.size(), out_);
+  }
+  void flush() override { std::fflush(out_); }
+
+ private:
+  std::FILE* out_;
+};
+
+}  // namespace
+
+std::unique_ptr<EventSink> make_json_lines_writer(std::FILE* out) {
+  return std::make_unique<JsonLinesWriter>(out);
+}
+
+}  // namespace gotap
