@@ -1,0 +1,85 @@
+// `gotap funcs [--json] BINARY [PATTERN...]`: the functions and their probe plan. With --json
+// this is exactly the plan both backends consume, so it is golden-testable without root.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/go_binary.h"
+#include "core/plan.h"
+#include "core/value_text.h"
+#include "frontends/commands.h"
+#include "frontends/options.h"
+
+namespace gotap::cli {
+
+namespace {
+
+std::string params_text(const std::vector<ParamLoc>& ps) {
+  std::string out;
+  for (const auto& p : ps) {
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{} {}", printable(p.name), printable(p.type_name));
+    std::string loc = p.loc.describe();
+    if (!loc.empty()) out += " @" + loc;
+  }
+  return out;
+}
+
+void print_text(const ProbePlan& plan) {
+  std::cout << fmt::format("{:<50} {:>12} {:>12} {:<8} {:>4}  {}\n", "FUNCTION", "ENTRY", "PROBE",
+                           "KIND", "RETS", "ARGS -> RESULTS");
+  for (const auto& f : plan.funcs) {
+    std::string res = params_text(f.results);
+    std::cout << fmt::format("{:<50} {:>12} {:>12} {:<8} {:>4}  ({}){}\n", printable(f.name),
+                             f.entry ? hex(f.entry) : "inlined",
+                             f.entry_probe ? hex(f.entry_probe) : "-", f.entry_probe_kind,
+                             f.ret_sites.size(), params_text(f.args),
+                             res.empty() ? "" : " -> (" + res + ")");
+    for (const auto& s : f.inline_sites)
+      std::cout << fmt::format("    inlined in {} at {} ({}:{}), entry probe only{}\n",
+                               printable(s.outer), hex(s.pc), printable(s.file), s.line,
+                               f.inline_probed ? "" : " [not probed]");
+  }
+  for (const auto& w : plan.warnings) std::cerr << "gotap: warning: " << printable(w) << "\n";
+}
+
+}  // namespace
+
+int cmd_funcs(const Args& args) {
+  po::options_description desc("gotap funcs [--json] BINARY [PATTERN...]");
+  desc.add_options()("help,h", "show this help")("json", "one JSON object per function")(
+      "no-inline", "do not plan probes at inlined call sites");
+  auto vm = parse_options(args, desc, "args");
+  if (!vm) return report_error(vm.error());
+  if (vm->count("help")) {
+    std::cout << desc;
+    return 0;
+  }
+  auto pos = positionals(*vm, "args");
+  if (pos.empty()) return usage_error("funcs needs a BINARY (see gotap funcs --help)");
+  auto bin = GoBinary::open(pos[0]);
+  if (!bin) return report_error(bin.error());
+  std::vector<std::string> patterns(pos.begin() + 1, pos.end());
+  if (patterns.empty()) patterns.push_back("*");
+  PlanOptions opts;
+  opts.probe_inline_sites = !vm->count("no-inline");
+  auto plan = (*bin)->plan(patterns, opts);
+  if (!plan) return report_error(plan.error());
+  if (vm->count("json")) {
+    std::string out;
+    for (const auto& f : plan->funcs) {
+      out += to_json(f).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      out += '\n';
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    for (const auto& w : plan->warnings) std::cerr << "gotap: warning: " << printable(w) << "\n";
+  } else {
+    print_text(*plan);
+  }
+  return 0;
+}
+
+}  // namespace gotap::cli

@@ -1,0 +1,78 @@
+// `gotap info [--json] BINARY`: what the resolver knows about a binary.
+#include <cstdio>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/go_binary.h"
+#include "core/plan.h"
+#include "core/value_text.h"
+#include "frontends/commands.h"
+#include "frontends/options.h"
+
+namespace gotap::cli {
+
+namespace {
+
+nlohmann::json info_json(const GoBinary& b) {
+  const auto& bi = b.buildinfo();
+  const auto& pc = b.pclntab();
+  size_t nfuncs = 0, nwrappers = 0;
+  for (const auto& f : pc.all_funcs()) (f.is_wrapper ? nwrappers : nfuncs)++;
+  nlohmann::json j = {
+      {"event", "info"},
+      {"path", b.elf().path()},
+      {"go_version", bi.version.raw},
+      {"go_version_source", bi.version_source},
+      {"module", bi.module_path},
+      {"pclntab", pc.format()},
+      {"pclntab_addr", hex(pc.addr())},
+      {"text_start", hex(pc.text_start())},
+      {"moduledata", hex(pc.moduledata().addr)},
+      {"stripped", !b.elf().has_symtab()},
+      {"dwarf", b.dwarf() != nullptr},
+      {"pie", b.elf().is_pie()},
+      {"cgo", b.cgo()},
+      {"regabi", b.regabi()},
+      {"section_headers", !b.elf().sections().empty()},
+      {"functions", nfuncs},
+      {"abi_wrappers", nwrappers},
+      {"goid_offset", b.offsets().g_goid},
+      {"offsets_source", b.offsets().source},
+  };
+  if (b.dwarf()) j["dwarf_producer"] = b.dwarf()->producer();
+  return j;
+}
+
+}  // namespace
+
+int cmd_info(const Args& args) {
+  po::options_description desc("gotap info [--json] BINARY");
+  desc.add_options()("help,h", "show this help")("json", "one JSON object (CONTRACT.md)");
+  auto vm = parse_options(args, desc, "binary");
+  if (!vm) return report_error(vm.error());
+  if (vm->count("help")) {
+    std::cout << desc;
+    return 0;
+  }
+  auto pos = positionals(*vm, "binary");
+  if (pos.size() != 1) return usage_error("info takes exactly one BINARY (see gotap info --help)");
+  auto bin = GoBinary::open(pos[0]);
+  if (!bin) return report_error(bin.error());
+  nlohmann::json j = info_json(**bin);
+  if (vm->count("json")) {
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return 0;
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() == "event") continue;
+    std::string v = it->is_string() ? printable(it->get<std::string>())
+                                    : it->dump(-1, ' ', false,
+                                               nlohmann::json::error_handler_t::replace);
+    std::cout << fmt::format("{:<18} {}\n", it.key() + ":", v);
+  }
+  return 0;
+}
+
+}  // namespace gotap::cli

@@ -1,0 +1,146 @@
+// `gotap trace|count|latency`: plan the probes, pick a backend, run it until the target exits,
+// the duration ends, or Ctrl-C / SIGTERM / SIGHUP.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "core/backend.h"
+#include "core/go_binary.h"
+#include "core/value_text.h"
+#include "frontends/commands.h"
+#include "frontends/options.h"
+#include "frontends/register_backends.h"
+
+namespace gotap::cli {
+
+namespace {
+
+void on_stop_signal(int) { stop_requested().store(true); }
+
+// No SA_RESTART: blocking waits in the backends must return EINTR so they notice the stop.
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
+// The binary a pid runs, through /proc (works for deleted and namespaced files too).
+std::string exe_of_pid(int pid) { return "/proc/" + std::to_string(pid) + "/exe"; }
+
+Mode mode_of(const std::string& command) {
+  if (command == "count") return Mode::Count;
+  if (command == "latency") return Mode::Latency;
+  return Mode::Trace;
+}
+
+}  // namespace
+
+int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
+  po::options_description desc("gotap " + command +
+                               " [TARGET-OPTIONS] [--json] PATTERN... [-- CMD ARGS...]");
+  desc.add_options()("help,h", "show this help")("pid,p", po::value<int>(),
+                                                   "attach to a running process")(
+      "all", "trace every process that runs the binary given with --binary (ebpf)")(
+      "binary", po::value<std::string>(), "the binary, for --all")(
+      "backend", po::value<std::string>()->default_value("auto"), "ptrace, ebpf or auto")(
+      "duration,d", po::value<double>(), "stop after SECONDS")(
+      "output,o", po::value<std::string>(), "write events to FILE instead of stdout")(
+      "json", "JSON Lines output (CONTRACT.md)")(
+      "max-depth", po::value<int>()->default_value(3), "pointer/struct depth to decode")(
+      "max-elems", po::value<int>()->default_value(16), "slice/map elements to decode")(
+      "max-str", po::value<int>()->default_value(64), "string bytes to decode")(
+      "stack", po::value<int>()->default_value(0), "a stack of N frames per event (ptrace)")(
+      "no-inline", "do not probe inlined call sites");
+  auto vm = parse_options(args, desc, "patterns");
+  if (!vm) return report_error(vm.error());
+  if (vm->count("help")) {
+    std::cout << desc;
+    return 0;
+  }
+  auto patterns = positionals(*vm, "patterns");
+  if (patterns.empty()) return usage_error(command + " needs at least one PATTERN");
+
+  TraceOptions opts;
+  opts.mode = mode_of(command);
+  opts.target.argv = rest;
+  opts.target.all = vm->count("all") > 0;
+  if (vm->count("pid")) opts.target.pid = (*vm)["pid"].as<int>();
+  int targets = (opts.target.pid != 0) + !rest.empty() + opts.target.all;
+  if (targets != 1) return usage_error("give exactly one target: -p PID, --all, or -- CMD ARGS");
+  if (vm->count("pid") && opts.target.pid <= 0) return usage_error("bad pid");
+  if (vm->count("duration")) {
+    opts.duration_s = (*vm)["duration"].as<double>();
+    if (opts.duration_s <= 0) return usage_error("--duration must be positive");
+  }
+  opts.max_depth = (*vm)["max-depth"].as<int>();
+  opts.max_elems = (*vm)["max-elems"].as<int>();
+  opts.max_str = (*vm)["max-str"].as<int>();
+  opts.stack_depth = (*vm)["stack"].as<int>();
+  if (opts.max_depth < 0 || opts.max_elems < 0 || opts.max_str < 0 || opts.stack_depth < 0)
+    return usage_error("limits must not be negative");
+
+  std::string path;
+  if (opts.target.pid) {
+    path = exe_of_pid(opts.target.pid);
+    if (access(("/proc/" + std::to_string(opts.target.pid)).c_str(), F_OK) != 0)
+      return usage_error("no process with pid " + std::to_string(opts.target.pid));
+  } else if (opts.target.all) {
+    if (!vm->count("binary")) return usage_error("--all needs --binary PATH");
+    path = (*vm)["binary"].as<std::string>();
+  } else {
+    path = rest[0];
+    // Resolve a bare command name through PATH the way execvp will.
+    if (path.find('/') == std::string::npos) {
+      const char* env = getenv("PATH");
+      std::string p = env ? env : "/usr/bin:/bin";
+      size_t start = 0;
+      while (start <= p.size()) {
+        size_t end = p.find(':', start);
+        std::string dir = p.substr(start, end == std::string::npos ? std::string::npos : end - start);
+        std::string cand = (dir.empty() ? "." : dir) + "/" + path;
+        if (access(cand.c_str(), X_OK) == 0) {
+          path = cand;
+          break;
+        }
+        if (end == std::string::npos) break;
+        start = end + 1;
+      }
+    }
+  }
+  auto bin = GoBinary::open(path);
+  if (!bin) return report_error(bin.error());
+  PlanOptions popts;
+  popts.probe_inline_sites = !vm->count("no-inline");
+  auto plan = (*bin)->plan(patterns, popts);
+  if (!plan) return report_error(plan.error());
+  for (const auto& w : plan->warnings) std::cerr << "gotap: warning: " << printable(w) << "\n";
+
+  register_backends();
+  std::string why;
+  const std::string backend_name = (*vm)["backend"].as<std::string>();
+  auto backend = make_backend(backend_name, &why);
+  if (!backend) return report_error(backend.error());
+  if (backend_name == "auto") std::cerr << "gotap: backend " << (*backend)->name() << ": " << why << "\n";
+
+  std::FILE* out = stdout;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(nullptr, &std::fclose);
+  if (vm->count("output")) {
+    file.reset(std::fopen((*vm)["output"].as<std::string>().c_str(), "w"));
+    if (!file)
+      return report_error(errno_error(ErrorKind::BadInput, "cannot write {}",
+                                      (*vm)["output"].as<std::string>()));
+    out = file.get();
+  }
+  auto sink = vm->count("json") ? make_json_lines_writer(out) : make_text_writer(out);
+  install_stop_handlers();
+  auto r = (*backend)->run(**bin, *plan, opts, *sink);
+  sink->flush();
+  if (!r) return report_error(r.error());
+  return 0;
+}
+
+}  // namespace gotap::cli

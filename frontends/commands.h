@@ -1,0 +1,23 @@
+// The gotap subcommands. Each returns the process exit code (CONTRACT.md: 0 ok, 1 run-time
+// failure, 2 bad usage or bad input) and reports errors through report_error().
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace gotap::cli {
+
+using Args = std::vector<std::string>;
+
+int cmd_info(const Args& args);
+int cmd_funcs(const Args& args);
+// trace, count, latency: `rest` holds the command after `--`.
+int cmd_trace(const std::string& command, const Args& args, const Args& rest);
+
+// Prints "gotap: MESSAGE" on stderr and returns the exit code for the error's kind.
+int report_error(const Error& e);
+int usage_error(const std::string& message);
+
+}  // namespace gotap::cli

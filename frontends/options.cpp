@@ -1,0 +1,28 @@
+#include "frontends/options.h"
+
+namespace gotap::cli {
+
+Result<po::variables_map> parse_options(const std::vector<std::string>& args,
+                                        const po::options_description& desc,
+                                        const char* positional_name) {
+  po::options_description all;
+  all.add(desc);
+  all.add_options()(positional_name, po::value<std::vector<std::string>>(), "");
+  po::positional_options_description pos;
+  pos.add(positional_name, -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return make_error("{}", e.what());
+  }
+  return vm;
+}
+
+std::vector<std::string> positionals(const po::variables_map& vm, const char* name) {
+  if (!vm.count(name)) return {};
+  return vm[name].as<std::vector<std::string>>();
+}
+
+}  // namespace gotap::cli
