@@ -1,0 +1,80 @@
+// int3 breakpoints that resume with one stop per hit: the displaced instruction is emulated
+// (push rbp, ret, jcc/jmp/call rel, nop) or executed out of line from a scratch page mapped
+// into the tracee, followed by an absolute jump back. No remove/single-step/re-insert, so
+// other threads never run past a missing breakpoint.
+#pragma once
+
+#include <sys/user.h>
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/ptrace/memory.h"
+#include "backends/ptrace/process.h"
+#include "core/result.h"
+
+namespace gotap::ptrace {
+
+enum class StepKind : uint8_t { PushRbp, Ret, Jcc, Jmp, Call, Nop, OutOfLine };
+
+// What a breakpoint means to the tracer; a site may serve several purposes.
+struct SiteRole {
+  enum Kind : uint8_t { Entry, Return, Inline } kind = Entry;
+  int func = -1;        // index into ProbePlan::funcs
+  int inline_idx = -1;  // Inline: index into FuncPlan::inline_sites
+};
+
+struct Site {
+  uint64_t addr = 0;  // run-time address
+  uint8_t orig[16] = {};
+  uint8_t len = 0;
+  StepKind step = StepKind::OutOfLine;
+  uint8_t cc = 0;        // Jcc condition code
+  uint16_t ret_imm = 0;  // ret imm16
+  uint64_t target = 0;   // Jcc/Jmp/Call
+  int disp_off = -1;     // OutOfLine: offset of a RIP-relative disp32, -1 when none
+  uint64_t slot = 0;     // OutOfLine: the copy in the scratch page
+  int32_t sp_delta = 0;  // SP delta at the site: entry RSP = RSP + sp_delta
+  std::vector<SiteRole> roles;
+};
+
+// Evaluates an x86 condition code against RFLAGS.
+bool condition_holds(uint8_t cc, uint64_t rflags);
+
+class Breakpoints {
+ public:
+  // Reads and decodes the original instruction at addr (once per address).
+  Result<Site*> add(uint64_t addr, SiteRole role, int32_t sp_delta, MemoryReader& mem);
+  Site* find(uint64_t addr) {
+    auto it = sites_.find(addr);
+    return it == sites_.end() ? nullptr : &it->second;
+  }
+  size_t size() const { return sites_.size(); }
+  const std::unordered_map<uint64_t, Site>& sites() const { return sites_; }
+
+  // Maps a scratch page near [near_lo, near_hi) with a syscall injected into the stopped
+  // thread `tid` (at `syscall_at`), and writes the out-of-line copies.
+  Result<void> place_scratch(Process& proc, pid_t tid, uint64_t syscall_at, uint64_t near_lo,
+                             uint64_t near_hi);
+  uint64_t scratch() const { return scratch_; }
+  bool in_scratch(uint64_t pc) const {
+    return scratch_ && pc >= scratch_ && pc < scratch_ + scratch_size_;
+  }
+
+  Result<void> insert_all(TraceeMemory& mem);
+  void restore_all(TraceeMemory& mem);
+  bool inserted() const { return inserted_; }
+
+  // Sets regs (taken at the trap, rip = addr + 1) so the displaced instruction takes effect
+  // once; may write the stack. False when the tracee's memory could not be accessed.
+  static bool step_over(const Site& s, user_regs_struct& regs, TraceeMemory& mem);
+
+ private:
+  std::unordered_map<uint64_t, Site> sites_;
+  uint64_t scratch_ = 0, scratch_size_ = 0;
+  bool inserted_ = false;
+};
+
+}  // namespace gotap::ptrace

@@ -1,0 +1,310 @@
+#include "backends/ptrace/process.h"
+
+#include <dirent.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+namespace gotap::ptrace {
+
+namespace {
+
+constexpr long kSeizeOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC;
+
+std::vector<pid_t> list_tasks(pid_t pid) {
+  std::vector<pid_t> out;
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    out.push_back(static_cast<pid_t>(std::atoi(e->d_name)));
+  }
+  closedir(d);
+  return out;
+}
+
+WaitStatus wait_any(pid_t which) {
+  WaitStatus ws;
+  for (;;) {
+    int st = 0;
+    pid_t t = waitpid(which, &st, __WALL);
+    if (t < 0 && errno == EINTR) continue;
+    ws.tid = t;
+    ws.raw = st;
+    return ws;
+  }
+}
+
+}  // namespace
+
+bool WaitStatus::exited() const {
+  return WIFEXITED(raw) || WIFSIGNALED(raw);
+}
+bool WaitStatus::stopped() const {
+  return WIFSTOPPED(raw);
+}
+int WaitStatus::stop_sig() const {
+  return WSTOPSIG(raw);
+}
+int WaitStatus::event() const {
+  return (raw >> 16) & 0xff;
+}
+bool WaitStatus::group_stop() const {
+  if (event() != PTRACE_EVENT_STOP) return false;
+  int s = stop_sig();
+  return s == SIGSTOP || s == SIGTSTP || s == SIGTTIN || s == SIGTTOU;
+}
+
+Process::~Process() = default;
+
+bool Process::cont(pid_t tid, int sig) {
+  return ::ptrace(PTRACE_CONT, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(sig))) == 0;
+}
+
+Result<std::unique_ptr<Process>> Process::launch(const std::vector<std::string>& argv) {
+  if (argv.empty()) return make_error("no command to launch");
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t child = fork();
+  if (child < 0) return errno_error(ErrorKind::Runtime, "fork");
+  if (child == 0) {
+    // Wait for the tracer to seize us, so that exec is the first thing it sees.
+    raise(SIGSTOP);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  int st = 0;
+  if (waitpid(child, &st, WUNTRACED) != child || !WIFSTOPPED(st)) {
+    return runtime_error("cannot start {}", argv[0]);
+  }
+  if (::ptrace(PTRACE_SEIZE, child, nullptr,
+               reinterpret_cast<void*>(kSeizeOptions | PTRACE_O_EXITKILL)) != 0) {
+    int e = errno;
+    kill(child, SIGKILL);
+    waitpid(child, &st, 0);
+    errno = e;
+    return errno_error(ErrorKind::Runtime, "cannot trace {}", argv[0]);
+  }
+  kill(child, SIGCONT);
+  std::unique_ptr<Process> p(new Process());
+  p->pid_ = child;
+  p->launched_ = true;
+  p->threads_.insert(child);
+  for (;;) {
+    WaitStatus ws = wait_any(child);
+    if (ws.tid != child) return runtime_error("lost {} while starting it", argv[0]);
+    if (ws.exited()) {
+      p->gone_ = true;
+      return runtime_error("cannot run {} (exit status {})", argv[0],
+                           WIFEXITED(ws.raw) ? WEXITSTATUS(ws.raw) : 128 + WTERMSIG(ws.raw));
+    }
+    if (ws.event() == PTRACE_EVENT_EXEC) break;
+    if (ws.event() == PTRACE_EVENT_STOP || ws.stop_sig() == SIGSTOP || ws.stop_sig() == SIGCONT) {
+      cont(child, 0);
+      continue;
+    }
+    cont(child, ws.event() ? 0 : ws.stop_sig());
+  }
+  p->mem_ = std::make_unique<TraceeMemory>(child);
+  return p;
+}
+
+Result<std::unique_ptr<Process>> Process::attach(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno_error(ErrorKind::Runtime, "cannot attach to pid {}", pid);
+  std::unique_ptr<Process> p(new Process());
+  p->pid_ = pid;
+  // Threads may be created while we seize: repeat until a pass finds no new thread. Threads
+  // created by seized threads are attached automatically (PTRACE_O_TRACECLONE).
+  for (bool more = true; more;) {
+    more = false;
+    for (pid_t t : list_tasks(pid)) {
+      if (p->threads_.count(t)) continue;
+      if (::ptrace(PTRACE_SEIZE, t, nullptr, reinterpret_cast<void*>(kSeizeOptions)) != 0) {
+        if (errno == ESRCH) continue;  // exited meanwhile
+        auto err = errno_error(ErrorKind::Runtime, "cannot attach to pid {} (thread {})", pid, t);
+        p->detach_all([](pid_t, user_regs_struct&) { return false; });
+        return err;
+      }
+      p->threads_.insert(t);
+      more = true;
+    }
+  }
+  if (p->threads_.empty()) return runtime_error("cannot attach to pid {}: no threads", pid);
+  p->mem_ = std::make_unique<TraceeMemory>(pid);
+  return p;
+}
+
+std::optional<uint64_t> Process::load_bias(uint64_t elf_entry) const {
+  std::ifstream f("/proc/" + std::to_string(pid_) + "/auxv", std::ios::binary);
+  uint64_t kv[2];
+  while (f.read(reinterpret_cast<char*>(kv), sizeof kv)) {
+    if (kv[0] == AT_NULL) break;
+    if (kv[0] == AT_ENTRY) return kv[1] - elf_entry;
+  }
+  return std::nullopt;
+}
+
+void Process::note_exit(const WaitStatus& ws) {
+  threads_.erase(ws.tid);
+  if (ws.tid == pid_) {
+    gone_ = true;
+    exit_code_ = WIFEXITED(ws.raw) ? WEXITSTATUS(ws.raw) : 128 + WTERMSIG(ws.raw);
+  }
+}
+
+void Process::handle_other_stop(const WaitStatus& ws) {
+  pid_t tid = ws.tid;
+  threads_.insert(tid);  // a new thread can report its first stop before its creator's event
+  switch (ws.event()) {
+    case PTRACE_EVENT_CLONE: {
+      unsigned long nt = 0;
+      if (::ptrace(PTRACE_GETEVENTMSG, tid, nullptr, &nt) == 0) threads_.insert(pid_t(nt));
+      cont(tid, 0);
+      return;
+    }
+    case PTRACE_EVENT_STOP:
+      if (ws.group_stop()) {
+        ::ptrace(PTRACE_LISTEN, tid, nullptr, nullptr);
+        return;
+      }
+      cont(tid, take_held_signal(tid));
+      return;
+    case 0:
+      cont(tid, ws.stop_sig());  // a signal for the tracee: pass it through unchanged
+      return;
+    default:
+      cont(tid, 0);
+      return;
+  }
+}
+
+int Process::take_held_signal(pid_t tid) {
+  auto it = held_signals_.find(tid);
+  if (it == held_signals_.end()) return 0;
+  int s = it->second;
+  held_signals_.erase(it);
+  return s;
+}
+
+Result<void> Process::interrupt_and_wait(pid_t tid) {
+  if (::ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0)
+    return errno_error(ErrorKind::Runtime, "cannot stop thread {}", tid);
+  for (;;) {
+    WaitStatus ws = wait_any(-1);
+    if (ws.tid < 0) return errno_error(ErrorKind::Runtime, "waitpid");
+    if (ws.exited()) {
+      note_exit(ws);
+      if (ws.tid == tid || gone_) return runtime_error("thread {} exited", tid);
+      continue;
+    }
+    if (ws.tid == tid) {
+      if (ws.event() == PTRACE_EVENT_STOP && !ws.group_stop()) return {};
+      if (ws.event() == 0) {
+        // A signal arrived first: keep it for later and wait for the interrupt's stop.
+        held_signals_[tid] = ws.stop_sig();
+        cont(tid, 0);
+        continue;
+      }
+    }
+    handle_other_stop(ws);
+  }
+}
+
+Result<uint64_t> Process::inject_syscall(pid_t tid, uint64_t code_addr, long nr,
+                                         std::initializer_list<uint64_t> args) {
+  user_regs_struct saved{}, r{};
+  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &saved) != 0)
+    return errno_error(ErrorKind::Runtime, "PTRACE_GETREGS");
+  uint8_t orig[2];
+  if (!mem_->read(code_addr, orig, 2)) return runtime_error("cannot read {:#x}", code_addr);
+  static const uint8_t kSyscall[2] = {0x0f, 0x05};
+  if (!mem_->write(code_addr, kSyscall, 2)) return runtime_error("cannot write {:#x}", code_addr);
+  r = saved;
+  r.rip = code_addr;
+  r.rax = nr;
+  r.orig_rax = static_cast<unsigned long long>(-1);  // no syscall restart on resume
+  unsigned long long* slots[] = {&r.rdi, &r.rsi, &r.rdx, &r.r10, &r.r8, &r.r9};
+  size_t i = 0;
+  for (uint64_t a : args)
+    if (i < 6) *slots[i++] = a;
+  Result<uint64_t> out = runtime_error("syscall injection failed");
+  if (::ptrace(PTRACE_SETREGS, tid, nullptr, &r) == 0) {
+    for (int tries = 0; tries < 100; ++tries) {
+      if (::ptrace(PTRACE_SINGLESTEP, tid, nullptr, nullptr) != 0) break;
+      WaitStatus ws = wait_any(tid);
+      if (ws.exited()) {
+        note_exit(ws);
+        return runtime_error("thread {} exited during syscall injection", tid);
+      }
+      user_regs_struct after{};
+      ::ptrace(PTRACE_GETREGS, tid, nullptr, &after);
+      if (after.rip == code_addr + 2) {
+        out = static_cast<uint64_t>(after.rax);
+        break;
+      }
+      // A signal got in the way: hold it, and step again.
+      if (ws.event() == 0 && ws.stop_sig() != SIGTRAP) held_signals_[tid] = ws.stop_sig();
+    }
+  }
+  mem_->write(code_addr, orig, 2);
+  ::ptrace(PTRACE_SETREGS, tid, nullptr, &saved);
+  return out;
+}
+
+void Process::detach_all(const std::function<bool(pid_t, user_regs_struct&)>& fix_trap) {
+  std::unordered_set<pid_t> pending;
+  for (pid_t t : threads_) {
+    if (::ptrace(PTRACE_INTERRUPT, t, nullptr, nullptr) == 0) pending.insert(t);
+  }
+  auto detach = [&](pid_t t, int sig) {
+    ::ptrace(PTRACE_DETACH, t, nullptr, reinterpret_cast<void*>(static_cast<long>(sig)));
+    pending.erase(t);
+    threads_.erase(t);
+  };
+  while (!pending.empty()) {
+    WaitStatus ws = wait_any(-1);
+    if (ws.tid < 0) break;  // ECHILD: nothing left
+    if (ws.exited()) {
+      note_exit(ws);
+      pending.erase(ws.tid);
+      continue;
+    }
+    pid_t t = ws.tid;
+    int held = take_held_signal(t);
+    switch (ws.event()) {
+      case PTRACE_EVENT_CLONE: {
+        unsigned long nt = 0;
+        if (::ptrace(PTRACE_GETEVENTMSG, t, nullptr, &nt) == 0) pending.insert(pid_t(nt));
+        detach(t, held);
+        break;
+      }
+      case 0: {
+        int sig = ws.stop_sig();
+        if (sig == SIGTRAP) {
+          user_regs_struct r{};
+          if (::ptrace(PTRACE_GETREGS, t, nullptr, &r) == 0 && fix_trap(t, r)) {
+            ::ptrace(PTRACE_SETREGS, t, nullptr, &r);
+            sig = 0;
+          }
+        }
+        // The pending interrupt is dropped by the detach.
+        detach(t, sig ? sig : held);
+        break;
+      }
+      default:
+        detach(t, held);
+        break;
+    }
+  }
+  threads_.clear();
+}
+
+}  // namespace gotap::ptrace

@@ -1,0 +1,464 @@
+#include "backends/ptrace/tracer.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "backends/ptrace/unwind.h"
+
+namespace gotap::ptrace {
+
+using nlohmann::json;
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+namespace {
+
+// Wakes the tracer thread out of waitpid when a stop is requested or the duration ends:
+// the front end's signal handler may run on any thread, and a blocked waitpid only returns
+// on a signal delivered to its own thread (handler installed without SA_RESTART).
+class Waker {
+ public:
+  explicit Waker(uint64_t deadline_ns) : deadline_(deadline_ns), tracer_(pthread_self()) {
+    struct sigaction sa {};
+    sa.sa_handler = [](int) {};
+    sigemptyset(&sa.sa_mask);
+    sigaction(signo(), &sa, &old_);
+    thread_ = std::thread([this] {
+      while (!done_.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (due() && !done_.load()) pthread_kill(tracer_, signo());
+      }
+    });
+  }
+  ~Waker() {
+    done_.store(true);
+    thread_.join();
+    sigaction(signo(), &old_, nullptr);
+  }
+  bool due() const { return stop_requested().load() || (deadline_ && now_ns() >= deadline_); }
+  static int signo() { return SIGRTMIN + 4; }
+
+ private:
+  uint64_t deadline_;
+  pthread_t tracer_;
+  std::atomic<bool> done_{false};
+  struct sigaction old_ {};
+  std::thread thread_;
+};
+
+}  // namespace
+
+Tracer::Tracer(const GoBinary& bin, const ProbePlan& plan, const TraceOptions& opts,
+               EventSink& sink)
+    : bin_(bin), plan_(plan), opts_(opts), sink_(sink) {}
+
+Tracer::~Tracer() = default;
+
+bool Tracer::stop_due() const {
+  return stop_requested().load() || (deadline_ns_ && now_ns() >= deadline_ns_);
+}
+
+void Tracer::emit(json ev) {
+  ++events_;
+  sink_.emit(ev);
+}
+
+Result<void> Tracer::start() {
+  pid_t stopped = 0;
+  if (!opts_.target.argv.empty()) {
+    auto p = Process::launch(opts_.target.argv);
+    if (!p) return p.error();
+    proc_ = std::move(*p);
+    stopped = proc_->pid();
+  } else if (opts_.target.pid > 0) {
+    auto p = Process::attach(opts_.target.pid);
+    if (!p) return p.error();
+    proc_ = std::move(*p);
+    stopped = proc_->pid();
+    if (!proc_->threads().count(stopped)) stopped = *proc_->threads().begin();
+    auto r = proc_->interrupt_and_wait(stopped);
+    if (!r) {
+      proc_->detach_all([](pid_t, user_regs_struct&) { return false; });
+      return r;
+    }
+  } else {
+    return make_error("ptrace backend: no target (use -p PID or -- CMD ARGS)");
+  }
+  auto r = setup_probes(stopped);
+  if (!r) {
+    bps_.restore_all(proc_->mem());
+    if (proc_->launched()) {
+      kill(proc_->pid(), SIGKILL);
+    } else {
+      proc_->detach_all([](pid_t, user_regs_struct&) { return false; });
+    }
+    return r;
+  }
+  return {};
+}
+
+Result<void> Tracer::setup_probes(pid_t stopped) {
+  const ElfFile& elf = bin_.elf();
+  auto bias = proc_->load_bias(elf.entry());
+  if (!bias) return runtime_error("cannot find where pid {} loaded {}", proc_->pid(), elf.path());
+  bias_ = *bias;
+  TraceeMemory& mem = proc_->mem();
+  const Pclntab& pcln = bin_.pclntab();
+
+  // Decoding environment: type descriptors as mapped in the process.
+  DecodeEnv env;
+  env.types = bin_.dwarf() ? &bin_.dwarf()->types() : nullptr;
+  env.rt.go = plan_.go;
+  env.rt.swiss_maps =
+      plan_.go.at_least(1, 24) &&
+      bin_.buildinfo().setting("GOEXPERIMENT").find("noswissmap") == std::string::npos;
+  // From the file: at a launch's exec stop the dynamic loader has not yet relocated the
+  // moduledata of a PIE, so its words in memory are still link-time addresses.
+  const Moduledata& md = pcln.moduledata();
+  if (md.types && md.etypes > md.types) {
+    env.rt.types = md.types + bias_;
+    env.rt.etypes = md.etypes + bias_;
+  }
+  env.func_name = [this](uint64_t pc) {
+    const PclnFunc* f = bin_.pclntab().find(pc - bias_);
+    return f ? std::string(f->name) : std::string();
+  };
+  DecodeLimits lim{opts_.max_depth, opts_.max_elems, opts_.max_str};
+  dec_ = std::make_unique<ValueDecoder>(mem, env, lim);
+  gr_ = std::make_unique<GoroutineReader>(mem, plan_);
+
+  fstate_.resize(plan_.funcs.size());
+  auto sp_delta = [&](uint64_t pc) -> int32_t {
+    const PclnFunc* f = pcln.find(pc);
+    if (!f) return 0;
+    return pcln.sp_delta(*f, pc).value_or(0);
+  };
+  std::vector<std::string> problems;
+  for (size_t i = 0; i < plan_.funcs.size(); ++i) {
+    const FuncPlan& f = plan_.funcs[i];
+    FuncState& fs = fstate_[i];
+    fs.abi_internal = f.abi != "abi0";
+    for (const auto* list : {&f.args, &f.results})
+      for (const auto& p : *list)
+        for (const auto& pc : p.loc.pieces)
+          if (pc.kind == LocPiece::FloatReg) fs.needs_xmm = true;
+    auto add = [&](uint64_t pc, SiteRole role) {
+      auto r = bps_.add(pc + bias_, role, sp_delta(pc), mem);
+      if (!r) problems.push_back(fmt::format("{}: {}", f.name, r.error().what()));
+    };
+    if (f.entry_probe) add(f.entry_probe, {SiteRole::Entry, int(i), -1});
+    for (uint64_t rs : f.ret_sites) add(rs, {SiteRole::Return, int(i), -1});
+    if (f.inline_probed)
+      for (size_t k = 0; k < f.inline_sites.size(); ++k)
+        add(f.inline_sites[k].pc, {SiteRole::Inline, int(i), int(k)});
+  }
+  for (const auto& p : problems) fmt::print(stderr, "gotap: warning: not probed: {}\n", p);
+  if (bps_.size() == 0) return runtime_error("no probe could be placed");
+
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (const auto& seg : elf.segments()) {
+    if (seg.type != 1 /* PT_LOAD */) continue;
+    lo = std::min(lo, seg.vaddr + bias_);
+    if (seg.flags & 1 /* PF_X */) hi = std::max(hi, seg.vaddr + seg.memsz + bias_);
+  }
+  GOTAP_TRY(bps_.place_scratch(*proc_, stopped, elf.entry() + bias_, lo, hi));
+  GOTAP_TRY(bps_.insert_all(mem));
+
+  size_t nfuncs = plan_.funcs.size();
+  fmt::print(stderr, "Tracing {} function{} ({} probe{}) with ptrace in pid {}. Ctrl-C to end.\n",
+             nfuncs, nfuncs == 1 ? "" : "s", bps_.size(), bps_.size() == 1 ? "" : "s",
+             proc_->pid());
+  std::fflush(stderr);
+  Process::cont(stopped, proc_->take_held_signal(stopped));
+  return {};
+}
+
+RegState Tracer::reg_state(const user_regs_struct& r, pid_t tid, bool xmm, uint64_t sp) {
+  RegState rs;
+  const unsigned long long* gp[kNumIntRegs] = {&r.rax, &r.rbx, &r.rcx, &r.rdi, &r.rsi,
+                                               &r.r8,  &r.r9,  &r.r10, &r.r11};
+  for (int i = 0; i < kNumIntRegs; ++i) rs.gp[i] = *gp[i];
+  rs.sp = sp;
+  if (xmm) {
+    user_fpregs_struct fp{};
+    if (::ptrace(PTRACE_GETFPREGS, tid, nullptr, &fp) == 0)
+      for (int i = 0; i < kNumFloatRegs; ++i) std::memcpy(&rs.xmm[i], &fp.xmm_space[i * 4], 8);
+  }
+  return rs;
+}
+
+json Tracer::stack_of(const user_regs_struct& regs, uint64_t pc, uint64_t ret_slot) {
+  user_regs_struct r = regs;
+  r.rip = pc;  // the probed instruction, not the address after the int3
+  auto pcs = walk_frames(proc_->mem(), r, ret_slot, opts_.stack_depth);
+  return symbolize(bin_.pclntab(), bias_, pcs, opts_.stack_depth);
+}
+
+void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
+                      uint64_t ts) {
+  const FuncPlan& f = plan_.funcs[role.func];
+  FuncState& fs = fstate_[role.func];
+  ++fs.count;
+  uint64_t entry_sp = r.rsp + s.sp_delta;
+  auto gi = gr_->current(r, fs.abi_internal);
+  int64_t goid = gi ? gi->goid : 0;
+  CallKey key{goid, gi ? gi->stack_hi - entry_sp : entry_sp};
+  auto it = pending_.find(key);
+  if (it != pending_.end()) {
+    // The same frame entered again without a return: a re-entry after morestack, or the
+    // previous call never returned (panic).
+    if (f.entry_refires && it->second.func == role.func) return;
+    if (opts_.mode == Mode::Trace || opts_.mode == Mode::Graph) {
+      emit({{"event", "unfinished"},
+            {"ts_ns", ts},
+            {"pid", proc_->pid()},
+            {"tid", it->second.tid},
+            {"goid", goid},
+            {"func", plan_.funcs[it->second.func].name},
+            {"entry_ts_ns", it->second.ts}});
+    }
+    pending_.erase(it);
+  }
+  if (opts_.mode == Mode::Count) return;
+  pending_[key] = {role.func, ts, tid};
+  if (opts_.mode == Mode::Latency) return;
+  json args = json::array();
+  RegState rs = reg_state(r, tid, fs.needs_xmm, entry_sp);
+  for (const auto& p : f.args) args.push_back(dec_->decode_param(p, rs));
+  json ev = {{"event", "entry"}, {"ts_ns", ts},    {"pid", proc_->pid()},    {"tid", tid},
+             {"goid", goid},     {"func", f.name}, {"args", std::move(args)}};
+  if (opts_.stack_depth > 0) ev["stack"] = stack_of(r, s.addr, entry_sp);
+  emit(std::move(ev));
+}
+
+void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
+                       uint64_t ts) {
+  if (opts_.mode == Mode::Count) return;
+  const FuncPlan& f = plan_.funcs[role.func];
+  FuncState& fs = fstate_[role.func];
+  uint64_t sp = r.rsp + s.sp_delta;
+  auto gi = gr_->current(r, fs.abi_internal);
+  int64_t goid = gi ? gi->goid : 0;
+  CallKey key{goid, gi ? gi->stack_hi - sp : sp};
+  std::optional<Pending> entry;
+  auto it = pending_.find(key);
+  if (it != pending_.end() && it->second.func == role.func) {
+    entry = it->second;
+    pending_.erase(it);
+  }
+  if (opts_.mode == Mode::Latency) {
+    if (entry) fs.durations.push_back(ts - entry->ts);
+    return;
+  }
+  json results = json::array();
+  RegState rs = reg_state(r, tid, fs.needs_xmm, sp);
+  for (const auto& p : f.results) results.push_back(dec_->decode_param(p, rs));
+  json ev = {{"event", "return"}, {"ts_ns", ts},  {"pid", proc_->pid()},
+             {"tid", tid},        {"goid", goid}, {"func", f.name}};
+  if (entry) ev["duration_ns"] = ts - entry->ts;
+  ev["results"] = std::move(results);
+  if (opts_.stack_depth > 0) ev["stack"] = stack_of(r, s.addr, sp);
+  emit(std::move(ev));
+}
+
+void Tracer::on_inline(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
+                       uint64_t ts) {
+  const FuncPlan& f = plan_.funcs[role.func];
+  ++fstate_[role.func].count;
+  if (opts_.mode != Mode::Trace && opts_.mode != Mode::Graph) return;
+  auto gi = gr_->current(r, true);
+  json ev = {
+      {"event", "entry"},          {"ts_ns", ts},    {"pid", proc_->pid()},   {"tid", tid},
+      {"goid", gi ? gi->goid : 0}, {"func", f.name}, {"args", json::array()}, {"inlined", true}};
+  if (role.inline_idx >= 0 && size_t(role.inline_idx) < f.inline_sites.size())
+    ev["outer"] = f.inline_sites[role.inline_idx].outer;
+  if (opts_.stack_depth > 0) ev["stack"] = stack_of(r, s.addr, r.rsp + s.sp_delta);
+  emit(std::move(ev));
+}
+
+bool Tracer::handle_trap(pid_t tid) {
+  user_regs_struct r;
+  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &r) != 0) return false;
+  const Site* s = bps_.find(r.rip - 1);
+  if (!s) return false;
+  ++hits_;
+  uint64_t ts = now_ns();
+  for (const auto& role : s->roles) {
+    switch (role.kind) {
+      case SiteRole::Entry:
+        on_entry(*s, role, r, tid, ts);
+        break;
+      case SiteRole::Return:
+        on_return(*s, role, r, tid, ts);
+        break;
+      case SiteRole::Inline:
+        on_inline(*s, role, r, tid, ts);
+        break;
+    }
+  }
+  if (!Breakpoints::step_over(*s, r, proc_->mem())) {
+    // Cannot resume past this instruction: put it back so the thread can run it.
+    fmt::print(stderr, "gotap: cannot resume thread {} at {:#x}; removing that probe\n", tid,
+               s->addr);
+    proc_->mem().write(s->addr, s->orig, 1);
+    r.rip = s->addr;
+  }
+  ::ptrace(PTRACE_SETREGS, tid, nullptr, &r);
+  Process::cont(tid, 0);
+  return true;
+}
+
+void Tracer::loop() {
+  for (;;) {
+    if (stop_due()) return;
+    int st = 0;
+    pid_t tid = 0;
+    // Polling briefly before blocking keeps the tracer on its CPU between hits that come in
+    // quick succession, saving a wake-up of the tracer per hit.
+    if (spin_ns_) {
+      uint64_t until = now_ns() + spin_ns_;
+      do {
+        tid = waitpid(-1, &st, __WALL | WNOHANG);
+      } while (tid == 0 && now_ns() < until);
+    }
+    if (tid == 0) tid = waitpid(-1, &st, __WALL);
+    if (tid < 0) {
+      if (errno == EINTR) continue;
+      return;  // ECHILD: nothing left to trace
+    }
+    WaitStatus ws{tid, st};
+    if (ws.exited()) {
+      proc_->note_exit(ws);
+      if (proc_->gone()) return;
+      continue;
+    }
+    if (!ws.stopped()) continue;
+    if (ws.event() == 0 && ws.stop_sig() == SIGTRAP && handle_trap(tid)) continue;
+    if (ws.event() == PTRACE_EVENT_EXEC) {
+      // The program replaced itself: our breakpoints went with the old image, and so did
+      // every other thread. Let the new program run untraced.
+      exec_ended_ = true;
+      ::ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
+      proc_->threads().clear();
+      return;
+    }
+    proc_->handle_other_stop(ws);
+  }
+}
+
+void Tracer::finish_pending() {
+  if (opts_.mode != Mode::Trace && opts_.mode != Mode::Graph) return;
+  std::vector<std::pair<CallKey, Pending>> left(pending_.begin(), pending_.end());
+  std::sort(left.begin(), left.end(),
+            [](const auto& a, const auto& b) { return a.second.ts < b.second.ts; });
+  uint64_t ts = now_ns();
+  for (const auto& [k, p] : left) {
+    emit({{"event", "unfinished"},
+          {"ts_ns", ts},
+          {"pid", proc_->pid()},
+          {"tid", p.tid},
+          {"goid", k.goid},
+          {"func", plan_.funcs[p.func].name},
+          {"entry_ts_ns", p.ts}});
+  }
+  pending_.clear();
+}
+
+void Tracer::detach() {
+  if (proc_->gone()) return;
+  if (exec_ended_) {
+    proc_->detach_all([](pid_t, user_regs_struct&) { return false; });
+    return;
+  }
+  bps_.restore_all(proc_->mem());
+  proc_->detach_all([this](pid_t, user_regs_struct& r) {
+    if (!bps_.find(r.rip - 1)) return false;
+    r.rip -= 1;  // a hit taken before the restore: run the original instruction
+    return true;
+  });
+}
+
+void Tracer::emit_aggregates() {
+  std::map<std::string, size_t> order;
+  for (size_t i = 0; i < plan_.funcs.size(); ++i) order.emplace(plan_.funcs[i].name, i);
+  for (const auto& [name, i] : order) {
+    FuncState& fs = fstate_[i];
+    if (opts_.mode == Mode::Count && fs.count) {
+      emit({{"event", "count"}, {"func", name}, {"count", fs.count}});
+    } else if (opts_.mode == Mode::Latency && !fs.durations.empty()) {
+      auto& d = fs.durations;
+      std::sort(d.begin(), d.end());
+      auto pct = [&](double q) {
+        return d[std::min(d.size() - 1, size_t(q * (d.size() - 1) + 0.5))];
+      };
+      json buckets = json::array();
+      std::map<int, uint64_t> b;
+      for (uint64_t v : d) b[v ? 63 - __builtin_clzll(v) : 0]++;
+      for (auto [lg, c] : b)
+        buckets.push_back(
+            {{"lo_ns", lg ? (1ull << lg) : 0}, {"hi_ns", (2ull << lg) - 1}, {"count", c}});
+      emit({{"event", "latency"},
+            {"func", name},
+            {"count", d.size()},
+            {"min_ns", d.front()},
+            {"max_ns", d.back()},
+            {"p50_ns", pct(0.5)},
+            {"p90_ns", pct(0.9)},
+            {"p99_ns", pct(0.99)},
+            {"buckets", buckets}});
+    }
+  }
+}
+
+Result<void> Tracer::run() {
+  if (opts_.mode == Mode::Goroutines)
+    return make_error("the ptrace backend does not support the goroutines command");
+  if (const char* e = getenv("GOTAP_PTRACE_SPIN_US")) spin_ns_ = strtoull(e, nullptr, 10) * 1000;
+  if (opts_.duration_s > 0) deadline_ns_ = now_ns() + uint64_t(opts_.duration_s * 1e9);
+  GOTAP_TRY(start());
+  {
+    Waker waker(deadline_ns_);
+    loop();
+  }
+  bool gone = proc_->gone();
+  detach();
+  finish_pending();
+  emit_aggregates();
+  json sum = {{"event", "summary"},
+              {"backend", "ptrace"},
+              {"probes", bps_.size()},
+              {"events", events_},
+              {"lost", 0},
+              {"hits", hits_},
+              {"functions", plan_.funcs.size()},
+              {"pid", proc_->pid()}};
+  if (gone) sum["exit_code"] = proc_->exit_code();
+  if (exec_ended_)
+    sum["ended_by"] = "exec";
+  else if (gone)
+    sum["ended_by"] = "exit";
+  else
+    sum["ended_by"] = "stop";
+  emit(std::move(sum));
+  sink_.flush();
+  return {};
+}
+
+}  // namespace gotap::ptrace

@@ -1,0 +1,85 @@
+// One tracing session of the ptrace backend: sets the breakpoints of a ProbePlan in a
+// launched or attached process, turns each hit into entry/return events, and detaches
+// leaving the process as it was.
+#pragma once
+
+#include <sys/user.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/ptrace/breakpoints.h"
+#include "backends/ptrace/goroutine.h"
+#include "backends/ptrace/process.h"
+#include "core/backend.h"
+#include "core/value_decoder.h"
+
+namespace gotap::ptrace {
+
+class Tracer {
+ public:
+  Tracer(const GoBinary& bin, const ProbePlan& plan, const TraceOptions& opts, EventSink& sink);
+  ~Tracer();
+  Result<void> run();
+
+  // For tests and benchmarks: stats of the finished run.
+  uint64_t hits() const { return hits_; }
+  uint64_t events() const { return events_; }
+
+ private:
+  struct FuncState {
+    bool abi_internal = true;
+    bool needs_xmm = false;
+    uint64_t count = 0;
+    std::vector<uint64_t> durations;
+  };
+  struct Pending {
+    int func = -1;
+    uint64_t ts = 0;
+    pid_t tid = 0;
+  };
+
+  Result<void> start();
+  Result<void> setup_probes(pid_t stopped);
+  void loop();
+  bool handle_trap(pid_t tid);
+  void on_entry(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
+                uint64_t ts);
+  void on_return(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
+                 uint64_t ts);
+  void on_inline(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
+                 uint64_t ts);
+  RegState reg_state(const user_regs_struct& r, pid_t tid, bool xmm, uint64_t sp);
+  nlohmann::json stack_of(const user_regs_struct& r, uint64_t pc, uint64_t ret_slot);
+  void finish_pending();
+  void detach();
+  void emit(nlohmann::json ev);
+  void emit_aggregates();
+  bool stop_due() const;
+
+  const GoBinary& bin_;
+  const ProbePlan& plan_;
+  const TraceOptions& opts_;
+  EventSink& sink_;
+  std::unique_ptr<Process> proc_;
+  uint64_t bias_ = 0;
+  Breakpoints bps_;
+  std::unique_ptr<GoroutineReader> gr_;
+  std::unique_ptr<ValueDecoder> dec_;
+  std::vector<FuncState> fstate_;
+  std::unordered_map<CallKey, Pending, CallKeyHash> pending_;
+  uint64_t hits_ = 0, events_ = 0;
+  uint64_t deadline_ns_ = 0;
+  uint64_t spin_ns_ = 0;
+  bool exec_ended_ = false;
+};
+
+// CLOCK_MONOTONIC in nanoseconds (the clock of ts_ns).
+uint64_t now_ns();
+
+}  // namespace gotap::ptrace

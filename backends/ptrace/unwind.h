@@ -1,0 +1,26 @@
+// --stack N: the call stack at a probe hit, walked with Go's frame pointers (every Go
+// function with a frame saves RBP) and symbolized through the pclntab, with inlined frames.
+#pragma once
+
+#include <sys/user.h>
+
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/ptrace/memory.h"
+#include "core/pclntab.h"
+
+namespace gotap::ptrace {
+
+// ret_addr_slot: where the hit function's return address is (RSP + the pcsp delta at the
+// probed pc); 0 when unknown (then only the RBP chain is walked).
+std::vector<uint64_t> walk_frames(TraceeMemory& mem, const user_regs_struct& regs,
+                                  uint64_t ret_addr_slot, int max);
+
+// [{"func","file","line","pc"}, ...] innermost first; inlined calls become frames of their own.
+nlohmann::json symbolize(const Pclntab& pcln, uint64_t bias, const std::vector<uint64_t>& pcs,
+                         int max);
+
+}  // namespace gotap::ptrace
