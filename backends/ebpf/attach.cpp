@@ -1,0 +1,146 @@
+#include "backends/ebpf/attach.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace gotap::ebpf {
+
+namespace {
+
+// BPF_LINK_CREATE's attr for uprobe_multi (include/uapi/linux/bpf.h, Linux 6.6); Debian 12's
+// headers predate it.
+struct LinkCreateUprobeMulti {
+  uint32_t prog_fd;
+  uint32_t target_fd;
+  uint32_t attach_type;
+  uint32_t flags;
+  uint64_t path;
+  uint64_t offsets;
+  uint64_t ref_ctr_offsets;
+  uint64_t cookies;
+  uint32_t cnt;
+  uint32_t multi_flags;
+  uint32_t pid;
+  uint32_t pad;
+};
+constexpr int kBpfLinkCreate = 28;
+
+}  // namespace
+
+Attachment::Attachment(Attachment&& o) noexcept {
+  *this = std::move(o);
+}
+
+Attachment& Attachment::operator=(Attachment&& o) noexcept {
+  if (this != &o) {
+    detach();
+    multi_fds_ = std::move(o.multi_fds_);
+    links_ = std::move(o.links_);
+    skipped_ = std::move(o.skipped_);
+    method_ = o.method_;
+    o.multi_fds_.clear();
+    o.links_.clear();
+  }
+  return *this;
+}
+
+namespace {
+
+// The kernel refuses to probe this instruction (arch_uprobe_analyze_insn).
+bool refused_site(int err) {
+  return err == 524 /* ENOTSUPP */ || err == ENOSYS;
+}
+
+long link_create_multi(int prog_fd, const std::string& path, const Site* sites, size_t n, int pid) {
+  std::vector<uint64_t> offsets(n), cookies(n);
+  for (size_t i = 0; i < n; ++i) {
+    offsets[i] = sites[i].file_offset;
+    cookies[i] = sites[i].cookie;
+  }
+  union {
+    LinkCreateUprobeMulti a;
+    char bytes[128];
+  } attr;
+  std::memset(&attr, 0, sizeof(attr));
+  attr.a.prog_fd = static_cast<uint32_t>(prog_fd);
+  attr.a.attach_type = kAttachUprobeMulti;
+  attr.a.path = reinterpret_cast<uint64_t>(path.c_str());
+  attr.a.offsets = reinterpret_cast<uint64_t>(offsets.data());
+  attr.a.cookies = reinterpret_cast<uint64_t>(cookies.data());
+  attr.a.cnt = static_cast<uint32_t>(n);
+  attr.a.pid = static_cast<uint32_t>(pid);
+  return syscall(SYS_bpf, kBpfLinkCreate, &attr, sizeof(LinkCreateUprobeMulti));
+}
+
+}  // namespace
+
+// One link for the whole range; when the kernel refuses a site, halve the range until the
+// refused sites stand alone and leave them out.
+Result<void> Attachment::attach_multi_range(int prog_fd, const std::string& path, const Site* sites,
+                                            size_t n, int pid) {
+  if (n == 0) return {};
+  long fd = link_create_multi(prog_fd, path, sites, n, pid);
+  if (fd >= 0) {
+    multi_fds_.push_back(static_cast<int>(fd));
+    return {};
+  }
+  int err = errno;
+  if (!refused_site(err)) {
+    Error e = errno_error(ErrorKind::Runtime, "uprobe_multi attach to {}", path);
+    e.errnum = err;
+    return e;
+  }
+  if (n == 1) {
+    skipped_.push_back(sites[0]);
+    return {};
+  }
+  GOTAP_TRY(attach_multi_range(prog_fd, path, sites, n / 2, pid));
+  return attach_multi_range(prog_fd, path, sites + n / 2, n - n / 2, pid);
+}
+
+Result<Attachment> Attachment::multi(bpf_program* prog, const std::string& path,
+                                     const std::vector<Site>& sites, int pid) {
+  Attachment at;
+  at.method_ = "uprobe_multi";
+  GOTAP_TRY(at.attach_multi_range(bpf_program__fd(prog), path, sites.data(), sites.size(), pid));
+  return at;
+}
+
+Result<Attachment> Attachment::per_site(bpf_program* prog, const std::string& path,
+                                        const std::vector<Site>& sites, int pid) {
+  Attachment at;
+  at.method_ = "perf_event";
+  at.links_.reserve(sites.size());
+  for (const auto& s : sites) {
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = s.cookie);
+    bpf_link* l = bpf_program__attach_uprobe_opts(prog, pid > 0 ? pid : -1, path.c_str(),
+                                                  s.file_offset, &opts);
+    if (!l) {
+      int err = errno;
+      if (refused_site(err)) {
+        at.skipped_.push_back(s);
+        continue;
+      }
+      Error e =
+          errno_error(ErrorKind::Runtime, "uprobe at offset {:#x} of {}", s.file_offset, path);
+      e.errnum = err;
+      return e;
+    }
+    at.links_.push_back(l);
+  }
+  return at;
+}
+
+void Attachment::detach() {
+  for (int fd : multi_fds_) close(fd);
+  multi_fds_.clear();
+  for (bpf_link* l : links_) bpf_link__destroy(l);
+  links_.clear();
+}
+
+}  // namespace gotap::ebpf

@@ -1,0 +1,401 @@
+#include "backends/ebpf/ebpf_backend.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <poll.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <set>
+
+#include "backends/ebpf/attach.h"
+#include "backends/ebpf/event_decoder.h"
+#include "backends/ebpf/histogram.h"
+#include "backends/ebpf/insn_filter.h"
+#include "backends/ebpf/probe_config.h"
+#include "backends/ebpf/target.h"
+#include "backends/ebpf/type_names.h"
+#include "core/go_binary.h"
+#include "gotap.skel.h"
+
+namespace gotap::ebpf {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// libbpf's warnings, kept for the error message instead of going to stderr.
+std::string& libbpf_log() {
+  static std::string log;
+  return log;
+}
+
+int on_libbpf_print(enum libbpf_print_level level, const char* fmt, va_list ap) {
+  if (level == LIBBPF_DEBUG) return 0;
+  char* buf = nullptr;
+  if (vasprintf(&buf, fmt, ap) < 0) return 0;
+  std::string& log = libbpf_log();
+  if (log.size() < (1u << 20)) log += buf;
+  free(buf);
+  return 0;
+}
+
+struct SkelDeleter {
+  void operator()(gotap_bpf* s) const { gotap_bpf__destroy(s); }
+};
+using Skel = std::unique_ptr<gotap_bpf, SkelDeleter>;
+
+std::string last_libbpf_line() {
+  std::string log = libbpf_log();
+  while (!log.empty() && log.back() == '\n') log.pop_back();
+  size_t nl = log.rfind('\n');
+  return nl == std::string::npos ? log : log.substr(nl + 1);
+}
+
+Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode mode, int tgid,
+                           bool multi, const EbpfOptions& eo) {
+  libbpf_log().clear();
+  Skel skel(gotap_bpf__open());
+  if (!skel) return errno_error(ErrorKind::Runtime, "cannot open the BPF object");
+  auto* ro = skel->rodata;
+  ro->target_tgid = static_cast<uint32_t>(tgid);
+  ro->mode = mode == Mode::Count     ? GOTAP_MODE_COUNT
+             : mode == Mode::Latency ? GOTAP_MODE_LATENCY
+                                     : GOTAP_MODE_TRACE;
+  ro->g_goid_off = plan.offsets.g_goid;
+  ro->g_stack_hi_off = plan.offsets.g_stack_hi;
+  ro->tls_g_off = plan.tls_g_offset;
+  ro->wake_bytes = eo.ringbuf_bytes / 4;
+
+  const uint32_t nsites = std::max<uint32_t>(1, static_cast<uint32_t>(cfg.sites.size()));
+  const uint32_t nfuncs = std::max<uint32_t>(1, static_cast<uint32_t>(cfg.funcs.size()));
+  bpf_map__set_max_entries(skel->maps.probes, nsites);
+  bpf_map__set_max_entries(skel->maps.counts, nfuncs);
+  bpf_map__set_max_entries(skel->maps.lat_stats, nfuncs);
+  bpf_map__set_max_entries(skel->maps.lat_hist,
+                           mode == Mode::Latency ? nfuncs * GOTAP_NBUCKETS : 1);
+  bpf_map__set_max_entries(skel->maps.events,
+                           mode == Mode::Trace ? static_cast<uint32_t>(eo.ringbuf_bytes) : 4096);
+
+  bpf_program* used = eo.empty_program ? skel->progs.gotap_empty : skel->progs.gotap_probe;
+  bpf_program* unused = eo.empty_program ? skel->progs.gotap_probe : skel->progs.gotap_empty;
+  bpf_program__set_autoload(unused, false);
+  if (multi)
+    bpf_program__set_expected_attach_type(used, static_cast<bpf_attach_type>(kAttachUprobeMulti));
+  if (int err = gotap_bpf__load(skel.get())) {
+    if (getenv("GOTAP_BPF_DEBUG")) std::cerr << libbpf_log();
+    Error e = runtime_error("cannot load the BPF program: {}", last_libbpf_line());
+    e.errnum = -err;
+    return e;
+  }
+  int fd = bpf_map__fd(skel->maps.probes);
+  for (uint32_t i = 0; i < cfg.sites.size(); ++i) {
+    if (bpf_map_update_elem(fd, &i, &cfg.sites[i].probe, BPF_ANY) != 0)
+      return errno_error(ErrorKind::Runtime, "cannot configure probe {}", i);
+  }
+  return skel;
+}
+
+// Sums a per-CPU value array into one T with `add`.
+template <typename T, typename Add>
+bool read_percpu(int fd, uint32_t key, T& out, Add add) {
+  static const int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0) return false;
+  std::vector<T> vals(static_cast<size_t>(ncpu));
+  if (bpf_map_lookup_elem(fd, &key, vals.data()) != 0) return false;
+  out = T{};
+  for (const T& v : vals) add(out, v);
+  return true;
+}
+
+struct Session {
+  const BinaryView& bin;
+  const ProbePlan& plan;
+  const TraceOptions& opts;
+  EventSink& sink;
+  const ProbeConfig& cfg;
+  std::unique_ptr<EventDecoder> decoder;
+  uint64_t events = 0;
+  uint64_t decode_failures = 0;
+};
+
+int on_sample(void* ctx, void* data, size_t size) {
+  auto* s = static_cast<Session*>(ctx);
+  Event e = s->decoder->decode(data, size);
+  if (e.is_null() || e.empty()) {
+    ++s->decode_failures;
+    return 0;
+  }
+  s->sink.emit(e);
+  ++s->events;
+  return 0;
+}
+
+std::string target_text(const TraceOptions& opts, int pid, const std::string& path) {
+  if (opts.target.all) return "every process running " + path;
+  return "pid " + std::to_string(pid);
+}
+
+}  // namespace
+
+BinaryView view_of(const GoBinary& bin) {
+  BinaryView v;
+  v.elf = &bin.elf();
+  v.path = bin.elf().path();
+  v.types = bin.dwarf() ? &bin.dwarf()->types() : nullptr;
+  v.types_start = bin.pclntab().moduledata().types;
+  v.types_end = bin.pclntab().moduledata().etypes;
+  v.go = bin.buildinfo().version;
+  return v;
+}
+
+Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const TraceOptions& opts,
+                         EventSink& sink, const EbpfOptions& eo) {
+  if (!bin.elf) return make_error("no binary");
+  static bool print_set = false;
+  if (!print_set) {
+    libbpf_set_print(on_libbpf_print);
+    print_set = true;
+  }
+  if (opts.mode != Mode::Trace && opts.mode != Mode::Count && opts.mode != Mode::Latency)
+    return make_error("the ebpf backend supports trace, count and latency");
+
+  ProbeConfig cfg = build_probe_config(plan, opts.mode, opts.max_str, bin.types, bin.elf);
+  if (cfg.sites.empty()) return make_error("nothing to probe: no function has a probe site");
+
+  // Probe sites as file offsets; the kernel resolves them per mapping (PIE or not).
+  std::vector<Site> sites;
+  sites.reserve(cfg.sites.size());
+  std::vector<Site> refused;
+  for (uint32_t i = 0; i < cfg.sites.size(); ++i) {
+    auto off = bin.elf->vaddr_to_offset(cfg.sites[i].addr);
+    if (!off) return make_error("probe address {} is not in the file", hex(cfg.sites[i].addr));
+    // Known refusals cost a failed attach each; leave them out up front.
+    if (!uprobe_can_probe(bin.elf->read(cfg.sites[i].addr, 16)))
+      refused.push_back({*off, i});
+    else
+      sites.push_back({*off, i});
+  }
+
+  // The target: launched children wait, stopped, until the probes are live.
+  TargetProcess target;
+  std::string path = bin.path;
+  int filter_pid = 0;
+  if (!opts.target.argv.empty()) {
+    auto t = TargetProcess::launch(opts.target.argv);
+    if (!t) return t.error();
+    target = std::move(*t);
+    filter_pid = target.pid();
+  } else if (opts.target.pid > 0) {
+    auto t = TargetProcess::attach(opts.target.pid);
+    if (!t) return t.error();
+    target = std::move(*t);
+    filter_pid = target.pid();
+    // The running file, even when it was replaced or deleted on disk.
+    path = "/proc/" + std::to_string(filter_pid) + "/exe";
+  } else if (!opts.target.all) {
+    return make_error("no target: give a pid, a command or --all");
+  }
+
+  // uprobe_multi first: one link for every site. Kernels before 6.6 refuse it; then one
+  // perf-event uprobe per site.
+  const auto t_attach = Clock::now();
+  Skel skel;
+  Attachment attachment;
+  std::string multi_error;
+  if (!eo.force_per_site) {
+    auto s = open_and_load(plan, cfg, opts.mode, filter_pid, true, eo);
+    if (s) {
+      bpf_program* prog = eo.empty_program ? (*s)->progs.gotap_empty : (*s)->progs.gotap_probe;
+      auto a = Attachment::multi(prog, path, sites, filter_pid);
+      if (a) {
+        skel = std::move(*s);
+        attachment = std::move(*a);
+      } else {
+        multi_error = a.error().what();
+      }
+    } else {
+      multi_error = s.error().what();
+    }
+  }
+  if (!skel) {
+    auto s = open_and_load(plan, cfg, opts.mode, filter_pid, false, eo);
+    if (!s) {
+      target.terminate();
+      return s.error();
+    }
+    bpf_program* prog = eo.empty_program ? (*s)->progs.gotap_empty : (*s)->progs.gotap_probe;
+    auto a = Attachment::per_site(prog, path, sites, filter_pid);
+    if (!a) {
+      target.terminate();
+      Error e = a.error();
+      if (!multi_error.empty()) e.message += " (uprobe_multi: " + multi_error + ")";
+      return e;
+    }
+    skel = std::move(*s);
+    attachment = std::move(*a);
+  }
+  const double attach_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - t_attach).count();
+  refused.insert(refused.end(), attachment.skipped().begin(), attachment.skipped().end());
+  if (!refused.empty() && !eo.quiet) {
+    const auto& first = cfg.sites[refused[0].cookie];
+    std::cerr << "gotap: warning: the kernel refuses " << refused.size()
+              << " probe site(s) (instructions uprobes cannot handle), e.g. " << hex(first.addr)
+              << " in " << cfg.funcs[first.probe.func_id].plan->name << "\n";
+  }
+
+  // Interface type names: the tracee's addresses, minus the PIE load bias.
+  uint64_t bias = 0;
+  if (bin.elf->is_pie() && filter_pid > 0) {
+    uint64_t first = UINT64_MAX;
+    for (const auto& seg : bin.elf->segments())
+      if (seg.type == 1 /* PT_LOAD */) first = std::min(first, seg.vaddr);
+    if (first != UINT64_MAX) bias = load_bias(filter_pid, first);
+  }
+  TypeNames names(bin.elf, bin.types_start, bin.types_end, bin.go, bias);
+  Session session{bin, plan, opts, sink, cfg, nullptr};
+  session.decoder = std::make_unique<EventDecoder>(cfg, bin.types, &names);
+
+  std::unique_ptr<ring_buffer, void (*)(ring_buffer*)> rb(nullptr, &ring_buffer__free);
+  if (opts.mode == Mode::Trace) {
+    rb.reset(ring_buffer__new(bpf_map__fd(skel->maps.events), on_sample, &session, nullptr));
+    if (!rb) {
+      target.terminate();
+      return errno_error(ErrorKind::Runtime, "cannot open the BPF ring buffer");
+    }
+  }
+
+  if (!eo.quiet) {
+    std::cerr << "Tracing " << cfg.funcs.size() << " functions (" << cfg.sites.size()
+              << " probes) with ebpf in " << target_text(opts, filter_pid, bin.path)
+              << ". Ctrl-C to end." << std::endl;
+  }
+  if (auto r = target.release(); !r) {
+    target.terminate();
+    return r.error();
+  }
+
+  // Until the target exits, the duration ends or a stop is requested.
+  const auto t_start = Clock::now();
+  bool target_exited = false;
+  while (!stop_requested().load()) {
+    if (opts.duration_s > 0 &&
+        std::chrono::duration<double>(Clock::now() - t_start).count() >= opts.duration_s)
+      break;
+    if (rb) {
+      // Events arrive without wake-ups (see gotap.bpf.c): poll on a short timer.
+      ring_buffer__poll(rb.get(), 20);
+    } else {
+      poll(nullptr, 0, 50);
+    }
+    if (filter_pid > 0 && target.exited()) {
+      target_exited = true;
+      break;
+    }
+  }
+
+  const auto t_detach = Clock::now();
+  attachment.detach();
+  const double detach_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - t_detach).count();
+  if (rb) ring_buffer__consume(rb.get());
+  if (!target_exited) target.terminate();
+
+  // Aggregates and leftovers.
+  std::vector<uint64_t> counters(GOTAP_CNT_NUM, 0);
+  int cfd = bpf_map__fd(skel->maps.counters);
+  for (uint32_t k = 0; k < GOTAP_CNT_NUM; ++k)
+    read_percpu<uint64_t>(cfd, k, counters[k], [](uint64_t& a, uint64_t b) { a += b; });
+
+  if (opts.mode == Mode::Count) {
+    int fd = bpf_map__fd(skel->maps.counts);
+    for (uint32_t f = 0; f < cfg.funcs.size(); ++f) {
+      uint64_t n = 0;
+      read_percpu<uint64_t>(fd, f, n, [](uint64_t& a, uint64_t b) { a += b; });
+      if (n == 0) continue;
+      sink.emit({{"event", "count"}, {"func", cfg.funcs[f].plan->name}, {"count", n}});
+      ++session.events;
+    }
+  } else if (opts.mode == Mode::Latency) {
+    int sfd = bpf_map__fd(skel->maps.lat_stats);
+    int hfd = bpf_map__fd(skel->maps.lat_hist);
+    for (uint32_t f = 0; f < cfg.funcs.size(); ++f) {
+      gotap_lat_stats st{};
+      read_percpu<gotap_lat_stats>(sfd, f, st, [](gotap_lat_stats& a, const gotap_lat_stats& b) {
+        if (!b.count) return;
+        if (!a.count || b.min_ns < a.min_ns) a.min_ns = b.min_ns;
+        if (b.max_ns > a.max_ns) a.max_ns = b.max_ns;
+        a.count += b.count;
+        a.sum_ns += b.sum_ns;
+      });
+      if (st.count == 0) continue;
+      LatencySummary s{st.count, st.sum_ns, st.min_ns, st.max_ns, {}};
+      s.fine.assign(GOTAP_NBUCKETS, 0);
+      for (uint32_t b = 0; b < GOTAP_NBUCKETS; ++b) {
+        uint32_t key = f * GOTAP_NBUCKETS + b;
+        bpf_map_lookup_elem(hfd, &key, &s.fine[b]);
+      }
+      sink.emit(latency_event(cfg.funcs[f].plan->name, s));
+      ++session.events;
+    }
+  } else {
+    // Calls still in flight never returned while we watched.
+    int fd = bpf_map__fd(skel->maps.inflight);
+    gotap_call_key key{}, next{};
+    const void* prev = nullptr;
+    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+      uint64_t ts = 0;
+      if (bpf_map_lookup_elem(fd, &next, &ts) == 0 && next.func_id < cfg.funcs.size() &&
+          cfg.funcs[next.func_id].traced_returns) {
+        sink.emit({{"event", "unfinished"},
+                   {"ts_ns", ts},
+                   {"goid", next.goid},
+                   {"func", cfg.funcs[next.func_id].plan->name}});
+        ++session.events;
+      }
+      key = next;
+      prev = &key;
+    }
+  }
+
+  Event summary = {{"event", "summary"},
+                   {"backend", "ebpf"},
+                   {"functions", cfg.funcs.size()},
+                   {"probes", cfg.sites.size()},
+                   {"events", session.events},
+                   {"lost", counters[GOTAP_CNT_LOST] + session.decode_failures},
+                   {"unmatched_returns", counters[GOTAP_CNT_UNMATCHED_RET]},
+                   {"refires_ignored", counters[GOTAP_CNT_REFIRE]},
+                   {"goid_read_errors", counters[GOTAP_CNT_READ_ERR]},
+                   {"inflight_full", counters[GOTAP_CNT_INFLIGHT_FULL]},
+                   {"attach", attachment.method()},
+                   {"skipped_sites", refused.size()},
+                   {"attach_ms", attach_ms},
+                   {"detach_ms", detach_ms}};
+  if (target.launched() && target_exited) {
+    int st = target.exit_status();
+    if (WIFEXITED(st)) summary["exit_code"] = WEXITSTATUS(st);
+    if (WIFSIGNALED(st)) summary["exit_signal"] = WTERMSIG(st);
+  }
+  sink.emit(summary);
+  sink.flush();
+  return {};
+}
+
+Result<void> EbpfBackend::run(const GoBinary& bin, const ProbePlan& plan, const TraceOptions& opts,
+                              EventSink& sink) {
+  EbpfOptions eo;
+  // Benchmark knobs (bench/ebpf.sh): an empty program at the same sites is the probe-cost
+  // baseline; the per-site fallback can be forced to compare attach methods.
+  if (const char* e = getenv("GOTAP_EBPF_EMPTY_PROGRAM")) eo.empty_program = *e == '1';
+  if (const char* e = getenv("GOTAP_EBPF_PER_SITE")) eo.force_per_site = *e == '1';
+  return run_session(view_of(bin), plan, opts, sink, eo);
+}
+
+}  // namespace gotap::ebpf

@@ -1,0 +1,216 @@
+#include "backends/ebpf/event_decoder.h"
+
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "backends/ebpf/value_kind.h"
+#include "core/plan.h"
+
+namespace gotap::ebpf {
+
+namespace {
+
+struct Captured {
+  const gotap_event& ev;
+  const ParamCapture& pc;
+
+  std::optional<uint64_t> word(size_t i) const {
+    if (i >= pc.words.size() || pc.words[i] < 0 || pc.words[i] >= ev.nwords) return std::nullopt;
+    return ev.words[pc.words[i]];
+  }
+  // The copied bytes of cap `c`, when it was read.
+  std::optional<std::string> bytes(int c) const {
+    if (c < 0 || c >= ev.ncaps || !(ev.cap_ok & (1u << c))) return std::nullopt;
+    size_t off = 0;
+    for (int i = 0; i < c; ++i)
+      if (ev.cap_ok & (1u << i)) off += ev.cap_len[i];
+    size_t len = ev.cap_len[c];
+    if (off + len > ev.data_len || off + len > sizeof(ev.data)) return std::nullopt;
+    return std::string(reinterpret_cast<const char*>(ev.data + off), len);
+  }
+  nlohmann::json raw() const {
+    auto a = nlohmann::json::array();
+    for (size_t i = 0; i < pc.words.size(); ++i)
+      if (auto w = word(i)) a.push_back(hex(*w));
+    return {{"raw", a}};
+  }
+};
+
+int64_t sign_extend(uint64_t v, uint64_t size) {
+  if (size == 0 || size >= 8) return static_cast<int64_t>(v);
+  int shift = 64 - 8 * static_cast<int>(size);
+  return static_cast<int64_t>(v << shift) >> shift;
+}
+
+uint64_t truncate(uint64_t v, uint64_t size) {
+  if (size == 0 || size >= 8) return v;
+  return v & ((uint64_t{1} << (8 * size)) - 1);
+}
+
+nlohmann::json string_value(const std::string& s, uint64_t len) {
+  if (s.size() >= len) return s;
+  return {{"str", s}, {"len", len}, {"truncated", true}};
+}
+
+}  // namespace
+
+nlohmann::json EventDecoder::value(const ParamCapture& pc, const gotap_event& ev) const {
+  Captured c{ev, pc};
+  const ParamLoc& p = *pc.param;
+  ValueShape shape = pc.shape;
+  auto w0 = c.word(0);
+  switch (shape) {
+    case ValueShape::Bool:
+      if (w0) return (*w0 & 0xff) != 0;
+      break;
+    case ValueShape::Int:
+      if (w0) return sign_extend(*w0, p.size);
+      break;
+    case ValueShape::Unknown:
+      if (w0 && pc.words.size() == 1) return truncate(*w0, p.size);
+      break;
+    case ValueShape::Uint:
+      if (w0) return truncate(*w0, p.size);
+      break;
+    case ValueShape::Float:
+      if (w0) {
+        if (p.size == 4) {
+          float f;
+          uint32_t u = static_cast<uint32_t>(*w0);
+          std::memcpy(&f, &u, 4);
+          return f;
+        }
+        double d;
+        std::memcpy(&d, &*w0, 8);
+        return d;
+      }
+      break;
+    case ValueShape::String: {
+      auto len = c.word(1);
+      if (!len) break;
+      if (*len == 0) return "";
+      if (auto s = c.bytes(pc.string_cap)) return string_value(*s, *len);
+      break;
+    }
+    case ValueShape::Pointer:
+      if (w0) return *w0 == 0 ? nlohmann::json() : nlohmann::json{{"addr", hex(*w0)}};
+      break;
+    case ValueShape::Slice: {
+      auto len = c.word(1), cap = c.word(2);
+      if (w0 && *w0 == 0 && len && *len == 0) return nullptr;
+      if (len && cap) {
+        nlohmann::json j = {{"len", *len}, {"cap", *cap}, {"elems", nlohmann::json::array()}};
+        if (*len > 0) j["truncated"] = true;
+        return j;
+      }
+      break;
+    }
+    case ValueShape::Eface:
+    case ValueShape::Iface: {
+      if (!w0) break;
+      if (*w0 == 0) return nullptr;
+      std::optional<uint64_t> type = *w0;
+      if (shape == ValueShape::Iface) {
+        auto t = c.bytes(pc.itab_cap);
+        if (t && t->size() == 8) {
+          uint64_t v;
+          std::memcpy(&v, t->data(), 8);
+          type = v;
+        } else {
+          type.reset();
+        }
+      }
+      nlohmann::json j;
+      std::optional<std::string> name = type && names_ ? names_->name(*type) : std::nullopt;
+      j["type"] = name ? *name : (type ? hex(*type) : "?");
+      auto data = c.word(1);
+      nlohmann::json v = {{"raw", nlohmann::json::array()}};
+      if (data) v["raw"].push_back(hex(*data));
+      if (type && names_ && data) {
+        auto kind = names_->kind(*type);
+        auto size = names_->size(*type);
+        auto payload = c.bytes(pc.payload_cap);
+        bool direct = names_->direct_iface(*type);
+        auto scalar = [&](uint64_t raw) -> nlohmann::json {
+          uint64_t sz = size.value_or(8);
+          switch (*kind) {
+            case GoKind::Bool:
+              return (raw & 0xff) != 0;
+            case GoKind::Int:
+            case GoKind::Int8:
+            case GoKind::Int16:
+            case GoKind::Int32:
+            case GoKind::Int64:
+              return sign_extend(raw, sz);
+            case GoKind::Uint:
+            case GoKind::Uint8:
+            case GoKind::Uint16:
+            case GoKind::Uint32:
+            case GoKind::Uint64:
+            case GoKind::Uintptr:
+              return truncate(raw, sz);
+            case GoKind::Float64: {
+              double d;
+              std::memcpy(&d, &raw, 8);
+              return d;
+            }
+            case GoKind::Float32: {
+              float f;
+              uint32_t u = static_cast<uint32_t>(raw);
+              std::memcpy(&f, &u, 4);
+              return f;
+            }
+            default:
+              return nullptr;
+          }
+        };
+        if (kind && direct && (*kind == GoKind::Ptr || *kind == GoKind::UnsafePointer))
+          v = *data == 0 ? nlohmann::json() : nlohmann::json{{"addr", hex(*data)}};
+        else if (kind && payload && size && *size <= 8 && payload->size() >= *size) {
+          uint64_t raw = 0;
+          std::memcpy(&raw, payload->data(), *size);
+          auto s = scalar(raw);
+          if (!s.is_null()) v = s;
+        }
+      }
+      j["value"] = v;
+      return j;
+    }
+    case ValueShape::Other:
+      break;
+  }
+  return c.raw();
+}
+
+Event EventDecoder::decode(const void* data, size_t size) const {
+  gotap_event ev{};
+  const size_t header = offsetof(gotap_event, data);
+  if (size < header || size > sizeof(ev)) return {};
+  std::memcpy(&ev, data, size);
+  if (ev.probe >= cfg_.sites.size() || ev.func_id >= cfg_.funcs.size()) return {};
+  if (header + ev.data_len > size) ev.data_len = static_cast<uint16_t>(size - header);
+  const SiteConfig& site = cfg_.sites[ev.probe];
+  const FuncPlan& f = *cfg_.funcs[ev.func_id].plan;
+  const bool ret = ev.kind == GOTAP_EV_RETURN;
+  Event e = {{"event", ret ? "return" : "entry"},
+             {"ts_ns", ev.ts_ns},
+             {"pid", ev.pid},
+             {"tid", ev.tid},
+             {"goid", ev.goid},
+             {"func", f.name}};
+  auto params = nlohmann::json::array();
+  for (const auto& pc : site.params)
+    params.push_back(
+        {{"name", pc.param->name}, {"type", pc.param->type_name}, {"value", value(pc, ev)}});
+  if (ret) {
+    if (!(ev.flags & GOTAP_EVF_UNMATCHED)) e["duration_ns"] = ev.duration_ns;
+    e["results"] = std::move(params);
+  } else {
+    e["args"] = std::move(params);
+    if (site.probe.flags & GOTAP_PROBE_INLINE) e["inlined"] = true;
+  }
+  return e;
+}
+
+}  // namespace gotap::ebpf

@@ -1,0 +1,13 @@
+// Instructions the x86 uprobe code refuses (arch/x86/kernel/uprobes.c: LOCK and ES/CS/SS/DS
+// segment prefixes, EVEX (AVX-512), INT3/INT, port I/O, HLT): recognised up front so that one
+// refused site does not fail a uprobe_multi link of thousands.
+#pragma once
+
+#include "core/elf_file.h"
+
+namespace gotap::ebpf {
+
+// `code`: the bytes at the site (up to 16). False when the kernel is known to refuse it.
+bool uprobe_can_probe(Bytes code);
+
+}  // namespace gotap::ebpf

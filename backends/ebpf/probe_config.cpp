@@ -1,0 +1,137 @@
+#include "backends/ebpf/probe_config.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "backends/ebpf/morestack.h"
+#include "backends/ebpf/value_kind.h"
+
+namespace gotap::ebpf {
+
+namespace {
+
+struct Builder {
+  gotap_probe& probe;
+  int max_str;
+  const TypeGraph* types;
+
+  int add_word(gotap_word w) {
+    if (probe.nwords >= GOTAP_MAX_WORDS) return -1;
+    probe.words[probe.nwords] = w;
+    return probe.nwords++;
+  }
+
+  int add_cap(uint8_t kind, int word, int aux, int max) {
+    if (word < 0 || probe.ncaps >= GOTAP_MAX_CAPS) return -1;
+    gotap_cap& c = probe.caps[probe.ncaps];
+    c.kind = kind;
+    c.word = static_cast<uint8_t>(word);
+    c.aux = static_cast<uint8_t>(aux < 0 ? 0 : aux);
+    c.max = static_cast<uint16_t>(std::clamp(max, 0, GOTAP_DATA_MAX));
+    return probe.ncaps++;
+  }
+
+  // One captured word per 8 bytes of the value, in value order.
+  ParamCapture capture(const ParamLoc& p) {
+    ParamCapture pc;
+    pc.param = &p;
+    uint64_t nwords = (p.size + 7) / 8;
+    pc.words.assign(nwords, -1);
+    for (const auto& piece : p.loc.pieces) {
+      if (piece.kind == LocPiece::IntReg) {
+        uint64_t slot = piece.value_offset / 8;
+        if (slot < nwords) pc.words[slot] = add_word({GOTAP_SRC_REG, piece.reg, 0, 0});
+      } else if (piece.kind == LocPiece::Stack) {
+        for (uint64_t off = 0; off < piece.size; off += 8) {
+          uint64_t slot = (piece.value_offset + off) / 8;
+          if (slot >= nwords) break;
+          pc.words[slot] =
+              add_word({GOTAP_SRC_STACK, 0, 0, static_cast<int32_t>(piece.stack_offset + off)});
+        }
+      }
+      // Float registers are not in pt_regs: those words stay uncaptured.
+    }
+    ValueShape shape = shape_of(p, types);
+    pc.shape = shape;
+    if (shape == ValueShape::String && nwords >= 2) {
+      pc.string_cap = add_cap(GOTAP_CAP_STRING, pc.words[0], pc.words[1], max_str);
+    } else if ((shape == ValueShape::Eface || shape == ValueShape::Iface) && nwords >= 2) {
+      if (shape == ValueShape::Iface) pc.itab_cap = add_cap(GOTAP_CAP_ITAB, pc.words[0], -1, 8);
+      pc.payload_cap = add_cap(GOTAP_CAP_DEREF, pc.words[1], -1, kIfacePayloadBytes);
+    }
+    return pc;
+  }
+};
+
+SiteConfig make_site(uint64_t addr, uint32_t func_id, uint8_t flags,
+                     const std::vector<ParamLoc>* params, bool want_results, int max_str,
+                     const TypeGraph* types) {
+  SiteConfig s;
+  s.addr = addr;
+  s.probe.func_id = func_id;
+  s.probe.flags = flags;
+  if (params) {
+    Builder b{s.probe, max_str, types};
+    for (const auto& p : *params)
+      if (p.is_result == want_results) s.params.push_back(b.capture(p));
+  }
+  return s;
+}
+
+}  // namespace
+
+ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
+                               const TypeGraph* types, const ElfFile* elf) {
+  ProbeConfig cfg;
+  const bool words = mode == Mode::Trace;
+  for (const auto& f : plan.funcs) {
+    const uint32_t id = static_cast<uint32_t>(cfg.funcs.size());
+    FuncConfig fc;
+    fc.plan = &f;
+    uint8_t base = 0;
+    if (f.abi == "abi0" || !plan.regabi) base |= GOTAP_PROBE_TLS_G;
+    // Count needs returns only to recognise an entry probe's refire after morestack, and not
+    // even then when the morestack call can be probed instead.
+    std::optional<uint64_t> uncount;
+    if (mode == Mode::Count && f.entry_refires && f.entry_probe && elf)
+      uncount = morestack_call(*elf, f);
+    const bool track = mode == Mode::Count && f.entry_refires && !uncount;
+    fc.traced_returns = f.entry_probe != 0 && (mode != Mode::Count || track);
+    if (uncount) {
+      cfg.sites.push_back(
+          make_site(*uncount, id, base | GOTAP_PROBE_UNCOUNT, nullptr, false, 0, types));
+      ++cfg.morestack_sites;
+    }
+    if (f.entry_probe) {
+      uint8_t flags = base;
+      if (f.entry_refires && !uncount) flags |= GOTAP_PROBE_DEDUPE;
+      if (track) flags |= GOTAP_PROBE_TRACK;
+      // Params of both kinds live in f.args / f.results; entries capture the arguments.
+      cfg.sites.push_back(
+          make_site(f.entry_probe, id, flags, words ? &f.args : nullptr, false, max_str, types));
+    }
+    if (fc.traced_returns) {
+      uint8_t flags = base | GOTAP_PROBE_RET;
+      if (mode == Mode::Count) flags |= GOTAP_PROBE_TRACK;
+      std::vector<uint64_t> rets = f.ret_sites;
+      // A tail jump leaves the function like a RET; the results are not set up there.
+      for (uint64_t a : rets)
+        cfg.sites.push_back(
+            make_site(a, id, flags, words ? &f.results : nullptr, true, max_str, types));
+      for (uint64_t a : f.tail_jumps)
+        cfg.sites.push_back(make_site(a, id, flags, nullptr, true, 0, types));
+    }
+    // Inlined copies have no RET: their entries count and trace, but have no latency.
+    if (f.inline_probed && mode != Mode::Latency) {
+      for (const auto& site : f.inline_sites) {
+        cfg.sites.push_back(
+            make_site(site.pc, id, base | GOTAP_PROBE_INLINE, nullptr, false, 0, types));
+        ++cfg.inline_sites;
+      }
+    }
+    cfg.funcs.push_back(fc);
+  }
+  return cfg;
+}
+
+}  // namespace gotap::ebpf

@@ -1,0 +1,55 @@
+// Turns the core's ProbePlan into what the BPF program reads: one gotap_probe record per probe
+// site (its index is the attach cookie), the site addresses, and per parameter which captured
+// words and memory copies hold its value. Pure computation: testable without root.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/ebpf/value_kind.h"
+#include "core/backend.h"
+#include "core/plan.h"
+#include "gotap_shared.h"
+
+namespace gotap::ebpf {
+
+// Where one parameter's value ended up in an event.
+struct ParamCapture {
+  const ParamLoc* param = nullptr;
+  std::vector<int> words;  // indices into gotap_event.words, one per 8-byte word; -1: not
+                           // captured (a float register, or past GOTAP_MAX_WORDS)
+  int string_cap = -1;     // string bytes (GOTAP_CAP_STRING)
+  int itab_cap = -1;       // the dynamic type word of a non-empty interface (GOTAP_CAP_ITAB)
+  int payload_cap = -1;    // the bytes an interface's data word points to (GOTAP_CAP_DEREF)
+  ValueShape shape = ValueShape::Unknown;
+};
+
+struct SiteConfig {
+  uint64_t addr = 0;  // virtual address in the binary
+  gotap_probe probe{};
+  std::vector<ParamCapture> params;  // args at an entry, results at a RET
+};
+
+struct FuncConfig {
+  const FuncPlan* plan = nullptr;
+  bool traced_returns = false;  // RET sites are probed
+};
+
+struct ProbeConfig {
+  std::vector<FuncConfig> funcs;  // index = func_id
+  std::vector<SiteConfig> sites;  // index = attach cookie
+  int inline_sites = 0;
+  int morestack_sites = 0;
+};
+
+// Bytes of an interface's payload copied in trace mode.
+constexpr int kIfacePayloadBytes = 16;
+
+// `max_str` bounds each string copy (and the per-event budget bounds them all). `types` (the
+// DWARF types, may be null) tells strings and interfaces apart from other two-word values.
+// `elf` (may be null) lets count mode find morestack calls instead of probing RETs.
+ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
+                               const TypeGraph* types = nullptr, const ElfFile* elf = nullptr);
+
+}  // namespace gotap::ebpf

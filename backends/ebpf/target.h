@@ -1,0 +1,50 @@
+// The process the eBPF backend traces: one attached to by pid, one it launches (stopped
+// after exec until the probes are live), or none (--all).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace gotap::ebpf {
+
+class TargetProcess {
+ public:
+  TargetProcess() = default;
+  TargetProcess(const TargetProcess&) = delete;
+  TargetProcess& operator=(const TargetProcess&) = delete;
+  TargetProcess(TargetProcess&& o) noexcept;
+  TargetProcess& operator=(TargetProcess&& o) noexcept;
+  ~TargetProcess();
+
+  // Starts argv[0] (resolved through PATH) under PTRACE_TRACEME and waits until the exec
+  // has happened: the child is stopped at its first instruction until release().
+  static Result<TargetProcess> launch(const std::vector<std::string>& argv);
+  // A running process, watched through a pidfd.
+  static Result<TargetProcess> attach(int pid);
+
+  int pid() const { return pid_; }
+  bool launched() const { return launched_; }
+  // Lets a launched child run (ends the ptrace stop); nothing for an attached process.
+  Result<void> release();
+  // True once the process has exited (reaps a launched child).
+  bool exited();
+  // Ends a launched child that is still running (SIGTERM, then SIGKILL after a grace time).
+  void terminate();
+  int exit_status() const { return exit_status_; }  // wait status of a launched child
+
+ private:
+  int pid_ = 0;
+  int pidfd_ = -1;
+  bool launched_ = false;
+  bool stopped_ = false;
+  bool exited_ = false;
+  int exit_status_ = 0;
+};
+
+// The load bias of `binary_path`'s mapping in pid (PIE: where it was loaded minus where it
+// was linked); 0 when not PIE or not found.
+uint64_t load_bias(int pid, uint64_t first_load_vaddr);
+
+}  // namespace gotap::ebpf

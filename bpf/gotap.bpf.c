@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: GPL-2.0
+/* gotap's uprobe program. One program serves every probe site: the attach cookie indexes
+ * the `probes` map, which says which function the site belongs to, whether it is an entry or
+ * a RET, and where the argument or result words live. Count and latency aggregate here; trace
+ * streams events through the ring buffer. */
+#include "vmlinux.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "gotap_shared.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set by the loader before load. */
+const volatile __u32 target_tgid = 0; /* 0: every process (--all) */
+const volatile __u32 mode = GOTAP_MODE_TRACE;
+const volatile __u32 g_goid_off = 152;
+const volatile __u32 g_stack_hi_off = 8;
+const volatile __s64 tls_g_off = -8;
+const volatile __u64 wake_bytes = 1 << 20; /* wake the reader past this much pending data */
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1); /* resized to the number of probe sites */
+  __type(key, __u32);
+  __type(value, struct gotap_probe);
+} probes SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1); /* resized to the number of functions */
+  __type(key, __u32);
+  __type(value, __u64);
+} counts SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1); /* resized to the number of functions */
+  __type(key, __u32);
+  __type(value, struct gotap_lat_stats);
+} lat_stats SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1); /* resized to functions * GOTAP_NBUCKETS */
+  __type(key, __u32);
+  __type(value, __u64);
+} lat_hist SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 65536);
+  __type(key, struct gotap_call_key);
+  __type(value, __u64);
+} inflight SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, GOTAP_CNT_NUM);
+  __type(key, __u32);
+  __type(value, __u64);
+} counters SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct gotap_event);
+} scratch SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 1 << 22); /* resized by the loader */
+} events SEC(".maps");
+
+static __always_inline void bump(__u32 which) {
+  __u64* c = bpf_map_lookup_elem(&counters, &which);
+  if (c) *c += 1;
+}
+
+/* The registers a probe may name, indexed by gotap_reg. Loaded with constant offsets: the
+ * verifier rejects ctx accesses at computed offsets. */
+static __always_inline void load_regs(struct pt_regs* ctx, __u64* r) {
+  r[GOTAP_RAX] = ctx->ax;
+  r[GOTAP_RBX] = ctx->bx;
+  r[GOTAP_RCX] = ctx->cx;
+  r[GOTAP_RDI] = ctx->di;
+  r[GOTAP_RSI] = ctx->si;
+  r[GOTAP_R8] = ctx->r8;
+  r[GOTAP_R9] = ctx->r9;
+  r[GOTAP_R10] = ctx->r10;
+  r[GOTAP_R11] = ctx->r11;
+  r[GOTAP_RDX] = ctx->dx;
+  r[GOTAP_R12] = ctx->r12;
+  r[GOTAP_R13] = ctx->r13;
+  r[GOTAP_R14] = ctx->r14;
+  r[GOTAP_R15] = ctx->r15;
+  r[GOTAP_RBP] = ctx->bp;
+  r[GOTAP_RSP] = ctx->sp;
+}
+
+/* The current goroutine's g: R14 in ABIInternal code, else the TLS slot below FS base. */
+static __always_inline __u64 current_g(struct pt_regs* ctx, __u8 flags) {
+  if (!(flags & GOTAP_PROBE_TLS_G)) return ctx->r14;
+  struct task_struct* t = bpf_get_current_task_btf();
+  __u64 fs = BPF_CORE_READ(t, thread.fsbase);
+  __u64 g = 0;
+  if (bpf_probe_read_user(&g, sizeof(g), (void*)(fs + tls_g_off))) return 0;
+  return g;
+}
+
+static __always_inline void emit(struct pt_regs* ctx, struct gotap_probe* p, __u32 idx,
+                                 __u64 pid_tgid, __u64 goid, __u64 now, __u64 dur, __u8 kind,
+                                 __u8 evflags) {
+  __u32 zero = 0;
+  struct gotap_event* ev = bpf_map_lookup_elem(&scratch, &zero);
+  if (!ev) return;
+  ev->ts_ns = now;
+  ev->goid = goid;
+  ev->duration_ns = dur;
+  ev->pid = pid_tgid >> 32;
+  ev->tid = (__u32)pid_tgid;
+  ev->probe = idx;
+  ev->func_id = p->func_id;
+  ev->kind = kind;
+  ev->flags = evflags;
+  ev->cap_ok = 0;
+  __u32 nwords = p->nwords;
+  if (nwords > GOTAP_MAX_WORDS) nwords = GOTAP_MAX_WORDS;
+  ev->nwords = nwords;
+  __u64 regs[16];
+  load_regs(ctx, regs);
+  __u64 sp = regs[GOTAP_RSP];
+  for (__u32 i = 0; i < GOTAP_MAX_WORDS; i++) {
+    if (i >= nwords) break;
+    struct gotap_word* w = &p->words[i];
+    __u64 v = 0;
+    if (w->src == GOTAP_SRC_REG)
+      v = regs[w->reg & 15];
+    else if (w->src == GOTAP_SRC_STACK)
+      bpf_probe_read_user(&v, sizeof(v), (void*)(sp + (__s64)w->off));
+    ev->words[i] = v;
+  }
+  __u32 ncaps = p->ncaps;
+  if (ncaps > GOTAP_MAX_CAPS) ncaps = GOTAP_MAX_CAPS;
+  ev->ncaps = ncaps;
+  __u32 off = 0;
+  for (__u32 i = 0; i < GOTAP_MAX_CAPS; i++) {
+    if (i >= ncaps) break;
+    struct gotap_cap* c = &p->caps[i];
+    ev->cap_len[i] = 0;
+    __u32 wi = c->word;
+    if (wi >= GOTAP_MAX_WORDS) continue;
+    __u64 ptr = ev->words[wi];
+    __u64 want = c->max;
+    if (c->kind == GOTAP_CAP_STRING) {
+      __u32 li = c->aux;
+      if (li >= GOTAP_MAX_WORDS) continue;
+      __u64 len = ev->words[li];
+      if (len < want) want = len;
+    } else if (c->kind == GOTAP_CAP_ITAB) {
+      ptr += 8;
+      want = 8;
+    }
+    if (off >= GOTAP_DATA_MAX) break;
+    __u64 room = GOTAP_DATA_MAX - off;
+    if (want > room) want = room;
+    if (want == 0 || ptr == 0) continue;
+    /* Keep clang from dropping the masks: they are what bounds the access for the verifier. */
+    asm volatile("" : "+r"(off), "+r"(want));
+    off &= GOTAP_DATA_MAX - 1;
+    want &= GOTAP_DATA_MAX - 1;
+    if (want == 0) continue;
+    if (bpf_probe_read_user(&ev->data[off], want, (void*)ptr) == 0) {
+      ev->cap_len[i] = want;
+      ev->cap_ok |= 1 << i;
+      off += want;
+    }
+  }
+  ev->data_len = off;
+  __u64 size = offsetof(struct gotap_event, data) + (off & (2 * GOTAP_DATA_MAX - 1));
+  if (size > sizeof(*ev)) size = sizeof(*ev);
+  /* Waking the reader per event costs more than the probe itself; user space polls every
+   * few milliseconds anyway, so wake it only when the buffer fills up. */
+  __u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+  __u64 wake = avail > wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+  if (bpf_ringbuf_output(&events, ev, size, wake)) bump(GOTAP_CNT_LOST);
+}
+
+static __always_inline void record_latency(__u32 func, __u64 dur) {
+  struct gotap_lat_stats* s = bpf_map_lookup_elem(&lat_stats, &func);
+  if (s) {
+    if (s->count == 0 || dur < s->min_ns) s->min_ns = dur;
+    if (dur > s->max_ns) s->max_ns = dur;
+    s->count += 1;
+    s->sum_ns += dur;
+  }
+  __u32 b = func * GOTAP_NBUCKETS + gotap_bucket(dur);
+  __u64* h = bpf_map_lookup_elem(&lat_hist, &b);
+  if (h) __sync_fetch_and_add(h, 1);
+}
+
+SEC("uprobe")
+int gotap_probe(struct pt_regs* ctx) {
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  if (target_tgid && (pid_tgid >> 32) != target_tgid) return 0;
+  __u32 idx = (__u32)bpf_get_attach_cookie(ctx);
+  struct gotap_probe* p = bpf_map_lookup_elem(&probes, &idx);
+  if (!p) return 0;
+  __u32 func = p->func_id;
+  __u8 flags = p->flags;
+  int is_ret = flags & GOTAP_PROBE_RET;
+
+  /* The common count case needs no goroutine state at all. */
+  if (mode == GOTAP_MODE_COUNT && !(flags & GOTAP_PROBE_TRACK)) {
+    __u64* c = bpf_map_lookup_elem(&counts, &func);
+    /* Per-CPU counters may wrap below zero; their sum is still exact. */
+    if (c) *c += (flags & GOTAP_PROBE_UNCOUNT) ? (__u64)-1 : 1;
+    return 0;
+  }
+
+  __u64 now = bpf_ktime_get_ns();
+  __u64 g = current_g(ctx, flags);
+  __u64 goid = 0, hi = 0;
+  if (!g || bpf_probe_read_user(&goid, sizeof(goid), (void*)(g + g_goid_off)) ||
+      bpf_probe_read_user(&hi, sizeof(hi), (void*)(g + g_stack_hi_off))) {
+    bump(GOTAP_CNT_READ_ERR);
+    goid = 0;
+    hi = 0;
+  }
+  struct gotap_call_key key = {};
+  key.goid = goid;
+  key.frame = hi - ctx->sp;
+  key.func_id = func;
+
+  if (flags & GOTAP_PROBE_INLINE) {
+    if (mode == GOTAP_MODE_TRACE) emit(ctx, p, idx, pid_tgid, goid, now, 0, GOTAP_EV_ENTRY, 0);
+    return 0;
+  }
+
+  if (!is_ret) {
+    if (flags & GOTAP_PROBE_DEDUPE) {
+      if (bpf_map_lookup_elem(&inflight, &key)) {
+        bump(GOTAP_CNT_REFIRE);
+        return 0;
+      }
+    }
+    if (mode == GOTAP_MODE_COUNT) {
+      __u64* c = bpf_map_lookup_elem(&counts, &func);
+      if (c) *c += 1;
+    }
+    if (bpf_map_update_elem(&inflight, &key, &now, BPF_ANY)) bump(GOTAP_CNT_INFLIGHT_FULL);
+    if (mode == GOTAP_MODE_TRACE) emit(ctx, p, idx, pid_tgid, goid, now, 0, GOTAP_EV_ENTRY, 0);
+    return 0;
+  }
+
+  __u64* start = bpf_map_lookup_elem(&inflight, &key);
+  __u64 dur = 0;
+  __u8 evflags = 0;
+  if (start) {
+    dur = now - *start;
+    bpf_map_delete_elem(&inflight, &key);
+  } else {
+    bump(GOTAP_CNT_UNMATCHED_RET);
+    evflags = GOTAP_EVF_UNMATCHED;
+  }
+  if (mode == GOTAP_MODE_LATENCY) {
+    if (start) record_latency(func, dur);
+  } else if (mode == GOTAP_MODE_TRACE) {
+    emit(ctx, p, idx, pid_tgid, goid, now, dur, GOTAP_EV_RETURN, evflags);
+  }
+  return 0;
+}
+
+/* An empty program at the same sites: the baseline for measuring probe cost. */
+SEC("uprobe")
+int gotap_empty(struct pt_regs* ctx) {
+  return 0;
+}

@@ -1,0 +1,192 @@
+/* Shared between bpf/gotap.bpf.c and the loader in backends/ebpf/: the per-probe
+ * configuration the loader writes into the `probes` map, the event records of the ring buffer,
+ * and the latency bucket scheme. Plain C, fixed-width types only. */
+#ifndef GOTAP_SHARED_H
+#define GOTAP_SHARED_H
+
+#ifdef __bpf__
+typedef __u8 gotap_u8;
+typedef __u16 gotap_u16;
+typedef __u32 gotap_u32;
+typedef __s32 gotap_s32;
+typedef __u64 gotap_u64;
+#else
+#include <stdint.h>
+typedef uint8_t gotap_u8;
+typedef uint16_t gotap_u16;
+typedef uint32_t gotap_u32;
+typedef int32_t gotap_s32;
+typedef uint64_t gotap_u64;
+#endif
+
+/* Words (registers or stack slots) captured per probe hit, and deref copies (string bytes,
+ * interface payloads, itab type words) per hit. */
+#define GOTAP_MAX_WORDS 24
+#define GOTAP_MAX_CAPS 6
+/* Byte budget of copied memory per event; a power of two (the BPF side masks with it). */
+#define GOTAP_DATA_MAX 512
+
+enum gotap_mode { GOTAP_MODE_TRACE = 0, GOTAP_MODE_COUNT = 1, GOTAP_MODE_LATENCY = 2 };
+
+/* Registers in Go's ABIInternal integer order first (the numbering of core/abi.h Reg), then
+ * the rest. */
+enum gotap_reg {
+  GOTAP_RAX = 0,
+  GOTAP_RBX,
+  GOTAP_RCX,
+  GOTAP_RDI,
+  GOTAP_RSI,
+  GOTAP_R8,
+  GOTAP_R9,
+  GOTAP_R10,
+  GOTAP_R11,
+  GOTAP_RDX,
+  GOTAP_R12,
+  GOTAP_R13,
+  GOTAP_R14,
+  GOTAP_R15,
+  GOTAP_RBP,
+  GOTAP_RSP,
+};
+
+enum gotap_src { GOTAP_SRC_NONE = 0, GOTAP_SRC_REG = 1, GOTAP_SRC_STACK = 2 };
+
+struct gotap_word {
+  gotap_u8 src; /* gotap_src */
+  gotap_u8 reg; /* gotap_reg, for GOTAP_SRC_REG */
+  gotap_u16 pad;
+  gotap_s32 off; /* GOTAP_SRC_STACK: offset from RSP at the probe */
+};
+
+enum gotap_cap_kind {
+  GOTAP_CAP_NONE = 0,
+  GOTAP_CAP_STRING = 1, /* bytes at words[word], length words[aux] */
+  GOTAP_CAP_DEREF = 2,  /* max bytes at words[word] (interface payload, pointee) */
+  GOTAP_CAP_ITAB = 3,   /* the type word of the itab at words[word]: 8 bytes at itab+8 */
+};
+
+struct gotap_cap {
+  gotap_u8 kind;
+  gotap_u8 word;
+  gotap_u8 aux;
+  gotap_u8 pad;
+  gotap_u16 max; /* bytes; at most GOTAP_DATA_MAX */
+  gotap_u16 pad2;
+};
+
+enum gotap_probe_flags {
+  GOTAP_PROBE_RET = 1,      /* a RET site (or a tail jump leaving the function) */
+  GOTAP_PROBE_TLS_G = 2,    /* find g in the TLS slot, not R14 (ABI0) */
+  GOTAP_PROBE_DEDUPE = 4,   /* entry refires after morestack: ignore a repeat of (goid, frame) */
+  GOTAP_PROBE_TRACK = 8,    /* count mode: keep in-flight state (needed for DEDUPE) */
+  GOTAP_PROBE_INLINE = 16,  /* an inlined call site: entry only, no in-flight state */
+  GOTAP_PROBE_UNCOUNT = 32, /* count mode: the morestack call; the entry probe refires */
+};
+
+/* One probe site; the attach cookie is its index in the `probes` array map. */
+struct gotap_probe {
+  gotap_u32 func_id;
+  gotap_u8 flags;
+  gotap_u8 nwords;
+  gotap_u8 ncaps;
+  gotap_u8 pad;
+  struct gotap_word words[GOTAP_MAX_WORDS];
+  struct gotap_cap caps[GOTAP_MAX_CAPS];
+};
+
+/* Key of an in-flight call: survives the goroutine moving between threads and its stack
+ * being copied (stack.hi - rsp is invariant under a stack copy). */
+struct gotap_call_key {
+  gotap_u64 goid;
+  gotap_u64 frame;
+  gotap_u32 func_id;
+  gotap_u32 pad;
+};
+
+enum gotap_event_kind { GOTAP_EV_ENTRY = 0, GOTAP_EV_RETURN = 1 };
+
+enum gotap_event_flags {
+  GOTAP_EVF_UNMATCHED = 1, /* a return whose entry was not seen: no duration */
+};
+
+/* A trace-mode event. Only the header, the words and data[0..data_len) are sent. */
+struct gotap_event {
+  gotap_u64 ts_ns;
+  gotap_u64 goid;
+  gotap_u64 duration_ns;
+  gotap_u32 pid;
+  gotap_u32 tid;
+  gotap_u32 probe;
+  gotap_u32 func_id;
+  gotap_u8 kind;
+  gotap_u8 flags;
+  gotap_u8 nwords;
+  gotap_u8 ncaps;
+  gotap_u16 data_len;
+  gotap_u16 pad;
+  gotap_u16 cap_len[GOTAP_MAX_CAPS]; /* bytes copied per cap (0 on failure) */
+  gotap_u16 cap_ok;                  /* bit i: cap i was read */
+  gotap_u16 pad2;
+  gotap_u64 words[GOTAP_MAX_WORDS];
+  gotap_u8 data[2 * GOTAP_DATA_MAX]; /* 2x so the verifier can bound off + len */
+};
+
+/* Per-function latency statistics (per CPU; summed by user space). */
+struct gotap_lat_stats {
+  gotap_u64 count;
+  gotap_u64 sum_ns;
+  gotap_u64 min_ns;
+  gotap_u64 max_ns;
+};
+
+/* Kernel-side counters (per CPU). */
+enum gotap_counter {
+  GOTAP_CNT_LOST = 0,          /* ring buffer full: event dropped */
+  GOTAP_CNT_UNMATCHED_RET = 1, /* a return with no recorded entry */
+  GOTAP_CNT_REFIRE = 2,        /* a deduplicated entry refire */
+  GOTAP_CNT_INFLIGHT_FULL = 3, /* could not record an in-flight call */
+  GOTAP_CNT_READ_ERR = 4,      /* g / goid unreadable */
+  GOTAP_CNT_HITS = 5,          /* every probe hit that passed the pid filter */
+  GOTAP_CNT_NUM = 8,
+};
+
+/* Latency buckets: log2 with 8 linear sub-buckets. Values 0..7 have a bucket each; a value
+ * with top bit e >= 3 goes to (e - 2) * 8 + the next three bits. Width <= 12.5% of value. */
+#define GOTAP_SUB_BITS 3
+#define GOTAP_NBUCKETS 496
+
+static inline gotap_u32 gotap_log2(gotap_u64 v) {
+  gotap_u32 r = 0;
+  if (v >> 32) {
+    v >>= 32;
+    r += 32;
+  }
+  if (v >> 16) {
+    v >>= 16;
+    r += 16;
+  }
+  if (v >> 8) {
+    v >>= 8;
+    r += 8;
+  }
+  if (v >> 4) {
+    v >>= 4;
+    r += 4;
+  }
+  if (v >> 2) {
+    v >>= 2;
+    r += 2;
+  }
+  if (v >> 1) {
+    r += 1;
+  }
+  return r;
+}
+
+static inline gotap_u32 gotap_bucket(gotap_u64 v) {
+  if (v < 8) return (gotap_u32)v;
+  gotap_u32 e = gotap_log2(v);
+  return (e - 2) * 8 + (gotap_u32)((v >> (e - 3)) & 7);
+}
+
+#endif /* GOTAP_SHARED_H */
