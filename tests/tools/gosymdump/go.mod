@@ -1,0 +1,3 @@
+module gotap.test/gosymdump
+
+go 1.18
