@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Every test gotap has, in the order a failure is cheapest to find:
+#   format check -> build -> Go fixtures (every toolchain x flavour) -> ASan+UBSan unit tests
+#   -> libFuzzer targets (briefly) -> the full suite (unit, golden, runtime tests per backend).
+# Environment: GOTAP_GO_CACHE (toolchains), GOTAP_FUZZ_SECONDS (default 20 per target),
+#   GOTAP_SKIP_ASAN=1 / GOTAP_SKIP_FUZZ=1 to shorten a local run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+jobs=$(nproc)
+export GOTAP_GO_CACHE=${GOTAP_GO_CACHE:-$HOME/.cache/gotap/go}
+
+step() { printf '\n==== %s\n' "$*"; }
+
+step "clang-format check"
+files=$(git ls-files '*.cpp' '*.h' '*.c' 2>/dev/null | grep -v '^bpf/vmlinux' || true)
+if [ -n "$files" ]; then
+  # shellcheck disable=SC2086
+  clang-format --dry-run --Werror $files
+fi
+
+step "build (RelWithDebInfo)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+ninja -C build -j "$jobs"
+
+step "Go toolchains and fixtures"
+tests/tools/build-fixtures.sh "$root/build/fixtures"
+if [ -x tests/tools/fetch-real-binaries.sh ]; then
+  tests/tools/fetch-real-binaries.sh "$root/build/fixtures" || echo "run.sh: real-world binaries unavailable; their tests will skip" >&2
+fi
+
+if [ "${GOTAP_SKIP_ASAN:-0}" != 1 ]; then
+  step "ASan+UBSan build of the unit tests"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGOTAP_SANITIZE=ON \
+    -DGOTAP_FIXTURES_DIR="$root/build/fixtures" >/dev/null
+  ninja -C build-asan -j "$jobs"
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest -LE runtime --output-on-failure -j "$jobs")
+fi
+
+if [ "${GOTAP_SKIP_FUZZ:-0}" != 1 ]; then
+  step "libFuzzer targets (${GOTAP_FUZZ_SECONDS:-20}s each)"
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DGOTAP_FUZZ=ON -DGOTAP_SANITIZE=ON -DGOTAP_BACKEND_PTRACE=OFF -DGOTAP_BACKEND_EBPF=OFF >/dev/null
+  ninja -C build-fuzz -j "$jobs" $(cd build-fuzz && ninja -t targets all | awk -F: '/^fuzz_[a-z_]*:/ {print $1}')
+  tests/tools/run-fuzzers.sh build-fuzz "$root/build/fixtures" "${GOTAP_FUZZ_SECONDS:-20}"
+fi
+
+step "test suite"
+cd build
+ctest --output-on-failure -j "$jobs"

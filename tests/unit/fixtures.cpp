@@ -1,0 +1,144 @@
+#include "tests/unit/fixtures.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace gotap::testing {
+
+std::string fixtures_dir() {
+  if (const char* e = std::getenv("GOTAP_FIXTURES_DIR")) return e;
+  return GOTAP_FIXTURES_DIR;
+}
+
+std::vector<Fixture> all_fixtures(const std::string& program) {
+  std::vector<Fixture> out;
+  std::error_code ec;
+  fs::path root = fixtures_dir();
+  if (!fs::is_directory(root, ec)) return out;
+  // Only <digit...>/<flavour>/<program>: the build's .gocache, .tools, .src and the real/
+  // binaries live beside the versions.
+  auto hidden = [](const fs::path& p) { return p.filename().string().starts_with('.'); };
+  for (const auto& ver : fs::directory_iterator(root, ec)) {
+    std::string vname = ver.path().filename().string();
+    if (!ver.is_directory() || vname.empty() || !std::isdigit(uint8_t(vname[0]))) continue;
+    for (const auto& flav : fs::directory_iterator(ver.path(), ec)) {
+      if (!flav.is_directory() || hidden(flav.path())) continue;
+      for (const auto& bin : fs::directory_iterator(flav.path(), ec)) {
+        if (!bin.is_regular_file() || bin.path().has_extension() || hidden(bin.path())) continue;
+        Fixture f{ver.path().filename(), flav.path().filename(), bin.path().filename(),
+                  bin.path().string()};
+        if (!program.empty() && f.program != program) continue;
+        out.push_back(std::move(f));
+      }
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Fixture& a, const Fixture& b) { return a.path < b.path; });
+  return out;
+}
+
+std::vector<RealBinary> real_binaries() {
+  std::vector<RealBinary> out;
+  std::error_code ec;
+  fs::path root = fs::path(fixtures_dir()) / "real";
+  if (!fs::is_directory(root, ec)) return out;
+  for (const auto& dir : fs::directory_iterator(root, ec)) {
+    if (!dir.is_directory()) continue;
+    for (const auto& bin : fs::directory_iterator(dir.path(), ec)) {
+      std::string p = bin.path().string();
+      if (!bin.is_regular_file() || bin.path().has_extension() || !file_exists(p + ".gosym.json"))
+        continue;
+      out.push_back({dir.path().filename(), p});
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const RealBinary& a, const RealBinary& b) { return a.path < b.path; });
+  return out;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool file_exists(const std::string& path) {
+  std::error_code ec;
+  return fs::exists(path, ec);
+}
+
+}  // namespace gotap::testing
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+
+namespace gotap::testing {
+
+std::string gotap_binary() {
+  if (const char* e = std::getenv("GOTAP_BINARY")) return e;
+  return GOTAP_BINARY;
+}
+
+RunResult run_command(const std::vector<std::string>& argv, int timeout_s) {
+  RunResult r;
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return r;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    std::vector<char*> a;
+    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    execvp(a[0], a.data());
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  int open_fds = 2;
+  char buf[65536];
+  while (open_fds > 0) {
+    int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  deadline - std::chrono::steady_clock::now())
+                                  .count());
+    if (ms <= 0) {
+      kill(pid, SIGKILL);
+      break;
+    }
+    if (poll(fds, 2, ms) < 0) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = read(fds[i].fd, buf, sizeof buf);
+      if (n <= 0) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      } else {
+        (i == 0 ? r.out : r.err).append(buf, n);
+      }
+    }
+  }
+  for (auto& f : fds)
+    if (f.fd >= 0) close(f.fd);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) r.signal = WTERMSIG(st);
+  return r;
+}
+
+}  // namespace gotap::testing

@@ -1,0 +1,199 @@
+// The command line's contract for bad input (CONTRACT.md): one "gotap: " line on stderr and
+// exit code 2, never a crash; and `info` agreeing with Go's own `go version`.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/unit/fixtures.h"
+
+namespace gotap::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool have_gotap() { return file_exists(gotap_binary()); }
+
+// Exactly one line, starting with "gotap: ".
+void expect_one_error_line(const RunResult& r) {
+  EXPECT_EQ(r.signal, 0) << "gotap died on a signal";
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.rfind("gotap: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+std::string temp_path(const std::string& name) {
+  return (fs::temp_directory_path() / ("gotap-test-" + std::to_string(getpid()) + "-" + name))
+      .string();
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream o(path, std::ios::binary);
+  o << bytes;
+}
+
+// A small default-flavour Go fixture to mutilate.
+std::string some_go_binary() {
+  for (const auto& f : all_fixtures("basic"))
+    if (f.flavour == "default") return f.path;
+  return "";
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_gotap()) GTEST_SKIP() << "gotap binary not built at " << gotap_binary();
+  }
+};
+
+TEST_F(Cli, NoArgumentsIsUsageError) {
+  auto r = run_command({gotap_binary()});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+TEST_F(Cli, UnknownCommandAndOption) {
+  auto r = run_command({gotap_binary(), "frobnicate"});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_error_line(r);
+  r = run_command({gotap_binary(), "info", "--no-such-option", "/bin/true"});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_error_line(r);
+}
+
+TEST_F(Cli, MissingFile) {
+  auto r = run_command({gotap_binary(), "info", "/nonexistent/binary"});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find("/nonexistent/binary"), std::string::npos);
+}
+
+TEST_F(Cli, NonElfFile) {
+  std::string p = temp_path("text");
+  write_bytes(p, "#!/bin/sh\necho not an ELF file\n");
+  auto r = run_command({gotap_binary(), "info", p});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_error_line(r);
+  write_bytes(p, "");
+  r = run_command({gotap_binary(), "funcs", p});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_error_line(r);
+  fs::remove(p);
+}
+
+TEST_F(Cli, NonGoElfFile) {
+  auto r = run_command({gotap_binary(), "info", "/bin/true"});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_error_line(r);
+}
+
+TEST_F(Cli, TruncatedGoBinaries) {
+  std::string bin = some_go_binary();
+  if (bin.empty()) GTEST_SKIP() << "no Go fixtures built (tests/tools/build-fixtures.sh)";
+  std::string bytes = read_file(bin);
+  std::string p = temp_path("truncated");
+  for (size_t len : {size_t(10), size_t(64), size_t(100), size_t(4096), bytes.size() / 4,
+                     bytes.size() / 2, bytes.size() - 1000}) {
+    write_bytes(p, bytes.substr(0, len));
+    for (const char* cmd : {"info", "funcs"}) {
+      auto r = run_command({gotap_binary(), cmd, p});
+      SCOPED_TRACE(std::string(cmd) + " on " + std::to_string(len) + " bytes");
+      EXPECT_EQ(r.signal, 0);
+      // A file cut late may still have an intact pclntab; anything else must be refused.
+      if (r.exit_code != 0) {
+        EXPECT_EQ(r.exit_code, 2);
+        expect_one_error_line(r);
+      }
+    }
+  }
+  fs::remove(p);
+}
+
+// Corrupts the pclntab header (found by its magic) in several ways.
+TEST_F(Cli, CorruptPclntab) {
+  std::string bin = some_go_binary();
+  if (bin.empty()) GTEST_SKIP() << "no Go fixtures built (tests/tools/build-fixtures.sh)";
+  std::string bytes = read_file(bin);
+  size_t at = std::string::npos;
+  for (const char* magic : {"\xf1\xff\xff\xff\x00\x00\x01\x08", "\xf0\xff\xff\xff\x00\x00\x01\x08",
+                            "\xfa\xff\xff\xff\x00\x00\x01\x08"}) {
+    at = bytes.find(std::string(magic, 8));
+    if (at != std::string::npos) break;
+  }
+  ASSERT_NE(at, std::string::npos) << "no pclntab magic in " << bin;
+  std::string p = temp_path("corrupt");
+  struct Mutation {
+    const char* what;
+    size_t offset;
+    std::string bytes;
+  };
+  std::vector<Mutation> mutations = {
+      {"magic", 0, std::string("\x12\x34\x56\x78", 4)},
+      {"nfunc huge", 8, std::string("\xff\xff\xff\x7f\x00\x00\x00\x00", 8)},
+      {"table offsets out of range", 32, std::string(24, '\xff')},
+      {"functab garbage", 80, std::string(4096, '\xa5')},
+  };
+  for (const auto& m : mutations) {
+    std::string b = bytes;
+    b.replace(at + m.offset, m.bytes.size(), m.bytes);
+    write_bytes(p, b);
+    SCOPED_TRACE(m.what);
+    auto r = run_command({gotap_binary(), "funcs", "--json", p});
+    EXPECT_EQ(r.signal, 0);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    expect_one_error_line(r);
+  }
+  fs::remove(p);
+}
+
+TEST_F(Cli, PatternMatchingNothingNamesThePattern) {
+  std::string bin = some_go_binary();
+  if (bin.empty()) GTEST_SKIP() << "no Go fixtures built (tests/tools/build-fixtures.sh)";
+  auto r = run_command({gotap_binary(), "funcs", bin, "main.*", "nosuchpkg.NoSuchFunc"});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find("nosuchpkg.NoSuchFunc"), std::string::npos) << r.err;
+  r = run_command({gotap_binary(), "funcs", bin, "re:("});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_error_line(r);
+}
+
+TEST_F(Cli, TraceNeedsExactlyOneTarget) {
+  auto r = run_command({gotap_binary(), "trace", "main.*"});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_error_line(r);
+  r = run_command({gotap_binary(), "trace", "-p", "999999999", "main.*"});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_error_line(r);
+}
+
+// info --json reports the version Go's own `go version BINARY` printed for every fixture.
+TEST_F(Cli, InfoAgreesWithGoVersion) {
+  auto fixtures = all_fixtures();
+  if (fixtures.empty()) GTEST_SKIP() << "no Go fixtures built (tests/tools/build-fixtures.sh)";
+  int checked = 0;
+  for (const auto& f : fixtures) {
+    std::string ref = read_file(f.path + ".version");
+    if (ref.empty()) continue;
+    SCOPED_TRACE(f.label());
+    auto r = run_command({gotap_binary(), "info", "--json", f.path});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["event"], "info");
+    // `go version X` prints "X: go1.21.13"
+    std::string want = ref.substr(ref.rfind(' ') + 1);
+    while (!want.empty() && (want.back() == '\n' || want.back() == ' ')) want.pop_back();
+    EXPECT_EQ(j["go_version"].get<std::string>(), want);
+    EXPECT_EQ(j["stripped"].get<bool>(), f.flavour == "stripped");
+    EXPECT_EQ(j["dwarf"].get<bool>(), f.flavour != "stripped");
+    EXPECT_EQ(j["pie"].get<bool>(), f.flavour == "pie");
+    EXPECT_GT(j["functions"].get<int>(), 100);
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << "no fixture had a .version reference";
+}
+
+}  // namespace
+}  // namespace gotap::testing

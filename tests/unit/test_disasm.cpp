@@ -1,0 +1,312 @@
+// The Zydis-based function analysis against `go tool objdump` of the same toolchain: RET
+// sites, the stack-check prologue, the `push rbp` entry probe and the morestack spills.
+#include <map>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/disasm.h"
+#include "core/elf_file.h"
+#include "tests/unit/fixtures.h"
+
+namespace gotap {
+namespace {
+
+using testing::all_fixtures;
+using testing::file_exists;
+using testing::read_file;
+
+// ---- Hand-assembled code: the encodings are the ground truth ----
+
+FuncCode analyze(std::vector<uint8_t> b, uint64_t entry = 0x1000) {
+  return analyze_function(Bytes(b.data(), b.size()), entry);
+}
+
+TEST(Disasm, RetFormsAndPadding) {
+  // add rax,rbx; ret; ret 8; int3 int3
+  auto fc = analyze({0x48, 0x01, 0xd8, 0xc3, 0xc2, 0x08, 0x00, 0xcc, 0xcc});
+  EXPECT_EQ(fc.rets, (std::vector<uint64_t>{0x1003, 0x1004}));
+  EXPECT_FALSE(fc.decode_error);
+  EXPECT_FALSE(fc.stack_check_jcc);
+  EXPECT_FALSE(fc.push_rbp);
+}
+
+TEST(Disasm, UndecodableStopsDecoding) {
+  // ret; 0x06 (PUSH ES: invalid in 64-bit mode); then a byte that would be a RET
+  auto fc = analyze({0xc3, 0x06, 0xc3});
+  EXPECT_TRUE(fc.decode_error);
+  EXPECT_EQ(fc.decode_error_at, 0x1001u);
+  EXPECT_EQ(fc.rets, (std::vector<uint64_t>{0x1000}));
+}
+
+TEST(Disasm, TruncatedInstructionIsAnError) {
+  auto fc = analyze({0xc3, 0x48, 0x8b});  // mov with its ModRM cut off
+  EXPECT_TRUE(fc.decode_error);
+  EXPECT_EQ(fc.rets.size(), 1u);
+}
+
+TEST(Disasm, GoPrologueAndMorestack) {
+  // The Go 1.21+ shape, entry 0x1000, with a morestack path that spills three registers.
+  std::vector<uint8_t> b = {
+      0x49, 0x3b, 0x66, 0x10,              // 0x1000 cmp rsp,[r14+0x10]
+      0x76, 0x0f,                          // 0x1004 jbe 0x1015
+      0x55,                                // 0x1006 push rbp
+      0x48, 0x89, 0xe5,                    // 0x1007 mov rbp,rsp
+      0x5d,                                // 0x100a pop rbp
+      0xc3,                                // 0x100b ret
+      0x5d,                                // 0x100c pop rbp
+      0xe9, 0xee, 0x0f, 0x00, 0x00,        // 0x100d jmp 0x2000 (tail call)
+      0xff, 0xe2,                          // 0x1012 jmp rdx (indirect)
+      0x90,                                // 0x1014 nop
+      0x48, 0x89, 0x44, 0x24, 0x08,        // 0x1015 mov [rsp+8],rax
+      0xf2, 0x0f, 0x11, 0x44, 0x24, 0x10,  // 0x101a movsd [rsp+0x10],xmm0
+      0x88, 0x5c, 0x24, 0x18,              // 0x1020 mov [rsp+0x18],bl
+      0xe8, 0x00, 0x00, 0x00, 0x00,        // 0x1024 call (morestack)
+      0xe9, 0xd2, 0xff, 0xff, 0xff,        // 0x1029 jmp 0x1000 (back to entry: not a tail call)
+      0xcc, 0xcc,                          // padding
+  };
+  auto fc = analyze(b);
+  EXPECT_FALSE(fc.decode_error);
+  EXPECT_EQ(fc.stack_check, std::optional<uint64_t>(0x1000));
+  EXPECT_EQ(fc.stack_check_jcc, std::optional<uint64_t>(0x1004));
+  EXPECT_EQ(fc.push_rbp, std::optional<uint64_t>(0x1006));
+  EXPECT_EQ(fc.rets, (std::vector<uint64_t>{0x100b}));
+  EXPECT_EQ(fc.tail_jumps, (std::vector<uint64_t>{0x100d}));
+  EXPECT_EQ(fc.indirect_jumps, (std::vector<uint64_t>{0x1012}));
+  ASSERT_EQ(fc.morestack_spills.size(), 3u);
+  EXPECT_EQ(fc.morestack_spills[0].reg.kind, LocPiece::IntReg);
+  EXPECT_EQ(fc.morestack_spills[0].reg.reg, static_cast<uint8_t>(Reg::RAX));
+  EXPECT_EQ(fc.morestack_spills[0].reg.size, 8u);
+  EXPECT_EQ(fc.morestack_spills[0].spill_offset, 8);
+  EXPECT_EQ(fc.morestack_spills[1].reg.kind, LocPiece::FloatReg);
+  EXPECT_EQ(fc.morestack_spills[1].reg.reg, 0);
+  EXPECT_EQ(fc.morestack_spills[1].spill_offset, 16);
+  EXPECT_EQ(fc.morestack_spills[2].reg.reg, static_cast<uint8_t>(Reg::RBX));
+  EXPECT_EQ(fc.morestack_spills[2].reg.size, 1u);
+  EXPECT_EQ(fc.morestack_spills[2].spill_offset, 24);
+}
+
+TEST(Disasm, PreRegabiPrologue) {
+  // mov rcx,fs:[-8]; cmp rsp,[rcx+0x10]; jbe +0; sub rsp,0x18; ret
+  auto fc = analyze({0x64, 0x48, 0x8b, 0x0c, 0x25, 0xf8, 0xff, 0xff, 0xff,  // 0x1000
+                     0x48, 0x3b, 0x61, 0x10,                                // 0x1009
+                     0x76, 0x05,                                            // 0x100d
+                     0x48, 0x83, 0xec, 0x18,                                // 0x100f
+                     0xc3,                                                  // 0x1013
+                     0xc3});                                                // 0x1014
+  EXPECT_EQ(fc.stack_check, std::optional<uint64_t>(0x1009));
+  EXPECT_EQ(fc.stack_check_jcc, std::optional<uint64_t>(0x100d));
+  EXPECT_FALSE(fc.push_rbp);
+  std::vector<uint8_t> fsload = {0x64, 0x48, 0x8b, 0x0c, 0x25, 0xf8, 0xff, 0xff, 0xff};
+  EXPECT_EQ(fs_load_offset(Bytes(fsload.data(), fsload.size())), std::optional<int64_t>(-8));
+}
+
+TEST(Disasm, InstructionLength) {
+  std::vector<uint8_t> b = {0x48, 0x89, 0x44, 0x24, 0x08, 0xc3};
+  EXPECT_EQ(instruction_length(Bytes(b.data(), b.size()), 0), 5u);
+  EXPECT_EQ(instruction_length(Bytes(b.data() + 5, 1), 5), 1u);
+  EXPECT_EQ(instruction_length(Bytes(), 0), 0u);
+  std::vector<uint8_t> bad = {0x06};
+  EXPECT_EQ(instruction_length(Bytes(bad.data(), bad.size()), 0), 0u);
+}
+
+// ---- Go fixtures against `go tool objdump` ----
+
+struct ObjInsn {
+  uint64_t addr = 0;
+  std::string text;  // Go assembler syntax, e.g. "MOVQ AX, 0x8(SP)"
+};
+struct ObjFunc {
+  std::string name;
+  std::vector<ObjInsn> insns;
+  bool undecoded = false;  // objdump printed "?": its decoder does not know the instruction
+};
+
+std::vector<ObjFunc> parse_objdump(const std::string& text) {
+  std::vector<ObjFunc> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("TEXT ", 0) == 0) {
+      ObjFunc f;
+      auto sb = line.rfind("(SB)");
+      f.name = line.substr(5, sb == std::string::npos ? std::string::npos : sb - 5);
+      out.push_back(std::move(f));
+      continue;
+    }
+    if (out.empty() || line.size() < 3 || line[0] != ' ') continue;
+    std::vector<std::string> fields;
+    std::string cur;
+    std::istringstream ls(line);
+    while (std::getline(ls, cur, '\t')) {
+      auto b = cur.find_first_not_of(' ');
+      auto e = cur.find_last_not_of(' ');
+      if (b != std::string::npos) fields.push_back(cur.substr(b, e - b + 1));
+    }
+    if (fields.size() < 3 || fields[1].rfind("0x", 0) != 0) continue;
+    ObjInsn i;
+    i.addr = std::stoull(fields[1], nullptr, 16);
+    i.text = fields.size() > 3 ? fields[3] : "";
+    if (i.text == "?") out.back().undecoded = true;
+    out.back().insns.push_back(std::move(i));
+  }
+  return out;
+}
+
+// Go register name -> LocPiece, for the spills objdump prints.
+std::optional<LocPiece> go_reg(const std::string& r) {
+  static const std::map<std::string, int> kInt = {{"AX", 0},
+                                                  {"BX", 1},
+                                                  {"CX", 2},
+                                                  {"DI", 3},
+                                                  {"SI", 4},
+                                                  {"R8", 5},
+                                                  {"R9", 6},
+                                                  {"R10", 7},
+                                                  {"R11", 8},
+                                                  // byte registers as Go prints them
+                                                  {"AL", 0},
+                                                  {"BL", 1},
+                                                  {"CL", 2},
+                                                  {"DIB", 3},
+                                                  {"SIB", 4},
+                                                  {"R8B", 5},
+                                                  {"R9B", 6},
+                                                  {"R10B", 7},
+                                                  {"R11B", 8}};
+  LocPiece p;
+  if (auto it = kInt.find(r); it != kInt.end()) {
+    p.kind = LocPiece::IntReg;
+    p.reg = static_cast<uint8_t>(it->second);
+    return p;
+  }
+  if (r.size() >= 2 && r[0] == 'X') {
+    p.kind = LocPiece::FloatReg;
+    p.reg = static_cast<uint8_t>(std::stoi(r.substr(1)));
+    return p;
+  }
+  return std::nullopt;
+}
+
+bool starts_with(const std::string& s, const char* p) {
+  return s.rfind(p, 0) == 0;
+}
+
+TEST(Disasm, MatchesGoObjdump) {
+  auto fixtures = all_fixtures();
+  if (fixtures.empty()) GTEST_SKIP() << "no Go fixtures built in " << testing::fixtures_dir();
+  int checked_files = 0;
+  for (const auto& fx : fixtures) {
+    std::string od_path = fx.path + ".objdump";
+    if (!file_exists(od_path) || !file_exists(fx.path + ".gosym.json")) continue;
+    SCOPED_TRACE(fx.label());
+    auto elf = ElfFile::open(fx.path);
+    ASSERT_TRUE(elf.ok()) << elf.error().what();
+    auto gosym = nlohmann::json::parse(read_file(fx.path + ".gosym.json"));
+    std::map<uint64_t, uint64_t> end_of;  // entry -> end, from debug/gosym
+    for (const auto& f : gosym["funcs"])
+      end_of[std::stoull(f["entry"].get<std::string>(), nullptr, 16)] =
+          std::stoull(f["end"].get<std::string>(), nullptr, 16);
+    int major = 0, minor = 0;
+    std::sscanf(fx.go_version.c_str(), "%d.%d", &major, &minor);
+    const bool push_rbp_era = major > 1 || minor >= 21;
+
+    int checked = 0, skipped = 0, main_funcs = 0, with_push = 0;
+    for (const auto& of : parse_objdump(read_file(od_path))) {
+      if (of.insns.empty()) continue;
+      const bool is_main = starts_with(of.name, "main.");
+      if (of.undecoded) {
+        // Go's x86asm does not know VEX/EVEX instructions and resynchronises byte by byte,
+        // so its listing is no reference there. Only the runtime's assembly has them.
+        EXPECT_FALSE(is_main) << of.name;
+        ++skipped;
+        continue;
+      }
+      SCOPED_TRACE(of.name);
+      uint64_t entry = of.insns.front().addr;
+      auto e = end_of.find(entry);
+      ASSERT_NE(e, end_of.end()) << "objdump function not in gosym";
+      auto code = (*elf)->read(entry, e->second - entry);
+      ASSERT_FALSE(code.empty());
+      FuncCode fc = analyze_function(code, entry);
+      EXPECT_FALSE(fc.decode_error) << std::hex << fc.decode_error_at;
+
+      std::vector<uint64_t> want_rets;
+      std::map<uint64_t, size_t> at;  // addr -> index in insns
+      for (size_t k = 0; k < of.insns.size(); ++k) {
+        at[of.insns[k].addr] = k;
+        if (starts_with(of.insns[k].text, "RET")) want_rets.push_back(of.insns[k].addr);
+      }
+      EXPECT_EQ(fc.rets, want_rets);
+      ++checked;
+
+      // Stack check: objdump's CMP of SP (or R12 = SP-N) with 16(R14)/16(CX), then JBE.
+      std::optional<uint64_t> want_jcc;
+      for (size_t k = 0; k + 1 < of.insns.size() && k < 6; ++k) {
+        const auto& t = of.insns[k].text;
+        bool guard = t.find("0x10(R14)") != std::string::npos ||
+                     t.find("0x18(R14)") != std::string::npos ||
+                     t.find("0x10(CX)") != std::string::npos;
+        if (starts_with(t, "CMPQ") && guard && starts_with(of.insns[k + 1].text, "JBE ")) {
+          want_jcc = of.insns[k + 1].addr;
+          break;
+        }
+      }
+      EXPECT_EQ(fc.stack_check_jcc, want_jcc);
+      if (!fc.stack_check_jcc || !want_jcc) continue;
+
+      // push rbp: exactly when objdump shows PUSHQ BP right after the JBE.
+      size_t jk = at[*want_jcc];
+      bool want_push = jk + 1 < of.insns.size() && of.insns[jk + 1].text == "PUSHQ BP";
+      EXPECT_EQ(fc.push_rbp.has_value(), want_push);
+      if (fc.push_rbp) {
+        EXPECT_EQ(fc.push_rbp, of.insns[jk + 1].addr);
+        EXPECT_EQ((*elf)->read(*fc.push_rbp, 1)[0], 0x55);
+        ++with_push;
+      }
+      if (is_main && !of.name.ends_with(".abi0")) {
+        ++main_funcs;
+        // Go 1.21+ compilers push BP; older ones store it with a MOV after SUB SP.
+        EXPECT_EQ(fc.push_rbp.has_value(), push_rbp_era);
+      }
+
+      // Morestack spills: objdump's `MOVx REG, off(SP)` lines from the JBE target to CALL.
+      static const std::regex kSpill(R"(^MOV\w* (\w+), (?:0x([0-9a-f]+))?\(SP\)$)");
+      std::smatch sm;
+      std::vector<std::pair<LocPiece, int64_t>> want_spills;
+      const std::string& jbe = of.insns[jk].text;
+      uint64_t target = std::stoull(jbe.substr(jbe.find("0x")), nullptr, 16);
+      for (auto it = at.find(target); it != at.end(); ++it) {
+        const auto& t = of.insns[it->second].text;
+        if (starts_with(t, "CALL")) break;
+        if (std::regex_match(t, sm, kSpill)) {
+          if (auto r = go_reg(sm[1].str()))
+            want_spills.emplace_back(*r, sm[2].matched ? std::stoll(sm[2].str(), nullptr, 16) : 0);
+        }
+      }
+      ASSERT_EQ(fc.morestack_spills.size(), want_spills.size());
+      for (size_t k = 0; k < want_spills.size(); ++k) {
+        EXPECT_EQ(fc.morestack_spills[k].reg.kind, want_spills[k].first.kind);
+        EXPECT_EQ(fc.morestack_spills[k].reg.reg, want_spills[k].first.reg);
+        EXPECT_EQ(fc.morestack_spills[k].spill_offset, want_spills[k].second);
+      }
+    }
+    EXPECT_GT(checked, 0);
+    EXPECT_GT(main_funcs, 0);
+    if (push_rbp_era) {
+      EXPECT_GT(with_push, 0);
+    }
+    // Only assembly with AVX is beyond objdump; the listing is mostly checkable.
+    EXPECT_LT(skipped * 20, checked + 1);
+    ++checked_files;
+  }
+  if (checked_files == 0) GTEST_SKIP() << "no fixture has a .objdump reference";
+}
+
+}  // namespace
+}  // namespace gotap

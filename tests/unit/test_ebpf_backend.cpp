@@ -1,0 +1,425 @@
+// The eBPF backend against the latency fixture (tests/fixtures/latency), driven directly
+// through gotap::ebpf::run_session with plans from GoBinary. Ground truth is what the fixture
+// prints about itself. Needs root and BPF; skips with the reason otherwise.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "backends/ebpf/ebpf_backend.h"
+#include "core/go_binary.h"
+#include "tests/unit/fixtures.h"
+
+namespace gotap::ebpf {
+namespace {
+
+using gotap::testing::all_fixtures;
+using gotap::testing::Fixture;
+
+class CollectSink : public EventSink {
+ public:
+  void emit(const Event& ev) override { events.push_back(ev); }
+  std::vector<Event> events;
+  std::vector<Event> of(const std::string& kind) const {
+    std::vector<Event> out;
+    for (const auto& e : events)
+      if (e["event"] == kind) out.push_back(e);
+    return out;
+  }
+  Event summary() const {
+    auto s = of("summary");
+    return s.empty() ? Event() : s.back();
+  }
+};
+
+// Runs the fixture under the backend with its stdout captured in a file.
+struct Traced {
+  Result<void> status;
+  CollectSink sink;
+  std::string out;  // the fixture's stdout
+};
+
+Traced run_traced(const Fixture& fx, const std::vector<std::string>& patterns, Mode mode,
+                  const std::vector<std::string>& args, EbpfOptions eo = {}) {
+  Traced t{Result<void>(), {}, {}};
+  auto bin = GoBinary::open(fx.path);
+  if (!bin) {
+    t.status = bin.error();
+    return t;
+  }
+  auto plan = (*bin)->plan(patterns, {});
+  if (!plan) {
+    t.status = plan.error();
+    return t;
+  }
+  TraceOptions opts;
+  opts.mode = mode;
+  opts.target.argv = {fx.path};
+  opts.target.argv.insert(opts.target.argv.end(), args.begin(), args.end());
+  opts.duration_s = 120;  // a safety net; the fixture exits long before
+  eo.quiet = true;
+
+  char path[] = "/tmp/gotap-ebpf-out-XXXXXX";
+  int fd = mkstemp(path);
+  fflush(stdout);
+  int saved = dup(1);
+  dup2(fd, 1);
+  t.status = run_session(view_of(**bin), *plan, opts, t.sink, eo);
+  fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  close(fd);
+  t.out = gotap::testing::read_file(path);
+  unlink(path);
+  return t;
+}
+
+std::string untraced_output(const Fixture& fx, const std::string& args) {
+  std::string cmd = fx.path + " " + args;
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+std::vector<std::string> sorted_lines(const std::string& s) {
+  std::vector<std::string> lines;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+std::vector<Fixture> latency_fixtures() {
+  std::vector<Fixture> out;
+  for (auto& f : all_fixtures("latency"))
+    if (f.flavour == "default" || f.flavour == "stripped" || f.flavour == "pie" ||
+        f.flavour == "cgo")
+      out.push_back(f);
+  return out;
+}
+
+#define REQUIRE_EBPF()                                                     \
+  do {                                                                     \
+    std::string why = unavailable_reason();                                \
+    if (!why.empty()) GTEST_SKIP() << "eBPF backend unavailable: " << why; \
+  } while (0)
+
+#define REQUIRE_FIXTURES(v)                                                          \
+  do {                                                                               \
+    if ((v).empty())                                                                 \
+      GTEST_SKIP() << "no latency fixtures under " << gotap::testing::fixtures_dir() \
+                   << " (tests/tools/build-fixtures.sh)";                            \
+  } while (0)
+
+TEST(EbpfBackend, AvailableWhenRoot) {
+  if (geteuid() != 0) GTEST_SKIP() << "not root";
+  EXPECT_EQ(unavailable_reason(), "");
+}
+
+// Every call lands in its duration class, counts exact: goroutines park on timers and resume
+// on other threads, so entry and return pair by (goid, frame), not by thread.
+TEST(EbpfBackend, LatencyClassesExact) {
+  REQUIRE_EBPF();
+  auto fixtures = latency_fixtures();
+  REQUIRE_FIXTURES(fixtures);
+  for (const auto& fx : fixtures) {
+    SCOPED_TRACE(fx.label());
+    auto t = run_traced(fx, {"main.park"}, Mode::Latency, {"park", "6", "3"});
+    ASSERT_TRUE(t.status.ok()) << t.status.error().what();
+    std::map<int, uint64_t> want;
+    std::regex gt("GT park (\\d+) (\\d+)");
+    for (const auto& l : sorted_lines(t.out)) {
+      std::smatch m;
+      if (std::regex_match(l, m, gt)) want[std::stoi(m[1])] = std::stoull(m[2]);
+    }
+    ASSERT_EQ(want.size(), 3u) << t.out;
+    auto lat = t.sink.of("latency");
+    ASSERT_EQ(lat.size(), 1u);
+    std::map<int, uint64_t> got;
+    // A class is [its duration, the next class's duration): no sleep overshoots 7x.
+    for (const auto& b : lat[0]["fine_buckets"]) {
+      uint64_t lo = b["lo_ns"], hi = b["hi_ns"];
+      int cls = hi <= 8'000'000 ? 1 : hi <= 30'000'000 ? 8 : 30;
+      if (lo < 7'500'000 && hi > 8'000'000) cls = -1;  // straddles: cannot be classed
+      got[cls] += b["count"].get<uint64_t>();
+    }
+    EXPECT_EQ(got[1], want[1]);
+    EXPECT_EQ(got[8], want[8]);
+    EXPECT_EQ(got[30], want[30]);
+    EXPECT_EQ(lat[0]["count"].get<uint64_t>(), want[1] + want[8] + want[30]);
+    EXPECT_GE(lat[0]["min_ns"].get<uint64_t>(), 1'000'000u);
+    EXPECT_GE(lat[0]["p99_ns"].get<uint64_t>(), 30'000'000u);
+    EXPECT_LT(lat[0]["p50_ns"].get<uint64_t>(), 30'000'000u);
+    auto s = t.sink.summary();
+    EXPECT_EQ(s["lost"], 0);
+    EXPECT_EQ(s["unmatched_returns"], 0);
+    EXPECT_EQ(s["backend"], "ebpf");
+  }
+}
+
+TEST(EbpfBackend, CountExact) {
+  REQUIRE_EBPF();
+  auto fixtures = latency_fixtures();
+  REQUIRE_FIXTURES(fixtures);
+  for (const auto& fx : fixtures) {
+    SCOPED_TRACE(fx.label());
+    auto t = run_traced(fx, {"main.park", "main.grow"}, Mode::Count, {"park", "5", "2"});
+    ASSERT_TRUE(t.status.ok()) << t.status.error().what();
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(t.out, m, std::regex("done (\\d+)")));
+    auto counts = t.sink.of("count");
+    ASSERT_EQ(counts.size(), 1u);  // grow is never called: no count event
+    EXPECT_EQ(counts[0]["func"], "main.park");
+    EXPECT_EQ(counts[0]["count"].get<uint64_t>(), std::stoull(m[1]));
+  }
+}
+
+// grow() re-enters through morestack: an entry probe that refires (Go 1.19's stack-check
+// probe) is corrected by the probe on the morestack call. Counts stay exact.
+TEST(EbpfBackend, CountExactAcrossMorestack) {
+  REQUIRE_EBPF();
+  auto fixtures = latency_fixtures();
+  REQUIRE_FIXTURES(fixtures);
+  for (const auto& fx : fixtures) {
+    SCOPED_TRACE(fx.label());
+    auto t = run_traced(fx, {"main.grow"}, Mode::Count, {"grow", "4"});
+    ASSERT_TRUE(t.status.ok()) << t.status.error().what();
+    uint64_t want = 0;
+    std::regex gt("GT main.grow depth=(\\d+) -> .*");
+    for (const auto& l : sorted_lines(t.out)) {
+      std::smatch m;
+      if (std::regex_match(l, m, gt)) want += std::stoull(m[1]) + 1;
+    }
+    ASSERT_GT(want, 0u);
+    auto counts = t.sink.of("count");
+    ASSERT_EQ(counts.size(), 1u);
+    EXPECT_EQ(counts[0]["count"].get<uint64_t>(), want);
+  }
+}
+
+// Thousands of sites (every function of the binary, the runtime included) attach and detach
+// in well under two seconds each, and the program still runs to completion.
+TEST(EbpfBackend, ThousandsOfProbes) {
+  REQUIRE_EBPF();
+  auto fixtures = latency_fixtures();
+  REQUIRE_FIXTURES(fixtures);
+  const Fixture& fx = fixtures.back();
+  auto t = run_traced(fx, {"*"}, Mode::Count, {"park", "2", "1"});
+  ASSERT_TRUE(t.status.ok()) << t.status.error().what();
+  auto s = t.sink.summary();
+  EXPECT_GE(s["probes"].get<uint64_t>(), 5000u);
+  EXPECT_LT(s["attach_ms"].get<double>(), 2000);
+  EXPECT_LT(s["detach_ms"].get<double>(), 2000);
+  EXPECT_EQ(s["exit_code"], 0);
+  EXPECT_NE(t.out.find("done 6"), std::string::npos);
+}
+
+// grow() copies its goroutine's stack several times and runs the GC at the bottom while
+// every frame is probed: the program's output must not change, and every entry returns.
+TEST(EbpfBackend, StackGrowthAndGcSafe) {
+  REQUIRE_EBPF();
+  auto fixtures = latency_fixtures();
+  REQUIRE_FIXTURES(fixtures);
+  for (const auto& fx : fixtures) {
+    SCOPED_TRACE(fx.label());
+    auto t = run_traced(fx, {"main.grow"}, Mode::Trace, {"grow", "4"});
+    ASSERT_TRUE(t.status.ok()) << t.status.error().what();
+    EXPECT_EQ(sorted_lines(t.out), sorted_lines(untraced_output(fx, "grow 4")));
+    std::regex gt("GT main.grow depth=(\\d+) -> (-?\\d+)");
+    uint64_t want_calls = 0;
+    std::map<int64_t, int64_t> results;  // depth -> result, from the fixture
+    for (const auto& l : sorted_lines(t.out)) {
+      std::smatch m;
+      if (std::regex_match(l, m, gt)) {
+        want_calls += std::stoull(m[1]) + 1;
+        results[std::stoll(m[1])] = std::stoll(m[2]);
+      }
+    }
+    ASSERT_EQ(results.size(), 4u);
+    auto entries = t.sink.of("entry");
+    auto returns = t.sink.of("return");
+    EXPECT_EQ(entries.size(), want_calls);
+    EXPECT_EQ(returns.size(), want_calls);
+    // Pair by goroutine (LIFO per goid): each outermost call returns the printed result.
+    std::map<uint64_t, std::vector<int64_t>> stacks;
+    size_t matched = 0;
+    for (const auto& e : t.sink.events) {
+      if (e["event"] == "entry") {
+        stacks[e["goid"]].push_back(e["args"][0]["value"].get<int64_t>());
+      } else if (e["event"] == "return") {
+        auto& st = stacks[e["goid"]];
+        ASSERT_FALSE(st.empty());
+        int64_t depth = st.back();
+        st.pop_back();
+        ASSERT_TRUE(e.contains("duration_ns"));
+        if (results.count(depth) && st.empty()) {
+          // Without DWARF the plan knows no results (ArgInfo describes arguments only).
+          if (!e["results"].empty())
+            EXPECT_EQ(e["results"].at(0).at("value").get<int64_t>(), results[depth]);
+          ++matched;
+        }
+      }
+    }
+    EXPECT_EQ(matched, 4u);
+    EXPECT_TRUE(t.sink.of("unfinished").empty());
+    EXPECT_EQ(t.sink.summary()["unmatched_returns"], 0);
+    EXPECT_EQ(t.sink.summary()["lost"], 0);
+  }
+}
+
+// Scalars and strings match what the fixture printed for each call.
+TEST(EbpfBackend, TraceArgsMatchGroundTruth) {
+  REQUIRE_EBPF();
+  auto fixtures = latency_fixtures();
+  REQUIRE_FIXTURES(fixtures);
+  for (const auto& fx : fixtures) {
+    SCOPED_TRACE(fx.label());
+    auto t = run_traced(fx, {"main.describe"}, Mode::Trace, {"args", "5"});
+    ASSERT_TRUE(t.status.ok()) << t.status.error().what();
+    std::vector<std::string> want_entries, want_results;
+    std::istringstream in(t.out);
+    std::regex ent("GT main.describe (id=.*)"), ret("GT main.describe -> (.*)");
+    for (std::string l; std::getline(in, l);) {
+      std::smatch m;
+      if (std::regex_match(l, m, ret))
+        want_results.push_back(m[1]);
+      else if (std::regex_match(l, m, ent))
+        want_entries.push_back(m[1]);
+    }
+    ASSERT_EQ(want_entries.size(), 5u);
+    // Go's %q of these strings is a JSON string (ASCII escapes only, UTF-8 kept).
+    auto q = [](const nlohmann::json& v) { return v.dump(-1, ' ', false); };
+    auto entries = t.sink.of("entry");
+    auto returns = t.sink.of("return");
+    ASSERT_EQ(entries.size(), 5u);
+    ASSERT_EQ(returns.size(), 5u);
+    std::regex fields("id=(-?\\d+) name=(\".*\") ok=(true|false) k=(-?\\d+)");
+    for (size_t i = 0; i < 5; ++i) {
+      const auto& a = entries[i]["args"];
+      ASSERT_EQ(a.size(), 4u);
+      EXPECT_EQ(entries[i]["goid"], returns[i]["goid"]);
+      std::smatch m;
+      ASSERT_TRUE(std::regex_match(want_entries[i], m, fields)) << want_entries[i];
+      const int64_t id = std::stoll(m[1]), k = std::stoll(m[4]);
+      const bool ok = m[3] == "true";
+      const std::string name = nlohmann::json::parse(m[2].str()).get<std::string>();
+      if (a[0]["type"] == "int") {
+        // DWARF: typed values.
+        EXPECT_EQ(a[0]["value"].get<int64_t>(), id);
+        EXPECT_EQ(q(a[1]["value"]), m[2].str());
+        EXPECT_EQ(a[2]["value"].get<bool>(), ok);
+        EXPECT_EQ(a[3]["value"].get<int64_t>(), k);
+        ASSERT_FALSE(returns[i]["results"].empty());
+        EXPECT_EQ(q(returns[i]["results"].at(0).at("value")), want_results[i]);
+      } else {
+        // Stripped: ArgInfo words of the argument's size; a string is its two raw words.
+        EXPECT_EQ(a[0]["value"].get<uint64_t>(), static_cast<uint64_t>(id));
+        ASSERT_EQ(a[1]["value"]["raw"].size(), 2u);
+        EXPECT_EQ(std::stoull(a[1]["value"]["raw"][1].get<std::string>(), nullptr, 16),
+                  name.size());
+        EXPECT_EQ(a[2]["value"].get<uint64_t>(), ok ? 1u : 0u);
+        EXPECT_EQ(a[3]["value"].get<uint64_t>(), static_cast<uint8_t>(k));
+      }
+    }
+  }
+}
+
+// The per-site perf-event fallback (kernels before 6.6) gives the same exact counts.
+TEST(EbpfBackend, PerSiteFallback) {
+  REQUIRE_EBPF();
+  auto fixtures = latency_fixtures();
+  REQUIRE_FIXTURES(fixtures);
+  const Fixture& fx = fixtures.back();
+  EbpfOptions eo;
+  eo.force_per_site = true;
+  auto t = run_traced(fx, {"main.park"}, Mode::Latency, {"park", "3", "2"}, eo);
+  ASSERT_TRUE(t.status.ok()) << t.status.error().what();
+  EXPECT_EQ(t.sink.summary()["attach"], "perf_event");
+  auto lat = t.sink.of("latency");
+  ASSERT_EQ(lat.size(), 1u);
+  EXPECT_EQ(lat[0]["count"], 18);
+}
+
+// Attach to a running process by pid, stop on request: probes go, the process keeps running.
+TEST(EbpfBackend, AttachByPidAndStop) {
+  REQUIRE_EBPF();
+  auto fixtures = latency_fixtures();
+  REQUIRE_FIXTURES(fixtures);
+  const Fixture& fx = fixtures.back();
+  int in[2], out[2];
+  ASSERT_EQ(pipe(in), 0);
+  ASSERT_EQ(pipe(out), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    close(in[1]);
+    close(out[0]);
+    execl(fx.path.c_str(), fx.path.c_str(), "spin", nullptr);
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  auto bin = GoBinary::open(fx.path);
+  ASSERT_TRUE(bin.ok());
+  auto plan = (*bin)->plan({"main.work"}, {});
+  ASSERT_TRUE(plan.ok());
+  TraceOptions opts;
+  opts.mode = Mode::Count;
+  opts.target.pid = pid;
+  CollectSink sink;
+  EbpfOptions eo;
+  eo.quiet = true;
+  std::thread stopper([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    stop_requested().store(true);
+  });
+  auto r = run_session(view_of(**bin), *plan, opts, sink, eo);
+  stopper.join();
+  stop_requested().store(false);
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  auto counts = sink.of("count");
+  ASSERT_EQ(counts.size(), 1u);
+  EXPECT_GT(counts[0]["count"].get<uint64_t>(), 100u);
+  // Still alive and well: it ends normally when its stdin closes.
+  EXPECT_EQ(kill(pid, 0), 0);
+  close(in[1]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  close(out[0]);
+}
+
+TEST(EbpfBackend, LaunchFailureIsOneClearError) {
+  REQUIRE_EBPF();
+  auto fixtures = latency_fixtures();
+  REQUIRE_FIXTURES(fixtures);
+  auto bin = GoBinary::open(fixtures.back().path);
+  ASSERT_TRUE(bin.ok());
+  auto plan = (*bin)->plan({"main.park"}, {});
+  ASSERT_TRUE(plan.ok());
+  TraceOptions opts;
+  opts.target.argv = {"/nonexistent/gotap-test-binary"};
+  CollectSink sink;
+  auto r = run_session(view_of(**bin), *plan, opts, sink);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().what().find("/nonexistent/gotap-test-binary"), std::string::npos);
+  EXPECT_EQ(r.error().what().find('\n'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gotap::ebpf

@@ -1,0 +1,58 @@
+// The latency bucket scheme shared by the BPF program and user space, and the uprobe
+// instruction filter. No root needed.
+#include <gtest/gtest.h>
+
+#include "backends/ebpf/histogram.h"
+#include "backends/ebpf/insn_filter.h"
+#include "gotap_shared.h"
+
+namespace gotap::ebpf {
+namespace {
+
+TEST(EbpfHistogram, BucketsTileTheRange) {
+  for (uint32_t b = 0; b + 1 < GOTAP_NBUCKETS; ++b) {
+    BucketRange r = bucket_range(b), next = bucket_range(b + 1);
+    ASSERT_EQ(r.hi, next.lo) << b;
+    ASSERT_EQ(gotap_bucket(r.lo), b);
+    ASSERT_EQ(gotap_bucket(r.hi - 1), b);
+    // Sub-buckets keep the relative width at most 1/8 from value 8 on.
+    if (r.lo >= 8) ASSERT_LE((r.hi - r.lo) * 8, r.lo) << b;
+  }
+  EXPECT_EQ(gotap_bucket(UINT64_MAX), GOTAP_NBUCKETS - 1);
+  EXPECT_EQ(gotap_bucket(0), 0u);
+}
+
+TEST(EbpfHistogram, PercentilesFromFineBuckets) {
+  LatencySummary s;
+  s.fine.assign(GOTAP_NBUCKETS, 0);
+  // 90 samples of 1 ms, 10 of 30 ms.
+  s.fine[gotap_bucket(1'000'000)] = 90;
+  s.fine[gotap_bucket(30'000'000)] = 10;
+  s.count = 100;
+  s.min_ns = 1'000'000;
+  s.max_ns = 30'000'000;
+  EXPECT_LT(percentile(s, 0.5), 1'125'000u);
+  EXPECT_GE(percentile(s, 0.5), 1'000'000u);
+  EXPECT_LE(percentile(s, 0.99), 30'000'000u);
+  EXPECT_GE(percentile(s, 0.99), 28'000'000u);
+  Event e = latency_event("f", s);
+  uint64_t total = 0;
+  for (const auto& b : e["buckets"]) total += b["count"].get<uint64_t>();
+  EXPECT_EQ(total, 100u);
+}
+
+TEST(EbpfInsnFilter, RefusesWhatUprobesRefuse) {
+  const uint8_t push_rbp[] = {0x55};
+  const uint8_t ret[] = {0xc3};
+  const uint8_t lock_xadd[] = {0xf0, 0x48, 0x0f, 0xc1, 0x03};
+  const uint8_t evex[] = {0x62, 0xf1, 0xfe, 0x48, 0x6f};
+  const uint8_t int3[] = {0xcc};
+  EXPECT_TRUE(uprobe_can_probe(push_rbp));
+  EXPECT_TRUE(uprobe_can_probe(ret));
+  EXPECT_FALSE(uprobe_can_probe(lock_xadd));
+  EXPECT_FALSE(uprobe_can_probe(evex));
+  EXPECT_FALSE(uprobe_can_probe(int3));
+}
+
+}  // namespace
+}  // namespace gotap::ebpf

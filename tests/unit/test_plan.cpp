@@ -1,0 +1,290 @@
+// GoBinary::plan on the Go fixtures: functions, entries and ends against debug/gosym, entry
+// probe sites, pattern errors, and the inline sites of a function inlined into several callers.
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/go_binary.h"
+#include "core/plan.h"
+#include "tests/unit/fixtures.h"
+
+namespace gotap {
+namespace {
+
+using testing::all_fixtures;
+using testing::file_exists;
+using testing::Fixture;
+using testing::read_file;
+
+struct RefFunc {
+  uint64_t entry = 0, end = 0;
+  bool wrapper = false;
+};
+
+// The functions of the debug/gosym reference, by name. funcID "wrapper" covers both ABI
+// wrappers (an alias with the same name as the real function: not a function of its own) and
+// the closures the compiler makes for `go`/`defer` statements (real, traceable functions).
+std::multimap<std::string, RefFunc> gosym_funcs(const Fixture& fx) {
+  std::multimap<std::string, RefFunc> all, out;
+  auto j = nlohmann::json::parse(read_file(fx.path + ".gosym.json"));
+  for (const auto& f : j["funcs"]) {
+    all.emplace(
+        f["name"].get<std::string>(),
+        RefFunc{std::stoull(f["entry"].get<std::string>(), nullptr, 16),
+                std::stoull(f["end"].get<std::string>(), nullptr, 16), f.value("wrapper", false)});
+  }
+  for (const auto& [name, r] : all) {
+    bool has_real = false;
+    auto [lo, hi] = all.equal_range(name);
+    for (auto it = lo; it != hi; ++it) has_real |= !it->second.wrapper;
+    if (!r.wrapper || !has_real) out.emplace(name, r);
+  }
+  return out;
+}
+
+bool at_least_121(const Fixture& fx) {
+  int major = 0, minor = 0;
+  std::sscanf(fx.go_version.c_str(), "%d.%d", &major, &minor);
+  return major > 1 || minor >= 21;
+}
+
+TEST(Plan, MainFunctionsMatchGosym) {
+  int checked = 0;
+  for (const auto& fx : all_fixtures()) {
+    if (!file_exists(fx.path + ".gosym.json") || fx.program == "inlined") continue;
+    SCOPED_TRACE(fx.label());
+    auto bin = GoBinary::open(fx.path);
+    ASSERT_TRUE(bin.ok()) << bin.error().what();
+    auto ref = gosym_funcs(fx);
+    std::set<std::string> want;
+    for (const auto& [name, r] : ref)
+      if (name.rfind("main.", 0) == 0) want.insert(name);
+    if (want.empty()) continue;  // e.g. a real-world binary whose main is elsewhere
+    auto plan = (*bin)->plan({"main.*"}, PlanOptions{});
+    ASSERT_TRUE(plan.ok()) << plan.error().what();
+    EXPECT_GT(plan->probe_count(), 0u);
+    std::set<std::string> got;
+    const auto& elf = (*bin)->elf();
+    for (const auto& f : plan->funcs) {
+      SCOPED_TRACE(f.name);
+      if (!f.entry) {
+        EXPECT_EQ(ref.count(f.name), 0u) << "inlined-only, yet gosym has it";
+        EXPECT_FALSE(f.inline_sites.empty());
+        continue;
+      }
+      got.insert(f.name);
+      auto [lo, hi] = ref.equal_range(f.name);
+      bool found = false;
+      for (auto it = lo; it != hi; ++it)
+        if (it->second.entry == f.entry && it->second.end == f.end) found = true;
+      EXPECT_TRUE(found) << std::hex << f.entry << "-" << f.end;
+
+      ASSERT_GE(f.entry_probe, f.entry);
+      ASSERT_LT(f.entry_probe, f.end);
+      auto b = elf.read(f.entry_probe, 2);
+      ASSERT_EQ(b.size(), 2u);
+      if (f.entry_probe_kind == "push_rbp") {
+        EXPECT_EQ(b[0], 0x55);
+        EXPECT_FALSE(f.entry_refires);
+      } else if (f.entry_probe_kind == "jcc") {
+        EXPECT_TRUE(b[0] == 0x76 || (b[0] == 0x0f && b[1] == 0x86));
+        EXPECT_TRUE(f.entry_refires);
+        // Go 1.21+ compilers always follow the stack check with `push rbp`.
+        EXPECT_FALSE(at_least_121(fx) && f.abi == "internal");
+      } else {
+        EXPECT_EQ(f.entry_probe_kind, "entry");
+        EXPECT_EQ(f.entry_probe, f.entry);
+      }
+      EXPECT_EQ(f.frame_size, 0);  // every entry probe is before the frame is allocated
+      for (uint64_t r : f.ret_sites) {
+        auto rb = elf.read(r, 1);
+        ASSERT_EQ(rb.size(), 1u);
+        EXPECT_TRUE(rb[0] == 0xc3 || rb[0] == 0xc2) << std::hex << r;
+        EXPECT_TRUE(r >= f.entry && r < f.end);
+        // pcsp is 0 at every RET: the return address is at [RSP].
+        EXPECT_EQ((*bin)->pclntab().sp_delta(*(*bin)->pclntab().find(r), r), 0);
+      }
+      EXPECT_FALSE(f.ret_sites.empty() && f.tail_jumps.empty() && f.name != "main.main")
+          << "no way out of " << f.name;
+      EXPECT_EQ(f.abi, "internal");  // fixtures are Go >= 1.17 and main.* is not assembly
+      EXPECT_NE(f.args_source, "");
+      if ((*bin)->dwarf()) {
+        EXPECT_EQ(f.args_source, "dwarf");
+      }
+      // The JSON form carries CONTRACT.md's fields.
+      auto j = to_json(f);
+      for (const char* k :
+           {"event", "func", "entry", "end", "entry_probe", "ret_sites", "args", "results"})
+        EXPECT_TRUE(j.contains(k)) << k;
+      EXPECT_EQ(j["entry"], hex(f.entry));
+    }
+    EXPECT_EQ(got, want);
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no Go fixtures built in " << testing::fixtures_dir();
+}
+
+TEST(Plan, PatternErrors) {
+  auto fixtures = all_fixtures("basic");
+  if (fixtures.empty()) GTEST_SKIP() << "no basic fixture built in " << testing::fixtures_dir();
+  auto bin = GoBinary::open(fixtures.front().path);
+  ASSERT_TRUE(bin.ok()) << bin.error().what();
+  for (const char* pat : {"main.noSuchFunction", "nosuch.*", "re:^nosuch"}) {
+    auto plan = (*bin)->plan({"main.*", pat}, PlanOptions{});
+    ASSERT_FALSE(plan.ok()) << pat;
+    EXPECT_EQ(plan.error().kind, ErrorKind::BadInput);
+    EXPECT_NE(plan.error().message.find(std::string("'") + pat + "'"), std::string::npos)
+        << plan.error().message;
+  }
+  auto bad = (*bin)->plan({"re:("}, PlanOptions{});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().kind, ErrorKind::BadInput);
+
+  // An exact name matches that function alone; duplicates across patterns are planned once.
+  auto one = (*bin)->plan({"main.main", "main.mai?"}, PlanOptions{});
+  ASSERT_TRUE(one.ok()) << one.error().what();
+  ASSERT_EQ(one->funcs.size(), 1u);
+  EXPECT_EQ(one->funcs[0].name, "main.main");
+  // Output is sorted by name.
+  auto all = (*bin)->plan({"main.*"}, PlanOptions{});
+  ASSERT_TRUE(all.ok());
+  for (size_t i = 1; i < all->funcs.size(); ++i)
+    EXPECT_LE(all->funcs[i - 1].name, all->funcs[i].name);
+}
+
+// Lines [first, last] of `func NAME(` ... `}` in a Go source file (the fixture's own source,
+// the ground truth for which lines belong to an inlined body).
+std::pair<int, int> func_lines(const std::string& src, const std::string& name) {
+  std::istringstream in(src);
+  std::string line;
+  int n = 0, first = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (!first && line.rfind("func " + name + "(", 0) == 0) first = n;
+    if (first && line == "}") return {first, n};
+  }
+  return {0, 0};
+}
+
+// objdump line numbers by PC: `main.go:12  0x49e141 ...`.
+std::map<uint64_t, int> objdump_lines(const std::string& text) {
+  std::map<uint64_t, int> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto colon = line.find("main.go:");
+    auto ox = line.find("0x");
+    if (colon == std::string::npos || ox == std::string::npos || line[0] != ' ') continue;
+    out[std::stoull(line.substr(ox), nullptr, 16)] = std::atoi(line.c_str() + colon + 8);
+  }
+  return out;
+}
+
+TEST(Plan, InlineSites) {
+  auto fixtures = all_fixtures("inlined");
+  if (fixtures.empty())
+    GTEST_SKIP() << "fixture 'inlined' not built in " << testing::fixtures_dir();
+  const std::string src =
+      read_file(std::string(GOTAP_SOURCE_DIR) + "/tests/fixtures/inlined/main.go");
+  auto clamp_lines = func_lines(src, "clamp");
+  auto twice_lines = func_lines(src, "twice");
+  ASSERT_GT(clamp_lines.first, 0);
+  ASSERT_GT(twice_lines.first, 0);
+  for (const auto& fx : fixtures) {
+    SCOPED_TRACE(fx.label());
+    auto bin = GoBinary::open(fx.path);
+    ASSERT_TRUE(bin.ok()) << bin.error().what();
+    const Pclntab& pc = (*bin)->pclntab();
+    auto ref = gosym_funcs(fx);
+    std::map<uint64_t, int> lines;
+    if (file_exists(fx.path + ".objdump")) lines = objdump_lines(read_file(fx.path + ".objdump"));
+
+    auto plan = (*bin)->plan({"main.clamp", "main.twice"}, PlanOptions{});
+    ASSERT_TRUE(plan.ok()) << plan.error().what();
+    ASSERT_EQ(plan->funcs.size(), 2u);
+    const FuncPlan& clamp = plan->funcs[0];
+    const FuncPlan& twice = plan->funcs[1];
+    ASSERT_EQ(clamp.name, "main.clamp");
+    ASSERT_EQ(twice.name, "main.twice");
+    // clamp is also called through a func value, so it has an out-of-line copy; twice has none.
+    EXPECT_NE(clamp.entry, 0u);
+    EXPECT_EQ(ref.count("main.clamp"), 1u);
+    EXPECT_EQ(twice.entry, 0u);
+    EXPECT_EQ(ref.count("main.twice"), 0u);
+
+    std::set<std::string> outers;
+    for (const FuncPlan* f : {&clamp, &twice}) {
+      const auto& body = f == &clamp ? clamp_lines : twice_lines;
+      EXPECT_FALSE(f->inline_sites.empty()) << f->name;
+      for (const auto& s : f->inline_sites) {
+        SCOPED_TRACE(f->name + " in " + s.outer);
+        if (f == &clamp) outers.insert(s.outer);
+        // Inside the outer function, per debug/gosym.
+        auto [lo, hi] = ref.equal_range(s.outer);
+        ASSERT_NE(lo, hi);
+        EXPECT_TRUE(s.pc >= lo->second.entry && s.pc < lo->second.end) << std::hex << s.pc;
+        EXPECT_EQ(s.file.substr(s.file.rfind('/') + 1), "main.go");
+        EXPECT_GT(s.line, body.second);  // the call site is below the callee in main.go
+        // Maps back to the callee through the outer function's inline tree.
+        const PclnFunc* outer = pc.find(s.pc);
+        ASSERT_NE(outer, nullptr);
+        EXPECT_EQ(outer->name, s.outer);
+        auto tree = pc.inline_tree(*outer);
+        bool names_callee = false;
+        for (const auto& r : pc.inline_ranges(*outer)) {
+          if (s.pc < r.lo || s.pc >= r.hi) continue;
+          for (const auto& n : tree)
+            if (n.index == r.index && n.name == f->name) names_callee = true;
+        }
+        for (const auto& n : tree)  // or the call site's mark when the body left no code
+          if (n.name == f->name && n.parent_pc == s.pc) names_callee = true;
+        EXPECT_TRUE(names_callee) << std::hex << s.pc;
+        // Go's objdump attributes the instruction to a line of the callee's body, or to the
+        // call line when the body compiled into the caller's instructions.
+        if (!lines.empty()) {
+          ASSERT_TRUE(lines.count(s.pc)) << std::hex << s.pc;
+          int l = lines[s.pc];
+          EXPECT_TRUE((l >= body.first && l <= body.second) || l == s.line) << l;
+        }
+      }
+    }
+    EXPECT_TRUE(outers.count("main.second"));
+    EXPECT_TRUE(outers.count("main.third"));
+
+    // DWARF's inlined subroutines (the compiler's own record), when present, start at the
+    // same PCs and name the same call lines.
+    if (const DwarfInfo* dw = (*bin)->dwarf()) {
+      for (const FuncPlan* f : {&clamp, &twice}) {
+        std::set<std::pair<uint64_t, int>> ours, theirs;
+        for (const auto& s : f->inline_sites) ours.emplace(s.pc, s.line);
+        for (const auto& d : dw->inlined(f->name)) theirs.emplace(d.low_pc, d.call_line);
+        EXPECT_EQ(ours, theirs) << f->name;
+      }
+    }
+
+    // Not probing inline sites is reported.
+    PlanOptions no_inline;
+    no_inline.probe_inline_sites = false;
+    auto quiet = (*bin)->plan({"main.clamp"}, no_inline);
+    ASSERT_TRUE(quiet.ok());
+    EXPECT_FALSE(quiet->funcs[0].inline_probed);
+    bool warned = false;
+    for (const auto& w : quiet->warnings) warned |= w.find("main.clamp") != std::string::npos;
+    EXPECT_TRUE(warned);
+    EXPECT_LT(quiet->probe_count(), plan->probe_count());
+    // Globs reach inlined-only functions too.
+    auto glob = (*bin)->plan({"main.twi*"}, PlanOptions{});
+    ASSERT_TRUE(glob.ok()) << glob.error().what();
+    ASSERT_EQ(glob->funcs.size(), 1u);
+    EXPECT_EQ(glob->funcs[0].name, "main.twice");
+  }
+}
+
+}  // namespace
+}  // namespace gotap

@@ -1,0 +1,332 @@
+// The value decoder on synthetic tracee memory laid out as the Go runtime lays it out
+// (strings, slices, structs, pointers, interfaces through type descriptors, bucket and swiss
+// maps), and the runtime type reader against the DWARF of real fixture binaries.
+#include <cstring>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "core/go_binary.h"
+#include "core/rtype.h"
+#include "core/value_decoder.h"
+#include "tests/unit/fixtures.h"
+
+namespace gotap {
+namespace {
+
+using nlohmann::json;
+
+class FakeMemory : public MemoryReader {
+ public:
+  bool read(uint64_t addr, void* buf, size_t n) override {
+    auto it = regions_.upper_bound(addr);
+    if (it == regions_.begin()) return false;
+    --it;
+    const auto& [base, bytes] = *it;
+    if (addr < base || addr - base + n > bytes.size()) return false;
+    std::memcpy(buf, bytes.data() + (addr - base), n);
+    return true;
+  }
+  void put(uint64_t addr, const void* p, size_t n) {
+    std::vector<uint8_t> b(static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+    regions_[addr] = std::move(b);
+  }
+  void put_u64s(uint64_t addr, std::vector<uint64_t> w) { put(addr, w.data(), w.size() * 8); }
+  void put_str(uint64_t addr, const std::string& s) { put(addr, s.data(), s.size()); }
+
+ private:
+  std::map<uint64_t, std::vector<uint8_t>> regions_;
+};
+
+// A tiny type graph: int, string, []int, struct P{X int; S string}, *P, *int, interface{}.
+enum : TypeId { kInt = 1, kString, kSliceInt, kP, kPtrP, kEface, kPtrInt, kMapStrInt, kArr3 };
+
+TypeGraph make_graph() {
+  TypeGraph g;
+  auto add = [&](GoType t) { g.add(std::move(t)); };
+  add({.id = kInt, .name = "int", .kind = GoKind::Int, .size = 8});
+  add({.id = kString, .name = "string", .kind = GoKind::String, .size = 16});
+  add({.id = kSliceInt, .name = "[]int", .kind = GoKind::Slice, .size = 24, .elem = kInt});
+  add({.id = kP,
+       .name = "main.P",
+       .kind = GoKind::Struct,
+       .size = 24,
+       .fields = {{"X", kInt, 0}, {"S", kString, 8}}});
+  add({.id = kPtrP, .name = "*main.P", .kind = GoKind::Ptr, .size = 8, .elem = kP});
+  add({.id = kEface,
+       .name = "interface {}",
+       .kind = GoKind::Interface,
+       .size = 16,
+       .fields = {{"_type", 0, 0}, {"data", 0, 8}}});
+  add({.id = kPtrInt, .name = "*int", .kind = GoKind::Ptr, .size = 8, .elem = kInt});
+  add({.id = kMapStrInt,
+       .name = "map[string]int",
+       .kind = GoKind::Map,
+       .size = 8,
+       .elem = kInt,
+       .key = kString});
+  add({.id = kArr3, .name = "[3]int", .kind = GoKind::Array, .size = 24, .elem = kInt, .count = 3});
+  g.index();
+  return g;
+}
+
+ParamLoc reg_param(const char* name, TypeId t, uint64_t size, std::vector<LocPiece> pieces) {
+  ParamLoc p;
+  p.name = name;
+  p.type = t;
+  p.size = size;
+  p.loc.pieces = std::move(pieces);
+  return p;
+}
+
+LocPiece ireg(int r, uint32_t off) {
+  return {LocPiece::IntReg, uint8_t(r), 0, off, 8};
+}
+
+constexpr uint64_t kTypes = 0x500000;
+
+// A type descriptor at kTypes + off with name `name` at kTypes + name_off.
+void put_rtype(FakeMemory& m, const GoVersion& v, uint64_t off, GoKind kind, uint64_t size,
+               bool direct, const std::string& name, uint64_t name_off, uint64_t elem = 0) {
+  uint8_t t[56] = {};
+  std::memcpy(t, &size, 8);
+  uint8_t k = static_cast<uint8_t>(kind);
+  uint8_t tflag = 0;
+  if (v.at_least(1, 26))
+    tflag |= direct ? 0x20 : 0;
+  else
+    k |= direct ? 0x20 : 0;
+  t[20] = tflag;
+  t[23] = k;
+  int32_t str = static_cast<int32_t>(name_off);
+  std::memcpy(t + 40, &str, 4);
+  std::memcpy(t + 48, &elem, 8);
+  m.put(kTypes + off, t, sizeof t);
+  std::string n;
+  n.push_back(0);
+  n.push_back(static_cast<char>(name.size()));
+  n += name;
+  m.put_str(kTypes + name_off, n);
+}
+
+DecodeEnv env_for(const TypeGraph* g, const GoVersion& v, bool swiss = false) {
+  DecodeEnv e;
+  e.types = g;
+  e.rt.go = v;
+  e.rt.types = kTypes;
+  e.rt.etypes = kTypes + 0x10000;
+  e.rt.swiss_maps = swiss;
+  return e;
+}
+
+GoVersion ver(int minor) {
+  return *GoVersion::parse("go1." + std::to_string(minor));
+}
+
+TEST(ValueDecoder, ScalarsStringsSlicesStructsPointers) {
+  TypeGraph g = make_graph();
+  FakeMemory m;
+  m.put_str(0x1000, "hello");
+  m.put_u64s(0x2000, {10, 20, 30, 40});
+  m.put_u64s(0x3000, {7, 0x1000, 5});  // P{X: 7, S: "hello"}
+  ValueDecoder d(m, env_for(&g, ver(22)), DecodeLimits{});
+  RegState rs;
+  uint64_t regs[] = {uint64_t(-42), 0x1000, 5, 0x2000, 3, 4, 0x3000, 0, 0};
+  std::memcpy(rs.gp, regs, sizeof regs);
+  EXPECT_EQ(d.decode_param(reg_param("i", kInt, 8, {ireg(0, 0)}), rs)["value"], -42);
+  EXPECT_EQ(d.decode_param(reg_param("s", kString, 16, {ireg(1, 0), ireg(2, 8)}), rs)["value"],
+            "hello");
+  json sl = d.decode_param(reg_param("sl", kSliceInt, 24, {ireg(3, 0), ireg(4, 8), ireg(5, 16)}),
+                           rs)["value"];
+  EXPECT_EQ(sl, json({{"len", 3}, {"cap", 4}, {"elems", {10, 20, 30}}}));
+  json p = d.decode_param(reg_param("p", kPtrP, 8, {ireg(6, 0)}), rs)["value"];
+  EXPECT_EQ(p["addr"], "0x3000");
+  EXPECT_EQ(p["elem"], json({{"X", 7}, {"S", "hello"}}));
+  EXPECT_TRUE(d.decode_param(reg_param("nil", kPtrP, 8, {ireg(7, 0)}), rs)["value"].is_null());
+  // A stack-resident argument.
+  m.put_u64s(0x7000, {0xdead, 1, 2, 3});
+  rs.sp = 0x7000;
+  ParamLoc arr;
+  arr.name = "a";
+  arr.type = kArr3;
+  arr.size = 24;
+  arr.loc.pieces = {{LocPiece::Stack, 0, 8, 0, 24}};
+  EXPECT_EQ(d.decode_param(arr, rs)["value"], json({1, 2, 3}));
+}
+
+TEST(ValueDecoder, LimitsAndUtf8) {
+  TypeGraph g = make_graph();
+  FakeMemory m;
+  std::string s =
+      "ab\xC3\xA9"
+      "cd\xFF";  // "abécd" + an invalid byte
+  m.put_str(0x1000, s);
+  uint64_t ptrs[2] = {0x1000, s.size()};
+  DecodeLimits lim;
+  lim.max_str = 3;  // cuts inside é: the partial character is dropped
+  ValueDecoder d(m, env_for(&g, ver(22)), lim);
+  json v = d.decode(kString, {reinterpret_cast<uint8_t*>(ptrs), 16});
+  EXPECT_EQ(v, json({{"str", "ab"}, {"len", s.size()}, {"truncated", true}}));
+  ValueDecoder full(m, env_for(&g, ver(22)), DecodeLimits{});
+  EXPECT_EQ(full.decode(kString, {reinterpret_cast<uint8_t*>(ptrs), 16}),
+            "ab\xC3\xA9"
+            "cd\xC3\xBF");  // 0xFF shown as U+00FF
+  // Pointer depth: **P-like chains stop at max_depth with the address only.
+  m.put_u64s(0x2000, {7, 0x1000, 2});
+  uint64_t p = 0x2000;
+  DecodeLimits d0;
+  d0.max_depth = 0;
+  ValueDecoder shallow(m, env_for(&g, ver(22)), d0);
+  EXPECT_EQ(shallow.decode(kPtrP, {reinterpret_cast<uint8_t*>(&p), 8}), json({{"addr", "0x2000"}}));
+  // Slices beyond max_elems are cut and marked.
+  m.put_u64s(0x3000, {1, 2, 3, 4, 5});
+  uint64_t sl[3] = {0x3000, 5, 5};
+  DecodeLimits two;
+  two.max_elems = 2;
+  ValueDecoder few(m, env_for(&g, ver(22)), two);
+  EXPECT_EQ(few.decode(kSliceInt, {reinterpret_cast<uint8_t*>(sl), 24}),
+            json({{"len", 5}, {"cap", 5}, {"elems", {1, 2}}, {"truncated", true}}));
+}
+
+TEST(ValueDecoder, InterfacesThroughTypeDescriptors) {
+  for (int minor : {19, 22, 26}) {
+    SCOPED_TRACE(minor);
+    GoVersion v = ver(minor);
+    TypeGraph g = make_graph();
+    FakeMemory m;
+    put_rtype(m, v, 0x100, GoKind::Int, 8, false, "int", 0x1000);
+    put_rtype(m, v, 0x200, GoKind::Struct, 24, false, "main.P", 0x1010);
+    put_rtype(m, v, 0x300, GoKind::Ptr, 8, true, "*main.P", 0x1020, kTypes + 0x200);
+    // Struct fields of main.P: {Name, Typ, Offset} x2; names are abi.Name pointers.
+    m.put_u64s(kTypes + 0x200 + 48, {0, kTypes + 0x2000, 2, 2});
+    m.put_u64s(kTypes + 0x2000,
+               {kTypes + 0x3000, kTypes + 0x100, 0, kTypes + 0x3010, kTypes + 0x400, 8});
+    m.put_str(kTypes + 0x3000, std::string("\x01\x01X", 3));
+    m.put_str(kTypes + 0x3010, std::string("\x01\x01S", 3));
+    put_rtype(m, v, 0x400, GoKind::String, 16, false, "string", 0x1030);
+    m.put_u64s(0x9000, {42});
+    m.put_str(0xA000, "hi");
+    m.put_u64s(0x9100, {-5ull, 0xA000, 2});
+    ValueDecoder d(m, env_for(&g, v), DecodeLimits{});
+    EXPECT_EQ(d.decode_interface(kTypes + 0x100, 0x9000, true),
+              json({{"type", "int"}, {"value", 42}}));
+    json pv = d.decode_interface(kTypes + 0x300, 0x9100, true);
+    EXPECT_EQ(pv["type"], "*main.P");
+    EXPECT_EQ(pv["value"]["elem"], json({{"X", -5}, {"S", "hi"}}));
+    // iface: itab {inter, type, ...}
+    put_rtype(m, v, 0x500, GoKind::Interface, 16, false, "error", 0x1040);
+    m.put_u64s(0xB000, {kTypes + 0x500, kTypes + 0x300, 0, 0});
+    json iv = d.decode_interface(0xB000, 0x9100, false);
+    EXPECT_EQ(iv["type"], "*main.P");
+    EXPECT_TRUE(d.decode_interface(0, 0, true).is_null());
+    // Without DWARF, a two-word argument that is an itab pair is recognised.
+    auto guessed = d.guess_interface(0xB000, 0x9100);
+    ASSERT_TRUE(guessed.has_value());
+    EXPECT_EQ((*guessed)["type"], "*main.P");
+    EXPECT_FALSE(d.guess_interface(0xA000, 2).has_value());  // a string, not an interface
+  }
+}
+
+TEST(ValueDecoder, BucketMap) {
+  TypeGraph g = make_graph();
+  FakeMemory m;
+  GoVersion v = ver(22);
+  // hmap{count 2, flags 0, B 0, ..., buckets}
+  uint8_t hmap[48] = {};
+  uint64_t count = 2, buckets = 0x8000;
+  std::memcpy(hmap, &count, 8);
+  std::memcpy(hmap + 16, &buckets, 8);
+  m.put(0x7000, hmap, sizeof hmap);
+  // bucket for map[string]int: tophash[8], keys 8x16, values 8x8, overflow.
+  std::vector<uint8_t> b(8 + 8 * 16 + 8 * 8 + 8, 0);
+  b[0] = 0x9a;
+  b[3] = 0x17;
+  b[5] = 1;  // emptyOne
+  uint64_t k0[2] = {0xA000, 1}, k3[2] = {0xA010, 2};
+  std::memcpy(&b[8 + 0 * 16], k0, 16);
+  std::memcpy(&b[8 + 3 * 16], k3, 16);
+  int64_t v0 = 100, v3 = -3;
+  std::memcpy(&b[8 + 128 + 0 * 8], &v0, 8);
+  std::memcpy(&b[8 + 128 + 3 * 8], &v3, 8);
+  m.put(buckets, b.data(), b.size());
+  m.put_str(0xA000, "a");
+  m.put_str(0xA010, "bb");
+  ValueDecoder d(m, env_for(&g, v), DecodeLimits{});
+  uint64_t ptr = 0x7000;
+  json got = d.decode(kMapStrInt, {reinterpret_cast<uint8_t*>(&ptr), 8});
+  EXPECT_EQ(got["len"], 2);
+  EXPECT_EQ(got["entries"], json::array({json::array({"a", 100}), json::array({"bb", -3})}));
+}
+
+TEST(ValueDecoder, SwissMap) {
+  TypeGraph g = make_graph();
+  FakeMemory m;
+  GoVersion v = ver(24);
+  // Small map: dirLen 0, dirPtr -> one group {ctrl, 8 slots of {key string, elem int}}.
+  m.put_u64s(0x7000, {2, 0, 0x8000, 0, 0});
+  uint64_t slot = 24;
+  std::vector<uint8_t> grp(8 + 8 * slot, 0);
+  uint64_t ctrl = 0x8080808080808080ull;
+  ctrl &= ~(0xFFull << 8);  // slot 1 full (h2 = 0x11)
+  ctrl |= 0x11ull << 8;
+  ctrl &= ~(0xFFull << 48);  // slot 6 full
+  ctrl |= 0x05ull << 48;
+  ctrl &= ~(0xFFull << 16);  // slot 2 deleted
+  ctrl |= 0xFEull << 16;
+  std::memcpy(grp.data(), &ctrl, 8);
+  uint64_t s1[3] = {0xA000, 1, 7}, s6[3] = {0xA010, 2, 9};
+  std::memcpy(&grp[8 + 1 * slot], s1, 24);
+  std::memcpy(&grp[8 + 6 * slot], s6, 24);
+  m.put(0x8000, grp.data(), grp.size());
+  m.put_str(0xA000, "a");
+  m.put_str(0xA010, "bb");
+  ValueDecoder d(m, env_for(&g, v, true), DecodeLimits{});
+  uint64_t ptr = 0x7000;
+  json got = d.decode(kMapStrInt, {reinterpret_cast<uint8_t*>(&ptr), 8});
+  EXPECT_EQ(got["len"], 2);
+  EXPECT_EQ(got["entries"], json::array({json::array({"a", 7}), json::array({"bb", 9})}));
+}
+
+// Runtime type descriptors in real binaries agree with the DWARF the compiler wrote: the
+// DIE's DW_AT_go_runtime_type leads to a descriptor with the same name, kind and fields.
+TEST(Rtype, DescriptorsMatchDwarfInFixtures) {
+  auto fx = testing::all_fixtures("args");
+  if (fx.empty()) GTEST_SKIP() << "no args fixtures built";
+  int checked = 0;
+  for (const auto& f : fx) {
+    // Stripped: no DWARF to compare with; PIE: the file holds unrelocated descriptor pointers.
+    if (f.flavour == "stripped" || f.flavour == "pie") continue;
+    SCOPED_TRACE(f.label());
+    auto bin = GoBinary::open(f.path);
+    ASSERT_TRUE(bin.ok());
+    const DwarfInfo* dw = (*bin)->dwarf();
+    ASSERT_NE(dw, nullptr);
+    const Moduledata& md = (*bin)->pclntab().moduledata();
+    RtypeEnv env{(*bin)->buildinfo().version, md.types, md.etypes,
+                 (*bin)->buildinfo().version.at_least(1, 24)};
+    ElfMemoryReader mem((*bin)->elf(), 0);
+    for (const char* name :
+         {"main.Point", "main.Shape", "*main.Point", "map[string]int", "[]int"}) {
+      const GoType* t = dw->types().by_name(name);
+      ASSERT_NE(t, nullptr) << name;
+      ASSERT_NE(t->runtime_type, 0u) << name;
+      auto r = read_rtype(mem, env, md.types + t->runtime_type);
+      ASSERT_TRUE(r.has_value()) << name;
+      EXPECT_EQ(rtype_name(mem, env, *r), name);
+      EXPECT_EQ(r->kind, t->kind) << name;
+      EXPECT_EQ(r->size, t->size) << name;
+      if (t->kind == GoKind::Struct) {
+        ASSERT_EQ(r->fields.size(), t->fields.size());
+        for (size_t i = 0; i < t->fields.size(); ++i) {
+          EXPECT_EQ(r->fields[i].name, t->fields[i].name);
+          EXPECT_EQ(r->fields[i].offset, t->fields[i].offset);
+        }
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+}  // namespace
+}  // namespace gotap
