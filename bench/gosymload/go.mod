@@ -1,0 +1,3 @@
+module gotap.test/gosymload
+
+go 1.18

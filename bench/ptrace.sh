@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Per-call cost of the ptrace backend: a Go program times N calls of a tiny function
+# itself (so start-up and attach are excluded) untraced, under `gotap trace
+# --backend=ptrace`, and under `dlv trace` (Debian package delve) when installed.
+# Prints ns per call and the ratios. Usage: bench/ptrace.sh [GOTAP] [GO_VERSION]
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+gotap=${1:-$here/build/gotap}
+gover=${2:-1.19}  # delve 1.20 (Debian 12) reads Go <= 1.20 binaries
+goroot=${GOROOT_BENCH:-/root/.cache/gotap/go/$gover}
+n=${N:-20000}
+n_dlv=${N_DLV:-200}
+work=$(mktemp -d /tmp/gotap-bench-ptrace.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+cat > "$work/go.mod" <<'GO'
+module benchptrace
+go 1.19
+GO
+cat > "$work/main.go" <<'GO'
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+//go:noinline
+func tiny(x int) int { return x + 1 }
+
+//go:noinline
+func framed(x int, s string) (int, string) {
+	if x < 0 {
+		fmt.Println(s)
+	}
+	return x + len(s), s
+}
+
+func main() {
+	n, _ := strconv.Atoi(os.Args[1])
+	fn := os.Args[2]
+	sum := 0
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if fn == "tiny" {
+			sum += tiny(i)
+		} else {
+			v, _ := framed(i, "abc")
+			sum += v
+		}
+	}
+	el := time.Since(start)
+	fmt.Printf("ns_per_call %.1f sum %d\n", float64(el.Nanoseconds())/float64(n), sum)
+}
+GO
+(cd "$work" && GOTOOLCHAIN=local GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$work/cache" \
+  GOROOT="$goroot" "$goroot/bin/go" build -o bench .)
+
+per_call() { sed -n 's/.*ns_per_call \([0-9.]*\).*/\1/p' | head -1; }
+
+for fn in tiny framed; do
+  base=$("$work/bench" $((n * 100)) $fn | per_call)
+  traced=$("$gotap" trace --backend=ptrace --json -o /dev/null "main.$fn" -- "$work/bench" "$n" $fn 2>/dev/null | per_call)
+  line="$fn: untraced ${base} ns/call, gotap ptrace ${traced} ns/call ($(awk -v a="$traced" -v b="$base" 'BEGIN{printf "%.0fx", a/b}') untraced)"
+  if command -v dlv >/dev/null; then
+    dlvt=$(cd "$work" && timeout 600 dlv trace --check-go-version=false --exec ./bench "main\\.$fn\$" -- "$n_dlv" $fn 2>/dev/null | per_call || true)
+    if [ -n "$dlvt" ]; then
+      line="$line, dlv trace ${dlvt} ns/call (gotap/dlv $(awk -v a="$traced" -v b="$dlvt" 'BEGIN{printf "%.4f", a/b}'))"
+    fi
+  else
+    line="$line, dlv not installed (apt-get install delve)"
+  fi
+  echo "$line"
+done
