@@ -14,8 +14,12 @@ std::vector<BackendInfo>& registry() {
 }
 }  // namespace
 
-void register_backend(BackendInfo info) { registry().push_back(std::move(info)); }
-const std::vector<BackendInfo>& registered_backends() { return registry(); }
+void register_backend(BackendInfo info) {
+  registry().push_back(std::move(info));
+}
+const std::vector<BackendInfo>& registered_backends() {
+  return registry();
+}
 
 Result<std::unique_ptr<Backend>> make_backend(const std::string& name, std::string* why) {
   auto find = [](const std::string& n) -> const BackendInfo* {

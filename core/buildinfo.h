@@ -14,12 +14,12 @@
 namespace gotap {
 
 struct BuildInfo {
-  GoVersion version;          // unknown (major 0) only when no source had it
+  GoVersion version;           // unknown (major 0) only when no source had it
   std::string version_source;  // "buildinfo", "runtime.buildVersion" or "rodata"
-  std::string module_path;    // "path" line, e.g. "example.com/cmd/app"
-  std::string main_module;    // "mod" line: path and version
+  std::string module_path;     // "path" line, e.g. "example.com/cmd/app"
+  std::string main_module;     // "mod" line: path and version
   std::vector<std::pair<std::string, std::string>> settings;  // "build k=v" lines
-  std::vector<std::string> deps;                               // "dep" lines: "path version"
+  std::vector<std::string> deps;                              // "dep" lines: "path version"
 
   std::string setting(const std::string& key) const;  // "" when absent
 };

@@ -85,11 +85,13 @@ Result<void> ElfFile::load() {
     for (size_t i = 0; i < nph; ++i) {
       GElf_Phdr ph;
       if (!gelf_getphdr(elf_, static_cast<int>(i), &ph)) continue;
-      ElfSegment s{ph.p_type, ph.p_flags, ph.p_offset, ph.p_vaddr,
+      ElfSegment s{ph.p_type,   ph.p_flags, ph.p_offset, ph.p_vaddr,
                    ph.p_filesz, ph.p_memsz, ph.p_align};
       // A segment whose file bytes lie outside the file is truncated: keep what is there.
-      if (s.offset > size_) s.filesz = 0;
-      else s.filesz = std::min<uint64_t>(s.filesz, size_ - s.offset);
+      if (s.offset > size_)
+        s.filesz = 0;
+      else
+        s.filesz = std::min<uint64_t>(s.filesz, size_ - s.offset);
       segments_.push_back(s);
     }
   }
@@ -126,8 +128,8 @@ Result<void> ElfFile::load() {
         if (!gelf_getsym(d, static_cast<int>(i), &sym)) break;
         const char* name = elf_strptr(elf_, sh.sh_link, sym.st_name);
         if (!name || !*name) continue;
-        symbols_.push_back({name, sym.st_value, sym.st_size,
-                            static_cast<uint8_t>(GELF_ST_TYPE(sym.st_info))});
+        symbols_.push_back(
+            {name, sym.st_value, sym.st_size, static_cast<uint8_t>(GELF_ST_TYPE(sym.st_info))});
       }
       std::stable_sort(symbols_.begin(), symbols_.end(),
                        [](const ElfSymbol& a, const ElfSymbol& b) { return a.name < b.name; });
@@ -138,7 +140,9 @@ Result<void> ElfFile::load() {
   return {};
 }
 
-bool ElfFile::is_pie() const { return type_ == ET_DYN; }
+bool ElfFile::is_pie() const {
+  return type_ == ET_DYN;
+}
 
 const ElfSection* ElfFile::section(std::string_view name) const {
   for (const auto& s : sections_)
@@ -176,8 +180,12 @@ Bytes ElfFile::read(uint64_t vaddr, uint64_t len) const {
   return b.first(len);
 }
 
-std::optional<uint64_t> ElfFile::read_u64(uint64_t vaddr) const { return le64(read(vaddr, 8), 0); }
-std::optional<uint32_t> ElfFile::read_u32(uint64_t vaddr) const { return le32(read(vaddr, 4), 0); }
+std::optional<uint64_t> ElfFile::read_u64(uint64_t vaddr) const {
+  return le64(read(vaddr, 8), 0);
+}
+std::optional<uint32_t> ElfFile::read_u32(uint64_t vaddr) const {
+  return le32(read(vaddr, 4), 0);
+}
 
 std::optional<uint64_t> ElfFile::vaddr_to_offset(uint64_t vaddr) const {
   Bytes b = at_vaddr(vaddr);

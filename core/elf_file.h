@@ -93,7 +93,7 @@ class ElfFile {
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
-  void* map_ = nullptr;          // mmap'ed file, or
+  void* map_ = nullptr;         // mmap'ed file, or
   std::vector<uint8_t> owned_;  // an owned copy
   ::Elf* elf_ = nullptr;
   uint16_t type_ = 0;

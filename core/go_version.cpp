@@ -30,8 +30,8 @@ std::optional<GoVersion> GoVersion::parse(std::string_view s) {
   }
   // Keep only the version token itself in raw ("go1.24.4", not "go1.24.4 X:nodwarf5").
   auto end = v.raw.find_first_of(" \t\n", v.raw.find("go1."));
-  v.raw = v.raw.substr(v.raw.find("go1."), end == std::string::npos ? std::string::npos
-                                                                     : end - v.raw.find("go1."));
+  v.raw = v.raw.substr(v.raw.find("go1."),
+                       end == std::string::npos ? std::string::npos : end - v.raw.find("go1."));
   return v;
 }
 

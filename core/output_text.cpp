@@ -84,13 +84,13 @@ class TextWriter : public EventSink {
       print(head + "<- " + fn + (res.empty() ? "" : " = " + res) + "  (" +
             fmt_duration(ev.value("duration_ns", uint64_t{0})) + ")\n");
     } else {
-      print(head + "<- " + fn + "  (unfinished: " + ev.value("reason", std::string("never returned")) +
-            ")\n");
+      print(head + "<- " + fn +
+            "  (unfinished: " + ev.value("reason", std::string("never returned")) + ")\n");
     }
     if (ev.contains("stack") && ev["stack"].is_array())
       for (const auto& fr : ev["stack"])
-        print(fmt::format("{:>34}{}\n", "", fr.is_string() ? fr.get<std::string>()
-                                                           : value_to_text(fr)));
+        print(fmt::format("{:>34}{}\n", "",
+                          fr.is_string() ? fr.get<std::string>() : value_to_text(fr)));
   }
 
   void count_line(const Event& ev) {

@@ -48,7 +48,7 @@ Error errno_error(ErrorKind kind, fmt::format_string<Args...> f, Args&&... args)
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
   Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return v_.index() == 0; }
@@ -86,8 +86,8 @@ class [[nodiscard]] Result<void> {
 }  // namespace gotap
 
 // Propagate an error from an expression returning Result<...>.
-#define GOTAP_TRY(expr)                                         \
-  do {                                                          \
-    auto gotap_try_r_ = (expr);                                 \
-    if (!gotap_try_r_.ok()) return gotap_try_r_.error();        \
+#define GOTAP_TRY(expr)                                  \
+  do {                                                   \
+    auto gotap_try_r_ = (expr);                          \
+    if (!gotap_try_r_.ok()) return gotap_try_r_.error(); \
   } while (0)

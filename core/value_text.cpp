@@ -9,12 +9,23 @@ std::string quote_go_string(const std::string& s) {
   for (size_t i = 0; i < s.size(); ++i) {
     unsigned char c = static_cast<unsigned char>(s[i]);
     switch (c) {
-      case '"': out += "\\\""; continue;
-      case '\\': out += "\\\\"; continue;
-      case '\n': out += "\\n"; continue;
-      case '\t': out += "\\t"; continue;
-      case '\r': out += "\\r"; continue;
-      default: break;
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      default:
+        break;
     }
     if (c >= 0x20 && c < 0x7f) {
       out.push_back(static_cast<char>(c));
@@ -65,15 +76,22 @@ std::string join_elems(const nlohmann::json& elems) {
 std::string value_to_text(const nlohmann::json& v) {
   using nlohmann::json;
   switch (v.type()) {
-    case json::value_t::null: return "nil";
-    case json::value_t::boolean: return v.get<bool>() ? "true" : "false";
+    case json::value_t::null:
+      return "nil";
+    case json::value_t::boolean:
+      return v.get<bool>() ? "true" : "false";
     case json::value_t::number_integer:
     case json::value_t::number_unsigned:
-    case json::value_t::number_float: return v.dump();
-    case json::value_t::string: return quote_go_string(v.get<std::string>());
-    case json::value_t::array: return "[" + join_elems(v) + "]";
-    case json::value_t::object: break;
-    default: return v.dump(-1, ' ', false, json::error_handler_t::replace);
+    case json::value_t::number_float:
+      return v.dump();
+    case json::value_t::string:
+      return quote_go_string(v.get<std::string>());
+    case json::value_t::array:
+      return "[" + join_elems(v) + "]";
+    case json::value_t::object:
+      break;
+    default:
+      return v.dump(-1, ' ', false, json::error_handler_t::replace);
   }
   if (v.contains("str") && v.contains("len")) {  // a truncated string
     std::string s = quote_go_string(v["str"].get<std::string>());
@@ -85,8 +103,8 @@ std::string value_to_text(const nlohmann::json& v) {
     return v["type"].get<std::string>() + "(" + value_to_text(v["value"]) + ")";
   if (v.contains("elems") && v.contains("len")) {  // slice
     std::string s = "[" + join_elems(v["elems"]);
-    if (v.value("truncated", false)) s += fmt::format(", ...+{}", v["len"].get<int64_t>() -
-                                                                    int64_t(v["elems"].size()));
+    if (v.value("truncated", false))
+      s += fmt::format(", ...+{}", v["len"].get<int64_t>() - int64_t(v["elems"].size()));
     return s + "]";
   }
   if (v.contains("entries") && v.contains("len")) {  // map

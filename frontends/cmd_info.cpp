@@ -67,9 +67,9 @@ int cmd_info(const Args& args) {
   }
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (it.key() == "event") continue;
-    std::string v = it->is_string() ? printable(it->get<std::string>())
-                                    : it->dump(-1, ' ', false,
-                                               nlohmann::json::error_handler_t::replace);
+    std::string v = it->is_string()
+                        ? printable(it->get<std::string>())
+                        : it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     std::cout << fmt::format("{:<18} {}\n", it.key() + ":", v);
   }
   return 0;

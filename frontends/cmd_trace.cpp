@@ -18,7 +18,9 @@ namespace gotap::cli {
 
 namespace {
 
-void on_stop_signal(int) { stop_requested().store(true); }
+void on_stop_signal(int) {
+  stop_requested().store(true);
+}
 
 // No SA_RESTART: blocking waits in the backends must return EINTR so they notice the stop.
 void install_stop_handlers() {
@@ -29,7 +31,9 @@ void install_stop_handlers() {
 }
 
 // The binary a pid runs, through /proc (works for deleted and namespaced files too).
-std::string exe_of_pid(int pid) { return "/proc/" + std::to_string(pid) + "/exe"; }
+std::string exe_of_pid(int pid) {
+  return "/proc/" + std::to_string(pid) + "/exe";
+}
 
 Mode mode_of(const std::string& command) {
   if (command == "count") return Mode::Count;
@@ -43,14 +47,14 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   po::options_description desc("gotap " + command +
                                " [TARGET-OPTIONS] [--json] PATTERN... [-- CMD ARGS...]");
   desc.add_options()("help,h", "show this help")("pid,p", po::value<int>(),
-                                                   "attach to a running process")(
+                                                 "attach to a running process")(
       "all", "trace every process that runs the binary given with --binary (ebpf)")(
       "binary", po::value<std::string>(), "the binary, for --all")(
       "backend", po::value<std::string>()->default_value("auto"), "ptrace, ebpf or auto")(
       "duration,d", po::value<double>(), "stop after SECONDS")(
       "output,o", po::value<std::string>(), "write events to FILE instead of stdout")(
-      "json", "JSON Lines output (CONTRACT.md)")(
-      "max-depth", po::value<int>()->default_value(3), "pointer/struct depth to decode")(
+      "json", "JSON Lines output (CONTRACT.md)")("max-depth", po::value<int>()->default_value(3),
+                                                 "pointer/struct depth to decode")(
       "max-elems", po::value<int>()->default_value(16), "slice/map elements to decode")(
       "max-str", po::value<int>()->default_value(64), "string bytes to decode")(
       "stack", po::value<int>()->default_value(0), "a stack of N frames per event (ptrace)")(
@@ -100,7 +104,8 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
       size_t start = 0;
       while (start <= p.size()) {
         size_t end = p.find(':', start);
-        std::string dir = p.substr(start, end == std::string::npos ? std::string::npos : end - start);
+        std::string dir =
+            p.substr(start, end == std::string::npos ? std::string::npos : end - start);
         std::string cand = (dir.empty() ? "." : dir) + "/" + path;
         if (access(cand.c_str(), X_OK) == 0) {
           path = cand;
@@ -124,15 +129,16 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   const std::string backend_name = (*vm)["backend"].as<std::string>();
   auto backend = make_backend(backend_name, &why);
   if (!backend) return report_error(backend.error());
-  if (backend_name == "auto") std::cerr << "gotap: backend " << (*backend)->name() << ": " << why << "\n";
+  if (backend_name == "auto")
+    std::cerr << "gotap: backend " << (*backend)->name() << ": " << why << "\n";
 
   std::FILE* out = stdout;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(nullptr, &std::fclose);
   if (vm->count("output")) {
     file.reset(std::fopen((*vm)["output"].as<std::string>().c_str(), "w"));
     if (!file)
-      return report_error(errno_error(ErrorKind::BadInput, "cannot write {}",
-                                      (*vm)["output"].as<std::string>()));
+      return report_error(
+          errno_error(ErrorKind::BadInput, "cannot write {}", (*vm)["output"].as<std::string>()));
     out = file.get();
   }
   auto sink = vm->count("json") ? make_json_lines_writer(out) : make_text_writer(out);

@@ -19,7 +19,9 @@ int report_error(const Error& e) {
   return e.kind == ErrorKind::Runtime ? 1 : 2;
 }
 
-int usage_error(const std::string& message) { return report_error(make_error("{}", message)); }
+int usage_error(const std::string& message) {
+  return report_error(make_error("{}", message));
+}
 
 }  // namespace gotap::cli
 

@@ -15,7 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool have_gotap() { return file_exists(gotap_binary()); }
+bool have_gotap() {
+  return file_exists(gotap_binary());
+}
 
 // Exactly one line, starting with "gotap: ".
 void expect_one_error_line(const RunResult& r) {
