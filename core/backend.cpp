@@ -1,6 +1,14 @@
 #include "core/backend.h"
 
+#include <fmt/format.h>
+
 namespace gotap {
+
+std::string tracing_banner(size_t nfuncs, size_t nprobes, std::string_view backend,
+                           std::string_view where) {
+  return fmt::format("Tracing {} function{} ({} probe{}) with {} in {}. Ctrl-C to end.", nfuncs,
+                     nfuncs == 1 ? "" : "s", nprobes, nprobes == 1 ? "" : "s", backend, where);
+}
 
 std::atomic<bool>& stop_requested() {
   static std::atomic<bool> flag{false};

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/events.h"
@@ -36,6 +37,11 @@ struct TraceOptions {
 // Set by the front end's signal handler (SIGINT, SIGTERM, SIGHUP); backends poll it and end
 // cleanly: probes removed, attached tracees left running, summary emitted.
 std::atomic<bool>& stop_requested();
+
+// The "Tracing N functions (M probes) with BACKEND in WHERE. Ctrl-C to end." line that
+// scripts wait for (CONTRACT.md), the same for every backend.
+std::string tracing_banner(size_t nfuncs, size_t nprobes, std::string_view backend,
+                           std::string_view where);
 
 class Backend {
  public:

@@ -73,9 +73,11 @@ class TextWriter : public EventSink {
     std::string head = fmt::format("{} {:>8} {:>8}  ", when(ev), ev.value("goid", int64_t{0}),
                                    ev.value("tid", int64_t{0}));
     std::string fn = safe_name(ev, "func");
+    // An inlined copy has no RET to probe: say so, or the missing return looks like a hang.
     std::string where = ev.contains("inlined_in")
                             ? fmt::format(" [inlined in {}]", safe_name(ev, "inlined_in"))
-                            : "";
+                        : ev.value("inlined", false) ? " [inlined]"
+                                                     : "";
     if (kind == "entry") {
       print(head + "-> " + fn + "(" + param_list(ev.value("args", Event::array())) + ")" + where +
             "\n");

@@ -272,9 +272,9 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
   }
 
   if (!eo.quiet) {
-    std::cerr << "Tracing " << cfg.funcs.size() << " functions (" << cfg.sites.size()
-              << " probes) with ebpf in " << target_text(opts, filter_pid, bin.path)
-              << ". Ctrl-C to end." << std::endl;
+    std::cerr << tracing_banner(cfg.funcs.size(), cfg.sites.size(), "ebpf",
+                                target_text(opts, filter_pid, bin.path))
+              << std::endl;
   }
   if (auto r = target.release(); !r) {
     target.terminate();

@@ -208,7 +208,10 @@ Event EventDecoder::decode(const void* data, size_t size) const {
     e["results"] = std::move(params);
   } else {
     e["args"] = std::move(params);
-    if (site.probe.flags & GOTAP_PROBE_INLINE) e["inlined"] = true;
+    if (site.probe.flags & GOTAP_PROBE_INLINE) {
+      e["inlined"] = true;
+      e["inlined_in"] = site.inlined_in;
+    }
   }
   return e;
 }

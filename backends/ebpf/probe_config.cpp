@@ -126,6 +126,7 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
       for (const auto& site : f.inline_sites) {
         cfg.sites.push_back(
             make_site(site.pc, id, base | GOTAP_PROBE_INLINE, nullptr, false, 0, types));
+        cfg.sites.back().inlined_in = site.outer;
         ++cfg.inline_sites;
       }
     }

@@ -29,6 +29,7 @@ struct SiteConfig {
   uint64_t addr = 0;  // virtual address in the binary
   gotap_probe probe{};
   std::vector<ParamCapture> params;  // args at an entry, results at a RET
+  std::string inlined_in;            // an inlined copy's outer function
 };
 
 struct FuncConfig {

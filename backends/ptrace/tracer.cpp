@@ -181,10 +181,9 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   GOTAP_TRY(bps_.place_scratch(*proc_, stopped, elf.entry() + bias_, lo, hi));
   GOTAP_TRY(bps_.insert_all(mem));
 
-  size_t nfuncs = plan_.funcs.size();
-  fmt::print(stderr, "Tracing {} function{} ({} probe{}) with ptrace in pid {}. Ctrl-C to end.\n",
-             nfuncs, nfuncs == 1 ? "" : "s", bps_.size(), bps_.size() == 1 ? "" : "s",
-             proc_->pid());
+  fmt::print(stderr, "{}\n",
+             tracing_banner(plan_.funcs.size(), bps_.size(), "ptrace",
+                            fmt::format("pid {}", proc_->pid())));
   std::fflush(stderr);
   Process::cont(stopped, proc_->take_held_signal(stopped));
   return {};
@@ -288,7 +287,7 @@ void Tracer::on_inline(const Site& s, const SiteRole& role, const user_regs_stru
       {"event", "entry"},          {"ts_ns", ts},    {"pid", proc_->pid()},   {"tid", tid},
       {"goid", gi ? gi->goid : 0}, {"func", f.name}, {"args", json::array()}, {"inlined", true}};
   if (role.inline_idx >= 0 && size_t(role.inline_idx) < f.inline_sites.size())
-    ev["outer"] = f.inline_sites[role.inline_idx].outer;
+    ev["inlined_in"] = f.inline_sites[role.inline_idx].outer;
   if (opts_.stack_depth > 0) ev["stack"] = stack_of(r, s.addr, r.rsp + s.sp_delta);
   emit(std::move(ev));
 }
