@@ -2,7 +2,8 @@
 # Per-call cost of the ptrace backend: a Go program times N calls of a tiny function
 # itself (so start-up and attach are excluded) untraced, under `gotap trace
 # --backend=ptrace`, and under `dlv trace` (Debian package delve) when installed.
-# Prints ns per call and the ratios. Usage: bench/ptrace.sh [GOTAP] [GO_VERSION]
+# Prints a markdown table of ns per call and the ratios.
+# Usage: bench/ptrace.sh [GOTAP] [GO_VERSION]   env: N, N_DLV, RUNS
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 gotap=${1:-$here/build/gotap}
@@ -59,18 +60,29 @@ GO
   GOROOT="$goroot" "$goroot/bin/go" build -o bench .)
 
 per_call() { sed -n 's/.*ns_per_call \([0-9.]*\).*/\1/p' | head -1; }
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : "nan")}'; }
+ratio() { awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN{ if (b > 0 && a == a + 0) printf f, a / b; else print "n/a" }'; }
 
+# Each figure is the median of $RUNS runs, interleaved so machine noise hits all alike.
+#   untraced           the loop alone (100x the calls, for resolution)
+#   bare (latency)     the same breakpoints, entry and every ret: one stop per hit, goroutine
+#                      id read and pairing, but no value decoding and no per-call output
+#   trace              gotap trace --json to /dev/null: full decoding of args and results
+runs=${RUNS:-3}
+echo "| function | untraced ns/call | bare probes (latency) ns/call | trace ns/call | trace / untraced | trace / bare | dlv trace ns/call | gotap / dlv |"
+echo "|---|---|---|---|---|---|---|---|"
 for fn in tiny framed; do
-  base=$("$work/bench" $((n * 100)) $fn | per_call)
-  traced=$("$gotap" trace --backend=ptrace --json -o /dev/null "main.$fn" -- "$work/bench" "$n" $fn 2>/dev/null | per_call)
-  line="$fn: untraced ${base} ns/call, gotap ptrace ${traced} ns/call ($(awk -v a="$traced" -v b="$base" 'BEGIN{printf "%.0fx", a/b}') untraced)"
+  base="" bare="" traced=""
+  for _ in $(seq "$runs"); do
+    base="$base $("$work/bench" $((n * 100)) $fn | per_call)"
+    bare="$bare $("$gotap" latency --backend=ptrace -o /dev/null "main.$fn" -- "$work/bench" "$n" $fn 2>/dev/null | per_call)"
+    traced="$traced $("$gotap" trace --backend=ptrace --json -o /dev/null "main.$fn" -- "$work/bench" "$n" $fn 2>/dev/null | per_call)"
+  done
+  base=$(echo "$base" | median) bare=$(echo "$bare" | median) traced=$(echo "$traced" | median)
+  dlvt="not installed (apt-get install delve)" dratio="n/a"
   if command -v dlv >/dev/null; then
     dlvt=$(cd "$work" && timeout 600 dlv trace --check-go-version=false --exec ./bench "main\\.$fn\$" -- "$n_dlv" $fn 2>/dev/null | per_call || true)
-    if [ -n "$dlvt" ]; then
-      line="$line, dlv trace ${dlvt} ns/call (gotap/dlv $(awk -v a="$traced" -v b="$dlvt" 'BEGIN{printf "%.4f", a/b}'))"
-    fi
-  else
-    line="$line, dlv not installed (apt-get install delve)"
+    if [ -n "$dlvt" ]; then dratio=$(ratio "$traced" "$dlvt" "%.4f"); else dlvt="failed"; fi
   fi
-  echo "$line"
+  echo "| main.$fn | $base | $bare | $traced | $(ratio "$traced" "$base" "%.0fx") | $(ratio "$traced" "$bare" "%.2f") | $dlvt | $dratio |"
 done
