@@ -10,6 +10,7 @@
 #include "core/backend.h"
 #include "core/go_binary.h"
 #include "core/value_text.h"
+#include "frontends/child_process.h"
 #include "frontends/commands.h"
 #include "frontends/options.h"
 #include "frontends/register_backends.h"
@@ -99,21 +100,8 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     path = rest[0];
     // Resolve a bare command name through PATH the way execvp will.
     if (path.find('/') == std::string::npos) {
-      const char* env = getenv("PATH");
-      std::string p = env ? env : "/usr/bin:/bin";
-      size_t start = 0;
-      while (start <= p.size()) {
-        size_t end = p.find(':', start);
-        std::string dir =
-            p.substr(start, end == std::string::npos ? std::string::npos : end - start);
-        std::string cand = (dir.empty() ? "." : dir) + "/" + path;
-        if (access(cand.c_str(), X_OK) == 0) {
-          path = cand;
-          break;
-        }
-        if (end == std::string::npos) break;
-        start = end + 1;
-      }
+      std::string found = find_on_path(path);
+      if (!found.empty()) path = found;
     }
   }
   auto bin = GoBinary::open(path);

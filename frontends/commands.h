@@ -15,6 +15,8 @@ int cmd_info(const Args& args);
 int cmd_funcs(const Args& args);
 // trace, count, latency: `rest` holds the command after `--`.
 int cmd_trace(const std::string& command, const Args& args, const Args& rest);
+// bench: `rest` is a user's program to measure instead of the bundled workload.
+int cmd_bench(const Args& args, const Args& rest);
 
 // Prints "gotap: MESSAGE" on stderr and returns the exit code for the error's kind.
 int report_error(const Error& e);

@@ -39,6 +39,8 @@ const char* kUsage =
     "  trace   [TARGET] [--json] PATTERN... [-- CMD ARGS...]   calls with args and results\n"
     "  count   [TARGET] [--json] PATTERN... [-- CMD ARGS...]   calls per function\n"
     "  latency [TARGET] [--json] PATTERN... [-- CMD ARGS...]   latency histograms\n"
+    "  bench   [--json] [OPTIONS] [-- CMD ARGS...]             what tracing costs, per\n"
+    "                                        backend and mode, next to bpftrace and dlv\n"
     "\n"
     "TARGET: -p PID, or -- CMD ARGS; --backend ptrace|ebpf|auto; -d SECONDS; -o FILE.\n"
     "PATTERN: a Go function name, a glob (main.*, *.ServeHTTP) or re:REGEX.\n"
@@ -77,7 +79,8 @@ int main(int argc, char** argv) {
     if (cmd == "info") return cmd_info(opts);
     if (cmd == "funcs") return cmd_funcs(opts);
     if (cmd == "trace" || cmd == "count" || cmd == "latency") return cmd_trace(cmd, opts, rest);
-    if (cmd == "graph" || cmd == "goroutines" || cmd == "bench")
+    if (cmd == "bench") return cmd_bench(opts, rest);
+    if (cmd == "graph" || cmd == "goroutines")
       return usage_error("'" + cmd + "' is not available in this version of gotap yet");
     return usage_error("unknown command '" + cmd + "' (see gotap --help)");
   } catch (const std::exception& e) {

@@ -1,0 +1,3 @@
+module gotap.dev/workload
+
+go 1.19
