@@ -34,14 +34,15 @@ build() {
 
 demo() {
   deps
-  build
-  local out="$PWD/build/demo"
-  mkdir -p "$out"
   # The demo program is compiled by a Go toolchain from Debian's packages (fetched into a
-  # private cache; the system's apt setup is left alone).
+  # private cache; the system's apt setup is left alone). Fetched before the build, so that
+  # CMake finds it for gotap bench's workload too.
   local goroot
   goroot=$(tests/tools/fetch-go.sh "${GOTAP_GO_CACHE:-$HOME/.cache/gotap/go}" 1.19 | awk '{print $2}' | tail -1)
   [ -n "$goroot" ] || { echo "dev.sh: no Go toolchain available" >&2; exit 1; }
+  build
+  local out="$PWD/build/demo"
+  mkdir -p "$out"
   (cd tests/fixtures/demo && GOROOT="$goroot" GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-mod=mod \
     CGO_ENABLED=0 GOCACHE="$out/.gocache" "$goroot/bin/go" build -ldflags="-s -w" -o "$out/demo" .)
   echo "== gotap info build/demo/demo (a stripped Go binary)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test gotap has, in the order a failure is cheapest to find:
-#   format check -> build -> Go fixtures (every toolchain x flavour) -> ASan+UBSan unit tests
+#   format check -> Go toolchains -> build -> Go fixtures (every toolchain x flavour) -> ASan+UBSan unit tests
 #   -> libFuzzer targets (briefly) -> the full suite (unit, golden, runtime tests per backend).
 # Environment: GOTAP_GO_CACHE (toolchains), GOTAP_FUZZ_SECONDS (default 20 per target),
 #   GOTAP_SKIP_ASAN=1 / GOTAP_SKIP_FUZZ=1 to shorten a local run.
@@ -19,11 +19,15 @@ if [ -n "$files" ]; then
   clang-format --dry-run --Werror $files
 fi
 
+# First, so that CMake finds a Go toolchain for the bundled bench workload.
+step "Go toolchains"
+tests/tools/fetch-go.sh "$GOTAP_GO_CACHE" >/dev/null
+
 step "build (RelWithDebInfo)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build -j "$jobs"
 
-step "Go toolchains and fixtures"
+step "Go fixtures"
 tests/tools/build-fixtures.sh "$root/build/fixtures"
 if [ -x tests/tools/fetch-real-binaries.sh ]; then
   tests/tools/fetch-real-binaries.sh "$root/build/fixtures" || echo "run.sh: real-world binaries unavailable; their tests will skip" >&2
@@ -45,6 +49,10 @@ if [ "${GOTAP_SKIP_FUZZ:-0}" != 1 ]; then
   ninja -C build-fuzz -j "$jobs" $(cd build-fuzz && ninja -t targets all | awk -F: '/^fuzz_[a-z_]*:/ {print $1}')
   tests/tools/run-fuzzers.sh build-fuzz "$root/build/fixtures" "${GOTAP_FUZZ_SECONDS:-20}"
 fi
+
+step "Debian package"
+demo=$(ls -d "$root"/build/fixtures/*/stripped/demo 2>/dev/null | tail -1)
+tests/tools/check-deb.sh "$root/build" ${demo:+"$demo"}
 
 step "test suite"
 cd build
