@@ -1,8 +1,9 @@
 // Function-name patterns (CONTRACT.md): globs, `re:REGEX`, exact names.
 #include <fnmatch.h>
 
-#include <chrono>
+#include <functional>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -108,21 +109,37 @@ TEST(Pattern, GlobAgreesWithFnmatch) {
 }
 
 // 100k names must be matched quickly: the CLI plans `net/http.*` on big binaries.
-TEST(Pattern, FastOnManyNames) {
+// A large name set, as in a 50 MB binary: every match agrees with fnmatch(3) or std::regex.
+// (Speed is measured by bench/funcs.sh, not asserted in a test.)
+TEST(Pattern, ManyNamesAgreeWithReference) {
   std::vector<std::string> names;
   for (int i = 0; i < 100000; ++i)
     names.push_back("example.com/pkg" + std::to_string(i % 300) + ".(*T" + std::to_string(i) +
                     ").Method" + std::to_string(i % 7));
-  for (const char* pat : {"example.com/pkg1.*", "*.Method3", "re:^example\\.com/pkg2[0-9]\\."}) {
-    auto p = Pattern::parse(pat);
+  struct Case {
+    const char* pattern;
+    std::function<bool(const std::string&)> reference;
+  };
+  std::regex re("^example\\.com/pkg2[0-9]\\.");
+  std::vector<Case> cases = {
+      {"example.com/pkg1.*",
+       [](const std::string& s) { return fnmatch("example.com/pkg1.*", s.c_str(), 0) == 0; }},
+      {"*.Method3", [](const std::string& s) { return fnmatch("*.Method3", s.c_str(), 0) == 0; }},
+      {"re:^example\\.com/pkg2[0-9]\\.",
+       [&](const std::string& s) { return std::regex_search(s, re); }},
+  };
+  for (const auto& c : cases) {
+    auto p = Pattern::parse(c.pattern);
     ASSERT_TRUE(p.ok());
-    auto t0 = std::chrono::steady_clock::now();
-    size_t n = 0;
-    for (const auto& s : names) n += p->matches(s);
-    double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    EXPECT_GT(n, 0u) << pat;
-    EXPECT_LT(ms, 1500.0) << pat;  // generous: Debug and sanitizer builds are slow
+    size_t n = 0, want = 0;
+    for (const auto& s : names) {
+      bool m = p->matches(s);
+      n += m;
+      want += c.reference(s);
+      ASSERT_EQ(m, c.reference(s)) << c.pattern << " on " << s;
+    }
+    EXPECT_EQ(n, want) << c.pattern;
+    EXPECT_GT(n, 0u) << c.pattern;
   }
 }
 
