@@ -10,7 +10,7 @@ cd "$(dirname "$0")"
 PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
   libelf-dev libdw-dev libzydis-dev libboost-program-options-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbpf-dev bpftool clang llvm libclang-rt-14-dev libunwind-dev
-  zlib1g-dev libzstd-dev clang-format dpkg-dev)
+  zlib1g-dev libzstd-dev clang-format dpkg-dev python3)
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -45,13 +45,20 @@ demo() {
   mkdir -p "$out"
   (cd tests/fixtures/demo && GOROOT="$goroot" GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-mod=mod \
     CGO_ENABLED=0 GOCACHE="$out/.gocache" "$goroot/bin/go" build -ldflags="-s -w" -o "$out/demo" .)
+  # The same program with DWARF, for the tutorials' typed arguments.
+  (cd tests/fixtures/demo && GOROOT="$goroot" GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-mod=mod \
+    CGO_ENABLED=0 GOCACHE="$out/.gocache" "$goroot/bin/go" build -o "$out/demo-debug" .)
   echo "== gotap info build/demo/demo (a stripped Go binary)"
   build/gotap info build/demo/demo
   echo "== gotap funcs build/demo/demo 'main.*'"
   build/gotap funcs build/demo/demo 'main.*'
-  if build/gotap trace --help >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    echo "== gotap trace main.processOrder -- build/demo/demo -n 5"
-    build/gotap trace 'main.processOrder' -- build/demo/demo -n 5 || true
+  if [ "$(id -u)" = 0 ]; then
+    echo "== gotap trace 'main.processOrder' -- build/demo/demo -n 5 -sleep 10ms (stripped)"
+    build/gotap trace 'main.processOrder' -- build/demo/demo -n 5 -sleep 10ms
+    echo "== gotap trace 'main.processOrder' 'main.audit' -- build/demo/demo-debug -n 5 -sleep 10ms"
+    build/gotap trace --backend=ptrace 'main.processOrder' 'main.audit' -- build/demo/demo-debug -n 5 -sleep 10ms
+  else
+    echo "dev.sh: tracing needs root; skipped the demo trace" >&2
   fi
 }
 
