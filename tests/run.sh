@@ -50,6 +50,11 @@ if [ "${GOTAP_SKIP_FUZZ:-0}" != 1 ]; then
   tests/tools/run-fuzzers.sh build-fuzz "$root/build/fixtures" "${GOTAP_FUZZ_SECONDS:-20}"
 fi
 
+# The README's first command, as a new user runs it; it also builds the demo binaries the
+# tutorials (and so the docs test) use.
+step "README demo (./dev.sh demo)"
+./dev.sh demo >/dev/null
+
 step "Debian package"
 demo=$(ls -d "$root"/build/fixtures/*/stripped/demo 2>/dev/null | tail -1)
 tests/tools/check-deb.sh "$root/build" ${demo:+"$demo"}
