@@ -12,12 +12,16 @@ PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
   libgtest-dev libgmock-dev libbpf-dev bpftool clang llvm libclang-rt-14-dev libunwind-dev
   zlib1g-dev libzstd-dev clang-format dpkg-dev python3)
 
+# The peers gotap's tests and benchmarks compare against (bpftrace, dlv) and hyperfine:
+# installed for `test` only.
+TEST_PACKAGES=(bpftrace delve hyperfine)
+
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 
 deps() {
   local missing=()
-  for p in "${PACKAGES[@]}"; do
+  for p in "${PACKAGES[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if [ ${#missing[@]} -gt 0 ]; then
@@ -66,6 +70,6 @@ case "${1:-}" in
   deps) deps ;;
   build) deps && build ;;
   demo) demo ;;
-  test) deps && exec tests/run.sh ;;
+  test) deps "${TEST_PACKAGES[@]}" && exec tests/run.sh ;;
   *) echo "usage: $0 demo|test|deps|build" >&2; exit 2 ;;
 esac
