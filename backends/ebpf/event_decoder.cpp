@@ -68,7 +68,9 @@ nlohmann::json EventDecoder::value(const ParamCapture& pc, const gotap_event& ev
       if (w0) return sign_extend(*w0, p.size);
       break;
     case ValueShape::Unknown:
-      if (w0 && pc.words.size() == 1) return truncate(*w0, p.size);
+      // No type (a stripped binary's ArgInfo word): the word as Go's tracebacks print it,
+      // cut to its size, the same as the ptrace backend shows it.
+      if (w0 && pc.words.size() == 1) return {{"raw", {hex(truncate(*w0, p.size))}}};
       break;
     case ValueShape::Uint:
       if (w0) return truncate(*w0, p.size);
