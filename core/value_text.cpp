@@ -98,7 +98,11 @@ std::string value_to_text(const nlohmann::json& v) {
     if (v.value("truncated", false)) s += fmt::format("...(len {})", v["len"].dump());
     return s;
   }
-  if (v.contains("raw")) return "raw" + value_to_text(v["raw"]);
+  if (v.contains("raw")) {
+    // Nothing captured: e.g. a float register, which a BPF program cannot read.
+    if (v["raw"].empty()) return "<not captured>";
+    return "raw" + value_to_text(v["raw"]);
+  }
   if (v.contains("type") && v.contains("value") && v.size() == 2)  // interface
     return v["type"].get<std::string>() + "(" + value_to_text(v["value"]) + ")";
   if (v.contains("elems") && v.contains("len")) {  // slice
