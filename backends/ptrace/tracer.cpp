@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "backends/ptrace/unwind.h"
+#include "core/latency.h"
 
 namespace gotap::ptrace {
 
@@ -402,26 +403,7 @@ void Tracer::emit_aggregates() {
     if (opts_.mode == Mode::Count && fs.count) {
       emit({{"event", "count"}, {"func", name}, {"count", fs.count}});
     } else if (opts_.mode == Mode::Latency && !fs.durations.empty()) {
-      auto& d = fs.durations;
-      std::sort(d.begin(), d.end());
-      auto pct = [&](double q) {
-        return d[std::min(d.size() - 1, size_t(q * (d.size() - 1) + 0.5))];
-      };
-      json buckets = json::array();
-      std::map<int, uint64_t> b;
-      for (uint64_t v : d) b[v ? 63 - __builtin_clzll(v) : 0]++;
-      for (auto [lg, c] : b)
-        buckets.push_back(
-            {{"lo_ns", lg ? (1ull << lg) : 0}, {"hi_ns", (2ull << lg) - 1}, {"count", c}});
-      emit({{"event", "latency"},
-            {"func", name},
-            {"count", d.size()},
-            {"min_ns", d.front()},
-            {"max_ns", d.back()},
-            {"p50_ns", pct(0.5)},
-            {"p90_ns", pct(0.9)},
-            {"p99_ns", pct(0.99)},
-            {"buckets", buckets}});
+      emit(latency_event(name, fs.durations));
     }
   }
 }
