@@ -9,6 +9,8 @@
 
 #include "core/backend.h"
 #include "core/go_binary.h"
+#include "core/output_views.h"
+#include "core/record.h"
 #include "core/value_text.h"
 #include "frontends/child_process.h"
 #include "frontends/commands.h"
@@ -59,7 +61,10 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
       "max-elems", po::value<int>()->default_value(16), "slice/map elements to decode")(
       "max-str", po::value<int>()->default_value(64), "string bytes to decode")(
       "stack", po::value<int>()->default_value(0), "a stack of N frames per event (ptrace)")(
-      "no-inline", "do not probe inlined call sites");
+      "no-inline", "do not probe inlined call sites")(
+      "format", po::value<std::string>(),
+      "text, json, latency, perfetto, folded or svg (trace; default text)")(
+      "record", po::value<std::string>(), "also store every event in FILE for gotap report");
   auto vm = parse_options(args, desc, "patterns");
   if (!vm) return report_error(vm.error());
   if (vm->count("help")) {
@@ -129,7 +134,24 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
           errno_error(ErrorKind::BadInput, "cannot write {}", (*vm)["output"].as<std::string>()));
     out = file.get();
   }
-  auto sink = vm->count("json") ? make_json_lines_writer(out) : make_text_writer(out);
+  std::string format = vm->count("json") ? "json" : "text";
+  if (vm->count("format")) {
+    format = (*vm)["format"].as<std::string>();
+    if (!is_output_format(format))
+      return usage_error("unknown --format '" + format +
+                         "' (text, json, latency, perfetto, folded or svg)");
+    if (vm->count("json") && format != "json")
+      return usage_error("--json and --format " + format + " disagree");
+  }
+  std::unique_ptr<EventSink> sink = make_output(format, out);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> record(nullptr, &std::fclose);
+  if (vm->count("record")) {
+    const std::string rpath = (*vm)["record"].as<std::string>();
+    record.reset(std::fopen(rpath.c_str(), "w"));
+    if (!record) return report_error(errno_error(ErrorKind::BadInput, "cannot write {}", rpath));
+    Event info = {{"command", command}, {"binary", path}, {"patterns", patterns}};
+    sink = make_tee(std::move(sink), make_record_writer(record.get(), info));
+  }
   install_stop_handlers();
   auto r = (*backend)->run(**bin, *plan, opts, *sink);
   sink->flush();

@@ -17,6 +17,8 @@ int cmd_funcs(const Args& args);
 int cmd_trace(const std::string& command, const Args& args, const Args& rest);
 // bench: `rest` is a user's program to measure instead of the bundled workload.
 int cmd_bench(const Args& args, const Args& rest);
+// report: renders a --record file.
+int cmd_report(const Args& args);
 
 // Prints "gotap: MESSAGE" on stderr and returns the exit code for the error's kind.
 int report_error(const Error& e);

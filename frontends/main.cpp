@@ -39,6 +39,7 @@ const char* kUsage =
     "  trace   [TARGET] [--json] PATTERN... [-- CMD ARGS...]   calls with args and results\n"
     "  count   [TARGET] [--json] PATTERN... [-- CMD ARGS...]   calls per function\n"
     "  latency [TARGET] [--json] PATTERN... [-- CMD ARGS...]   latency histograms\n"
+    "  report  [--format FORMAT] RECORD      render a trace recorded with --record FILE\n"
     "  bench   [--json] [OPTIONS] [-- CMD ARGS...]             what tracing costs, per\n"
     "                                        backend and mode, next to bpftrace and dlv\n"
     "\n"
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
     if (cmd == "funcs") return cmd_funcs(opts);
     if (cmd == "trace" || cmd == "count" || cmd == "latency") return cmd_trace(cmd, opts, rest);
     if (cmd == "bench") return cmd_bench(opts, rest);
+    if (cmd == "report") return cmd_report(opts);
     if (cmd == "graph" || cmd == "goroutines")
       return usage_error("'" + cmd + "' is not available in this version of gotap yet");
     return usage_error("unknown command '" + cmd + "' (see gotap --help)");

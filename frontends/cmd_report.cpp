@@ -1,0 +1,46 @@
+// `gotap report FILE`: renders a trace recorded with --record in any output format, with
+// the same writers a live run uses, so the output is the same.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "core/output_views.h"
+#include "core/record.h"
+#include "frontends/commands.h"
+#include "frontends/options.h"
+
+namespace gotap::cli {
+
+int cmd_report(const Args& args) {
+  po::options_description desc("gotap report [--format FORMAT] [-o FILE] RECORD");
+  desc.add_options()("help,h", "show this help")(
+      "format", po::value<std::string>()->default_value("text"),
+      "text, json, latency, perfetto, folded or svg")("json", "same as --format json")(
+      "output,o", po::value<std::string>(), "write there instead of stdout");
+  auto vm = parse_options(args, desc, "files");
+  if (!vm) return report_error(vm.error());
+  if (vm->count("help")) {
+    std::cout << desc;
+    return 0;
+  }
+  auto files = positionals(*vm, "files");
+  if (files.size() != 1) return usage_error("report needs exactly one RECORD file");
+  std::string format = vm->count("json") ? "json" : (*vm)["format"].as<std::string>();
+  if (!is_output_format(format))
+    return usage_error("unknown --format '" + format +
+                       "' (text, json, latency, perfetto, folded or svg)");
+  std::FILE* out = stdout;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(nullptr, &std::fclose);
+  if (vm->count("output")) {
+    file.reset(std::fopen((*vm)["output"].as<std::string>().c_str(), "w"));
+    if (!file)
+      return report_error(
+          errno_error(ErrorKind::BadInput, "cannot write {}", (*vm)["output"].as<std::string>()));
+    out = file.get();
+  }
+  auto sink = make_output(format, out);
+  if (auto r = replay_record(files[0], *sink); !r) return report_error(r.error());
+  return 0;
+}
+
+}  // namespace gotap::cli
