@@ -13,13 +13,6 @@ namespace gotap {
 
 namespace {
 
-std::string fmt_duration(uint64_t ns) {
-  if (ns < 10'000) return fmt::format("{} ns", ns);
-  if (ns < 10'000'000) return fmt::format("{:.3f} us", ns / 1e3);
-  if (ns < 10'000'000'000ull) return fmt::format("{:.3f} ms", ns / 1e6);
-  return fmt::format("{:.3f} s", ns / 1e9);
-}
-
 // Names come from the binary, which an attacker may have built: keep them printable.
 std::string safe_name(const Event& ev, const char* key) {
   if (!ev.contains(key) || !ev[key].is_string()) return "?";
@@ -84,7 +77,7 @@ class TextWriter : public EventSink {
     } else if (kind == "return") {
       std::string res = param_list(ev.value("results", Event::array()));
       print(head + "<- " + fn + (res.empty() ? "" : " = " + res) + "  (" +
-            fmt_duration(ev.value("duration_ns", uint64_t{0})) + ")\n");
+            format_duration(ev.value("duration_ns", uint64_t{0})) + ")\n");
     } else {
       print(head + "<- " + fn +
             "  (unfinished: " + ev.value("reason", std::string("never returned")) + ")\n");
@@ -103,11 +96,11 @@ class TextWriter : public EventSink {
   void latency_block(const Event& ev) {
     print(fmt::format("{}: count {}  min {}  p50 {}  p90 {}  p99 {}  max {}\n",
                       safe_name(ev, "func"), ev.value("count", uint64_t{0}),
-                      fmt_duration(ev.value("min_ns", uint64_t{0})),
-                      fmt_duration(ev.value("p50_ns", uint64_t{0})),
-                      fmt_duration(ev.value("p90_ns", uint64_t{0})),
-                      fmt_duration(ev.value("p99_ns", uint64_t{0})),
-                      fmt_duration(ev.value("max_ns", uint64_t{0}))));
+                      format_duration(ev.value("min_ns", uint64_t{0})),
+                      format_duration(ev.value("p50_ns", uint64_t{0})),
+                      format_duration(ev.value("p90_ns", uint64_t{0})),
+                      format_duration(ev.value("p99_ns", uint64_t{0})),
+                      format_duration(ev.value("max_ns", uint64_t{0}))));
     if (!ev.contains("buckets")) return;
     uint64_t top = 1;
     for (const auto& b : ev["buckets"]) top = std::max(top, b.value("count", uint64_t{0}));
@@ -116,8 +109,8 @@ class TextWriter : public EventSink {
       uint64_t c = b.value("count", uint64_t{0});
       int bar = static_cast<int>(c * 40 / top);
       print(fmt::format("{:>11} -> {:<11} : {:<10} |{:<40}|\n",
-                        fmt_duration(b.value("lo_ns", uint64_t{0})),
-                        fmt_duration(b.value("hi_ns", uint64_t{0})), c, std::string(bar, '*')));
+                        format_duration(b.value("lo_ns", uint64_t{0})),
+                        format_duration(b.value("hi_ns", uint64_t{0})), c, std::string(bar, '*')));
     }
     print("\n");
   }

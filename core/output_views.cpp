@@ -278,13 +278,14 @@ std::unique_ptr<EventSink> make_tee(std::unique_ptr<EventSink> a, std::unique_pt
 }
 
 bool is_output_format(const std::string& f) {
-  return f == "text" || f == "json" || f == "latency" || f == "perfetto" || f == "folded" ||
-         f == "svg";
+  return f == "text" || f == "json" || f == "latency" || f == "graph" || f == "perfetto" ||
+         f == "folded" || f == "svg";
 }
 
 std::unique_ptr<EventSink> make_output(const std::string& f, std::FILE* out) {
   if (f == "json") return make_json_lines_writer(out);
   if (f == "latency") return make_latency_view(make_text_writer(out));
+  if (f == "graph") return make_graph_writer(out, "", true);
   if (f == "perfetto") return make_perfetto_writer(out);
   if (f == "folded") return make_folded_writer(out);
   if (f == "svg") return make_flamegraph_svg_writer(out, "gotap: time in traced calls");

@@ -22,10 +22,16 @@ std::unique_ptr<EventSink> make_flamegraph_svg_writer(std::FILE* out, const std:
 // Passes events to `inner`, but replaces entry/return events by one latency event per
 // function, computed from the returns' durations (what `gotap latency` would have shown).
 std::unique_ptr<EventSink> make_latency_view(std::unique_ptr<EventSink> inner);
+// The call graph, uftrace style: per goroutine, the traced calls beneath each call of
+// `root` (every traced call when root is ""), indented, with durations; arguments too when
+// show_args.
+std::unique_ptr<EventSink> make_graph_writer(std::FILE* out, const std::string& root,
+                                             bool show_args);
 // Every event to both.
 std::unique_ptr<EventSink> make_tee(std::unique_ptr<EventSink> a, std::unique_ptr<EventSink> b);
 
-// The names --format takes: text, json, latency, perfetto, folded, svg.
+// The names --format takes, as a help text lists them.
+constexpr const char* kOutputFormats = "text, json, latency, graph, perfetto, folded or svg";
 bool is_output_format(const std::string& name);
 std::unique_ptr<EventSink> make_output(const std::string& format, std::FILE* out);
 

@@ -143,4 +143,11 @@ std::string value_to_text(const nlohmann::json& v) {
   return s + "}";
 }
 
+std::string format_duration(uint64_t ns) {
+  if (ns < 10'000) return fmt::format("{} ns", ns);
+  if (ns < 10'000'000) return fmt::format("{:.3f} us", ns / 1e3);
+  if (ns < 10'000'000'000ull) return fmt::format("{:.3f} ms", ns / 1e6);
+  return fmt::format("{:.3f} s", ns / 1e9);
+}
+
 }  // namespace gotap

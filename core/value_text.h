@@ -14,5 +14,7 @@ std::string value_to_text(const nlohmann::json& v);
 std::string quote_go_string(const std::string& s);
 // s itself when every byte is printable ASCII, else its quoted form.
 std::string printable(const std::string& s);
+// A duration with a unit that keeps 4 to 7 significant digits: "812 ns", "12.345 us".
+std::string format_duration(uint64_t ns);
 
 }  // namespace gotap
