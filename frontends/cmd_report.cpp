@@ -13,9 +13,9 @@ namespace gotap::cli {
 
 int cmd_report(const Args& args) {
   po::options_description desc("gotap report [--format FORMAT] [-o FILE] RECORD");
-  desc.add_options()("help,h", "show this help")(
-      "format", po::value<std::string>()->default_value("text"),
-      "text, json, latency, perfetto, folded or svg")("json", "same as --format json")(
+  desc.add_options()("help,h", "show this help")("format",
+                                                 po::value<std::string>()->default_value("text"),
+                                                 kOutputFormats)("json", "same as --format json")(
       "output,o", po::value<std::string>(), "write there instead of stdout");
   auto vm = parse_options(args, desc, "files");
   if (!vm) return report_error(vm.error());
@@ -27,8 +27,7 @@ int cmd_report(const Args& args) {
   if (files.size() != 1) return usage_error("report needs exactly one RECORD file");
   std::string format = vm->count("json") ? "json" : (*vm)["format"].as<std::string>();
   if (!is_output_format(format))
-    return usage_error("unknown --format '" + format +
-                       "' (text, json, latency, perfetto, folded or svg)");
+    return usage_error("unknown --format '" + format + "' (" + kOutputFormats + ")");
   std::FILE* out = stdout;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(nullptr, &std::fclose);
   if (vm->count("output")) {

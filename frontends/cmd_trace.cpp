@@ -38,6 +38,13 @@ std::string exe_of_pid(int pid) {
   return "/proc/" + std::to_string(pid) + "/exe";
 }
 
+// "net/http" for "net/http.(*conn).serve": up to the first dot after the last slash.
+std::string package_of(const std::string& func) {
+  size_t slash = func.rfind('/');
+  size_t dot = func.find('.', slash == std::string::npos ? 0 : slash);
+  return func.substr(0, dot);
+}
+
 Mode mode_of(const std::string& command) {
   if (command == "count") return Mode::Count;
   if (command == "latency") return Mode::Latency;
@@ -62,8 +69,8 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
       "max-str", po::value<int>()->default_value(64), "string bytes to decode")(
       "stack", po::value<int>()->default_value(0), "a stack of N frames per event (ptrace)")(
       "no-inline", "do not probe inlined call sites")(
-      "format", po::value<std::string>(),
-      "text, json, latency, perfetto, folded or svg (trace; default text)")(
+      "format", po::value<std::string>(), kOutputFormats)("args",
+                                                          "graph: show each call's arguments")(
       "record", po::value<std::string>(), "also store every event in FILE for gotap report");
   auto vm = parse_options(args, desc, "patterns");
   if (!vm) return report_error(vm.error());
@@ -73,6 +80,14 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   }
   auto patterns = positionals(*vm, "patterns");
   if (patterns.empty()) return usage_error(command + " needs at least one PATTERN");
+  // graph ROOT [PATTERN...]: the calls beneath ROOT; by default those of ROOT's package.
+  std::string root;
+  if (command == "graph") {
+    root = patterns[0];
+    if (root.find_first_of("*?[") != std::string::npos || root.rfind("re:", 0) == 0)
+      return usage_error("graph's ROOT is one function's name, not a pattern");
+    if (patterns.size() == 1) patterns.push_back(package_of(root) + ".*");
+  }
 
   TraceOptions opts;
   opts.mode = mode_of(command);
@@ -134,16 +149,17 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
           errno_error(ErrorKind::BadInput, "cannot write {}", (*vm)["output"].as<std::string>()));
     out = file.get();
   }
-  std::string format = vm->count("json") ? "json" : "text";
+  std::string format = vm->count("json") ? "json" : command == "graph" ? "graph" : "text";
   if (vm->count("format")) {
     format = (*vm)["format"].as<std::string>();
     if (!is_output_format(format))
-      return usage_error("unknown --format '" + format +
-                         "' (text, json, latency, perfetto, folded or svg)");
+      return usage_error("unknown --format '" + format + "' (" + kOutputFormats + ")");
     if (vm->count("json") && format != "json")
       return usage_error("--json and --format " + format + " disagree");
   }
-  std::unique_ptr<EventSink> sink = make_output(format, out);
+  std::unique_ptr<EventSink> sink = command == "graph" && format == "graph"
+                                        ? make_graph_writer(out, root, vm->count("args") > 0)
+                                        : make_output(format, out);
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> record(nullptr, &std::fclose);
   if (vm->count("record")) {
     const std::string rpath = (*vm)["record"].as<std::string>();

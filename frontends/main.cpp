@@ -39,6 +39,7 @@ const char* kUsage =
     "  trace   [TARGET] [--json] PATTERN... [-- CMD ARGS...]   calls with args and results\n"
     "  count   [TARGET] [--json] PATTERN... [-- CMD ARGS...]   calls per function\n"
     "  latency [TARGET] [--json] PATTERN... [-- CMD ARGS...]   latency histograms\n"
+    "  graph   [TARGET] ROOT [PATTERN...] [-- CMD ARGS...]     per-goroutine call trees\n"
     "  report  [--format FORMAT] RECORD      render a trace recorded with --record FILE\n"
     "  bench   [--json] [OPTIONS] [-- CMD ARGS...]             what tracing costs, per\n"
     "                                        backend and mode, next to bpftrace and dlv\n"
@@ -79,10 +80,11 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "info") return cmd_info(opts);
     if (cmd == "funcs") return cmd_funcs(opts);
-    if (cmd == "trace" || cmd == "count" || cmd == "latency") return cmd_trace(cmd, opts, rest);
+    if (cmd == "trace" || cmd == "count" || cmd == "latency" || cmd == "graph")
+      return cmd_trace(cmd, opts, rest);
     if (cmd == "bench") return cmd_bench(opts, rest);
     if (cmd == "report") return cmd_report(opts);
-    if (cmd == "graph" || cmd == "goroutines")
+    if (cmd == "goroutines")
       return usage_error("'" + cmd + "' is not available in this version of gotap yet");
     return usage_error("unknown command '" + cmd + "' (see gotap --help)");
   } catch (const std::exception& e) {
