@@ -1,0 +1,90 @@
+// `gotap graph ROOT`, once per backend: goroutines that run a known call tree beneath
+// main.handle (tests/fixtures/graph prints, per goroutine, the tree it made) must come out
+// as exactly that tree, on that goroutine, for every Go version, DWARF and stripped.
+#include <unistd.h>
+
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/unit/fixtures.h"
+
+namespace gotap::testing {
+namespace {
+
+// "main.handle{main.parse;main.step{main.leaf}}" per goroutine, from the graph's lines:
+//   "    DUR [  GOID] | <indent>main.step() {" / "main.leaf();" / "} /* main.step */".
+std::map<int64_t, std::vector<std::string>> trees_of(const std::string& graph) {
+  struct Open {
+    std::string name;
+    std::vector<std::string> kids;
+  };
+  std::map<int64_t, std::vector<Open>> stacks;
+  std::map<int64_t, std::vector<std::string>> out;
+  std::regex re(R"(^\s*(?:\S+ \S+)?\s*\[\s*(\d+)\] \| \s*(.*)$)");
+  std::istringstream in(graph);
+  for (std::string l; std::getline(in, l);) {
+    std::smatch m;
+    if (l.empty() || l[0] == '#' || !std::regex_match(l, m, re)) continue;
+    const int64_t goid = std::stoll(m[1]);
+    const std::string text = m[2];
+    auto& st = stacks[goid];
+    auto add = [&](const std::string& t) {
+      if (st.empty())
+        out[goid].push_back(t);
+      else
+        st.back().kids.push_back(t);
+    };
+    if (text.size() > 2 && text.compare(text.size() - 2, 2, " {") == 0) {
+      st.push_back({text.substr(0, text.find('(')), {}});
+    } else if (text.rfind("}", 0) == 0) {
+      if (st.empty()) continue;
+      Open o = std::move(st.back());
+      st.pop_back();
+      std::string t = o.name + "{";
+      for (size_t i = 0; i < o.kids.size(); ++i) t += (i ? ";" : "") + o.kids[i];
+      add(t + "}");
+    } else {
+      add(text.substr(0, text.find('(')));
+    }
+  }
+  return out;
+}
+
+class Graph : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Graph, EachGoroutineShowsTheTreeItRan) {
+  const std::string backend = GetParam();
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace and BPF)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  auto fixtures = all_fixtures("graph");
+  if (fixtures.empty()) GTEST_SKIP() << "no graph fixtures (tests/tools/build-fixtures.sh)";
+  int checked = 0;
+  for (const Fixture& fx : fixtures) {
+    if (fx.flavour != "default" && fx.flavour != "stripped") continue;
+    SCOPED_TRACE(fx.label());
+    auto r =
+        run_command({gotap_binary(), "graph", "--backend", backend, "main.handle", "--", fx.path});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::map<int64_t, std::vector<std::string>> want;
+    std::regex gt(R"(gt goid=(\d+) tree=(\S+))");
+    for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), gt);
+         it != std::sregex_iterator(); ++it)
+      want[std::stoll((*it)[1])].push_back((*it)[2]);
+    ASSERT_EQ(want.size(), 4u) << r.out;
+    EXPECT_EQ(trees_of(r.out), want) << r.out;
+    EXPECT_NE(r.out.find(" 0 lost"), std::string::npos) << r.out;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Graph, ::testing::Values("ebpf", "ptrace"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace gotap::testing
