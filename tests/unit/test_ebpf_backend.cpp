@@ -258,7 +258,12 @@ TEST(EbpfBackend, StackGrowthAndGcSafe) {
     size_t matched = 0;
     for (const auto& e : t.sink.events) {
       if (e["event"] == "entry") {
-        stacks[e["goid"]].push_back(e["args"][0]["value"].get<int64_t>());
+        // DWARF: a typed int; stripped: the ArgInfo word, raw in hex.
+        const auto& v = e["args"][0]["value"];
+        stacks[e["goid"]].push_back(v.is_number()
+                                        ? v.get<int64_t>()
+                                        : static_cast<int64_t>(std::stoull(
+                                              v.at("raw").at(0).get<std::string>(), nullptr, 16)));
       } else if (e["event"] == "return") {
         auto& st = stacks[e["goid"]];
         ASSERT_FALSE(st.empty());
