@@ -285,7 +285,7 @@ bool is_output_format(const std::string& f) {
 std::unique_ptr<EventSink> make_output(const std::string& f, std::FILE* out) {
   if (f == "json") return make_json_lines_writer(out);
   if (f == "latency") return make_latency_view(make_text_writer(out));
-  if (f == "graph") return make_graph_writer(out, "", true);
+  if (f == "graph") return make_graph_writer(out, "", false);
   if (f == "perfetto") return make_perfetto_writer(out);
   if (f == "folded") return make_folded_writer(out);
   if (f == "svg") return make_flamegraph_svg_writer(out, "gotap: time in traced calls");

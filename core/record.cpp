@@ -13,13 +13,11 @@ std::unique_ptr<EventSink> make_record_writer(std::FILE* out, const Event& info)
   return w;
 }
 
-Result<void> replay_record(const std::string& path, EventSink& sink) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return errno_error(ErrorKind::BadInput, "cannot read {}", path);
+namespace {
+
+Result<Event> parse_header(const std::string& path, std::istream& in) {
   std::string line;
-  size_t n = 0;
   if (!std::getline(in, line)) return make_error("{}: empty file, not a gotap record", path);
-  ++n;
   auto header = Event::parse(line, nullptr, false);
   if (header.is_discarded() || !header.is_object() || header.value("format", "") != "gotap-record")
     return make_error("{}: not a gotap record (made with --record FILE)", path);
@@ -27,6 +25,24 @@ Result<void> replay_record(const std::string& path, EventSink& sink) {
   if (version < 1 || version > kRecordVersion)
     return make_error("{}: record version {} is newer than this gotap reads ({})", path, version,
                       kRecordVersion);
+  return header;
+}
+
+}  // namespace
+
+Result<Event> read_record_header(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return errno_error(ErrorKind::BadInput, "cannot read {}", path);
+  return parse_header(path, in);
+}
+
+Result<void> replay_record(const std::string& path, EventSink& sink) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return errno_error(ErrorKind::BadInput, "cannot read {}", path);
+  auto h = parse_header(path, in);
+  if (!h) return h.error();
+  std::string line;
+  size_t n = 1;
   while (std::getline(in, line)) {
     ++n;
     if (line.empty()) continue;

@@ -21,5 +21,7 @@ std::unique_ptr<EventSink> make_record_writer(std::FILE* out, const Event& info)
 // Feeds every event of a recorded file to `sink`, then flushes it. Bad input: not a record,
 // a version this gotap does not know, or a line that is not JSON (named by number).
 Result<void> replay_record(const std::string& path, EventSink& sink);
+// Reads only the header line (what the record was made with), for choosing the view.
+Result<Event> read_record_header(const std::string& path);
 
 }  // namespace gotap

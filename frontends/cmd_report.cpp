@@ -13,9 +13,9 @@ namespace gotap::cli {
 
 int cmd_report(const Args& args) {
   po::options_description desc("gotap report [--format FORMAT] [-o FILE] RECORD");
-  desc.add_options()("help,h", "show this help")("format",
-                                                 po::value<std::string>()->default_value("text"),
-                                                 kOutputFormats)("json", "same as --format json")(
+  desc.add_options()("help,h", "show this help")(
+      "format", po::value<std::string>()->default_value("text"), kOutputFormats)(
+      "json", "same as --format json")("args", "graph: show each call's arguments")(
       "output,o", po::value<std::string>(), "write there instead of stdout");
   auto vm = parse_options(args, desc, "files");
   if (!vm) return report_error(vm.error());
@@ -37,7 +37,15 @@ int cmd_report(const Args& args) {
           errno_error(ErrorKind::BadInput, "cannot write {}", (*vm)["output"].as<std::string>()));
     out = file.get();
   }
-  auto sink = make_output(format, out);
+  auto header = read_record_header(files[0]);
+  if (!header) return report_error(header.error());
+  // A graph recorded by `gotap graph ROOT` is drawn beneath ROOT again.
+  std::string root;
+  if (header->value("command", "") == "graph" && (*header)["patterns"].is_array() &&
+      !(*header)["patterns"].empty())
+    root = (*header)["patterns"][0].get<std::string>();
+  auto sink = format == "graph" ? make_graph_writer(out, root, vm->count("args") > 0)
+                                : make_output(format, out);
   if (auto r = replay_record(files[0], *sink); !r) return report_error(r.error());
   return 0;
 }
