@@ -67,9 +67,15 @@ TEST_P(Graph, EachGoroutineShowsTheTreeItRan) {
   for (const Fixture& fx : fixtures) {
     if (fx.flavour != "default" && fx.flavour != "stripped") continue;
     SCOPED_TRACE(fx.label());
-    auto r =
-        run_command({gotap_binary(), "graph", "--backend", backend, "main.handle", "--", fx.path});
+    const std::string rec = "/tmp/gotap-graph-" + std::to_string(getpid()) + ".rec";
+    auto r = run_command({gotap_binary(), "graph", "--backend", backend, "--record", rec,
+                          "main.handle", "--", fx.path});
     ASSERT_EQ(r.exit_code, 0) << r.err;
+    // The record draws the same graph again, beneath the same root.
+    auto rep = run_command({gotap_binary(), "report", "--format", "graph", rec});
+    unlink(rec.c_str());
+    ASSERT_EQ(rep.exit_code, 0) << rep.err;
+    EXPECT_EQ(trees_of(rep.out), trees_of(r.out));
     std::map<int64_t, std::vector<std::string>> want;
     std::regex gt(R"(gt goid=(\d+) tree=(\S+))");
     for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), gt);
