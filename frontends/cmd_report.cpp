@@ -28,24 +28,17 @@ int cmd_report(const Args& args) {
   std::string format = vm->count("json") ? "json" : (*vm)["format"].as<std::string>();
   if (!is_output_format(format))
     return usage_error("unknown --format '" + format + "' (" + kOutputFormats + ")");
-  std::FILE* out = stdout;
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(nullptr, &std::fclose);
-  if (vm->count("output")) {
-    file.reset(std::fopen((*vm)["output"].as<std::string>().c_str(), "w"));
-    if (!file)
-      return report_error(
-          errno_error(ErrorKind::BadInput, "cannot write {}", (*vm)["output"].as<std::string>()));
-    out = file.get();
-  }
   auto header = read_record_header(files[0]);
   if (!header) return report_error(header.error());
+  auto out = open_output(*vm, "output", stdout);
+  if (!out) return report_error(out.error());
   // A graph recorded by `gotap graph ROOT` is drawn beneath ROOT again.
   std::string root;
   if (header->value("command", "") == "graph" && (*header)["patterns"].is_array() &&
       !(*header)["patterns"].empty())
     root = (*header)["patterns"][0].get<std::string>();
-  auto sink = format == "graph" ? make_graph_writer(out, root, vm->count("args") > 0)
-                                : make_output(format, out);
+  auto sink = format == "graph" ? make_graph_writer(out->fp, root, vm->count("args") > 0)
+                                : make_output(format, out->fp);
   if (auto r = replay_record(files[0], *sink); !r) return report_error(r.error());
   return 0;
 }

@@ -140,15 +140,6 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   if (backend_name == "auto")
     std::cerr << "gotap: backend " << (*backend)->name() << ": " << why << "\n";
 
-  std::FILE* out = stdout;
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(nullptr, &std::fclose);
-  if (vm->count("output")) {
-    file.reset(std::fopen((*vm)["output"].as<std::string>().c_str(), "w"));
-    if (!file)
-      return report_error(
-          errno_error(ErrorKind::BadInput, "cannot write {}", (*vm)["output"].as<std::string>()));
-    out = file.get();
-  }
   std::string format = vm->count("json") ? "json" : command == "graph" ? "graph" : "text";
   if (vm->count("format")) {
     format = (*vm)["format"].as<std::string>();
@@ -157,16 +148,16 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     if (vm->count("json") && format != "json")
       return usage_error("--json and --format " + format + " disagree");
   }
+  auto out = open_output(*vm, "output", stdout);
+  if (!out) return report_error(out.error());
+  auto record = open_output(*vm, "record", nullptr);
+  if (!record) return report_error(record.error());
   std::unique_ptr<EventSink> sink = command == "graph" && format == "graph"
-                                        ? make_graph_writer(out, root, vm->count("args") > 0)
-                                        : make_output(format, out);
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> record(nullptr, &std::fclose);
-  if (vm->count("record")) {
-    const std::string rpath = (*vm)["record"].as<std::string>();
-    record.reset(std::fopen(rpath.c_str(), "w"));
-    if (!record) return report_error(errno_error(ErrorKind::BadInput, "cannot write {}", rpath));
+                                        ? make_graph_writer(out->fp, root, vm->count("args") > 0)
+                                        : make_output(format, out->fp);
+  if (record->fp) {
     Event info = {{"command", command}, {"binary", path}, {"patterns", patterns}};
-    sink = make_tee(std::move(sink), make_record_writer(record.get(), info));
+    sink = make_tee(std::move(sink), make_record_writer(record->fp, info));
   }
   install_stop_handlers();
   auto r = (*backend)->run(**bin, *plan, opts, *sink);

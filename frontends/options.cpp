@@ -25,4 +25,16 @@ std::vector<std::string> positionals(const po::variables_map& vm, const char* na
   return vm[name].as<std::vector<std::string>>();
 }
 
+Result<OutputFile> open_output(const po::variables_map& vm, const char* option,
+                               std::FILE* fallback) {
+  OutputFile f;
+  f.fp = fallback;
+  if (!vm.count(option)) return f;
+  const std::string path = vm[option].as<std::string>();
+  f.owned.reset(std::fopen(path.c_str(), "w"));
+  if (!f.owned) return errno_error(ErrorKind::BadInput, "cannot write {}", path);
+  f.fp = f.owned.get();
+  return f;
+}
+
 }  // namespace gotap::cli

@@ -2,6 +2,8 @@
 // every parse failure into a usage error rather than an exception.
 #pragma once
 
+#include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,5 +22,15 @@ Result<po::variables_map> parse_options(const std::vector<std::string>& args,
                                         const char* positional_name);
 
 std::vector<std::string> positionals(const po::variables_map& vm, const char* name);
+
+// Where an option such as -o FILE sends output: that file, opened for writing, or
+// `fallback` (nullptr: nowhere) when the option is absent.
+struct OutputFile {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> owned{nullptr, &std::fclose};
+  std::FILE* fp = nullptr;
+};
+// Bad input, naming the file, when it cannot be opened.
+Result<OutputFile> open_output(const po::variables_map& vm, const char* option,
+                               std::FILE* fallback);
 
 }  // namespace gotap::cli
