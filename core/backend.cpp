@@ -5,9 +5,11 @@
 namespace gotap {
 
 std::string tracing_banner(size_t nfuncs, size_t nprobes, std::string_view backend,
-                           std::string_view where) {
-  return fmt::format("Tracing {} function{} ({} probe{}) with {} in {}. Ctrl-C to end.", nfuncs,
-                     nfuncs == 1 ? "" : "s", nprobes, nprobes == 1 ? "" : "s", backend, where);
+                           std::string_view where, bool goroutines) {
+  std::string what = fmt::format("{} function{}", nfuncs, nfuncs == 1 ? "" : "s");
+  if (goroutines) what = nfuncs ? "goroutines and " + what : "goroutines";
+  return fmt::format("Tracing {} ({} probe{}) with {} in {}. Ctrl-C to end.", what, nprobes,
+                     nprobes == 1 ? "" : "s", backend, where);
 }
 
 std::atomic<bool>& stop_requested() {

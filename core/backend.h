@@ -40,8 +40,9 @@ std::atomic<bool>& stop_requested();
 
 // The "Tracing N functions (M probes) with BACKEND in WHERE. Ctrl-C to end." line that
 // scripts wait for (CONTRACT.md), the same for every backend.
+// With `goroutines`, it says the goroutine probes are live too.
 std::string tracing_banner(size_t nfuncs, size_t nprobes, std::string_view backend,
-                           std::string_view where);
+                           std::string_view where, bool goroutines = false);
 
 class Backend {
  public:

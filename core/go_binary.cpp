@@ -314,6 +314,26 @@ FuncPlan GoBinary::plan_func(const PclnFunc& f, std::vector<std::string>& warnin
   return p;
 }
 
+Result<GoroutineProbes> GoBinary::goroutine_probes() const {
+  GoroutineProbes g;
+  std::vector<std::string> warnings;
+  // Both are plain Go functions in every release from 1.17 to 1.26, never inlined (too big).
+  for (auto [name, addr] :
+       {std::pair{"runtime.casgstatus", &g.status}, std::pair{"runtime.newproc1", &g.create}}) {
+    for (const PclnFunc* f : pclntab_.lookup(name)) {
+      if (f->is_wrapper) continue;
+      FuncPlan p = plan_func(*f, warnings);
+      *addr = p.entry_probe;
+      if (addr == &g.create) g.created = p.ret_sites;
+    }
+    if (!*addr) return make_error("{} has no {}: cannot trace goroutines", elf_->path(), name);
+  }
+  if (g.created.empty())
+    return make_error("{}: runtime.newproc1 has no RET to probe: cannot trace goroutines",
+                      elf_->path());
+  return g;
+}
+
 Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
                                  const PlanOptions& o) const {
   ProbePlan plan;

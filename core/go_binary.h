@@ -44,6 +44,10 @@ class GoBinary {
   // matches nothing.
   Result<ProbePlan> plan(const std::vector<std::string>& patterns, const PlanOptions& o) const;
 
+  // Where the goroutine probes go (the entry probes of runtime.casgstatus and
+  // runtime.newproc1). BadInput when the runtime has neither.
+  Result<GoroutineProbes> goroutine_probes() const;
+
   // Every inline-tree node of every function, sorted by callee name; built on first use
   // (it decodes every function's inline tree).
   struct InlineNode {

@@ -17,7 +17,7 @@ size_t ProbePlan::probe_count() const {
     n += f.ret_sites.size();
     if (f.inline_probed) n += f.inline_sites.size();
   }
-  return n;
+  return n + (goroutines.status != 0) + (goroutines.create != 0) + goroutines.created.size();
 }
 
 nlohmann::ordered_json to_json(const ParamLoc& p) {

@@ -44,6 +44,15 @@ struct FuncPlan {
   bool inline_probed = true;  // inline sites get entry probes in this plan
 };
 
+// The runtime functions `gotap goroutines` probes at their entry; 0: not probed.
+struct GoroutineProbes {
+  uint64_t status = 0;  // runtime.casgstatus(gp, oldval, newval): every status change
+  uint64_t create = 0;  // runtime.newproc1(fn, callergp, callerpc, ...): every go statement
+  // newproc1's RET sites, where RAX is the new g: up to Go 1.23 its goid is set only after
+  // the status change that makes it runnable.
+  std::vector<uint64_t> created;
+};
+
 struct ProbePlan {
   std::string binary;
   GoVersion go;
@@ -54,9 +63,10 @@ struct ProbePlan {
   // FS_base + tls_g_offset (ABI0 / cgo / Go < 1.17).
   int64_t tls_g_offset = -8;
   std::vector<FuncPlan> funcs;
+  GoroutineProbes goroutines;
   std::vector<std::string> warnings;  // e.g. inlined sites not probed
 
-  size_t probe_count() const;  // entry probes + RET sites + inline sites
+  size_t probe_count() const;  // entry probes + RET sites + inline sites + goroutine probes
 };
 
 // Key order is fixed ("event" first) so the output reads like CONTRACT.md's examples.

@@ -1,0 +1,100 @@
+#include "core/goroutine_events.h"
+
+#include <fmt/format.h>
+
+namespace gotap {
+
+std::string gstatus_name(uint32_t s) {
+  switch (s) {
+    case kGIdle:
+      return "idle";
+    case kGRunnable:
+      return "runnable";
+    case kGRunning:
+      return "running";
+    case kGSyscall:
+      return "syscall";
+    case kGWaiting:
+      return "waiting";
+    case kGDead:
+      return "dead";
+    case kGCopystack:
+      return "copystack";
+    case kGPreempted:
+      return "preempted";
+    case kGLeaked:
+      return "leaked";
+    case kGDeadExtra:
+      return "deadextra";
+    default:
+      return fmt::format("status_{}", s);
+  }
+}
+
+GoroutineEvents::GoroutineEvents(EventSink& sink, int pid,
+                                 std::function<std::string(uint64_t)> func_of)
+    : sink_(sink), pid_(pid), func_of_(std::move(func_of)) {}
+
+void GoroutineEvents::emit(const Event& ev) {
+  ++events_;
+  sink_.emit(ev);
+}
+
+void GoroutineEvents::on_create(uint64_t ts, int tid, uint64_t parent_goid, uint64_t start_pc,
+                                uint64_t caller_pc) {
+  Creation c;
+  c.ts = ts;
+  c.parent_goid = parent_goid;
+  c.start_pc = start_pc;
+  c.caller_pc = caller_pc;
+  creating_[tid] = c;
+}
+
+void GoroutineEvents::on_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to) {
+  // idle -> dead is a fresh g joining the free list; deadextra <-> syscall is a cgo callback
+  // borrowing an extra M's g. Neither is a goroutine starting or ending.
+  if (from == kGIdle || to == kGIdle) return;
+  if (from == kGDead) {
+    auto it = creating_.find(tid);
+    if (it != creating_.end() && !it->second.status_seen) {
+      // Up to Go 1.23 the goid is assigned after this change: wait for newproc1's return.
+      it->second.status_seen = true;
+      it->second.status_ts = ts;
+      it->second.from = from;
+      it->second.to = to;
+      return;
+    }
+  }
+  emit_status(ts, tid, goid, from, to);
+}
+
+void GoroutineEvents::on_created(uint64_t ts, int tid, uint64_t goid) {
+  auto it = creating_.find(tid);
+  if (it == creating_.end()) return;
+  const Creation c = it->second;
+  creating_.erase(it);
+  Event ev = {{"event", "gcreate"}, {"ts_ns", c.status_seen ? c.status_ts : ts},
+              {"pid", pid_},        {"tid", tid},
+              {"goid", goid},       {"parent_goid", c.parent_goid}};
+  std::string start = func_of_(c.start_pc);
+  // The return address: the call instruction before it is in the function with the go
+  // statement.
+  std::string by = c.caller_pc ? func_of_(c.caller_pc - 1) : "";
+  if (!start.empty()) ev["func"] = start;
+  if (!by.empty()) ev["created_by"] = by;
+  emit(ev);
+  if (c.status_seen) emit_status(c.status_ts, tid, goid, c.from, c.to);
+}
+
+void GoroutineEvents::emit_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to) {
+  emit({{"event", "gstate"},
+        {"ts_ns", ts},
+        {"pid", pid_},
+        {"tid", tid},
+        {"goid", goid},
+        {"from", gstatus_name(from)},
+        {"to", gstatus_name(to)}});
+  if (to == kGDead) emit({{"event", "gexit"}, {"ts_ns", ts}, {"pid", pid_}, {"goid", goid}});
+}
+
+}  // namespace gotap
