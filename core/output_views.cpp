@@ -1,5 +1,7 @@
 #include "core/output_views.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 #include <vector>
@@ -7,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/call_tree.h"
+#include "core/goroutine_views.h"
 #include "core/latency.h"
 
 namespace gotap {
@@ -42,7 +45,73 @@ class PerfettoWriter : public WholeTraceWriter {
  public:
   using WholeTraceWriter::WholeTraceWriter;
 
+  void emit(const Event& ev) override {
+    const std::string kind = ev.value("event", "");
+    if (kind == "gstate" || kind == "gexit" || kind == "gcreate") {
+      const int64_t goid = ev.value("goid", int64_t{0});
+      const uint64_t ts = ev.value("ts_ns", uint64_t{0});
+      last_ts_ = std::max(last_ts_, ts);
+      if (kind == "gcreate") {
+        names_[goid] = ev.value("func", "");
+      } else {
+        close_state(goid, ts);
+        if (kind == "gstate" && ev.value("to", "") != "dead")
+          open_[goid] = {goid, ev.value("to", "?"), ts, ts};
+      }
+    }
+    WholeTraceWriter::emit(ev);
+  }
+
  private:
+  struct StateSpan {
+    int64_t goid;
+    std::string state;
+    uint64_t start_ns, end_ns;
+  };
+  void close_state(int64_t goid, uint64_t ts) {
+    auto it = open_.find(goid);
+    if (it == open_.end()) return;
+    it->second.end_ns = std::max(ts, it->second.start_ns);
+    states_.push_back(it->second);
+    open_.erase(it);
+  }
+
+  // Goroutine states go on tracks of their own, in a second process: a state span does not
+  // nest with the calls (a call can block), and each track's slices must.
+  void render_states(Event& events) {
+    for (auto it = open_.begin(); it != open_.end();) close_state((it++)->first, last_ts_);
+    if (states_.empty()) return;
+    std::stable_sort(states_.begin(), states_.end(), [](const auto& a, const auto& b) {
+      return a.goid != b.goid ? a.goid < b.goid : a.start_ns < b.start_ns;
+    });
+    const int64_t spid = pid_ + (int64_t{1} << 22);  // above any Linux pid
+    events.push_back({{"ph", "M"},
+                      {"name", "process_name"},
+                      {"pid", spid},
+                      {"args", {{"name", "goroutine states"}}}});
+    int64_t last_goid = -1;
+    for (const auto& s : states_) {
+      if (s.goid != last_goid) {
+        last_goid = s.goid;
+        std::string name = fmt::format("goroutine {}", s.goid);
+        if (auto n = names_.find(s.goid); n != names_.end() && !n->second.empty())
+          name += " " + n->second;
+        events.push_back({{"ph", "M"},
+                          {"name", "thread_name"},
+                          {"pid", spid},
+                          {"tid", s.goid},
+                          {"args", {{"name", name}}}});
+      }
+      events.push_back({{"name", s.state},
+                        {"cat", "state"},
+                        {"ph", "X"},
+                        {"pid", spid},
+                        {"tid", s.goid},
+                        {"ts", static_cast<double>(s.start_ns) / 1e3},
+                        {"dur", static_cast<double>(s.end_ns - s.start_ns) / 1e3}});
+    }
+  }
+
   void render(const std::vector<CallSpan>& spans, const Event& summary) override {
     Event events = Event::array();
     events.push_back(
@@ -50,6 +119,7 @@ class PerfettoWriter : public WholeTraceWriter {
          {"name", "process_name"},
          {"pid", pid_},
          {"args", {{"name", fmt::format("gotap ({})", summary.value("backend", ""))}}}});
+    render_states(events);
     int64_t last_goid = -1;
     for (const auto& s : spans) {
       if (s.goid != last_goid) {
@@ -84,6 +154,11 @@ class PerfettoWriter : public WholeTraceWriter {
     Event doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"}};
     print(doc.dump(-1, ' ', false, Event::error_handler_t::replace) + "\n");
   }
+
+  std::map<int64_t, StateSpan> open_;
+  std::vector<StateSpan> states_;
+  std::map<int64_t, std::string> names_;  // start functions
+  uint64_t last_ts_ = 0;
 };
 
 // Self time per distinct stack of traced calls, the input of every flame graph tool.
@@ -279,7 +354,7 @@ std::unique_ptr<EventSink> make_tee(std::unique_ptr<EventSink> a, std::unique_pt
 
 bool is_output_format(const std::string& f) {
   return f == "text" || f == "json" || f == "latency" || f == "graph" || f == "perfetto" ||
-         f == "folded" || f == "svg";
+         f == "folded" || f == "svg" || f == "goroutines";
 }
 
 std::unique_ptr<EventSink> make_output(const std::string& f, std::FILE* out) {
@@ -289,6 +364,7 @@ std::unique_ptr<EventSink> make_output(const std::string& f, std::FILE* out) {
   if (f == "perfetto") return make_perfetto_writer(out);
   if (f == "folded") return make_folded_writer(out);
   if (f == "svg") return make_flamegraph_svg_writer(out, "gotap: time in traced calls");
+  if (f == "goroutines") return make_goroutine_table(out, isatty(fileno(out)) == 1);
   return make_text_writer(out);
 }
 

@@ -12,7 +12,8 @@
 namespace gotap {
 
 // Chrome trace-event JSON (opens in ui.perfetto.dev and chrome://tracing): one track per
-// goroutine, each traced call a complete slice, inlined calls instants.
+// goroutine, each traced call a complete slice, inlined calls instants; goroutine states
+// (gstate events) as slices on a track per goroutine of their own.
 std::unique_ptr<EventSink> make_perfetto_writer(std::FILE* out);
 // One line per distinct stack of traced calls, "outer;inner;leaf SELF_NS", for flame graph
 // tools (flamegraph.pl, speedscope, inferno).
@@ -31,7 +32,8 @@ std::unique_ptr<EventSink> make_graph_writer(std::FILE* out, const std::string& 
 std::unique_ptr<EventSink> make_tee(std::unique_ptr<EventSink> a, std::unique_ptr<EventSink> b);
 
 // The names --format takes, as a help text lists them.
-constexpr const char* kOutputFormats = "text, json, latency, graph, perfetto, folded or svg";
+constexpr const char* kOutputFormats =
+    "text, json, latency, graph, perfetto, folded, svg or goroutines";
 bool is_output_format(const std::string& name);
 std::unique_ptr<EventSink> make_output(const std::string& format, std::FILE* out);
 
