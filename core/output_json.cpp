@@ -14,7 +14,21 @@ class JsonLinesWriter : public EventSink {
   void emit(const Event& ev) override {
     // Invalid UTF-8 from the tracee must not abort the dump: escape it instead (CONTRACT.md:
     // invalid bytes appear as \u00XX).
-    std::string line = ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
+    std::string line;
+    auto kind = ev.find("event");
+    if (ev.is_object() && kind != ev.end()) {
+      // "event" first, as in CONTRACT.md, so a reader sees what a line is at its start.
+      line = "{\"event\":" + kind->dump(-1, ' ', false, kReplace);
+      for (auto it = ev.begin(); it != ev.end(); ++it) {
+        if (it == kind) continue;
+        line += ',' + nlohmann::json(it.key()).dump(-1, ' ', false, kReplace) + ':' +
+                it.value().dump(-1, ' ', false, kReplace);
+      }
+      line += '}';
+    } else {
+      line = ev.dump(-1, ' ', false, kReplace);
+    }
     line.push_back('\n');
     std::fwrite(line.data(), 1, line.size(), out_);
   }
