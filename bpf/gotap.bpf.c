@@ -163,6 +163,8 @@ static __always_inline void emit(struct pt_regs* ctx, struct gotap_probe* p, __u
     } else if (c->kind == GOTAP_CAP_ITAB) {
       ptr += 8;
       want = 8;
+    } else if (ptr) {
+      ptr += c->off;
     }
     if (off >= GOTAP_DATA_MAX) break;
     __u64 room = GOTAP_DATA_MAX - off;

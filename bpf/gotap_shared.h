@@ -61,7 +61,7 @@ struct gotap_word {
 enum gotap_cap_kind {
   GOTAP_CAP_NONE = 0,
   GOTAP_CAP_STRING = 1, /* bytes at words[word], length words[aux] */
-  GOTAP_CAP_DEREF = 2,  /* max bytes at words[word] (interface payload, pointee) */
+  GOTAP_CAP_DEREF = 2,  /* max bytes at words[word] + off (interface payload, pointee) */
   GOTAP_CAP_ITAB = 3,   /* the type word of the itab at words[word]: 8 bytes at itab+8 */
 };
 
@@ -71,7 +71,7 @@ struct gotap_cap {
   gotap_u8 aux;
   gotap_u8 pad;
   gotap_u16 max; /* bytes; at most GOTAP_DATA_MAX */
-  gotap_u16 pad2;
+  gotap_u16 off; /* GOTAP_CAP_DEREF: copy from words[word] + off (a field of a struct) */
 };
 
 enum gotap_probe_flags {
@@ -93,6 +93,14 @@ struct gotap_probe {
   struct gotap_word words[GOTAP_MAX_WORDS];
   struct gotap_cap caps[GOTAP_MAX_CAPS];
 };
+
+/* The goroutine probes' func_ids, past every planned function's: runtime.casgstatus
+ * (words gp, old, new; cap 0 gp's goid), runtime.newproc1's entry (words fn, callergp,
+ * callerpc; cap 0 fn's code pointer, cap 1 callergp's goid) and its RETs (word newg; cap 0
+ * newg's goid). */
+#define GOTAP_FUNC_GSTATUS 0xfffffff0u
+#define GOTAP_FUNC_GCREATE 0xfffffff1u
+#define GOTAP_FUNC_GCREATED 0xfffffff2u
 
 /* Key of an in-flight call: survives the goroutine moving between threads and its stack
  * being copied (stack.hi - rsp is invariant under a stack copy). */

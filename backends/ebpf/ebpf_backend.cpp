@@ -9,6 +9,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -21,6 +22,7 @@
 #include "backends/ebpf/target.h"
 #include "backends/ebpf/type_names.h"
 #include "core/go_binary.h"
+#include "core/goroutine_events.h"
 #include "gotap.skel.h"
 
 namespace gotap::ebpf {
@@ -120,12 +122,50 @@ struct Session {
   EventSink& sink;
   const ProbeConfig& cfg;
   std::unique_ptr<EventDecoder> decoder;
+  std::unique_ptr<GoroutineEvents> goroutines;
   uint64_t events = 0;
   uint64_t decode_failures = 0;
 };
 
+// A goroutine probe's hit: words and goid copies as add_goroutine_sites laid them out.
+bool on_goroutine_sample(Session& s, const void* data, size_t size) {
+  gotap_event ev{};
+  const size_t header = offsetof(gotap_event, data);
+  if (size < header || size > sizeof(ev) || !s.goroutines) return false;
+  std::memcpy(&ev, data, size);
+  if (ev.nwords < 1) return false;
+  // Cap i's bytes follow those of the caps before it.
+  uint64_t cap[2] = {0, 0};
+  size_t off = 0;
+  for (unsigned i = 0; i < ev.ncaps && i < 2; ++i) {
+    if (!(ev.cap_ok & (1u << i))) return false;
+    if (ev.cap_len[i] != 8 || off + 8 > ev.data_len || header + off + 8 > size) return false;
+    std::memcpy(&cap[i], ev.data + off, 8);
+    off += 8;
+  }
+  if (ev.func_id == GOTAP_FUNC_GSTATUS && ev.ncaps >= 1 && ev.nwords >= 3) {
+    s.goroutines->on_status(ev.ts_ns, int(ev.tid), cap[0], uint32_t(ev.words[1]),
+                            uint32_t(ev.words[2]));
+  } else if (ev.func_id == GOTAP_FUNC_GCREATE && ev.ncaps >= 2 && ev.nwords >= 3) {
+    s.goroutines->on_create(ev.ts_ns, int(ev.tid), cap[1], cap[0], ev.words[2]);
+  } else if (ev.func_id == GOTAP_FUNC_GCREATED && ev.ncaps >= 1) {
+    s.goroutines->on_created(ev.ts_ns, int(ev.tid), cap[0]);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 int on_sample(void* ctx, void* data, size_t size) {
   auto* s = static_cast<Session*>(ctx);
+  if (size >= offsetof(gotap_event, data)) {
+    uint32_t func_id = static_cast<const gotap_event*>(data)->func_id;
+    if (func_id == GOTAP_FUNC_GSTATUS || func_id == GOTAP_FUNC_GCREATE ||
+        func_id == GOTAP_FUNC_GCREATED) {
+      if (!on_goroutine_sample(*s, data, size)) ++s->decode_failures;
+      return 0;
+    }
+  }
   Event e = s->decoder->decode(data, size);
   if (e.is_null() || e.empty()) {
     ++s->decode_failures;
@@ -151,6 +191,10 @@ BinaryView view_of(const GoBinary& bin) {
   v.types_start = bin.pclntab().moduledata().types;
   v.types_end = bin.pclntab().moduledata().etypes;
   v.go = bin.buildinfo().version;
+  v.func_name = [&bin](uint64_t pc) {
+    const PclnFunc* f = bin.pclntab().find(pc);
+    return f ? std::string(f->name) : std::string();
+  };
   return v;
 }
 
@@ -162,10 +206,16 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
     libbpf_set_print(on_libbpf_print);
     print_set = true;
   }
-  if (opts.mode != Mode::Trace && opts.mode != Mode::Count && opts.mode != Mode::Latency)
-    return make_error("the ebpf backend supports trace, count and latency");
+  if (opts.mode != Mode::Trace && opts.mode != Mode::Count && opts.mode != Mode::Latency &&
+      opts.mode != Mode::Goroutines)
+    return make_error("the ebpf backend supports trace, count, latency and goroutines");
+  // Goroutine events are trace events of the runtime's probes.
+  const Mode mode = opts.mode == Mode::Goroutines ? Mode::Trace : opts.mode;
+  const bool goroutines = plan.goroutines.status != 0;
+  if (goroutines && mode != Mode::Trace)
+    return make_error("goroutine events need the trace mode of the ebpf backend");
 
-  ProbeConfig cfg = build_probe_config(plan, opts.mode, opts.max_str, bin.types, bin.elf);
+  ProbeConfig cfg = build_probe_config(plan, mode, opts.max_str, bin.types, bin.elf);
   if (cfg.sites.empty()) return make_error("nothing to probe: no function has a probe site");
 
   // Probe sites as file offsets; the kernel resolves them per mapping (PIE or not).
@@ -209,7 +259,7 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
   Attachment attachment;
   std::string multi_error;
   if (!eo.force_per_site) {
-    auto s = open_and_load(plan, cfg, opts.mode, filter_pid, true, eo);
+    auto s = open_and_load(plan, cfg, mode, filter_pid, true, eo);
     if (s) {
       bpf_program* prog = eo.empty_program ? (*s)->progs.gotap_empty : (*s)->progs.gotap_probe;
       auto a = Attachment::multi(prog, path, sites, filter_pid);
@@ -224,7 +274,7 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
     }
   }
   if (!skel) {
-    auto s = open_and_load(plan, cfg, opts.mode, filter_pid, false, eo);
+    auto s = open_and_load(plan, cfg, mode, filter_pid, false, eo);
     if (!s) {
       target.terminate();
       return s.error();
@@ -245,9 +295,11 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
   refused.insert(refused.end(), attachment.skipped().begin(), attachment.skipped().end());
   if (!refused.empty() && !eo.quiet) {
     const auto& first = cfg.sites[refused[0].cookie];
+    const uint32_t id = first.probe.func_id;
     std::cerr << "gotap: warning: the kernel refuses " << refused.size()
               << " probe site(s) (instructions uprobes cannot handle), e.g. " << hex(first.addr)
-              << " in " << cfg.funcs[first.probe.func_id].plan->name << "\n";
+              << " in " << (id < cfg.funcs.size() ? cfg.funcs[id].plan->name : "a goroutine probe")
+              << "\n";
   }
 
   // Interface type names: the tracee's addresses, minus the PIE load bias.
@@ -259,11 +311,18 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
     if (first != UINT64_MAX) bias = load_bias(filter_pid, first);
   }
   TypeNames names(bin.elf, bin.types_start, bin.types_end, bin.go, bias);
-  Session session{bin, plan, opts, sink, cfg, nullptr};
+  Session session{bin, plan, opts, sink, cfg, nullptr, nullptr};
   session.decoder = std::make_unique<EventDecoder>(cfg, bin.types, &names);
+  if (goroutines) {
+    auto func_name = bin.func_name;
+    session.goroutines =
+        std::make_unique<GoroutineEvents>(sink, filter_pid, [func_name, bias](uint64_t pc) {
+          return func_name && pc >= bias ? func_name(pc - bias) : std::string();
+        });
+  }
 
   std::unique_ptr<ring_buffer, void (*)(ring_buffer*)> rb(nullptr, &ring_buffer__free);
-  if (opts.mode == Mode::Trace) {
+  if (mode == Mode::Trace) {
     rb.reset(ring_buffer__new(bpf_map__fd(skel->maps.events), on_sample, &session, nullptr));
     if (!rb) {
       target.terminate();
@@ -273,7 +332,7 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
 
   if (!eo.quiet) {
     std::cerr << tracing_banner(cfg.funcs.size(), cfg.sites.size(), "ebpf",
-                                target_text(opts, filter_pid, bin.path))
+                                target_text(opts, filter_pid, bin.path), goroutines)
               << std::endl;
   }
   if (auto r = target.release(); !r) {
@@ -313,7 +372,8 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
   for (uint32_t k = 0; k < GOTAP_CNT_NUM; ++k)
     read_percpu<uint64_t>(cfd, k, counters[k], [](uint64_t& a, uint64_t b) { a += b; });
 
-  if (opts.mode == Mode::Count) {
+  if (session.goroutines) session.events += session.goroutines->events();
+  if (mode == Mode::Count) {
     int fd = bpf_map__fd(skel->maps.counts);
     for (uint32_t f = 0; f < cfg.funcs.size(); ++f) {
       uint64_t n = 0;
@@ -322,7 +382,7 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
       sink.emit({{"event", "count"}, {"func", cfg.funcs[f].plan->name}, {"count", n}});
       ++session.events;
     }
-  } else if (opts.mode == Mode::Latency) {
+  } else if (mode == Mode::Latency) {
     int sfd = bpf_map__fd(skel->maps.lat_stats);
     int hfd = bpf_map__fd(skel->maps.lat_hist);
     for (uint32_t f = 0; f < cfg.funcs.size(); ++f) {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/backend.h"
@@ -19,6 +20,9 @@ struct BinaryView {
   const TypeGraph* types = nullptr;         // DWARF types, may be null
   uint64_t types_start = 0, types_end = 0;  // moduledata [types, etypes), for type names
   GoVersion go;
+  // The function containing a link-time pc ("" when none): names goroutines' start functions
+  // and creation sites.
+  std::function<std::string(uint64_t)> func_name;
 };
 
 BinaryView view_of(const GoBinary& bin);

@@ -132,7 +132,40 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
     }
     cfg.funcs.push_back(fc);
   }
+  add_goroutine_sites(cfg, plan);
   return cfg;
+}
+
+void add_goroutine_sites(ProbeConfig& cfg, const ProbePlan& plan) {
+  // Both are ABIInternal Go functions: arguments in RAX, RBX, RCX. Entry only, no state:
+  // the INLINE path of the BPF program emits one event per hit.
+  auto site = [&](uint64_t addr, uint32_t id) -> gotap_probe& {
+    SiteConfig s;
+    s.addr = addr;
+    s.probe.func_id = id;
+    s.probe.flags = GOTAP_PROBE_INLINE;
+    Builder b{s.probe, 0, nullptr};
+    for (uint8_t r : {GOTAP_RAX, GOTAP_RBX, GOTAP_RCX}) b.add_word({GOTAP_SRC_REG, r, 0, 0});
+    cfg.sites.push_back(std::move(s));
+    return cfg.sites.back().probe;
+  };
+  auto deref = [](gotap_probe& p, int word, uint32_t off) {
+    Builder b{p, 0, nullptr};
+    int c = b.add_cap(GOTAP_CAP_DEREF, word, -1, 8);
+    if (c >= 0) p.caps[c].off = static_cast<uint16_t>(off);
+  };
+  const uint32_t goid = plan.offsets.g_goid;
+  if (plan.goroutines.status) deref(site(plan.goroutines.status, GOTAP_FUNC_GSTATUS), 0, goid);
+  if (plan.goroutines.create) {
+    gotap_probe& p = site(plan.goroutines.create, GOTAP_FUNC_GCREATE);
+    deref(p, 0, 0);     // funcval.fn: the goroutine's start function
+    deref(p, 1, goid);  // the parent's goid
+  }
+  for (uint64_t ret : plan.goroutines.created) {
+    gotap_probe& p = site(ret, GOTAP_FUNC_GCREATED);
+    p.nwords = 1;  // RAX: the new g
+    deref(p, 0, goid);
+  }
 }
 
 }  // namespace gotap::ebpf

@@ -44,6 +44,10 @@ struct ProbeConfig {
   int morestack_sites = 0;
 };
 
+// Adds the entry probes of runtime.casgstatus and runtime.newproc1 when the plan has them
+// (func_ids GOTAP_FUNC_GSTATUS and GOTAP_FUNC_GCREATE); `goid_off` is runtime.g's goid.
+void add_goroutine_sites(ProbeConfig& cfg, const ProbePlan& plan);
+
 // Bytes of an interface's payload copied in trace mode.
 constexpr int kIfacePayloadBytes = 16;
 

@@ -17,6 +17,7 @@
 #include "backends/ptrace/goroutine.h"
 #include "backends/ptrace/process.h"
 #include "core/backend.h"
+#include "core/goroutine_events.h"
 #include "core/value_decoder.h"
 
 namespace gotap::ptrace {
@@ -54,6 +55,7 @@ class Tracer {
                  uint64_t ts);
   void on_inline(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
                  uint64_t ts);
+  void on_goroutine(const SiteRole& role, const user_regs_struct& r, pid_t tid, uint64_t ts);
   RegState reg_state(const user_regs_struct& r, pid_t tid, bool xmm, uint64_t sp);
   nlohmann::json stack_of(const user_regs_struct& r, uint64_t pc, uint64_t ret_slot);
   void finish_pending();
@@ -71,9 +73,11 @@ class Tracer {
   Breakpoints bps_;
   std::unique_ptr<GoroutineReader> gr_;
   std::unique_ptr<ValueDecoder> dec_;
+  std::unique_ptr<GoroutineEvents> goroutines_;
   std::vector<FuncState> fstate_;
   std::unordered_map<CallKey, Pending, CallKeyHash> pending_;
   uint64_t hits_ = 0, events_ = 0;
+  uint64_t goid_read_errors_ = 0;  // goroutine probe hits whose g could not be read
   uint64_t deadline_ns_ = 0;
   uint64_t spin_ns_ = 0;
   bool exec_ended_ = false;
