@@ -14,9 +14,11 @@ namespace gotap::cli {
 int cmd_report(const Args& args) {
   po::options_description desc("gotap report [--format FORMAT] [-o FILE] RECORD");
   desc.add_options()("help,h", "show this help")(
-      "format", po::value<std::string>()->default_value("text"), kOutputFormats)(
-      "json", "same as --format json")("args", "graph: show each call's arguments")(
-      "output,o", po::value<std::string>(), "write there instead of stdout");
+      "format", po::value<std::string>(),
+      "text (the default; a goroutines record: goroutines), json, latency, graph, perfetto, "
+      "folded, svg or goroutines")("json", "same as --format json")(
+      "args", "graph: show each call's arguments")("output,o", po::value<std::string>(),
+                                                   "write there instead of stdout");
   auto vm = parse_options(args, desc, "files");
   if (!vm) return report_error(vm.error());
   if (vm->count("help")) {
@@ -25,11 +27,14 @@ int cmd_report(const Args& args) {
   }
   auto files = positionals(*vm, "files");
   if (files.size() != 1) return usage_error("report needs exactly one RECORD file");
-  std::string format = vm->count("json") ? "json" : (*vm)["format"].as<std::string>();
-  if (!is_output_format(format))
-    return usage_error("unknown --format '" + format + "' (" + kOutputFormats + ")");
   auto header = read_record_header(files[0]);
   if (!header) return report_error(header.error());
+  // A record of `gotap goroutines` reads best as its table, as it was shown live.
+  std::string format = header->value("command", "") == "goroutines" ? "goroutines" : "text";
+  if (vm->count("format")) format = (*vm)["format"].as<std::string>();
+  if (vm->count("json")) format = "json";
+  if (!is_output_format(format))
+    return usage_error("unknown --format '" + format + "' (" + kOutputFormats + ")");
   auto out = open_output(*vm, "output", stdout);
   if (!out) return report_error(out.error());
   // A graph recorded by `gotap graph ROOT` is drawn beneath ROOT again.

@@ -1,5 +1,5 @@
-// `gotap trace|count|latency`: plan the probes, pick a backend, run it until the target exits,
-// the duration ends, or Ctrl-C / SIGTERM / SIGHUP.
+// `gotap trace|count|latency|graph|goroutines`: plan the probes, pick a backend, run it until the
+// target exits, the duration ends, or Ctrl-C / SIGTERM / SIGHUP.
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,6 +9,7 @@
 
 #include "core/backend.h"
 #include "core/go_binary.h"
+#include "core/goroutine_views.h"
 #include "core/output_views.h"
 #include "core/record.h"
 #include "core/value_text.h"
@@ -48,14 +49,24 @@ std::string package_of(const std::string& func) {
 Mode mode_of(const std::string& command) {
   if (command == "count") return Mode::Count;
   if (command == "latency") return Mode::Latency;
+  if (command == "goroutines") return Mode::Goroutines;
   return Mode::Trace;
+}
+
+std::string synopsis(const std::string& command) {
+  if (command == "goroutines")
+    return "gotap goroutines [TARGET-OPTIONS] [--json] [--goid N]... [--under FUNC] [-- CMD "
+           "ARGS...]";
+  if (command == "graph")
+    return "gotap graph [TARGET-OPTIONS] [--json] ROOT [PATTERN...] [-- CMD ARGS...]";
+  return "gotap " + command + " [TARGET-OPTIONS] [--json] PATTERN... [-- CMD ARGS...]";
 }
 
 }  // namespace
 
 int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
-  po::options_description desc("gotap " + command +
-                               " [TARGET-OPTIONS] [--json] PATTERN... [-- CMD ARGS...]");
+  const bool goroutines_cmd = command == "goroutines";
+  po::options_description desc(synopsis(command));
   desc.add_options()("help,h", "show this help")("pid,p", po::value<int>(),
                                                  "attach to a running process")(
       "all", "trace every process that runs the binary given with --binary (ebpf)")(
@@ -72,6 +83,14 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
       "format", po::value<std::string>(), kOutputFormats)("args",
                                                           "graph: show each call's arguments")(
       "record", po::value<std::string>(), "also store every event in FILE for gotap report");
+  if (goroutines_cmd) {
+    desc.add_options()("goid", po::value<std::vector<uint64_t>>()->composing(),
+                       "only this goroutine (repeatable)")(
+        "under", po::value<std::string>(),
+        "only the goroutines created beneath calls of FUNC (a pattern), and theirs");
+  } else if (command == "trace" || command == "graph") {
+    desc.add_options()("goroutines", "also trace goroutine states, creation and exit");
+  }
   auto vm = parse_options(args, desc, "patterns");
   if (!vm) return report_error(vm.error());
   if (vm->count("help")) {
@@ -79,7 +98,18 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     return 0;
   }
   auto patterns = positionals(*vm, "patterns");
-  if (patterns.empty()) return usage_error(command + " needs at least one PATTERN");
+  GoroutineSelection selection;
+  if (goroutines_cmd) {
+    if (!patterns.empty())
+      return usage_error("goroutines takes no PATTERN (to follow a function, use --under FUNC)");
+    if (vm->count("under")) patterns.push_back((*vm)["under"].as<std::string>());
+    if (vm->count("goid")) {
+      auto ids = (*vm)["goid"].as<std::vector<uint64_t>>();
+      selection.goids.insert(ids.begin(), ids.end());
+    }
+  } else if (patterns.empty()) {
+    return usage_error(command + " needs at least one PATTERN");
+  }
   // graph ROOT [PATTERN...]: the calls beneath ROOT; by default those of ROOT's package.
   std::string root;
   if (command == "graph") {
@@ -127,9 +157,17 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   auto bin = GoBinary::open(path);
   if (!bin) return report_error(bin.error());
   PlanOptions popts;
-  popts.probe_inline_sites = !vm->count("no-inline");
+  // --under follows calls from entry to return; an inlined copy has no return to close it.
+  popts.probe_inline_sites = !vm->count("no-inline") && !goroutines_cmd;
   auto plan = (*bin)->plan(patterns, popts);
   if (!plan) return report_error(plan.error());
+  if (goroutines_cmd || vm->count("goroutines")) {
+    auto g = (*bin)->goroutine_probes();
+    if (!g) return report_error(g.error());
+    plan->goroutines = *g;
+    if (goroutines_cmd)
+      for (const auto& f : plan->funcs) selection.under.insert(f.name);
+  }
   for (const auto& w : plan->warnings) std::cerr << "gotap: warning: " << printable(w) << "\n";
 
   register_backends();
@@ -140,7 +178,10 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   if (backend_name == "auto")
     std::cerr << "gotap: backend " << (*backend)->name() << ": " << why << "\n";
 
-  std::string format = vm->count("json") ? "json" : command == "graph" ? "graph" : "text";
+  std::string format = vm->count("json")    ? "json"
+                       : command == "graph" ? "graph"
+                       : goroutines_cmd     ? "goroutines"
+                                            : "text";
   if (vm->count("format")) {
     format = (*vm)["format"].as<std::string>();
     if (!is_output_format(format))
@@ -159,6 +200,8 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     Event info = {{"command", command}, {"binary", path}, {"patterns", patterns}};
     sink = make_tee(std::move(sink), make_record_writer(record->fp, info));
   }
+  if (goroutines_cmd && (!selection.goids.empty() || !selection.under.empty()))
+    sink = make_goroutine_filter(std::move(sink), std::move(selection));
   install_stop_handlers();
   auto r = (*backend)->run(**bin, *plan, opts, *sink);
   sink->flush();

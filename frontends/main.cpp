@@ -40,6 +40,8 @@ const char* kUsage =
     "  count   [TARGET] [--json] PATTERN... [-- CMD ARGS...]   calls per function\n"
     "  latency [TARGET] [--json] PATTERN... [-- CMD ARGS...]   latency histograms\n"
     "  graph   [TARGET] ROOT [PATTERN...] [-- CMD ARGS...]     per-goroutine call trees\n"
+    "  goroutines [TARGET] [--goid N] [--under FUNC] [-- CMD ARGS...]\n"
+    "                                        goroutine states, creation and exit\n"
     "  report  [--format FORMAT] RECORD      render a trace recorded with --record FILE\n"
     "  bench   [--json] [OPTIONS] [-- CMD ARGS...]             what tracing costs, per\n"
     "                                        backend and mode, next to bpftrace and dlv\n"
@@ -80,12 +82,11 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "info") return cmd_info(opts);
     if (cmd == "funcs") return cmd_funcs(opts);
-    if (cmd == "trace" || cmd == "count" || cmd == "latency" || cmd == "graph")
+    if (cmd == "trace" || cmd == "count" || cmd == "latency" || cmd == "graph" ||
+        cmd == "goroutines")
       return cmd_trace(cmd, opts, rest);
     if (cmd == "bench") return cmd_bench(opts, rest);
     if (cmd == "report") return cmd_report(opts);
-    if (cmd == "goroutines")
-      return usage_error("'" + cmd + "' is not available in this version of gotap yet");
     return usage_error("unknown command '" + cmd + "' (see gotap --help)");
   } catch (const std::exception& e) {
     // Last resort: library code returns Result, but std:: and boost may still throw.
