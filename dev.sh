@@ -12,9 +12,9 @@ PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
   libgtest-dev libgmock-dev libbpf-dev bpftool clang llvm libclang-rt-14-dev libunwind-dev
   zlib1g-dev libzstd-dev clang-format dpkg-dev python3)
 
-# The peers gotap's tests and benchmarks compare against (bpftrace, dlv) and hyperfine:
-# installed for `test` only.
-TEST_PACKAGES=(bpftrace delve hyperfine)
+# The peers gotap's tests and benchmarks compare against (bpftrace, dlv), hyperfine, and
+# chromium (a test renders the flame-graph SVG headless): installed for `test` only.
+TEST_PACKAGES=(bpftrace delve hyperfine chromium)
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
