@@ -5,7 +5,13 @@
 //
 //	calls <N> elapsed_ns <T> ns_per_call <T/N>
 //
-// usage: gotap-workload [-calls N] [-goroutines G] [-rate CALLS_PER_SECOND]
+// With -pingpong N it instead passes a token N times between two goroutines over unbuffered
+// channels, so every handoff parks one goroutine and wakes the other: the workload for the
+// cost of tracing goroutine state changes. It prints
+//
+//	handoffs <N> elapsed_ns <T> ns_per_handoff <T/N>
+//
+// usage: gotap-workload [-calls N] [-goroutines G] [-rate CALLS_PER_SECOND] | -pingpong N
 package main
 
 import (
@@ -50,7 +56,12 @@ func main() {
 	calls := flag.Int("calls", 200000, "calls in all")
 	goroutines := flag.Int("goroutines", 4, "goroutines making the calls")
 	rate := flag.Float64("rate", 0, "calls per second in all (0: as fast as possible)")
+	pingpong := flag.Int("pingpong", 0, "pass a token this many times between two goroutines instead")
 	flag.Parse()
+	if *pingpong > 0 {
+		pingPong(*pingpong)
+		return
+	}
 	if *calls <= 0 || *goroutines <= 0 || *rate < 0 {
 		fmt.Fprintln(os.Stderr, "gotap-workload: -calls and -goroutines must be positive, -rate not negative")
 		os.Exit(2)
@@ -97,4 +108,26 @@ func main() {
 	el := time.Since(start)
 	fmt.Printf("calls %d elapsed_ns %d ns_per_call %.1f failed %d sum %d\n", *calls,
 		el.Nanoseconds(), float64(el.Nanoseconds())/float64(*calls), failed, sum)
+}
+
+// pingPong times n handoffs of a token between two goroutines: each one wakes the other and
+// parks until the token comes back.
+func pingPong(n int) {
+	ping, pong := make(chan int), make(chan int)
+	go func() {
+		for v := range ping {
+			pong <- v + 1
+		}
+		close(pong)
+	}()
+	start := time.Now()
+	v := 0
+	for i := 0; i < n; i += 2 {
+		ping <- v
+		v = <-pong
+	}
+	close(ping)
+	el := time.Since(start)
+	fmt.Printf("handoffs %d elapsed_ns %d ns_per_handoff %.1f token %d\n", n, el.Nanoseconds(),
+		float64(el.Nanoseconds())/float64(n), v)
 }
