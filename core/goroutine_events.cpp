@@ -51,8 +51,9 @@ void GoroutineEvents::on_create(uint64_t ts, int tid, uint64_t parent_goid, uint
 }
 
 void GoroutineEvents::on_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to) {
-  // idle -> dead is a fresh g joining the free list; deadextra <-> syscall is a cgo callback
-  // borrowing an extra M's g. Neither is a goroutine starting or ending.
+  // idle -> dead is a fresh g joining the free list; dead (or Go 1.26's deadextra) <->
+  // syscall is a cgo callback borrowing an extra M's g. Neither is a goroutine starting or
+  // ending.
   if (from == kGIdle || to == kGIdle) return;
   if (from == kGDead) {
     auto it = creating_.find(tid);
@@ -94,7 +95,10 @@ void GoroutineEvents::emit_status(uint64_t ts, int tid, uint64_t goid, uint32_t 
         {"goid", goid},
         {"from", gstatus_name(from)},
         {"to", gstatus_name(to)}});
-  if (to == kGDead) emit({{"event", "gexit"}, {"ts_ns", ts}, {"pid", pid_}, {"goid", goid}});
+  // syscall -> dead is a cgo callback's borrowed g going back to its extra M (Go <= 1.25),
+  // not a goroutine ending; goroutines end running (goexit0, gdestroy).
+  if (to == kGDead && from != kGSyscall)
+    emit({{"event", "gexit"}, {"ts_ns", ts}, {"pid", pid_}, {"goid", goid}});
 }
 
 }  // namespace gotap

@@ -182,9 +182,11 @@ class GoroutineTable : public EventSink {
       if (!r->created_by.empty()) who += " [" + r->created_by + "]";
       out += fmt::format("{:>8} {:>8} {:<10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}\n", goid,
                          r->parent_known ? std::to_string(r->parent) : "-",
-                         r->exited ? "exited" : r->state, short_duration(in[kRunning]),
-                         short_duration(in[kRunnable]), short_duration(in[kWaiting]),
-                         short_duration(in[kSyscall]), life, who);
+                         r->exited          ? "exited"
+                         : r->state.empty() ? "?"
+                                            : r->state,
+                         short_duration(in[kRunning]), short_duration(in[kRunnable]),
+                         short_duration(in[kWaiting]), short_duration(in[kSyscall]), life, who);
     }
     if (shown > max_rows) out += fmt::format("{:>8} ... {} more\n", "", shown - max_rows);
     out += fmt::format("{:>8} {:>8} {:<10} {:>10} {:>10} {:>10} {:>10}\n", "TOTAL", "", "",
