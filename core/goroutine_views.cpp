@@ -106,6 +106,9 @@ class GoroutineTable : public EventSink {
   void emit(const Event& ev) override {
     const std::string kind = ev.value("event", "");
     if (kind == "summary") {
+      // The end of the trace: goroutines still alive were in their state until then (the
+      // last event may be long before, or filtered out).
+      now_ = std::max(now_, ev.value("ts_ns", uint64_t{0}));
       if (live_) print("\x1b[H\x1b[2J");
       print(render(SIZE_MAX));
       text_->emit(ev);

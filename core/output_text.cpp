@@ -131,7 +131,7 @@ class TextWriter : public EventSink {
     std::string extra;
     for (auto it = ev.begin(); it != ev.end(); ++it) {
       if (it.key() == "event" || it.key() == "backend" || it.key() == "probes" ||
-          it.key() == "events" || it.key() == "lost")
+          it.key() == "events" || it.key() == "lost" || it.key() == "ts_ns")
         continue;
       extra += " " + it.key() + "=" + it.value().dump();
     }

@@ -55,8 +55,8 @@ Mode mode_of(const std::string& command) {
 
 std::string synopsis(const std::string& command) {
   if (command == "goroutines")
-    return "gotap goroutines [TARGET-OPTIONS] [--json] [--goid N]... [--under FUNC] [-- CMD "
-           "ARGS...]";
+    return "gotap goroutines [TARGET-OPTIONS] [--json|--format F] [--goid N]... [--under FUNC] "
+           "[--record FILE] [-- CMD ARGS...]";
   if (command == "graph")
     return "gotap graph [TARGET-OPTIONS] [--json] ROOT [PATTERN...] [-- CMD ARGS...]";
   return "gotap " + command + " [TARGET-OPTIONS] [--json] PATTERN... [-- CMD ARGS...]";

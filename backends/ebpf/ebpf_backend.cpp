@@ -4,6 +4,7 @@
 #include <bpf/libbpf.h>
 #include <poll.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include <chrono>
 #include <cstdarg>
@@ -424,7 +425,10 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
     }
   }
 
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);  // bpf_ktime_get_ns's clock
   Event summary = {{"event", "summary"},
+                   {"ts_ns", uint64_t(now.tv_sec) * 1000000000ull + uint64_t(now.tv_nsec)},
                    {"backend", "ebpf"},
                    {"functions", cfg.funcs.size()},
                    {"probes", cfg.sites.size()},

@@ -477,6 +477,7 @@ Result<void> Tracer::run() {
   emit_aggregates();
   if (goroutines_) events_ += goroutines_->events();
   json sum = {{"event", "summary"},
+              {"ts_ns", now_ns()},
               {"backend", "ptrace"},
               {"probes", bps_.size()},
               {"events", events_},
