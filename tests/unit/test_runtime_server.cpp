@@ -1,7 +1,8 @@
 // A stripped Go server from a Debian package (rclone, `rclone serve http`), attached by pid
 // under load on loopback, once per backend: `gotap count -p PID` must count exactly the
-// connections it served while tracing, and the server must keep serving after gotap
-// detaches. This is the production case: no DWARF, no symbols, a program we did not write.
+// connections it served while tracing, `gotap goroutines -p PID` must see each connection's
+// goroutine created and exit, and the server must keep serving after gotap detaches. This is the
+// production case: no DWARF, no symbols, a program we did not write.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -16,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -129,58 +131,90 @@ std::string rclone_path() {
   return "";
 }
 
-class AttachedServer : public ::testing::TestWithParam<std::string> {};
+// rclone serving a directory on a free loopback port, for the length of a test.
+class AttachedServer : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach and BPF)";
+    if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+    std::string rclone = rclone_path();
+    if (rclone.empty())
+      GTEST_SKIP() << "no rclone from Debian (tests/tools/fetch-real-binaries.sh)";
+    dir_ = fs::temp_directory_path() / ("gotap-srv-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "page.txt") << kBody;
+    port_ = free_port();
+    srv_ = spawn({rclone, "serve", "http", dir_.string(), "--addr",
+                  "127.0.0.1:" + std::to_string(port_), "--config", "/dev/null"});
+    ASSERT_GT(srv_.pid, 0);
+    bool up = false;
+    for (int i = 0; i < 100 && !up; ++i) {
+      up = served_ok(http_get(port_, "/page.txt"), kBody);
+      if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_TRUE(up) << "rclone serve http did not come up";
+  }
+  void TearDown() override {
+    if (srv_.pid > 0) {
+      kill(srv_.pid, SIGTERM);
+      waitpid(srv_.pid, nullptr, 0);
+      close(srv_.out);
+      close(srv_.err);
+    }
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  // Attaches `gotap ARGS -p PID`, serves kRequests requests from four clients at once, each
+  // on a fresh connection, then stops gotap with SIGINT; returns its output. That goes to a
+  // file: a full pipe nobody reads would stop gotap, and with ptrace the server with it.
+  std::string trace_under_load(std::vector<std::string> args) {
+    const std::string out_file = (dir_ / "gotap.out").string();
+    args.insert(args.begin(), gotap_binary());
+    args.insert(args.end(), {"-o", out_file, "-p", std::to_string(srv_.pid)});
+    Child tap = spawn(args);
+    EXPECT_GT(tap.pid, 0);
+    std::string err = read_until(tap.err, "Tracing ", 60000);
+    EXPECT_NE(err.find("Tracing "), std::string::npos) << err;
+    std::atomic<int> ok_traced{0};
+    std::vector<std::thread> clients;
+    for (int c = 0; c < kClients; ++c)
+      clients.emplace_back([&] {
+        for (int i = 0; i < kRequests / kClients; ++i)
+          ok_traced += served_ok(http_get(port_, "/page.txt"), kBody);
+      });
+    for (auto& t : clients) t.join();
+    EXPECT_EQ(ok_traced.load(), kRequests) << "requests failed while traced";
+    // Each connection's goroutine ends after its last response: let the last ones go.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    kill(tap.pid, SIGINT);
+    err += read_all(tap.err);
+    int st = 0;
+    EXPECT_EQ(waitpid(tap.pid, &st, 0), tap.pid);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st << "\n" << err;
+    close(tap.out);
+    close(tap.err);
+    return read_file(out_file);
+  }
+
+  // Detached: the server runs on, untouched, and serves every request.
+  void expect_serves_after_detach() {
+    int ok = 0;
+    for (int i = 0; i < 50; ++i) ok += served_ok(http_get(port_, "/page.txt"), kBody);
+    EXPECT_EQ(ok, 50);
+    EXPECT_EQ(kill(srv_.pid, 0), 0) << "the server died";
+  }
+
+  static constexpr int kClients = 4, kRequests = 400;
+  static constexpr const char* kBody = "served by a stripped Go program\n";
+  fs::path dir_;
+  int port_ = 0;
+  Child srv_;
+};
 
 TEST_P(AttachedServer, ExactCountsAndServesAfterDetach) {
-  const std::string backend = GetParam();
-  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach and BPF)";
-  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
-  std::string rclone = rclone_path();
-  if (rclone.empty()) GTEST_SKIP() << "no rclone from Debian (tests/tools/fetch-real-binaries.sh)";
-
-  fs::path dir = fs::temp_directory_path() / ("gotap-srv-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  const std::string body = "served by a stripped Go program\n";
-  std::ofstream(dir / "page.txt") << body;
-
-  int port = free_port();
-  Child srv = spawn({rclone, "serve", "http", dir.string(), "--addr",
-                     "127.0.0.1:" + std::to_string(port), "--config", "/dev/null"});
-  ASSERT_GT(srv.pid, 0);
-  bool up = false;
-  for (int i = 0; i < 100 && !up; ++i) {
-    up = served_ok(http_get(port, "/page.txt"), body);
-    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(up) << "rclone serve http did not come up";
-
   // One connection per request, so net/http.(*conn).serve runs exactly once per request.
   const std::string fn = "net/http.(*conn).serve";
-  Child tap = spawn(
-      {gotap_binary(), "count", "--backend", backend, "--json", "-p", std::to_string(srv.pid), fn});
-  ASSERT_GT(tap.pid, 0);
-  std::string err = read_until(tap.err, "Tracing ", 60000);
-  ASSERT_NE(err.find("Tracing "), std::string::npos) << err;
-
-  // Load: four clients at once, each on fresh connections.
-  const int kClients = 4, kPerClient = 100, kRequests = kClients * kPerClient;
-  std::atomic<int> ok_traced{0};
-  std::vector<std::thread> clients;
-  for (int c = 0; c < kClients; ++c)
-    clients.emplace_back([&] {
-      for (int i = 0; i < kPerClient; ++i)
-        ok_traced += served_ok(http_get(port, "/page.txt"), body);
-    });
-  for (auto& t : clients) t.join();
-  EXPECT_EQ(ok_traced.load(), kRequests) << "requests failed while traced";
-
-  kill(tap.pid, SIGINT);
-  std::string out = read_all(tap.out);
-  err += read_all(tap.err);
-  int st = 0;
-  ASSERT_EQ(waitpid(tap.pid, &st, 0), tap.pid);
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st << "\n" << err;
-
+  std::string out = trace_under_load({"count", "--backend", GetParam(), "--json", fn});
   std::optional<uint64_t> count, lost;
   std::istringstream lines(out);
   for (std::string l; std::getline(lines, l);) {
@@ -193,20 +227,36 @@ TEST_P(AttachedServer, ExactCountsAndServesAfterDetach) {
   EXPECT_EQ(*lost, 0u);
   ASSERT_TRUE(count) << out;
   EXPECT_EQ(*count, static_cast<uint64_t>(kRequests));
+  expect_serves_after_detach();
+}
 
-  // Detached: the server runs on, untouched, and serves every request.
-  int ok = 0;
-  for (int i = 0; i < 50; ++i) ok += served_ok(http_get(port, "/page.txt"), body);
-  EXPECT_EQ(ok, 50);
-  EXPECT_EQ(kill(srv.pid, 0), 0) << "the server died";
-
-  kill(srv.pid, SIGTERM);
-  waitpid(srv.pid, &st, 0);
-  close(srv.out);
-  close(srv.err);
-  close(tap.out);
-  close(tap.err);
-  fs::remove_all(dir);
+// Attached to a running server, `gotap goroutines` sees each connection's goroutine created
+// by net/http.(*Server).Serve on the accepting goroutine (which existed before the attach),
+// and its exit.
+TEST_P(AttachedServer, GoroutinePerConnectionCreatedAndExited) {
+  std::string out = trace_under_load({"goroutines", "--backend", GetParam(), "--json"});
+  std::set<uint64_t> created, exited, parents;
+  std::optional<uint64_t> lost;
+  std::istringstream lines(out);
+  for (std::string l; std::getline(lines, l);) {
+    auto j = json::parse(l, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << l;
+    if (j["event"] == "gcreate" && j.value("created_by", "") == "net/http.(*Server).Serve") {
+      created.insert(j["goid"].get<uint64_t>());
+      parents.insert(j["parent_goid"].get<uint64_t>());
+    }
+    if (j["event"] == "gexit") exited.insert(j["goid"].get<uint64_t>());
+    if (j["event"] == "summary") lost = j["lost"].get<uint64_t>();
+  }
+  ASSERT_TRUE(lost) << out;
+  EXPECT_EQ(*lost, 0u);
+  EXPECT_EQ(created.size(), static_cast<size_t>(kRequests));
+  EXPECT_EQ(parents.size(), 1u) << "one accepting goroutine";
+  EXPECT_FALSE(parents.count(0));
+  size_t ended = 0;
+  for (uint64_t g : created) ended += exited.count(g);
+  EXPECT_EQ(ended, created.size()) << "connection goroutines that never exited";
+  expect_serves_after_detach();
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, AttachedServer, ::testing::Values("ebpf", "ptrace"),
