@@ -82,6 +82,7 @@ Result<std::unique_ptr<GoBinary>> GoBinary::open(const std::string& path) {
     member("runtime.g", "stackguard0", b->offsets_.g_stackguard0);
     member("runtime.g", "m", b->offsets_.g_m);
     member("runtime.g", "parentGoid", b->offsets_.g_parent_goid);
+    member("runtime.g", "waitreason", b->offsets_.g_waitreason);
     uint32_t stack = 0;
     if (member("runtime.g", "stack", stack)) {
       b->offsets_.g_stack_lo = stack;

@@ -14,6 +14,7 @@ RuntimeOffsets runtime_offsets_for(const GoVersion& v) {
     o.g_atomicstatus = 144;
     o.g_goid = 152;
     o.g_parent_goid = 280;
+    o.g_waitreason = 176;
     o.m_procid = 64;
     o.m_curg = 184;
   } else if (v.at_least(1, 25)) {
@@ -22,6 +23,7 @@ RuntimeOffsets runtime_offsets_for(const GoVersion& v) {
     o.g_atomicstatus = 144;
     o.g_goid = 152;
     o.g_parent_goid = 0;
+    o.g_waitreason = 0;  // not measured either, and there is no name table for 1.25
     o.m_procid = 64;
     o.m_curg = 184;
   } else if (v.at_least(1, 23)) {
@@ -29,16 +31,19 @@ RuntimeOffsets runtime_offsets_for(const GoVersion& v) {
     o.g_atomicstatus = 152;
     o.g_goid = 160;
     o.g_parent_goid = 280;
+    o.g_waitreason = 184;
   } else if (v.at_least(1, 21)) {
     // DWARF 1.21, 1.22: parentGoid appears.
     o.g_atomicstatus = 144;
     o.g_goid = 152;
     o.g_parent_goid = 272;
+    o.g_waitreason = 176;
   } else {
     // DWARF 1.19; 1.17, 1.18 and 1.20 from the sources (same g prefix). No parentGoid.
     o.g_atomicstatus = 144;
     o.g_goid = 152;
     o.g_parent_goid = 0;
+    o.g_waitreason = 176;
   }
   return o;
 }
