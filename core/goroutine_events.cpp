@@ -32,8 +32,12 @@ std::string gstatus_name(uint32_t s) {
 }
 
 GoroutineEvents::GoroutineEvents(EventSink& sink, int pid,
-                                 std::function<std::string(uint64_t)> func_of)
-    : sink_(sink), pid_(pid), func_of_(std::move(func_of)) {}
+                                 std::function<std::string(uint64_t)> func_of,
+                                 std::vector<std::string> wait_reasons)
+    : sink_(sink),
+      pid_(pid),
+      func_of_(std::move(func_of)),
+      wait_reasons_(std::move(wait_reasons)) {}
 
 void GoroutineEvents::emit(const Event& ev) {
   ++events_;
@@ -50,7 +54,8 @@ void GoroutineEvents::on_create(uint64_t ts, int tid, uint64_t parent_goid, uint
   creating_[tid] = c;
 }
 
-void GoroutineEvents::on_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to) {
+void GoroutineEvents::on_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to,
+                                int wait_reason) {
   // idle -> dead is a fresh g joining the free list; dead (or Go 1.26's deadextra) <->
   // syscall is a cgo callback borrowing an extra M's g. Neither is a goroutine starting or
   // ending.
@@ -63,10 +68,11 @@ void GoroutineEvents::on_status(uint64_t ts, int tid, uint64_t goid, uint32_t fr
       it->second.status_ts = ts;
       it->second.from = from;
       it->second.to = to;
+      it->second.reason = wait_reason;
       return;
     }
   }
-  emit_status(ts, tid, goid, from, to);
+  emit_status(ts, tid, goid, from, to, wait_reason);
 }
 
 void GoroutineEvents::on_created(uint64_t ts, int tid, uint64_t goid) {
@@ -84,17 +90,20 @@ void GoroutineEvents::on_created(uint64_t ts, int tid, uint64_t goid) {
   if (!start.empty()) ev["func"] = start;
   if (!by.empty()) ev["created_by"] = by;
   emit(ev);
-  if (c.status_seen) emit_status(c.status_ts, tid, goid, c.from, c.to);
+  if (c.status_seen) emit_status(c.status_ts, tid, goid, c.from, c.to, c.reason);
 }
 
-void GoroutineEvents::emit_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to) {
-  emit({{"event", "gstate"},
-        {"ts_ns", ts},
-        {"pid", pid_},
-        {"tid", tid},
-        {"goid", goid},
-        {"from", gstatus_name(from)},
-        {"to", gstatus_name(to)}});
+void GoroutineEvents::emit_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to,
+                                  int reason) {
+  Event ev = {{"event", "gstate"},     {"ts_ns", ts},
+              {"pid", pid_},           {"tid", tid},
+              {"goid", goid},          {"from", gstatus_name(from)},
+              {"to", gstatus_name(to)}};
+  // Why it waits. The runtime sets g.waitreason before it parks a goroutine, and leaves it
+  // alone otherwise, so it means something only on the way to waiting.
+  if (to == kGWaiting && reason > 0 && size_t(reason) < wait_reasons_.size())
+    ev["reason"] = wait_reasons_[size_t(reason)];
+  emit(ev);
   // syscall -> dead is a cgo callback's borrowed g going back to its extra M (Go <= 1.25),
   // not a goroutine ending; goroutines end running (goexit0, gdestroy).
   if (to == kGDead && from != kGSyscall)

@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "core/events.h"
 
@@ -31,15 +32,19 @@ std::string gstatus_name(uint32_t status);
 
 class GoroutineEvents {
  public:
-  // func_of: the function containing a run-time pc ("" when none).
-  GoroutineEvents(EventSink& sink, int pid, std::function<std::string(uint64_t)> func_of);
+  // func_of: the function containing a run-time pc ("" when none). wait_reasons: the names
+  // of g.waitreason's values in the traced program's Go release (empty: unknown).
+  GoroutineEvents(EventSink& sink, int pid, std::function<std::string(uint64_t)> func_of,
+                  std::vector<std::string> wait_reasons = {});
 
   // runtime.newproc1 was entered on thread tid by the goroutine parent_goid to start
   // start_pc; the go statement is at caller_pc. The new goroutine's status leaves dead on
   // the same thread, and newproc1 returns it (on_created), before any other thread can see it.
   void on_create(uint64_t ts, int tid, uint64_t parent_goid, uint64_t start_pc, uint64_t caller_pc);
-  // runtime.casgstatus(gp, from, to), gp's goid read at the probe.
-  void on_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to);
+  // runtime.casgstatus(gp, from, to), gp's goid and g.waitreason (-1: not read) read at the
+  // probe. The runtime sets waitreason before it parks a goroutine.
+  void on_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to,
+                 int wait_reason = -1);
   // runtime.newproc1 returned the new goroutine on thread tid: now its goid is set.
   void on_created(uint64_t ts, int tid, uint64_t goid);
 
@@ -53,13 +58,15 @@ class GoroutineEvents {
     bool status_seen = false;  // its status change from dead, held back until on_created
     uint64_t status_ts = 0;
     uint32_t from = 0, to = 0;
+    int reason = -1;
   };
-  void emit_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to);
+  void emit_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to, int reason);
   void emit(const Event& ev);
 
   EventSink& sink_;
   int pid_;
   std::function<std::string(uint64_t)> func_of_;
+  std::vector<std::string> wait_reasons_;
   std::unordered_map<int, Creation> creating_;  // by thread
   uint64_t events_ = 0;
 };

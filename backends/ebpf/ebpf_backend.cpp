@@ -24,6 +24,7 @@
 #include "backends/ebpf/type_names.h"
 #include "core/go_binary.h"
 #include "core/goroutine_events.h"
+#include "core/wait_reasons.h"
 #include "gotap.skel.h"
 
 namespace gotap::ebpf {
@@ -135,21 +136,25 @@ bool on_goroutine_sample(Session& s, const void* data, size_t size) {
   if (size < header || size > sizeof(ev) || !s.goroutines) return false;
   std::memcpy(&ev, data, size);
   if (ev.nwords < 1) return false;
-  // Cap i's bytes follow those of the caps before it.
+  // Cap i's bytes (a little-endian integer of 1 to 8 bytes) follow those of the caps before
+  // it. The goid caps must have been read; the waitreason byte may fail alone.
   uint64_t cap[2] = {0, 0};
+  bool ok[2] = {false, false};
   size_t off = 0;
   for (unsigned i = 0; i < ev.ncaps && i < 2; ++i) {
-    if (!(ev.cap_ok & (1u << i))) return false;
-    if (ev.cap_len[i] != 8 || off + 8 > ev.data_len || header + off + 8 > size) return false;
-    std::memcpy(&cap[i], ev.data + off, 8);
-    off += 8;
+    const size_t n = ev.cap_len[i];
+    if (!(ev.cap_ok & (1u << i)) || n == 0) continue;
+    if (n > 8 || off + n > ev.data_len || header + off + n > size) return false;
+    std::memcpy(&cap[i], ev.data + off, n);
+    ok[i] = true;
+    off += n;
   }
-  if (ev.func_id == GOTAP_FUNC_GSTATUS && ev.ncaps >= 1 && ev.nwords >= 3) {
+  if (ev.func_id == GOTAP_FUNC_GSTATUS && ok[0] && ev.nwords >= 3) {
     s.goroutines->on_status(ev.ts_ns, int(ev.tid), cap[0], uint32_t(ev.words[1]),
-                            uint32_t(ev.words[2]));
-  } else if (ev.func_id == GOTAP_FUNC_GCREATE && ev.ncaps >= 2 && ev.nwords >= 3) {
+                            uint32_t(ev.words[2]), ev.ncaps >= 2 && ok[1] ? int(cap[1]) : -1);
+  } else if (ev.func_id == GOTAP_FUNC_GCREATE && ok[0] && ok[1] && ev.nwords >= 3) {
     s.goroutines->on_create(ev.ts_ns, int(ev.tid), cap[1], cap[0], ev.words[2]);
-  } else if (ev.func_id == GOTAP_FUNC_GCREATED && ev.ncaps >= 1) {
+  } else if (ev.func_id == GOTAP_FUNC_GCREATED && ok[0]) {
     s.goroutines->on_created(ev.ts_ns, int(ev.tid), cap[0]);
   } else {
     return false;
@@ -316,10 +321,12 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
   session.decoder = std::make_unique<EventDecoder>(cfg, bin.types, &names);
   if (goroutines) {
     auto func_name = bin.func_name;
-    session.goroutines =
-        std::make_unique<GoroutineEvents>(sink, filter_pid, [func_name, bias](uint64_t pc) {
+    session.goroutines = std::make_unique<GoroutineEvents>(
+        sink, filter_pid,
+        [func_name, bias](uint64_t pc) {
           return func_name && pc >= bias ? func_name(pc - bias) : std::string();
-        });
+        },
+        wait_reason_names(bin.go));
   }
 
   std::unique_ptr<ring_buffer, void (*)(ring_buffer*)> rb(nullptr, &ring_buffer__free);

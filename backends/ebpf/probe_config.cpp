@@ -149,13 +149,18 @@ void add_goroutine_sites(ProbeConfig& cfg, const ProbePlan& plan) {
     cfg.sites.push_back(std::move(s));
     return cfg.sites.back().probe;
   };
-  auto deref = [](gotap_probe& p, int word, uint32_t off) {
+  auto deref = [](gotap_probe& p, int word, uint32_t off, int bytes = 8) {
     Builder b{p, 0, nullptr};
-    int c = b.add_cap(GOTAP_CAP_DEREF, word, -1, 8);
+    int c = b.add_cap(GOTAP_CAP_DEREF, word, -1, bytes);
     if (c >= 0) p.caps[c].off = static_cast<uint16_t>(off);
   };
   const uint32_t goid = plan.offsets.g_goid;
-  if (plan.goroutines.status) deref(site(plan.goroutines.status, GOTAP_FUNC_GSTATUS), 0, goid);
+  if (plan.goroutines.status) {
+    gotap_probe& p = site(plan.goroutines.status, GOTAP_FUNC_GSTATUS);
+    deref(p, 0, goid);
+    // g.waitreason, a uint8: why the goroutine is about to wait.
+    if (plan.offsets.g_waitreason) deref(p, 0, plan.offsets.g_waitreason, 1);
+  }
   if (plan.goroutines.create) {
     gotap_probe& p = site(plan.goroutines.create, GOTAP_FUNC_GCREATE);
     deref(p, 0, 0);     // funcval.fn: the goroutine's start function

@@ -18,6 +18,7 @@
 
 #include "backends/ptrace/unwind.h"
 #include "core/latency.h"
+#include "core/wait_reasons.h"
 
 namespace gotap::ptrace {
 
@@ -180,10 +181,13 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     if (!r) return runtime_error("cannot probe the goroutine scheduler: {}", r.error().what());
   }
   if (gp.status) {
-    goroutines_ = std::make_unique<GoroutineEvents>(sink_, proc_->pid(), [this](uint64_t pc) {
-      const PclnFunc* f = pc >= bias_ ? bin_.pclntab().find(pc - bias_) : nullptr;
-      return f ? std::string(f->name) : std::string();
-    });
+    goroutines_ = std::make_unique<GoroutineEvents>(
+        sink_, proc_->pid(),
+        [this](uint64_t pc) {
+          const PclnFunc* f = pc >= bias_ ? bin_.pclntab().find(pc - bias_) : nullptr;
+          return f ? std::string(f->name) : std::string();
+        },
+        wait_reason_names(plan_.go));
   }
   for (const auto& p : problems) fmt::print(stderr, "gotap: warning: not probed: {}\n", p);
   if (bps_.size() == 0) return runtime_error("no probe could be placed");
@@ -319,7 +323,13 @@ void Tracer::on_goroutine(const SiteRole& role, const user_regs_struct& r, pid_t
       ++goid_read_errors_;
       return;
     }
-    goroutines_->on_status(ts, tid, goid, uint32_t(r.rbx), uint32_t(r.rcx));
+    // g.waitreason: why it is about to wait (only read on the way to waiting).
+    int reason = -1;
+    uint8_t wr = 0;
+    if (uint32_t(r.rcx) == kGWaiting && plan_.offsets.g_waitreason &&
+        proc_->mem().read(r.rax + plan_.offsets.g_waitreason, &wr, 1))
+      reason = wr;
+    goroutines_->on_status(ts, tid, goid, uint32_t(r.rbx), uint32_t(r.rcx), reason);
     return;
   }
   if (role.kind == SiteRole::GCreated) {
@@ -476,14 +486,10 @@ Result<void> Tracer::run() {
   finish_pending();
   emit_aggregates();
   if (goroutines_) events_ += goroutines_->events();
-  json sum = {{"event", "summary"},
-              {"ts_ns", now_ns()},
-              {"backend", "ptrace"},
-              {"probes", bps_.size()},
-              {"events", events_},
-              {"lost", goid_read_errors_},
-              {"hits", hits_},
-              {"functions", plan_.funcs.size()},
+  json sum = {{"event", "summary"},  {"ts_ns", now_ns()},
+              {"backend", "ptrace"}, {"probes", bps_.size()},
+              {"events", events_},   {"lost", goid_read_errors_},
+              {"hits", hits_},       {"functions", plan_.funcs.size()},
               {"pid", proc_->pid()}};
   if (gone) sum["exit_code"] = proc_->exit_code();
   if (exec_ended_)

@@ -208,6 +208,24 @@ TEST_F(GoroutineEventsTest, RunningToDeadExits) {
   EXPECT_EQ(ge.events(), 2u);
 }
 
+// g.waitreason names why a goroutine parks: only on the way to waiting, and only a value
+// the release's table has.
+TEST(GoroutineEventsReason, NamedOnTheWayToWaiting) {
+  CollectingSink sink;
+  GoroutineEvents ge{sink, kPid, fake_func_of, {"", "GC assist marking", "chan receive"}};
+  ge.on_status(100, 11, 7, kGRunning, kGWaiting, 2);
+  ge.on_status(200, 11, 7, kGWaiting, kGRunnable, 2);  // a stale reason: not waiting
+  ge.on_status(300, 11, 7, kGRunning, kGWaiting, 9);   // past the table
+  ge.on_status(400, 11, 7, kGRunning, kGWaiting, -1);  // not read
+  ge.on_status(500, 11, 7, kGRunning, kGWaiting, 0);   // waitReasonZero: none given
+  ASSERT_EQ(sink.events.size(), 5u);
+  Event want = gstate(100, 11, 7, "running", "waiting");
+  want["reason"] = "chan receive";
+  EXPECT_EQ(sink.events[0], want);
+  EXPECT_EQ(sink.events[1], gstate(200, 11, 7, "waiting", "runnable"));
+  for (size_t i = 2; i < 5; ++i) EXPECT_FALSE(sink.events[i].contains("reason")) << i;
+}
+
 TEST_F(GoroutineEventsTest, IdleTransitionsEmitNothing) {
   ge.on_status(100, 11, 0, kGIdle, kGDead);
   ge.on_status(110, 11, 0, kGDead, kGIdle);
@@ -258,7 +276,7 @@ TEST_F(GoroutineEventsTest, EventsCountsEverythingEmitted) {
 // ---- the table ----
 
 struct TableRow {
-  std::string goid, parent, state, running, runnable, waiting, syscall, lifetime, who;
+  std::string goid, parent, state, reason, running, runnable, waiting, syscall, lifetime, who;
 };
 
 struct Table {
@@ -287,7 +305,8 @@ std::string render_table(const std::vector<Event>& events) {
   return text;
 }
 
-// The table's columns are whitespace-separated up to LIFETIME; FUNC [CREATED BY] is the rest.
+// The table's columns are whitespace-separated up to LIFETIME, except WAITING ON (18
+// characters from column 29, a reason may have spaces); FUNC [CREATED BY] is the rest.
 Table parse_table(const std::string& text) {
   Table t;
   t.text = text;
@@ -305,7 +324,14 @@ Table parse_table(const std::string& text) {
     }
     TableRow r;
     r.goid = first;
-    ls >> r.parent >> r.state >> r.running >> r.runnable >> r.waiting >> r.syscall >> r.lifetime;
+    ls >> r.parent >> r.state;
+    if (line.size() > 48) {
+      r.reason = line.substr(29, 18);
+      r.reason.erase(r.reason.find_last_not_of(' ') + 1);
+      ls.str(line.substr(48));
+      ls.clear();
+    }
+    ls >> r.running >> r.runnable >> r.waiting >> r.syscall >> r.lifetime;
     std::getline(ls, r.who);
     r.who.erase(0, r.who.find_first_not_of(' '));
     t.order.push_back(r.goid);
@@ -391,8 +417,8 @@ TEST(GoroutineTable, HeaderAndLayout) {
   Table t = parse_table(render_table(life_cycle_events()));
   ASSERT_FALSE(t.lines.empty());
   EXPECT_EQ(t.lines[0],
-            "    GOID   PARENT STATE         RUNNING   RUNNABLE    WAITING    SYSCALL   LIFETIME"
-            "  FUNC [CREATED BY]");
+            "    GOID   PARENT STATE      WAITING ON            RUNNING   RUNNABLE    WAITING    "
+            "SYSCALL   LIFETIME  FUNC [CREATED BY]");
   // One header, one row per goroutine, the totals, then the two comment lines.
   EXPECT_EQ(t.lines.size(), 6u);
 }

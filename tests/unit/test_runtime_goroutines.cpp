@@ -162,6 +162,19 @@ TEST_P(Goroutines, TreeParentsExitsAndWaitingMatchTheProgram) {
     EXPECT_EQ(events.back().value("event", ""), "summary");
     EXPECT_EQ(events.back().value("lost", -1), 0) << events.back();
     auto seen = seen_of(events);
+    // The tree parks only in time.Sleep, channel receives and WaitGroup.Wait, which the
+    // runtime names by release.
+    const std::set<std::string> reasons = {"sleep", "chan receive", "semacquire",
+                                           "sync.WaitGroup.Wait"};
+    int parked = 0;
+    for (const auto& e : events) {
+      if (e.value("event", "") != "gstate" || e.value("to", "") != "waiting" ||
+          !truth.count(e["goid"].get<int64_t>()))
+        continue;
+      ++parked;
+      EXPECT_TRUE(reasons.count(e.value("reason", ""))) << e;
+    }
+    EXPECT_GT(parked, 0);
     for (const auto& [goid, t] : truth) {
       SCOPED_TRACE(t.name);
       ASSERT_TRUE(seen.count(goid)) << "goroutine " << goid << " never seen";
@@ -181,7 +194,7 @@ TEST_P(Goroutines, TreeParentsExitsAndWaitingMatchTheProgram) {
     auto table = run_command({gotap_binary(), "report", rec});
     ASSERT_EQ(table.exit_code, 0) << table.err;
     std::regex row(
-        R"(^\s*(\d+)\s+(\d+)\s+exited\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+) \[(\S+)\]$)");
+        R"(^\s*(\d+)\s+(\d+)\s+exited\s+-\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+) \[(\S+)\]$)");
     std::set<int64_t> rows;
     std::istringstream in(table.out);
     for (std::string l; std::getline(in, l);) {
