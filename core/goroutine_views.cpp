@@ -91,6 +91,7 @@ struct Row {
   bool parent_known = false;
   std::string func, created_by;
   std::string state;
+  std::string reason;       // why it waits, when `state` is waiting and the release is known
   uint64_t since = 0;       // when it entered `state`
   uint64_t first_seen = 0;  // its creation, or its first event when created before the trace
   bool created = false;
@@ -134,6 +135,7 @@ class GoroutineTable : public EventSink {
         if (c >= 0) r.in[c] += ts - r.since;
       }
       r.state = ev.value("to", "?");
+      r.reason = printable(ev.value("reason", ""));
       r.since = ts;
     } else {
       r.exited = ts;
@@ -162,9 +164,10 @@ class GoroutineTable : public EventSink {
       if ((a.second->exited == 0) != (b.second->exited == 0)) return a.second->exited == 0;
       return a.first < b.first;
     });
-    std::string out = fmt::format("{:>8} {:>8} {:<10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}\n",
-                                  "GOID", "PARENT", "STATE", "RUNNING", "RUNNABLE", "WAITING",
-                                  "SYSCALL", "LIFETIME", "FUNC [CREATED BY]");
+    std::string out =
+        fmt::format("{:>8} {:>8} {:<10} {:<18} {:>10} {:>10} {:>10} {:>10} {:>10}  {}\n", "GOID",
+                    "PARENT", "STATE", "WAITING ON", "RUNNING", "RUNNABLE", "WAITING", "SYSCALL",
+                    "LIFETIME", "FUNC [CREATED BY]");
     uint64_t total[kColumns] = {};
     size_t alive = 0, created = 0, exited = 0, shown = 0;
     for (const auto& [goid, r] : order) {
@@ -183,17 +186,19 @@ class GoroutineTable : public EventSink {
       if (!r->created) life = ">" + life;  // it existed before the trace started
       std::string who = r->func.empty() ? "?" : r->func;
       if (!r->created_by.empty()) who += " [" + r->created_by + "]";
-      out += fmt::format("{:>8} {:>8} {:<10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}\n", goid,
+      const bool waiting = !r->exited && r->state == "waiting" && !r->reason.empty();
+      out += fmt::format("{:>8} {:>8} {:<10} {:<18} {:>10} {:>10} {:>10} {:>10} {:>10}  {}\n", goid,
                          r->parent_known ? std::to_string(r->parent) : "-",
                          r->exited          ? "exited"
                          : r->state.empty() ? "?"
                                             : r->state,
-                         short_duration(in[kRunning]), short_duration(in[kRunnable]),
-                         short_duration(in[kWaiting]), short_duration(in[kSyscall]), life, who);
+                         waiting ? r->reason : "-", short_duration(in[kRunning]),
+                         short_duration(in[kRunnable]), short_duration(in[kWaiting]),
+                         short_duration(in[kSyscall]), life, who);
     }
     if (shown > max_rows) out += fmt::format("{:>8} ... {} more\n", "", shown - max_rows);
-    out += fmt::format("{:>8} {:>8} {:<10} {:>10} {:>10} {:>10} {:>10}\n", "TOTAL", "", "",
-                       short_duration(total[kRunning]), short_duration(total[kRunnable]),
+    out += fmt::format("{:>8} {:>8} {:<10} {:<18} {:>10} {:>10} {:>10} {:>10}\n", "TOTAL", "", "",
+                       "", short_duration(total[kRunning]), short_duration(total[kRunnable]),
                        short_duration(total[kWaiting]), short_duration(total[kSyscall]));
     out += fmt::format("# {} goroutines: {} created and {} exited while traced, {} alive\n",
                        rows_.size(), created, exited, alive);
