@@ -6,9 +6,8 @@ namespace gotap {
 
 void CallTree::add(const Event& ev) {
   const std::string kind = ev.value("event", "");
-  if (kind != "entry" && kind != "return" && kind != "unfinished") return;
+  if (kind != "entry" && kind != "return" && kind != "unfinished" && kind != "gstate") return;
   const int64_t goid = ev.value("goid", int64_t{0});
-  const std::string func = ev.value("func", "");
   const uint64_t ts = ev.value("ts_ns", uint64_t{0});
   last_ts_ = std::max(last_ts_, ts);
   auto& stack = open_[goid];
@@ -17,6 +16,26 @@ void CallTree::add(const Event& ev) {
     for (const auto& s : stack) v.push_back(s.func);
     return v;
   };
+  // A wait ends with the goroutine's next status change (it cannot call or return before).
+  if (!stack.empty() && stack.back().wait) {
+    CallSpan s = std::move(stack.back());
+    stack.pop_back();
+    s.end_ns = std::max(ts, s.start_ns);
+    done_.push_back(std::move(s));
+  }
+  if (kind == "gstate") {
+    // Only waits inside traced calls: they tell where a call's time went.
+    if (ev.value("to", "") != "waiting" || stack.empty()) return;
+    const std::string reason = ev.value("reason", "");
+    CallSpan s{goid,    reason.empty() ? "(waiting)" : "(waiting: " + reason + ")",
+               ts,      ts,
+               true,    false,
+               names(), Event()};
+    s.wait = true;
+    stack.push_back(std::move(s));
+    return;
+  }
+  const std::string func = ev.value("func", "");
   if (kind == "entry") {
     CallSpan s{goid,    func,
                ts,      ts,

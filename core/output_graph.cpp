@@ -42,6 +42,7 @@ class GraphWriter : public EventSink {
   }
 
   std::string call_text(const CallSpan& s) const {
+    if (s.wait) return printable(s.func);
     std::string a;
     if (args_ && s.args.is_array()) {
       for (const auto& p : s.args) {
@@ -85,7 +86,7 @@ class GraphWriter : public EventSink {
         goid = s->goid;
       }
       close_to(indent);
-      ++shown_;
+      shown_ += !s->wait;
       const bool parent = i + 1 < kept.size() && kept[i + 1].first->goid == s->goid &&
                           kept[i + 1].second == indent + 1;
       if (s->instant) {

@@ -131,7 +131,9 @@ class PerfettoWriter : public WholeTraceWriter {
                           {"args", {{"name", fmt::format("goroutine {}", s.goid)}}}});
       }
       Event e = {{"name", s.func},
-                 {"cat", s.instant ? "inlined" : "call"},
+                 {"cat", s.wait      ? "wait"
+                         : s.instant ? "inlined"
+                                     : "call"},
                  {"pid", pid_},
                  {"tid", s.goid},
                  {"ts", static_cast<double>(s.start_ns) / 1e3}};

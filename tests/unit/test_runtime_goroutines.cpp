@@ -252,6 +252,40 @@ TEST_P(Goroutines, FiltersSelectTheSubtreeAndTheGoroutine) {
   EXPECT_GT(n, 0);
 }
 
+// graph --goroutines: the time a goroutine spent parked inside the traced calls shows as
+// "(waiting: REASON)" lines beneath them, and adds up to what the program measured.
+TEST_P(Goroutines, GraphShowsWaitsInsideCalls) {
+  const Fixture& fx = fixtures_.back();
+  SCOPED_TRACE(fx.label());
+  const std::string out = "/tmp/gotap-goroutines-" + std::to_string(getpid()) + ".graph";
+  auto r = run_command({gotap_binary(), "graph", "--backend", GetParam(), "--goroutines", "-o", out,
+                        "main.twigA2", "--", fx.path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto truth = truth_of(r.out);
+  ASSERT_EQ(truth.size(), 7u) << r.out;
+  int64_t a2 = -1;
+  for (const auto& [goid, t] : truth)
+    if (t.name == "A2") a2 = goid;
+  const std::string graph = read_file(out);
+  unlink(out.c_str());
+  // "   40.710 ms [    18] |       (waiting: sleep);"
+  std::regex wait_line(R"(^\s*([0-9.]+) (ns|us|ms|s) \[\s*(\d+)\] \|\s*\(waiting: ([^)]*)\);$)");
+  double waited = 0;
+  std::set<std::string> reasons;
+  std::istringstream in(graph);
+  for (std::string l; std::getline(in, l);) {
+    std::smatch m;
+    if (!std::regex_match(l, m, wait_line)) continue;
+    EXPECT_EQ(std::stoll(m[3]), a2) << "a wait outside main.twigA2's goroutine: " << l;
+    const double v = std::stod(m[1]);
+    const std::string unit = m[2];
+    waited += unit == "s" ? v * 1e9 : unit == "ms" ? v * 1e6 : unit == "us" ? v * 1e3 : v;
+    reasons.insert(m[4]);
+  }
+  EXPECT_EQ(reasons, (std::set<std::string>{"sleep", "chan receive"})) << graph;
+  expect_near_truth(waited, truth[a2].waiting_ns, "waits in the graph of A2");
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Goroutines, ::testing::Values("ebpf", "ptrace"),
                          [](const auto& info) { return info.param; });
 

@@ -1,0 +1,78 @@
+// CallTree without a tracee: per goroutine nesting of entry/return events, and, with
+// goroutine events, the waits inside traced calls as spans beneath them.
+#include <gtest/gtest.h>
+
+#include "core/call_tree.h"
+
+namespace gotap {
+namespace {
+
+Event call(const char* kind, uint64_t ts, int64_t goid, const char* func) {
+  return {{"event", kind}, {"ts_ns", ts}, {"goid", goid}, {"func", func}};
+}
+Event state(uint64_t ts, int64_t goid, const char* from, const char* to, const char* reason) {
+  Event e = {{"event", "gstate"}, {"ts_ns", ts}, {"goid", goid}, {"from", from}, {"to", to}};
+  if (*reason) e["reason"] = reason;
+  return e;
+}
+
+TEST(CallTree, NestsCallsPerGoroutine) {
+  CallTree t;
+  t.add(call("entry", 10, 1, "main.outer"));
+  t.add(call("entry", 12, 2, "main.other"));
+  t.add(call("entry", 20, 1, "main.inner"));
+  t.add(call("return", 30, 1, "main.inner"));
+  t.add(call("return", 40, 1, "main.outer"));
+  auto spans = t.finish(50);
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(spans[0].func, "main.outer");
+  EXPECT_EQ(spans[1].func, "main.inner");
+  EXPECT_EQ(spans[1].stack, std::vector<std::string>{"main.outer"});
+  EXPECT_EQ(spans[1].end_ns - spans[1].start_ns, 10u);
+  EXPECT_EQ(spans[2].func, "main.other");
+  EXPECT_FALSE(spans[2].finished);  // still open at the end
+  EXPECT_EQ(spans[2].end_ns, 50u);
+}
+
+// A wait inside a call is a span beneath it, named by the reason, from the change to
+// waiting to the next change of that goroutine.
+TEST(CallTree, WaitsInsideCallsAreSpansBeneathThem) {
+  CallTree t;
+  t.add(state(5, 1, "running", "waiting", "sleep"));  // outside any call: not a span
+  t.add(state(8, 1, "waiting", "runnable", ""));
+  t.add(call("entry", 10, 1, "main.f"));
+  t.add(state(15, 1, "running", "waiting", "chan receive"));
+  t.add(state(15, 2, "running", "waiting", "sleep"));  // goroutine 2 has no open call
+  t.add(state(45, 1, "waiting", "runnable", ""));
+  t.add(state(47, 1, "runnable", "running", ""));
+  t.add(state(50, 1, "running", "waiting", ""));  // no reason known
+  t.add(state(60, 1, "waiting", "runnable", ""));
+  t.add(call("return", 70, 1, "main.f"));
+  auto spans = t.finish();
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(spans[0].func, "main.f");
+  EXPECT_FALSE(spans[0].wait);
+  EXPECT_EQ(spans[1].func, "(waiting: chan receive)");
+  EXPECT_TRUE(spans[1].wait);
+  EXPECT_EQ(spans[1].start_ns, 15u);
+  EXPECT_EQ(spans[1].end_ns, 45u);
+  EXPECT_EQ(spans[1].stack, std::vector<std::string>{"main.f"});
+  EXPECT_EQ(spans[2].func, "(waiting)");
+  EXPECT_EQ(spans[2].end_ns - spans[2].start_ns, 10u);
+  EXPECT_TRUE(spans[0].finished);
+}
+
+// A wait still open when the trace ends is closed there, like an unfinished call.
+TEST(CallTree, OpenWaitEndsWithTheTrace) {
+  CallTree t;
+  t.add(call("entry", 10, 1, "main.f"));
+  t.add(state(20, 1, "running", "waiting", "select"));
+  auto spans = t.finish(100);
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[1].func, "(waiting: select)");
+  EXPECT_EQ(spans[1].end_ns, 100u);
+  EXPECT_FALSE(spans[1].finished);
+}
+
+}  // namespace
+}  // namespace gotap
