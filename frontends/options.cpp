@@ -1,5 +1,8 @@
 #include "frontends/options.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 namespace gotap::cli {
 
 Result<po::variables_map> parse_options(const std::vector<std::string>& args,
@@ -29,7 +32,15 @@ Result<OutputFile> open_output(const po::variables_map& vm, const char* option,
                                std::FILE* fallback) {
   OutputFile f;
   f.fp = fallback;
-  if (!vm.count(option)) return f;
+  if (!vm.count(option)) {
+    // Standard output on a pipe (`gotap trace ... | grep`) is line-buffered as on a terminal:
+    // each event reaches the reader when it happens, not 4 KB later, and a traced program
+    // writing to the same pipe cannot split one of gotap's lines in two.
+    struct stat st {};
+    if (fallback == stdout && fstat(STDOUT_FILENO, &st) == 0 && S_ISFIFO(st.st_mode))
+      setvbuf(stdout, nullptr, _IOLBF, 1 << 16);
+    return f;
+  }
   const std::string path = vm[option].as<std::string>();
   f.owned.reset(std::fopen(path.c_str(), "w"));
   if (!f.owned) return errno_error(ErrorKind::BadInput, "cannot write {}", path);
