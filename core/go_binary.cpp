@@ -83,6 +83,10 @@ Result<std::unique_ptr<GoBinary>> GoBinary::open(const std::string& path) {
     member("runtime.g", "m", b->offsets_.g_m);
     member("runtime.g", "parentGoid", b->offsets_.g_parent_goid);
     member("runtime.g", "waitreason", b->offsets_.g_waitreason);
+    member("runtime.g", "gopc", b->offsets_.g_gopc);
+    member("runtime.g", "startpc", b->offsets_.g_startpc);
+    member("runtime.g", "gopc", b->offsets_.g_gopc);
+    member("runtime.g", "startpc", b->offsets_.g_startpc);
     uint32_t stack = 0;
     if (member("runtime.g", "stack", stack)) {
       b->offsets_.g_stack_lo = stack;

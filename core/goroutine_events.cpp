@@ -1,5 +1,7 @@
 #include "core/goroutine_events.h"
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 namespace gotap {
@@ -31,6 +33,29 @@ std::string gstatus_name(uint32_t s) {
   }
 }
 
+OriginSpan origin_span(const RuntimeOffsets& o) {
+  if (!o.g_gopc || !o.g_startpc || o.g_startpc < o.g_gopc) return {};
+  uint32_t lo = o.g_parent_goid && o.g_parent_goid < o.g_gopc ? o.g_parent_goid : o.g_gopc;
+  return {lo, o.g_startpc + 8 - lo};
+}
+
+std::optional<GoroutineOrigin> parse_origin(const RuntimeOffsets& o, const uint8_t* bytes,
+                                            size_t n) {
+  const OriginSpan span = origin_span(o);
+  if (!span.size || n < span.size) return std::nullopt;
+  auto word = [&](uint32_t off) {
+    uint64_t v = 0;
+    std::memcpy(&v, bytes + (off - span.offset), 8);
+    return v;
+  };
+  GoroutineOrigin g;
+  g.has_parent = o.g_parent_goid && o.g_parent_goid == span.offset;
+  if (g.has_parent) g.parent_goid = word(o.g_parent_goid);
+  g.gopc = word(o.g_gopc);
+  g.startpc = word(o.g_startpc);
+  return g;
+}
+
 GoroutineEvents::GoroutineEvents(EventSink& sink, int pid,
                                  std::function<std::string(uint64_t)> func_of,
                                  std::vector<std::string> wait_reasons)
@@ -55,7 +80,7 @@ void GoroutineEvents::on_create(uint64_t ts, int tid, uint64_t parent_goid, uint
 }
 
 void GoroutineEvents::on_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to,
-                                int wait_reason) {
+                                int wait_reason, const GoroutineOrigin* origin) {
   // idle -> dead is a fresh g joining the free list; dead (or Go 1.26's deadextra) <->
   // syscall is a cgo callback borrowing an extra M's g. Neither is a goroutine starting or
   // ending.
@@ -72,7 +97,7 @@ void GoroutineEvents::on_status(uint64_t ts, int tid, uint64_t goid, uint32_t fr
       return;
     }
   }
-  emit_status(ts, tid, goid, from, to, wait_reason);
+  emit_status(ts, tid, goid, from, to, wait_reason, origin);
 }
 
 void GoroutineEvents::on_created(uint64_t ts, int tid, uint64_t goid) {
@@ -89,12 +114,13 @@ void GoroutineEvents::on_created(uint64_t ts, int tid, uint64_t goid) {
   std::string by = c.caller_pc ? func_of_(c.caller_pc - 1) : "";
   if (!start.empty()) ev["func"] = start;
   if (!by.empty()) ev["created_by"] = by;
+  known_.insert(goid);
   emit(ev);
-  if (c.status_seen) emit_status(c.status_ts, tid, goid, c.from, c.to, c.reason);
+  if (c.status_seen) emit_status(c.status_ts, tid, goid, c.from, c.to, c.reason, nullptr);
 }
 
 void GoroutineEvents::emit_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to,
-                                  int reason) {
+                                  int reason, const GoroutineOrigin* origin) {
   Event ev = {{"event", "gstate"},     {"ts_ns", ts},
               {"pid", pid_},           {"tid", tid},
               {"goid", goid},          {"from", gstatus_name(from)},
@@ -103,11 +129,21 @@ void GoroutineEvents::emit_status(uint64_t ts, int tid, uint64_t goid, uint32_t 
   // alone otherwise, so it means something only on the way to waiting.
   if (to == kGWaiting && reason > 0 && size_t(reason) < wait_reasons_.size())
     ev["reason"] = wait_reasons_[size_t(reason)];
+  // The first sight of a goroutine created before the trace: say where it came from.
+  if (known_.insert(goid).second && origin) {
+    if (origin->has_parent) ev["parent_goid"] = origin->parent_goid;
+    std::string start = origin->startpc ? func_of_(origin->startpc) : "";
+    std::string by = origin->gopc ? func_of_(origin->gopc - 1) : "";
+    if (!start.empty()) ev["func"] = start;
+    if (!by.empty()) ev["created_by"] = by;
+  }
   emit(ev);
   // syscall -> dead is a cgo callback's borrowed g going back to its extra M (Go <= 1.25),
   // not a goroutine ending; goroutines end running (goexit0, gdestroy).
-  if (to == kGDead && from != kGSyscall)
+  if (to == kGDead && from != kGSyscall) {
+    known_.erase(goid);  // goids are never reused
     emit({{"event", "gexit"}, {"ts_ns", ts}, {"pid", pid_}, {"goid", goid}});
+  }
 }
 
 }  // namespace gotap

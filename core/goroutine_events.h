@@ -6,11 +6,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/events.h"
+#include "core/runtime_offsets.h"
 
 namespace gotap {
 
@@ -30,6 +33,25 @@ enum GStatus : uint32_t {
 // "running", "waiting", ...; "status_N" for a value this version of gotap does not know.
 std::string gstatus_name(uint32_t status);
 
+// Where a goroutine came from, as its g records it: read when gotap first sees a goroutine
+// that was created before the trace started.
+struct GoroutineOrigin {
+  bool has_parent = false;  // g.parentGoid exists from Go 1.21 on
+  uint64_t parent_goid = 0;
+  uint64_t gopc = 0;     // the return address of the go statement's call
+  uint64_t startpc = 0;  // the start function
+};
+
+// The stretch of runtime.g that holds parentGoid (Go 1.21+), gopc and startpc, so that one
+// read gives a GoroutineOrigin; size 0 when the offsets are unknown.
+struct OriginSpan {
+  uint32_t offset = 0, size = 0;
+};
+OriginSpan origin_span(const RuntimeOffsets& o);
+// Decodes the bytes of origin_span(o) (fewer bytes: nullopt).
+std::optional<GoroutineOrigin> parse_origin(const RuntimeOffsets& o, const uint8_t* bytes,
+                                            size_t n);
+
 class GoroutineEvents {
  public:
   // func_of: the function containing a run-time pc ("" when none). wait_reasons: the names
@@ -43,8 +65,12 @@ class GoroutineEvents {
   void on_create(uint64_t ts, int tid, uint64_t parent_goid, uint64_t start_pc, uint64_t caller_pc);
   // runtime.casgstatus(gp, from, to), gp's goid and g.waitreason (-1: not read) read at the
   // probe. The runtime sets waitreason before it parks a goroutine.
+  // `origin`, when given, describes gp; it is used the first time gotap sees goid.
   void on_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to,
-                 int wait_reason = -1);
+                 int wait_reason = -1, const GoroutineOrigin* origin = nullptr);
+  // Whether goid has been reported already (created, or seen changing state): a backend
+  // reads its origin only when it has not.
+  bool known(uint64_t goid) const { return known_.count(goid) > 0; }
   // runtime.newproc1 returned the new goroutine on thread tid: now its goid is set.
   void on_created(uint64_t ts, int tid, uint64_t goid);
 
@@ -60,7 +86,8 @@ class GoroutineEvents {
     uint32_t from = 0, to = 0;
     int reason = -1;
   };
-  void emit_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to, int reason);
+  void emit_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to, int reason,
+                   const GoroutineOrigin* origin);
   void emit(const Event& ev);
 
   EventSink& sink_;
@@ -68,6 +95,7 @@ class GoroutineEvents {
   std::function<std::string(uint64_t)> func_of_;
   std::vector<std::string> wait_reasons_;
   std::unordered_map<int, Creation> creating_;  // by thread
+  std::unordered_set<uint64_t> known_;          // goroutines reported and not exited
   uint64_t events_ = 0;
 };
 

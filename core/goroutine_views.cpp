@@ -39,10 +39,16 @@ class GoroutineFilter : public EventSink {
       return;
     }
     if (!is_goroutine_event(kind)) return inner_->emit(ev);
-    if (kind == "gcreate" && !sel_.under.empty()) {
+    // A gcreate, or the first gstate of a goroutine created before the trace (which then
+    // says where it came from): is it beneath an --under function?
+    if (!sel_.under.empty() &&
+        (kind == "gcreate" || ev.contains("created_by") || ev.contains("parent_goid")) &&
+        !selected_.count(goid)) {
       const uint64_t parent = ev.value("parent_goid", uint64_t{0});
       auto it = active_.find(parent);
-      if ((it != active_.end() && it->second > 0) || selected_.count(parent) ||
+      // Only a creation happens now: an older goroutine's parent may have left FUNC since.
+      const bool parent_in_under = kind == "gcreate" && it != active_.end() && it->second > 0;
+      if (parent_in_under || (ev.contains("parent_goid") && selected_.count(parent)) ||
           sel_.under.count(ev.value("created_by", "")))
         selected_.insert(goid);
     }
@@ -130,6 +136,14 @@ class GoroutineTable : public EventSink {
       r.func = printable(ev.value("func", ""));
       r.created_by = printable(ev.value("created_by", ""));
     } else if (kind == "gstate") {
+      // A goroutine created before the trace says where it came from on its first change.
+      if (!r.created && ev.contains("func")) r.func = printable(ev.value("func", ""));
+      if (!r.created && ev.contains("created_by"))
+        r.created_by = printable(ev.value("created_by", ""));
+      if (!r.created && ev.contains("parent_goid")) {
+        r.parent = ev.value("parent_goid", uint64_t{0});
+        r.parent_known = true;
+      }
       if (!r.state.empty() && ts >= r.since) {
         int c = column_of(r.state);
         if (c >= 0) r.in[c] += ts - r.since;

@@ -51,9 +51,8 @@ class PerfettoWriter : public WholeTraceWriter {
       const int64_t goid = ev.value("goid", int64_t{0});
       const uint64_t ts = ev.value("ts_ns", uint64_t{0});
       last_ts_ = std::max(last_ts_, ts);
-      if (kind == "gcreate") {
-        names_[goid] = ev.value("func", "");
-      } else {
+      if (ev.contains("func")) names_[goid] = ev.value("func", "");  // gcreate, first gstate
+      if (kind != "gcreate") {
         close_state(goid, ts);
         if (kind == "gstate" && ev.value("to", "") != "dead")
           open_[goid] = {goid, ev.value("to", "?"), ts, ts};

@@ -15,6 +15,8 @@ RuntimeOffsets runtime_offsets_for(const GoVersion& v) {
     o.g_goid = 152;
     o.g_parent_goid = 280;
     o.g_waitreason = 176;
+    o.g_gopc = 288;
+    o.g_startpc = 304;
     o.m_procid = 64;
     o.m_curg = 184;
   } else if (v.at_least(1, 25)) {
@@ -32,18 +34,24 @@ RuntimeOffsets runtime_offsets_for(const GoVersion& v) {
     o.g_goid = 160;
     o.g_parent_goid = 280;
     o.g_waitreason = 184;
+    o.g_gopc = 288;
+    o.g_startpc = 304;
   } else if (v.at_least(1, 21)) {
     // DWARF 1.21, 1.22: parentGoid appears.
     o.g_atomicstatus = 144;
     o.g_goid = 152;
     o.g_parent_goid = 272;
     o.g_waitreason = 176;
+    o.g_gopc = 280;
+    o.g_startpc = 296;
   } else {
     // DWARF 1.19; 1.17, 1.18 and 1.20 from the sources (same g prefix). No parentGoid.
     o.g_atomicstatus = 144;
     o.g_goid = 152;
     o.g_parent_goid = 0;
     o.g_waitreason = 176;
+    o.g_gopc = 296;
+    o.g_startpc = 312;
   }
   return o;
 }

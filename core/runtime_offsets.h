@@ -18,6 +18,8 @@ struct RuntimeOffsets {
   uint32_t g_goid = 152;
   uint32_t g_parent_goid = 0;  // 0: unknown
   uint32_t g_waitreason = 0;   // uint8; 0: unknown
+  uint32_t g_gopc = 0;         // pc of the go statement that created it; 0: unknown
+  uint32_t g_startpc = 0;      // pc of its start function; 0: unknown
   uint32_t m_procid = 72;
   uint32_t m_curg = 192;
   std::string source = "table";  // "table" (per-version) or "dwarf"

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "backends/ebpf/attach.h"
@@ -136,22 +138,31 @@ bool on_goroutine_sample(Session& s, const void* data, size_t size) {
   if (size < header || size > sizeof(ev) || !s.goroutines) return false;
   std::memcpy(&ev, data, size);
   if (ev.nwords < 1) return false;
-  // Cap i's bytes (a little-endian integer of 1 to 8 bytes) follow those of the caps before
-  // it. The goid caps must have been read; the waitreason byte may fail alone.
-  uint64_t cap[2] = {0, 0};
-  bool ok[2] = {false, false};
+  // Cap i's bytes follow those of the caps before it; cap[i] is its first (up to) 8 bytes as
+  // a little-endian integer. The goid caps must have been read; the others may fail alone.
+  uint64_t cap[GOTAP_MAX_CAPS] = {};
+  const uint8_t* bytes[GOTAP_MAX_CAPS] = {};
+  size_t len[GOTAP_MAX_CAPS] = {};
+  bool ok[GOTAP_MAX_CAPS] = {};
   size_t off = 0;
-  for (unsigned i = 0; i < ev.ncaps && i < 2; ++i) {
+  for (unsigned i = 0; i < ev.ncaps && i < GOTAP_MAX_CAPS; ++i) {
     const size_t n = ev.cap_len[i];
     if (!(ev.cap_ok & (1u << i)) || n == 0) continue;
-    if (n > 8 || off + n > ev.data_len || header + off + n > size) return false;
-    std::memcpy(&cap[i], ev.data + off, n);
+    if (off + n > ev.data_len || header + off + n > size) return false;
+    std::memcpy(&cap[i], ev.data + off, std::min<size_t>(n, 8));
+    bytes[i] = ev.data + off;
+    len[i] = n;
     ok[i] = true;
     off += n;
   }
+  auto good = [&](int i) { return i >= 0 && i < GOTAP_MAX_CAPS && ok[i]; };
   if (ev.func_id == GOTAP_FUNC_GSTATUS && ok[0] && ev.nwords >= 3) {
+    const int rc = s.cfg.gstatus_reason_cap, oc = s.cfg.gstatus_origin_cap;
+    std::optional<GoroutineOrigin> origin;
+    if (good(oc)) origin = parse_origin(s.plan.offsets, bytes[oc], len[oc]);
     s.goroutines->on_status(ev.ts_ns, int(ev.tid), cap[0], uint32_t(ev.words[1]),
-                            uint32_t(ev.words[2]), ev.ncaps >= 2 && ok[1] ? int(cap[1]) : -1);
+                            uint32_t(ev.words[2]), good(rc) ? int(cap[rc] & 0xff) : -1,
+                            origin ? &*origin : nullptr);
   } else if (ev.func_id == GOTAP_FUNC_GCREATE && ok[0] && ok[1] && ev.nwords >= 3) {
     s.goroutines->on_create(ev.ts_ns, int(ev.tid), cap[1], cap[0], ev.words[2]);
   } else if (ev.func_id == GOTAP_FUNC_GCREATED && ok[0]) {

@@ -153,13 +153,19 @@ void add_goroutine_sites(ProbeConfig& cfg, const ProbePlan& plan) {
     Builder b{p, 0, nullptr};
     int c = b.add_cap(GOTAP_CAP_DEREF, word, -1, bytes);
     if (c >= 0) p.caps[c].off = static_cast<uint16_t>(off);
+    return c;
   };
   const uint32_t goid = plan.offsets.g_goid;
   if (plan.goroutines.status) {
     gotap_probe& p = site(plan.goroutines.status, GOTAP_FUNC_GSTATUS);
     deref(p, 0, goid);
     // g.waitreason, a uint8: why the goroutine is about to wait.
-    if (plan.offsets.g_waitreason) deref(p, 0, plan.offsets.g_waitreason, 1);
+    if (plan.offsets.g_waitreason)
+      cfg.gstatus_reason_cap = deref(p, 0, plan.offsets.g_waitreason, 1);
+    // Where the goroutine came from, for those created before the trace (a 24 to 32 byte
+    // copy per change: cheaper than keeping a map of the goroutines seen in the kernel).
+    if (OriginSpan o = origin_span(plan.offsets); o.size)
+      cfg.gstatus_origin_cap = deref(p, 0, o.offset, static_cast<int>(o.size));
   }
   if (plan.goroutines.create) {
     gotap_probe& p = site(plan.goroutines.create, GOTAP_FUNC_GCREATE);

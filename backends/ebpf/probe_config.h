@@ -9,6 +9,7 @@
 
 #include "backends/ebpf/value_kind.h"
 #include "core/backend.h"
+#include "core/goroutine_events.h"
 #include "core/plan.h"
 #include "gotap_shared.h"
 
@@ -42,6 +43,9 @@ struct ProbeConfig {
   std::vector<SiteConfig> sites;  // index = attach cookie
   int inline_sites = 0;
   int morestack_sites = 0;
+  // Caps of the casgstatus probe beyond the goid (cap 0); -1 when not captured.
+  int gstatus_reason_cap = -1;  // g.waitreason, 1 byte
+  int gstatus_origin_cap = -1;  // origin_span() of the g
 };
 
 // Adds the entry probes of runtime.casgstatus and runtime.newproc1 when the plan has them

@@ -329,7 +329,17 @@ void Tracer::on_goroutine(const SiteRole& role, const user_regs_struct& r, pid_t
     if (uint32_t(r.rcx) == kGWaiting && plan_.offsets.g_waitreason &&
         proc_->mem().read(r.rax + plan_.offsets.g_waitreason, &wr, 1))
       reason = wr;
-    goroutines_->on_status(ts, tid, goid, uint32_t(r.rbx), uint32_t(r.rcx), reason);
+    // Where it came from, the first time it shows up (it was created before the trace).
+    std::optional<GoroutineOrigin> origin;
+    if (!goroutines_->known(goid)) {
+      const OriginSpan span = origin_span(plan_.offsets);
+      uint8_t buf[64];
+      if (span.size && span.size <= sizeof buf &&
+          proc_->mem().read(r.rax + span.offset, buf, span.size))
+        origin = parse_origin(plan_.offsets, buf, span.size);
+    }
+    goroutines_->on_status(ts, tid, goid, uint32_t(r.rbx), uint32_t(r.rcx), reason,
+                           origin ? &*origin : nullptr);
     return;
   }
   if (role.kind == SiteRole::GCreated) {

@@ -2,6 +2,7 @@
 // observations, and the `gotap goroutines` views (table and filter) fed with synthetic events.
 // Everything here is deterministic, so the events and the table cells are compared exactly.
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -224,6 +225,74 @@ TEST(GoroutineEventsReason, NamedOnTheWayToWaiting) {
   EXPECT_EQ(sink.events[0], want);
   EXPECT_EQ(sink.events[1], gstate(200, 11, 7, "waiting", "runnable"));
   for (size_t i = 2; i < 5; ++i) EXPECT_FALSE(sink.events[i].contains("reason")) << i;
+}
+
+// A goroutine created before the trace says where it came from on its first change only;
+// one created while traced never needs to.
+TEST_F(GoroutineEventsTest, FirstSightOfAnOlderGoroutineCarriesItsOrigin) {
+  GoroutineOrigin o;
+  o.has_parent = true;
+  o.parent_goid = 3;
+  o.gopc = kCallerPc;
+  o.startpc = kWorkerPc;
+  EXPECT_FALSE(ge.known(9));
+  ge.on_status(100, 11, 9, kGWaiting, kGRunnable, -1, &o);
+  ge.on_status(200, 11, 9, kGRunnable, kGRunning, -1, &o);
+  EXPECT_TRUE(ge.known(9));
+  ASSERT_EQ(sink.events.size(), 2u);
+  Event want = gstate(100, 11, 9, "waiting", "runnable");
+  want["parent_goid"] = 3;
+  want["func"] = "main.worker";
+  want["created_by"] = "main.main";
+  EXPECT_EQ(sink.events[0], want);
+  EXPECT_EQ(sink.events[1], gstate(200, 11, 9, "runnable", "running"));
+  // Exited, it is forgotten (goids are never reused).
+  ge.on_status(300, 11, 9, kGRunning, kGDead);
+  EXPECT_FALSE(ge.known(9));
+  // Before Go 1.21 there is no parentGoid: no parent_goid either.
+  o.has_parent = false;
+  ge.on_status(400, 11, 10, kGWaiting, kGRunnable, -1, &o);
+  EXPECT_FALSE(sink.events.back().contains("parent_goid"));
+  EXPECT_EQ(sink.events.back().value("func", ""), "main.worker");
+}
+
+// origin_span covers parentGoid (when the release has it) to startpc; parse_origin reads
+// the words back from their offsets.
+TEST(GoroutineOrigin, SpanAndParse) {
+  RuntimeOffsets o;
+  o.g_parent_goid = 272;
+  o.g_gopc = 280;
+  o.g_startpc = 296;
+  OriginSpan span = origin_span(o);
+  EXPECT_EQ(span.offset, 272u);
+  EXPECT_EQ(span.size, 32u);
+  uint8_t bytes[32] = {};
+  const uint64_t parent = 7, gopc = 0x401234, startpc = 0x405678;
+  std::memcpy(bytes, &parent, 8);
+  std::memcpy(bytes + 8, &gopc, 8);
+  std::memcpy(bytes + 24, &startpc, 8);
+  auto g = parse_origin(o, bytes, sizeof bytes);
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(g->has_parent);
+  EXPECT_EQ(g->parent_goid, parent);
+  EXPECT_EQ(g->gopc, gopc);
+  EXPECT_EQ(g->startpc, startpc);
+  EXPECT_FALSE(parse_origin(o, bytes, 31));  // short read
+
+  o.g_parent_goid = 0;  // Go 1.19: gopc, ancestors, startpc
+  o.g_gopc = 296;
+  o.g_startpc = 312;
+  span = origin_span(o);
+  EXPECT_EQ(span.offset, 296u);
+  EXPECT_EQ(span.size, 24u);
+  g = parse_origin(o, bytes + 8, 24);
+  ASSERT_TRUE(g);
+  EXPECT_FALSE(g->has_parent);
+  EXPECT_EQ(g->gopc, gopc);
+  EXPECT_EQ(g->startpc, startpc);
+
+  o.g_gopc = 0;  // unknown release
+  EXPECT_EQ(origin_span(o).size, 0u);
 }
 
 TEST_F(GoroutineEventsTest, IdleTransitionsEmitNothing) {

@@ -63,11 +63,10 @@ TEST(RuntimeOffsets, MatchDwarfOfEveryFixture) {
     ASSERT_TRUE(elf.ok());
     auto bi = read_buildinfo(**elf);
     ASSERT_TRUE(bi.ok());
-    auto dw = struct_members(
-        (*elf)->elf(),
-        {{"runtime.g",
-          {"stack", "stackguard0", "m", "atomicstatus", "goid", "parentGoid", "waitreason"}},
-         {"runtime.m", {"procid", "curg"}}});
+    auto dw = struct_members((*elf)->elf(), {{"runtime.g",
+                                              {"stack", "stackguard0", "m", "atomicstatus", "goid",
+                                               "parentGoid", "waitreason", "gopc", "startpc"}},
+                                             {"runtime.m", {"procid", "curg"}}});
     if (!dw.count("runtime.g") || !dw.count("runtime.m")) continue;  // no DWARF
     auto& g = dw["runtime.g"];
     auto& m = dw["runtime.m"];
@@ -79,6 +78,8 @@ TEST(RuntimeOffsets, MatchDwarfOfEveryFixture) {
     EXPECT_EQ(o.g_goid, g.at("goid"));
     EXPECT_EQ(o.g_parent_goid, g.count("parentGoid") ? g.at("parentGoid") : 0);
     EXPECT_EQ(o.g_waitreason, g.at("waitreason"));
+    EXPECT_EQ(o.g_gopc, g.at("gopc"));
+    EXPECT_EQ(o.g_startpc, g.at("startpc"));
     EXPECT_EQ(o.m_procid, m.at("procid"));
     EXPECT_EQ(o.m_curg, m.at("curg"));
     checked_versions[fx.go_version] = true;

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -236,6 +237,7 @@ TEST_P(AttachedServer, ExactCountsAndServesAfterDetach) {
 TEST_P(AttachedServer, GoroutinePerConnectionCreatedAndExited) {
   std::string out = trace_under_load({"goroutines", "--backend", GetParam(), "--json"});
   std::set<uint64_t> created, exited, parents;
+  std::map<uint64_t, std::string> first_func;  // a goroutine's start function, first given
   std::optional<uint64_t> lost;
   std::istringstream lines(out);
   for (std::string l; std::getline(lines, l);) {
@@ -246,6 +248,7 @@ TEST_P(AttachedServer, GoroutinePerConnectionCreatedAndExited) {
       parents.insert(j["parent_goid"].get<uint64_t>());
     }
     if (j["event"] == "gexit") exited.insert(j["goid"].get<uint64_t>());
+    if (j.contains("func")) first_func.emplace(j["goid"].get<uint64_t>(), j["func"]);
     if (j["event"] == "summary") lost = j["lost"].get<uint64_t>();
   }
   ASSERT_TRUE(lost) << out;
@@ -253,6 +256,10 @@ TEST_P(AttachedServer, GoroutinePerConnectionCreatedAndExited) {
   EXPECT_EQ(created.size(), static_cast<size_t>(kRequests));
   EXPECT_EQ(parents.size(), 1u) << "one accepting goroutine";
   EXPECT_FALSE(parents.count(0));
+  // The accepting goroutine is older than the attach: its first state change still says
+  // which function it runs, read from its g.
+  ASSERT_FALSE(parents.empty());
+  EXPECT_FALSE(first_func[*parents.begin()].empty()) << "no start function for the acceptor";
   size_t ended = 0;
   for (uint64_t g : created) ended += exited.count(g);
   EXPECT_EQ(ended, created.size()) << "connection goroutines that never exited";
