@@ -95,7 +95,7 @@ struct gotap_probe {
 };
 
 /* The goroutine probes' func_ids, past every planned function's: runtime.casgstatus
- * (words gp, old, new; cap 0 gp's goid, cap 1 when present gp's waitreason byte),
+ * (words gp, old, new, return address; cap 0 gp's goid, cap 1 when present gp's waitreason byte),
  * runtime.newproc1's entry (words fn, callergp,
  * callerpc; cap 0 fn's code pointer, cap 1 callergp's goid) and its RETs (word newg; cap 0
  * newg's goid). */

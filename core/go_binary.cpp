@@ -85,8 +85,6 @@ Result<std::unique_ptr<GoBinary>> GoBinary::open(const std::string& path) {
     member("runtime.g", "waitreason", b->offsets_.g_waitreason);
     member("runtime.g", "gopc", b->offsets_.g_gopc);
     member("runtime.g", "startpc", b->offsets_.g_startpc);
-    member("runtime.g", "gopc", b->offsets_.g_gopc);
-    member("runtime.g", "startpc", b->offsets_.g_startpc);
     uint32_t stack = 0;
     if (member("runtime.g", "stack", stack)) {
       b->offsets_.g_stack_lo = stack;
@@ -330,6 +328,7 @@ Result<GoroutineProbes> GoBinary::goroutine_probes() const {
       FuncPlan p = plan_func(*f, warnings);
       *addr = p.entry_probe;
       if (addr == &g.create) g.created = p.ret_sites;
+      if (addr == &g.status) g.status_sp_delta = pclntab_.sp_delta(*f, p.entry_probe).value_or(0);
     }
     if (!*addr) return make_error("{} has no {}: cannot trace goroutines", elf_->path(), name);
   }

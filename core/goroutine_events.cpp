@@ -58,11 +58,12 @@ std::optional<GoroutineOrigin> parse_origin(const RuntimeOffsets& o, const uint8
 
 GoroutineEvents::GoroutineEvents(EventSink& sink, int pid,
                                  std::function<std::string(uint64_t)> func_of,
-                                 std::vector<std::string> wait_reasons)
+                                 std::vector<std::string> wait_reasons, bool reason_from_park_only)
     : sink_(sink),
       pid_(pid),
       func_of_(std::move(func_of)),
-      wait_reasons_(std::move(wait_reasons)) {}
+      wait_reasons_(std::move(wait_reasons)),
+      reason_from_park_only_(reason_from_park_only) {}
 
 void GoroutineEvents::emit(const Event& ev) {
   ++events_;
@@ -80,7 +81,11 @@ void GoroutineEvents::on_create(uint64_t ts, int tid, uint64_t parent_goid, uint
 }
 
 void GoroutineEvents::on_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to,
-                                int wait_reason, const GoroutineOrigin* origin) {
+                                int wait_reason, const GoroutineOrigin* origin,
+                                uint64_t caller_pc) {
+  if (to == kGWaiting && wait_reason >= 0 && reason_from_park_only_ &&
+      (!caller_pc || func_of_(caller_pc - 1) != "runtime.park_m"))
+    wait_reason = -1;
   // idle -> dead is a fresh g joining the free list; dead (or Go 1.26's deadextra) <->
   // syscall is a cgo callback borrowing an extra M's g. Neither is a goroutine starting or
   // ending.
@@ -96,6 +101,10 @@ void GoroutineEvents::on_status(uint64_t ts, int tid, uint64_t goid, uint32_t fr
       it->second.reason = wait_reason;
       return;
     }
+    // A creation whose newproc1 entry gotap did not see (it began before the attach): up to
+    // Go 1.23 gp still holds its previous life's goid. The goroutine shows up at its next
+    // change instead, with its origin.
+    if (to == kGRunnable || to == kGWaiting) return;
   }
   emit_status(ts, tid, goid, from, to, wait_reason, origin);
 }

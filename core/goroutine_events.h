@@ -56,8 +56,11 @@ class GoroutineEvents {
  public:
   // func_of: the function containing a run-time pc ("" when none). wait_reasons: the names
   // of g.waitreason's values in the traced program's Go release (empty: unknown).
+  // reason_from_park_only: before Go 1.21 only runtime.park_m (gopark) sets g.waitreason
+  // before the change to waiting; other callers set it after, or never, so the value read
+  // at the probe is a stale one and is not reported.
   GoroutineEvents(EventSink& sink, int pid, std::function<std::string(uint64_t)> func_of,
-                  std::vector<std::string> wait_reasons = {});
+                  std::vector<std::string> wait_reasons = {}, bool reason_from_park_only = false);
 
   // runtime.newproc1 was entered on thread tid by the goroutine parent_goid to start
   // start_pc; the go statement is at caller_pc. The new goroutine's status leaves dead on
@@ -66,8 +69,10 @@ class GoroutineEvents {
   // runtime.casgstatus(gp, from, to), gp's goid and g.waitreason (-1: not read) read at the
   // probe. The runtime sets waitreason before it parks a goroutine.
   // `origin`, when given, describes gp; it is used the first time gotap sees goid.
+  // caller_pc: casgstatus's return address (0: not read).
   void on_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to,
-                 int wait_reason = -1, const GoroutineOrigin* origin = nullptr);
+                 int wait_reason = -1, const GoroutineOrigin* origin = nullptr,
+                 uint64_t caller_pc = 0);
   // Whether goid has been reported already (created, or seen changing state): a backend
   // reads its origin only when it has not.
   bool known(uint64_t goid) const { return known_.count(goid) > 0; }
@@ -94,6 +99,7 @@ class GoroutineEvents {
   int pid_;
   std::function<std::string(uint64_t)> func_of_;
   std::vector<std::string> wait_reasons_;
+  bool reason_from_park_only_;
   std::unordered_map<int, Creation> creating_;  // by thread
   std::unordered_set<uint64_t> known_;          // goroutines reported and not exited
   uint64_t events_ = 0;

@@ -47,6 +47,8 @@ struct FuncPlan {
 // The runtime functions `gotap goroutines` probes at their entry; 0: not probed.
 struct GoroutineProbes {
   uint64_t status = 0;  // runtime.casgstatus(gp, oldval, newval): every status change
+  // SP delta at that probe: the return address (its caller) is at RSP + status_sp_delta.
+  int32_t status_sp_delta = 0;
   uint64_t create = 0;  // runtime.newproc1(fn, callergp, callerpc, ...): every go statement
   // newproc1's RET sites, where RAX is the new g: up to Go 1.23 its goid is set only after
   // the status change that makes it runnable.

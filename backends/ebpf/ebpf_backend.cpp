@@ -162,7 +162,7 @@ bool on_goroutine_sample(Session& s, const void* data, size_t size) {
     if (good(oc)) origin = parse_origin(s.plan.offsets, bytes[oc], len[oc]);
     s.goroutines->on_status(ev.ts_ns, int(ev.tid), cap[0], uint32_t(ev.words[1]),
                             uint32_t(ev.words[2]), good(rc) ? int(cap[rc] & 0xff) : -1,
-                            origin ? &*origin : nullptr);
+                            origin ? &*origin : nullptr, ev.nwords >= 4 ? ev.words[3] : 0);
   } else if (ev.func_id == GOTAP_FUNC_GCREATE && ok[0] && ok[1] && ev.nwords >= 3) {
     s.goroutines->on_create(ev.ts_ns, int(ev.tid), cap[1], cap[0], ev.words[2]);
   } else if (ev.func_id == GOTAP_FUNC_GCREATED && ok[0]) {
@@ -337,7 +337,7 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
         [func_name, bias](uint64_t pc) {
           return func_name && pc >= bias ? func_name(pc - bias) : std::string();
         },
-        wait_reason_names(bin.go));
+        wait_reason_names(bin.go), !bin.go.at_least(1, 21));
   }
 
   std::unique_ptr<ring_buffer, void (*)(ring_buffer*)> rb(nullptr, &ring_buffer__free);

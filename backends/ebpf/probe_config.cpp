@@ -158,6 +158,8 @@ void add_goroutine_sites(ProbeConfig& cfg, const ProbePlan& plan) {
   const uint32_t goid = plan.offsets.g_goid;
   if (plan.goroutines.status) {
     gotap_probe& p = site(plan.goroutines.status, GOTAP_FUNC_GSTATUS);
+    // Word 3: the return address, which tells who made the change.
+    Builder{p, 0, nullptr}.add_word({GOTAP_SRC_STACK, 0, 0, plan.goroutines.status_sp_delta});
     deref(p, 0, goid);
     // g.waitreason, a uint8: why the goroutine is about to wait.
     if (plan.offsets.g_waitreason)

@@ -187,7 +187,7 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
           const PclnFunc* f = pc >= bias_ ? bin_.pclntab().find(pc - bias_) : nullptr;
           return f ? std::string(f->name) : std::string();
         },
-        wait_reason_names(plan_.go));
+        wait_reason_names(plan_.go), !plan_.go.at_least(1, 21));
   }
   for (const auto& p : problems) fmt::print(stderr, "gotap: warning: not probed: {}\n", p);
   if (bps_.size() == 0) return runtime_error("no probe could be placed");
@@ -326,9 +326,12 @@ void Tracer::on_goroutine(const SiteRole& role, const user_regs_struct& r, pid_t
     // g.waitreason: why it is about to wait (only read on the way to waiting).
     int reason = -1;
     uint8_t wr = 0;
+    uint64_t caller = 0;
     if (uint32_t(r.rcx) == kGWaiting && plan_.offsets.g_waitreason &&
-        proc_->mem().read(r.rax + plan_.offsets.g_waitreason, &wr, 1))
+        proc_->mem().read(r.rax + plan_.offsets.g_waitreason, &wr, 1)) {
       reason = wr;
+      proc_->mem().read(r.rsp + plan_.goroutines.status_sp_delta, &caller, 8);
+    }
     // Where it came from, the first time it shows up (it was created before the trace).
     std::optional<GoroutineOrigin> origin;
     if (!goroutines_->known(goid)) {
@@ -339,7 +342,7 @@ void Tracer::on_goroutine(const SiteRole& role, const user_regs_struct& r, pid_t
         origin = parse_origin(plan_.offsets, buf, span.size);
     }
     goroutines_->on_status(ts, tid, goid, uint32_t(r.rbx), uint32_t(r.rcx), reason,
-                           origin ? &*origin : nullptr);
+                           origin ? &*origin : nullptr, caller);
     return;
   }
   if (role.kind == SiteRole::GCreated) {
