@@ -10,6 +10,8 @@ void CallTree::add(const Event& ev) {
   const int64_t goid = ev.value("goid", int64_t{0});
   const uint64_t ts = ev.value("ts_ns", uint64_t{0});
   last_ts_ = std::max(last_ts_, ts);
+  // A goroutine's state changes only matter while it has a traced call open.
+  if (kind == "gstate" && !open_.count(goid)) return;
   auto& stack = open_[goid];
   auto names = [&] {
     std::vector<std::string> v;

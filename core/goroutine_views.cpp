@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -52,9 +53,13 @@ class GoroutineFilter : public EventSink {
           sel_.under.count(ev.value("created_by", "")))
         selected_.insert(goid);
     }
-    if (!sel_.goids.empty() && !sel_.goids.count(goid)) return;
-    if (!sel_.under.empty() && !selected_.count(goid)) return;
-    inner_->emit(ev);
+    const bool keep = (sel_.goids.empty() || sel_.goids.count(goid)) &&
+                      (sel_.under.empty() || selected_.count(goid));
+    if (kind == "gexit") {  // goids are never reused
+      selected_.erase(goid);
+      active_.erase(goid);
+    }
+    if (keep) inner_->emit(ev);
   }
   void flush() override { inner_->flush(); }
 
@@ -154,6 +159,7 @@ class GoroutineTable : public EventSink {
     } else {
       r.exited = ts;
       if (r.state.empty()) r.state = "dead";
+      forget_oldest_exited(goid);
     }
     if (live_) redraw();
   }
@@ -170,6 +176,21 @@ class GoroutineTable : public EventSink {
     std::fflush(out_);
   }
 
+  // A server may start millions of goroutines: keep the rows of the kMaxExitedRows that
+  // exited last, and only the times and counts of the others.
+  static constexpr size_t kMaxExitedRows = 10000;
+  void forget_oldest_exited(uint64_t goid) {
+    exited_order_.push_back(goid);
+    if (exited_order_.size() <= kMaxExitedRows) return;
+    auto it = rows_.find(exited_order_.front());
+    exited_order_.pop_front();
+    if (it == rows_.end()) return;
+    for (int i = 0; i < kColumns; ++i) forgotten_times_.in[i] += it->second.in[i];
+    forgotten_created_ += it->second.created;
+    ++forgotten_;
+    rows_.erase(it);
+  }
+
   // Up to max_rows goroutines, live ones first, each group by id.
   std::string render(size_t max_rows) const {
     std::vector<std::pair<uint64_t, const Row*>> order;
@@ -183,7 +204,8 @@ class GoroutineTable : public EventSink {
                     "PARENT", "STATE", "WAITING ON", "RUNNING", "RUNNABLE", "WAITING", "SYSCALL",
                     "LIFETIME", "FUNC [CREATED BY]");
     uint64_t total[kColumns] = {};
-    size_t alive = 0, created = 0, exited = 0, shown = 0;
+    std::copy(std::begin(forgotten_times_.in), std::end(forgotten_times_.in), total);
+    size_t alive = 0, created = forgotten_created_, exited = forgotten_, shown = 0;
     for (const auto& [goid, r] : order) {
       uint64_t in[kColumns];
       std::copy(std::begin(r->in), std::end(r->in), in);
@@ -191,7 +213,8 @@ class GoroutineTable : public EventSink {
       int c = column_of(r->state);
       if (c >= 0 && !r->exited && now_ >= r->since) in[c] += now_ - r->since;
       for (int i = 0; i < kColumns; ++i) total[i] += in[i];
-      alive += r->exited == 0;
+      // A cgo callback's borrowed g back to dead (Go <= 1.25) has not exited, but is not alive.
+      alive += r->exited == 0 && r->state != "dead";
       created += r->created;
       exited += r->exited != 0;
       if (shown++ >= max_rows) continue;
@@ -211,11 +234,13 @@ class GoroutineTable : public EventSink {
                          short_duration(in[kSyscall]), life, who);
     }
     if (shown > max_rows) out += fmt::format("{:>8} ... {} more\n", "", shown - max_rows);
+    if (forgotten_)
+      out += fmt::format("{:>8} ... {} more that exited earlier (in the totals)\n", "", forgotten_);
     out += fmt::format("{:>8} {:>8} {:<10} {:<18} {:>10} {:>10} {:>10} {:>10}\n", "TOTAL", "", "",
                        "", short_duration(total[kRunning]), short_duration(total[kRunnable]),
                        short_duration(total[kWaiting]), short_duration(total[kSyscall]));
     out += fmt::format("# {} goroutines: {} created and {} exited while traced, {} alive\n",
-                       rows_.size(), created, exited, alive);
+                       rows_.size() + forgotten_, created, exited, alive);
     return out;
   }
 
@@ -223,6 +248,11 @@ class GoroutineTable : public EventSink {
   bool live_;
   std::unique_ptr<EventSink> text_;
   std::map<uint64_t, Row> rows_;
+  std::deque<uint64_t> exited_order_;  // rows of exited goroutines, oldest exit first
+  struct {
+    uint64_t in[kColumns] = {};
+  } forgotten_times_;
+  size_t forgotten_ = 0, forgotten_created_ = 0;
   uint64_t now_ = 0;
   std::chrono::steady_clock::time_point last_draw_{};
 };
