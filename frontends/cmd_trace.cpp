@@ -162,6 +162,9 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   auto plan = (*bin)->plan(patterns, popts);
   if (!plan) return report_error(plan.error());
   if (goroutines_cmd || vm->count("goroutines")) {
+    // Goroutine ids and addresses belong to one process.
+    if (opts.target.all)
+      return usage_error("goroutine events need one process: give -p PID or -- CMD ARGS");
     auto g = (*bin)->goroutine_probes();
     if (!g) return report_error(g.error());
     plan->goroutines = *g;
@@ -189,7 +192,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     if (vm->count("json") && format != "json")
       return usage_error("--json and --format " + format + " disagree");
   }
-  auto out = open_output(*vm, "output", stdout);
+  auto out = open_output(*vm, "output", stdout, /*live=*/true);
   if (!out) return report_error(out.error());
   auto record = open_output(*vm, "record", nullptr);
   if (!record) return report_error(record.error());

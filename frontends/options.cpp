@@ -28,16 +28,17 @@ std::vector<std::string> positionals(const po::variables_map& vm, const char* na
   return vm[name].as<std::vector<std::string>>();
 }
 
-Result<OutputFile> open_output(const po::variables_map& vm, const char* option,
-                               std::FILE* fallback) {
+Result<OutputFile> open_output(const po::variables_map& vm, const char* option, std::FILE* fallback,
+                               bool live) {
   OutputFile f;
   f.fp = fallback;
   if (!vm.count(option)) {
     // Standard output on a pipe (`gotap trace ... | grep`) is line-buffered as on a terminal:
     // each event reaches the reader when it happens, not 4 KB later, and a traced program
-    // writing to the same pipe cannot split one of gotap's lines in two.
+    // writing to the same pipe cannot split one of gotap's lines (up to PIPE_BUF, 4 KB) in
+    // two. A file keeps full buffering: -o is the way for high event rates.
     struct stat st {};
-    if (fallback == stdout && fstat(STDOUT_FILENO, &st) == 0 && S_ISFIFO(st.st_mode))
+    if (live && fallback == stdout && fstat(STDOUT_FILENO, &st) == 0 && S_ISFIFO(st.st_mode))
       setvbuf(stdout, nullptr, _IOLBF, 1 << 16);
     return f;
   }

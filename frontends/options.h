@@ -29,8 +29,10 @@ struct OutputFile {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> owned{nullptr, &std::fclose};
   std::FILE* fp = nullptr;
 };
-// Bad input, naming the file, when it cannot be opened.
-Result<OutputFile> open_output(const po::variables_map& vm, const char* option,
-                               std::FILE* fallback);
+// Bad input, naming the file, when it cannot be opened. `live`: the events of a running
+// trace, which a pipe (`| grep`) should get as they happen, so standard output on a pipe is
+// then line-buffered.
+Result<OutputFile> open_output(const po::variables_map& vm, const char* option, std::FILE* fallback,
+                               bool live = false);
 
 }  // namespace gotap::cli
