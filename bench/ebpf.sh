@@ -21,14 +21,9 @@ runs=${RUNS:-5}
 [ -x "$bin" ] || { echo "ebpf.sh: no latency fixture binary (give it as the 2nd argument)" >&2; exit 2; }
 
 ns() { grep -o 'ns_per_call [0-9.]*' | awk '{print $2}' | tail -1; }
-declare -A res
-run() {  # name command...
-  local name=$1; shift
-  local v
-  v=$("$@" 2>/dev/null | ns || true)
-  res[$name]="${res[$name]:-} ${v:-nan}"
-}
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : "nan")}'; }
+# shellcheck source=bench/lib.sh
+. "$here/bench/lib.sh"
+metric=ns
 
 have_bpftrace=0
 command -v bpftrace >/dev/null && have_bpftrace=1

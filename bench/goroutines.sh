@@ -24,14 +24,9 @@ runs=${RUNS:-5}
 [ "$(id -u)" = 0 ] || { echo "goroutines.sh: needs root (BPF and ptrace)" >&2; exit 2; }
 
 per() { grep -o 'ns_per_handoff [0-9.]*' | awk '{print $2}' | tail -1; }
-declare -A res
-run() {  # name command...
-  local name=$1; shift
-  local v
-  v=$("$@" 2>/dev/null | per || true)
-  res[$name]="${res[$name]:-} ${v:-nan}"
-}
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : "nan")}'; }
+# shellcheck source=bench/lib.sh
+. "$here/bench/lib.sh"
+metric=per
 
 for _ in $(seq "$runs"); do
   run untraced "$work" -pingpong "$n"

@@ -60,7 +60,8 @@ GO
   GOROOT="$goroot" "$goroot/bin/go" build -o bench .)
 
 per_call() { sed -n 's/.*ns_per_call \([0-9.]*\).*/\1/p' | head -1; }
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : "nan")}'; }
+# shellcheck source=bench/lib.sh
+. "$here/bench/lib.sh"
 ratio() { awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN{ if (b > 0 && a == a + 0) printf f, a / b; else print "n/a" }'; }
 
 # Each figure is the median of $RUNS runs, interleaved so machine noise hits all alike.
