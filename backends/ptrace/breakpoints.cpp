@@ -3,9 +3,12 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <Zydis/Zydis.h>
+
+#include "backends/ptrace/trap_net.h"
 
 namespace gotap::ptrace {
 
@@ -81,38 +84,6 @@ Result<void> classify(Site& s) {
 
 }  // namespace
 
-bool condition_holds(uint8_t cc, uint64_t f) {
-  bool cf = f & 0x1, pf = f & 0x4, zf = f & 0x40, sf = f & 0x80, of = f & 0x800;
-  bool r = false;
-  switch (cc >> 1) {
-    case 0:
-      r = of;
-      break;
-    case 1:
-      r = cf;
-      break;
-    case 2:
-      r = zf;
-      break;
-    case 3:
-      r = cf || zf;
-      break;
-    case 4:
-      r = sf;
-      break;
-    case 5:
-      r = pf;
-      break;
-    case 6:
-      r = sf != of;
-      break;
-    case 7:
-      r = zf || sf != of;
-      break;
-  }
-  return (cc & 1) ? !r : r;
-}
-
 Result<Site*> Breakpoints::add(uint64_t addr, SiteRole role, int32_t sp_delta, MemoryReader& mem) {
   auto it = sites_.find(addr);
   if (it != sites_.end()) {
@@ -131,15 +102,89 @@ Result<Site*> Breakpoints::add(uint64_t addr, SiteRole role, int32_t sp_delta, M
   return &sites_.emplace(addr, s).first->second;
 }
 
+namespace {
+
+// jmp qword [rip+0]; .quad to: 14 bytes, reaches anywhere.
+uint8_t* put_jmp_abs(uint8_t* p, uint64_t to) {
+  p[0] = 0xFF;
+  p[1] = 0x25;
+  std::memset(p + 2, 0, 4);
+  std::memcpy(p + 6, &to, 8);
+  return p + 14;
+}
+
+}  // namespace
+
+uint64_t Breakpoints::scratch_size_for(size_t nsites) {
+  uint64_t slots =
+      (kNetTableOff + nsites * sizeof(NetEntry) + kSlotSize - 1) / kSlotSize * kSlotSize;
+  return (slots + nsites * kSlotSize + kPage - 1) / kPage * kPage;
+}
+
+Result<std::vector<uint8_t>> Breakpoints::build_scratch(uint64_t base) {
+  auto code = net_handler_code();
+  if (code.size() > kNetHeaderOff) return make_error("the trap handler does not fit its page");
+  const uint64_t size = scratch_size_for(sites_.size());
+  std::vector<uint8_t> img(size, 0xCC);
+  std::memcpy(img.data(), code.data(), code.size());
+  std::vector<Site*> order;
+  for (auto& [a, s] : sites_) order.push_back(&s);
+  std::sort(order.begin(), order.end(), [](Site* a, Site* b) { return a->addr < b->addr; });
+  NetHeader hdr;
+  hdr.end = base + size;
+  hdr.nsites = order.size();
+  std::memcpy(img.data() + kNetHeaderOff, &hdr, sizeof hdr);
+  uint64_t off =
+      (kNetTableOff + order.size() * sizeof(NetEntry) + kSlotSize - 1) / kSlotSize * kSlotSize;
+  for (size_t i = 0; i < order.size(); ++i, off += kSlotSize) {
+    Site& s = *order[i];
+    s.slot = base + off;
+    uint8_t* p = img.data() + off;
+    const uint64_t next = s.addr + s.len;
+    switch (s.step) {
+      case StepKind::Jmp:
+        put_jmp_abs(p, s.target);
+        break;
+      case StepKind::Jcc:  // j<cc> +14 over the fall-through jump to the taken one
+        p[0] = static_cast<uint8_t>(0x70 | s.cc);
+        p[1] = 14;
+        put_jmp_abs(put_jmp_abs(p + 2, next), s.target);
+        break;
+      case StepKind::Call: {  // push qword [rip+14] (the return address); jmp target
+        static const uint8_t kPushRip14[6] = {0xFF, 0x35, 14, 0, 0, 0};
+        std::memcpy(p, kPushRip14, 6);
+        std::memcpy(put_jmp_abs(p + 6, s.target), &next, 8);
+        break;
+      }
+      default: {  // the instruction itself, then back to the one after it
+        std::memcpy(p, s.orig, s.len);
+        if (s.disp_off >= 0) {
+          int32_t disp;
+          std::memcpy(&disp, s.orig + s.disp_off, 4);
+          int64_t target = static_cast<int64_t>(next) + disp;
+          int64_t nd = target - static_cast<int64_t>(s.slot + s.len);
+          if (nd != static_cast<int32_t>(nd))
+            return runtime_error("scratch page out of reach of {:#x}", s.addr);
+          int32_t nd32 = static_cast<int32_t>(nd);
+          std::memcpy(p + s.disp_off, &nd32, 4);
+        }
+        put_jmp_abs(p + s.len, next);
+        break;
+      }
+    }
+    NetEntry e{s.addr, s.slot};
+    std::memcpy(img.data() + kNetTableOff + i * sizeof(NetEntry), &e, sizeof e);
+  }
+  return img;
+}
+
 Result<void> Breakpoints::place_scratch(Process& proc, pid_t tid, uint64_t syscall_at,
                                         uint64_t near_lo, uint64_t near_hi) {
-  std::vector<Site*> ool;
-  for (auto& [a, s] : sites_)
-    if (s.step == StepKind::OutOfLine) ool.push_back(&s);
-  if (ool.empty()) return {};
-  uint64_t size = (ool.size() * kSlotSize + kPage - 1) / kPage * kPage;
-  // Below the executable: within rel32 reach of its code, away from the heap (brk grows up
-  // from the end of the executable) and from Go's arenas (0xc000000000).
+  if (sites_.empty()) return {};
+  uint64_t size = scratch_size_for(sites_.size());
+  // Below the executable: within rel32 reach of its code (for RIP-relative operands), away
+  // from the heap (brk grows up from the end of the executable) and from Go's arenas
+  // (0xc000000000).
   uint64_t base = (near_lo & ~(kPage - 1));
   uint64_t got = 0;
   for (int k = 1; k <= 256 && !got; ++k) {
@@ -163,33 +208,10 @@ Result<void> Breakpoints::place_scratch(Process& proc, pid_t tid, uint64_t sysca
   if (!got) return runtime_error("cannot map a scratch page in the tracee near {:#x}", near_lo);
   scratch_ = got;
   scratch_size_ = size;
-  uint64_t slot = got;
-  for (Site* s : ool) {
-    uint8_t code[kSlotSize];
-    std::memset(code, 0xCC, sizeof code);
-    std::memcpy(code, s->orig, s->len);
-    if (s->disp_off >= 0) {
-      int32_t disp;
-      std::memcpy(&disp, s->orig + s->disp_off, 4);
-      int64_t target = static_cast<int64_t>(s->addr + s->len) + disp;
-      int64_t nd = target - static_cast<int64_t>(slot + s->len);
-      if (nd != static_cast<int32_t>(nd))
-        return runtime_error("scratch page out of reach of {:#x}", s->addr);
-      int32_t nd32 = static_cast<int32_t>(nd);
-      std::memcpy(code + s->disp_off, &nd32, 4);
-    }
-    // jmp [rip+0]; .quad back
-    uint8_t* j = code + s->len;
-    j[0] = 0xFF;
-    j[1] = 0x25;
-    std::memset(j + 2, 0, 4);
-    uint64_t back = s->addr + s->len;
-    std::memcpy(j + 6, &back, 8);
-    if (!proc.mem().write(slot, code, sizeof code))
-      return runtime_error("cannot write the scratch page at {:#x}", slot);
-    s->slot = slot;
-    slot += kSlotSize;
-  }
+  auto img = build_scratch(got);
+  if (!img) return img.error();
+  if (!proc.mem().write(got, img->data(), img->size()))
+    return runtime_error("cannot write the scratch page at {:#x}", got);
   return {};
 }
 
@@ -210,44 +232,10 @@ void Breakpoints::restore_all(TraceeMemory& mem) {
   inserted_ = false;
 }
 
-bool Breakpoints::step_over(const Site& s, user_regs_struct& r, TraceeMemory& mem) {
-  switch (s.step) {
-    case StepKind::PushRbp: {
-      uint64_t v = r.rbp;
-      if (!mem.write_fast(r.rsp - 8, &v, 8)) return false;
-      r.rsp -= 8;
-      r.rip = s.addr + 1;
-      return true;
-    }
-    case StepKind::Ret: {
-      uint64_t ra;
-      if (!mem.read(r.rsp, &ra, 8)) return false;
-      r.rsp += 8 + s.ret_imm;
-      r.rip = ra;
-      return true;
-    }
-    case StepKind::Jcc:
-      r.rip = condition_holds(s.cc, r.eflags) ? s.target : s.addr + s.len;
-      return true;
-    case StepKind::Jmp:
-      r.rip = s.target;
-      return true;
-    case StepKind::Call: {
-      uint64_t ra = s.addr + s.len;
-      if (!mem.write_fast(r.rsp - 8, &ra, 8)) return false;
-      r.rsp -= 8;
-      r.rip = s.target;
-      return true;
-    }
-    case StepKind::Nop:
-      r.rip = s.addr + s.len;
-      return true;
-    case StepKind::OutOfLine:
-      if (!s.slot) return false;
-      r.rip = s.slot;
-      return true;
-  }
-  return false;
+bool Breakpoints::step_over(const Site& s, user_regs_struct& r) {
+  if (!s.slot) return false;
+  r.rip = s.slot;
+  return true;
 }
 
 }  // namespace gotap::ptrace

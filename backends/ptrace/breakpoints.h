@@ -1,7 +1,8 @@
-// int3 breakpoints that resume with one stop per hit: the displaced instruction is emulated
-// (push rbp, ret, jcc/jmp/call rel, nop) or executed out of line from a scratch page mapped
-// into the tracee, followed by an absolute jump back. No remove/single-step/re-insert, so
-// other threads never run past a missing breakpoint.
+// int3 breakpoints that resume with one stop per hit: the thread runs a copy of the displaced
+// instruction in a scratch page mapped into the tracee, followed by an absolute jump back
+// (branches are rewritten with absolute targets). No remove/single-step/re-insert, so other
+// threads never run past a missing breakpoint. The same page carries the safety net
+// (trap_net.h), which uses the same copies when gotap is gone.
 #pragma once
 
 #include <sys/user.h>
@@ -41,9 +42,6 @@ struct Site {
   std::vector<SiteRole> roles;
 };
 
-// Evaluates an x86 condition code against RFLAGS.
-bool condition_holds(uint8_t cc, uint64_t rflags);
-
 class Breakpoints {
  public:
   // Reads and decodes the original instruction at addr (once per address).
@@ -56,7 +54,7 @@ class Breakpoints {
   const std::unordered_map<uint64_t, Site>& sites() const { return sites_; }
 
   // Maps a scratch page near [near_lo, near_hi) with a syscall injected into the stopped
-  // thread `tid` (at `syscall_at`), and writes the out-of-line copies.
+  // thread `tid` (at `syscall_at`), and writes the trap handler and the out-of-line copies.
   Result<void> place_scratch(Process& proc, pid_t tid, uint64_t syscall_at, uint64_t near_lo,
                              uint64_t near_hi);
   uint64_t scratch() const { return scratch_; }
@@ -64,13 +62,18 @@ class Breakpoints {
     return scratch_ && pc >= scratch_ && pc < scratch_ + scratch_size_;
   }
 
+  // The scratch page's bytes for a page at `base` (trap_net.h); sets each site's slot.
+  Result<std::vector<uint8_t>> build_scratch(uint64_t base);
+  static uint64_t scratch_size_for(size_t nsites);
+
   Result<void> insert_all(TraceeMemory& mem);
   void restore_all(TraceeMemory& mem);
   bool inserted() const { return inserted_; }
 
-  // Sets regs (taken at the trap, rip = addr + 1) so the displaced instruction takes effect
-  // once; may write the stack. False when the tracee's memory could not be accessed.
-  static bool step_over(const Site& s, user_regs_struct& regs, TraceeMemory& mem);
+  // Sets regs (taken at the trap, rip = addr + 1) so that the thread resumes in the site's
+  // copy. Nothing else changes, so a thread whose tracer dies before it resumes is still in
+  // a state the safety net understands (trap_net.h). False when the site has no copy.
+  static bool step_over(const Site& s, user_regs_struct& regs);
 
  private:
   std::unordered_map<uint64_t, Site> sites_;

@@ -1,45 +1,20 @@
-// The breakpoint layer's instruction handling: condition codes evaluated against flags the
-// CPU itself produced, and the classification of displaced instructions into emulated ones
-// and out-of-line copies (with RIP-relative operands found for rebasing).
+// The breakpoint layer's instruction handling: the classification of displaced
+// instructions, and their out-of-line copies and the safety net's SIGTRAP handler run for
+// real, in this process, on code with int3s in it (trap_net.h).
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/ucontext.h>
+
 #include <cstring>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "backends/ptrace/breakpoints.h"
+#include "backends/ptrace/trap_net.h"
 
 namespace gotap::ptrace {
 namespace {
-
-uint64_t flags_of_cmp(int64_t a, int64_t b) {
-  uint64_t f;
-  asm volatile("cmp %2, %1\n\tpushfq\n\tpopq %0" : "=r"(f) : "r"(a), "r"(b) : "cc");
-  return f;
-}
-
-TEST(Breakpoints, ConditionCodesMatchTheCpu) {
-  const int64_t vals[] = {0, 1, -1, 2, INT64_MAX, INT64_MIN, 7};
-  for (int64_t a : vals) {
-    for (int64_t b : vals) {
-      uint64_t f = flags_of_cmp(a, b);
-      uint64_t ua = uint64_t(a), ub = uint64_t(b);
-      SCOPED_TRACE(testing::Message() << a << " cmp " << b);
-      EXPECT_EQ(condition_holds(0x2, f), ua < ub);   // jb
-      EXPECT_EQ(condition_holds(0x3, f), ua >= ub);  // jae
-      EXPECT_EQ(condition_holds(0x4, f), a == b);    // je
-      EXPECT_EQ(condition_holds(0x5, f), a != b);    // jne
-      EXPECT_EQ(condition_holds(0x6, f), ua <= ub);  // jbe (Go's stack check)
-      EXPECT_EQ(condition_holds(0x7, f), ua > ub);   // ja
-      EXPECT_EQ(condition_holds(0xC, f), a < b);     // jl
-      EXPECT_EQ(condition_holds(0xD, f), a >= b);    // jge
-      EXPECT_EQ(condition_holds(0xE, f), a <= b);    // jle
-      EXPECT_EQ(condition_holds(0xF, f), a > b);     // jg
-      __int128 d = __int128(a) - b;
-      EXPECT_EQ(condition_holds(0x0, f), d != int64_t(d));       // jo
-      EXPECT_EQ(condition_holds(0x8, f), int64_t(ua - ub) < 0);  // js
-    }
-  }
-}
 
 class CodeMemory : public MemoryReader {
  public:
@@ -98,6 +73,153 @@ TEST(Breakpoints, RefusesExistingInt3) {
   CodeMemory mem(0x401000, {0xCC});
   Breakpoints bps;
   EXPECT_FALSE(bps.add(0x401000, {}, 0, mem).ok());
+}
+
+// Reads this process's own memory.
+class SelfMemory : public MemoryReader {
+ public:
+  bool read(uint64_t addr, void* buf, size_t n) override {
+    std::memcpy(buf, reinterpret_cast<const void*>(addr), n);
+    return true;
+  }
+};
+
+// The program's own SIGTRAP handler, for int3s that are not gotap's.
+volatile sig_atomic_t g_foreign_traps = 0;
+void foreign_handler(int, siginfo_t*, void*) {
+  g_foreign_traps = g_foreign_traps + 1;
+}
+
+// Functions with int3s on their probe sites, a scratch page built for them, and the page's
+// handler installed as this process's SIGTRAP handler: what a thread meets after gotap died.
+class TrapNetLive : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // One mapping, so that the page is within rel32 reach of the code (RIP-relative lea).
+    region_ = static_cast<uint8_t*>(mmap(nullptr, kRegion, PROT_READ | PROT_WRITE | PROT_EXEC,
+                                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    ASSERT_NE(region_, MAP_FAILED);
+    std::memset(region_, 0xCC, kRegion);
+  }
+  void TearDown() override {
+    if (installed_) sigaction(SIGTRAP, &saved_, nullptr);
+    if (region_ != MAP_FAILED) munmap(region_, kRegion);
+  }
+
+  // Places `code` at offset `off` of the code area; returns its address.
+  uint64_t put(size_t off, std::vector<uint8_t> code) {
+    std::memcpy(region_ + off, code.data(), code.size());
+    return reinterpret_cast<uint64_t>(region_ + off);
+  }
+  void probe(uint64_t addr) {
+    auto r = bps_.add(addr, {SiteRole::Entry, 0, -1}, 0, mem_);
+    ASSERT_TRUE(r.ok()) << r.error().what();
+  }
+  // Builds the page, writes the int3s and installs the handler (as TrapNet::arm does in a
+  // tracee, chaining to foreign_handler).
+  void arm() {
+    page_ = reinterpret_cast<uint64_t>(region_ + kRegion / 2);
+    auto img = bps_.build_scratch(page_);
+    ASSERT_TRUE(img.ok()) << img.error().what();
+    ASSERT_LE(img->size(), kRegion / 2);
+    std::memcpy(reinterpret_cast<void*>(page_), img->data(), img->size());
+    uint64_t old = reinterpret_cast<uint64_t>(&foreign_handler);
+    std::memcpy(reinterpret_cast<void*>(page_ + kNetHeaderOff + 8), &old, 8);
+    for (const auto& [a, s] : bps_.sites()) *reinterpret_cast<uint8_t*>(a) = 0xCC;
+    struct sigaction sa {};
+    sa.sa_sigaction = reinterpret_cast<void (*)(int, siginfo_t*, void*)>(page_);
+    sa.sa_flags = SA_SIGINFO;
+    ASSERT_EQ(sigaction(SIGTRAP, &sa, &saved_), 0);
+    installed_ = true;
+  }
+  static uint64_t call(uint64_t f, uint64_t arg) {
+    return reinterpret_cast<uint64_t (*)(uint64_t)>(f)(arg);
+  }
+
+  static constexpr size_t kRegion = 1 << 16;
+  uint8_t* region_ = static_cast<uint8_t*>(MAP_FAILED);
+  uint64_t page_ = 0;
+  SelfMemory mem_;
+  Breakpoints bps_;
+  struct sigaction saved_ {};
+  bool installed_ = false;
+};
+
+TEST_F(TrapNetLive, EveryKindOfSiteRunsItsCopy) {
+  // f1(x) = x + 1 with a frame: probes on push rbp (entry) and ret.
+  uint64_t f1 = put(0, {0x55, 0x48, 0x89, 0xE5, 0x48, 0x8D, 0x47, 0x01, 0x5D, 0xC3});
+  // f2(x) = x < 10 ? 2 : 1: cmp rdi,10; jb +6; mov eax,1; ret; mov eax,2; ret. Probe the jb.
+  uint64_t f2 = put(0x40, {0x48, 0x83, 0xFF, 0x0A, 0x72, 0x06, 0xB8, 0x01, 0x00, 0x00, 0x00, 0xC3,
+                           0xB8, 0x02, 0x00, 0x00, 0x00, 0xC3});
+  // f3(x) = f1(x) + 100: push rbp; call f1; add rax,100; pop rbp; ret. Probe the call.
+  int32_t rel = static_cast<int32_t>(f1 - (reinterpret_cast<uint64_t>(region_) + 0x80 + 6));
+  std::vector<uint8_t> c3 = {0x55, 0xE8, 0, 0, 0, 0, 0x48, 0x83, 0xC0, 0x64, 0x5D, 0xC3};
+  std::memcpy(&c3[2], &rel, 4);
+  uint64_t f3 = put(0x80, c3);
+  // f4() = *(uint64*)K: lea rax,[rip+0x1000]; mov rax,[rax]; ret. Probe the lea.
+  uint64_t f4 = put(0xC0, {0x48, 0x8D, 0x05, 0x00, 0x10, 0x00, 0x00, 0x48, 0x8B, 0x00, 0xC3});
+  const uint64_t k = 0x1122334455667788;
+  std::memcpy(region_ + 0xC0 + 7 + 0x1000, &k, 8);
+  // f5() = 7: jmp +6; mov eax,1; ret; mov eax,7; ret. Probe the jmp.
+  uint64_t f5 = put(
+      0x100, {0xEB, 0x06, 0xB8, 0x01, 0x00, 0x00, 0x00, 0xC3, 0xB8, 0x07, 0x00, 0x00, 0x00, 0xC3});
+  probe(f1);
+  probe(f1 + 9);
+  probe(f2 + 4);
+  probe(f3 + 1);
+  probe(f4);
+  probe(f5);
+  arm();
+  EXPECT_EQ(call(f1, 41), 42u);
+  EXPECT_EQ(call(f2, 3), 2u);
+  EXPECT_EQ(call(f2, 30), 1u);
+  EXPECT_EQ(call(f3, 1), 102u);
+  EXPECT_EQ(call(f4, 0), k);
+  EXPECT_EQ(call(f5, 0), 7u);
+  EXPECT_EQ(g_foreign_traps, 0);
+}
+
+TEST_F(TrapNetLive, ForeignTrapsReachTheProgramsHandler) {
+  uint64_t f1 = put(0, {0x55, 0x48, 0x89, 0xE5, 0x48, 0x8D, 0x47, 0x01, 0x5D, 0xC3});
+  // int3; mov eax,5; ret: an int3 of the program's own, not in the table.
+  uint64_t own = put(0x40, {0xCC, 0xB8, 0x05, 0x00, 0x00, 0x00, 0xC3});
+  probe(f1);
+  arm();
+  g_foreign_traps = 0;
+  EXPECT_EQ(call(own, 0), 5u);
+  EXPECT_EQ(g_foreign_traps, 1);
+  EXPECT_EQ(call(f1, 1), 2u);
+  EXPECT_EQ(g_foreign_traps, 1);
+}
+
+// The states a thread can be left in when the tracer dies, given to the handler directly.
+TEST_F(TrapNetLive, HandlerDecidesByWhereTheThreadStopped) {
+  uint64_t f1 = put(0, {0x55, 0x48, 0x89, 0xE5, 0x48, 0x8D, 0x47, 0x01, 0x5D, 0xC3});
+  probe(f1);
+  probe(f1 + 9);
+  arm();
+  auto handler = reinterpret_cast<void (*)(int, siginfo_t*, void*)>(page_);
+  ucontext_t uc{};
+  siginfo_t si{};
+  // Stopped at the int3, not yet handled: resumes in the copy.
+  uc.uc_mcontext.gregs[REG_RIP] = static_cast<greg_t>(f1 + 1);
+  handler(SIGTRAP, &si, &uc);
+  const Site* entry = bps_.find(f1);
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(uint64_t(uc.uc_mcontext.gregs[REG_RIP]), entry->slot);
+  // Already sent to the copy by the tracer: left alone.
+  handler(SIGTRAP, &si, &uc);
+  EXPECT_EQ(uint64_t(uc.uc_mcontext.gregs[REG_RIP]), entry->slot);
+  // The ret site: the last entry of the table (binary search bounds).
+  uc.uc_mcontext.gregs[REG_RIP] = static_cast<greg_t>(f1 + 10);
+  handler(SIGTRAP, &si, &uc);
+  EXPECT_EQ(uint64_t(uc.uc_mcontext.gregs[REG_RIP]), bps_.find(f1 + 9)->slot);
+  // Not ours: the program's handler, with the context untouched.
+  g_foreign_traps = 0;
+  uc.uc_mcontext.gregs[REG_RIP] = static_cast<greg_t>(f1 + 5);
+  handler(SIGTRAP, &si, &uc);
+  EXPECT_EQ(g_foreign_traps, 1);
+  EXPECT_EQ(uint64_t(uc.uc_mcontext.gregs[REG_RIP]), f1 + 5);
 }
 
 }  // namespace

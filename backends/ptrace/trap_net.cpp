@@ -1,0 +1,164 @@
+#include "backends/ptrace/trap_net.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/ucontext.h>
+
+#include <cstddef>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+// The handler, called as sa_sigaction(sig in rdi, siginfo in rsi, ucontext in rdx), on the
+// signal stack Go gave the thread (the flags are Go's own, SA_ONSTACK included). It touches
+// only caller-saved registers, and either returns (to sa_restorer, Go's rt_sigreturn stub)
+// or tail-jumps to the program's own handler with the arguments untouched.
+//   1. pc (the saved rip) inside the page: the tracer had already sent the thread to a copy
+//      when it died. Return: the thread resumes there.
+//   2. pc - 1 is one of our int3s (binary search of the table): resume at its copy.
+//   3. Otherwise the SIGTRAP is not ours: the program's handler decides, as without gotap.
+// It lives in .rodata: gotap copies it, never runs it.
+asm(R"(
+  .pushsection .rodata.gotap_trap_net, "a"
+  .globl gotap_trap_net_begin
+  .globl gotap_trap_net_end
+gotap_trap_net_begin:
+  movq   0xa8(%rdx), %rax
+  leaq   gotap_trap_net_begin(%rip), %r8
+  cmpq   %r8, %rax
+  jb     1f
+  cmpq   256(%r8), %rax
+  jae    1f
+  ret
+1:
+  leaq   -1(%rax), %rax
+  leaq   288(%r8), %r9
+  movq   272(%r8), %r10
+2:
+  testq  %r10, %r10
+  jz     4f
+  movq   %r10, %r11
+  shrq   $1, %r11
+  movq   %r11, %rcx
+  shlq   $4, %rcx
+  addq   %r9, %rcx
+  cmpq   %rax, (%rcx)
+  jae    3f
+  leaq   16(%rcx), %r9
+  subq   %r11, %r10
+  decq   %r10
+  jmp    2b
+3:
+  movq   %r11, %r10
+  jmp    2b
+4:
+  movq   272(%r8), %rcx
+  shlq   $4, %rcx
+  leaq   288(%r8,%rcx), %rcx
+  cmpq   %rcx, %r9
+  jae    5f
+  cmpq   %rax, (%r9)
+  jne    5f
+  movq   8(%r9), %rax
+  movq   %rax, 0xa8(%rdx)
+  ret
+5:
+  movq   264(%r8), %rax
+  cmpq   $1, %rax
+  jbe    6f
+  jmp    *%rax
+6:
+  ret
+gotap_trap_net_end:
+  .popsection
+)");
+
+extern "C" const uint8_t gotap_trap_net_begin[];
+extern "C" const uint8_t gotap_trap_net_end[];
+
+namespace gotap::ptrace {
+
+// The offsets the assembly above uses.
+static_assert(offsetof(ucontext_t, uc_mcontext.gregs) + REG_RIP * 8 == 0xa8);
+static_assert(kNetHeaderOff == 256 && kNetTableOff == 288);
+static_assert(offsetof(NetHeader, end) == 0 && offsetof(NetHeader, old_handler) == 8 &&
+              offsetof(NetHeader, nsites) == 16);
+static_assert(sizeof(NetEntry) == 16);
+
+std::span<const uint8_t> net_handler_code() {
+  return {gotap_trap_net_begin, static_cast<size_t>(gotap_trap_net_end - gotap_trap_net_begin)};
+}
+
+bool TrapNet::catches_sigtrap(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("SigCgt:", 0) != 0) continue;
+    uint64_t mask = std::stoull(line.substr(7), nullptr, 16);
+    return mask & (1ull << (SIGTRAP - 1));
+  }
+  return false;
+}
+
+Result<KernelSigaction> TrapNet::query(Process& proc, pid_t tid, uint64_t syscall_at) {
+  if (!data_) {
+    auto r = proc.inject_syscall(tid, syscall_at, SYS_mmap,
+                                 {0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                                  static_cast<uint64_t>(-1), 0});
+    if (!r) return r.error();
+    if (int64_t(*r) < 0 && int64_t(*r) > -4096)
+      return runtime_error("cannot map a data page in the tracee: {}", strerror(-int64_t(*r)));
+    data_ = *r;
+  }
+  auto r = proc.inject_syscall(tid, syscall_at, SYS_rt_sigaction,
+                               {SIGTRAP, 0, data_, sizeof(KernelSigaction::mask)});
+  if (!r) return r.error();
+  if (*r != 0)
+    return runtime_error("rt_sigaction in the tracee failed: {}", strerror(-int64_t(*r)));
+  KernelSigaction sa;
+  if (!proc.mem().read(data_, &sa, sizeof sa)) return runtime_error("cannot read {:#x}", data_);
+  return sa;
+}
+
+Result<void> TrapNet::set(Process& proc, pid_t tid, uint64_t syscall_at,
+                          const KernelSigaction& sa) {
+  if (!proc.mem().write(data_ + 64, &sa, sizeof sa))
+    return runtime_error("cannot write {:#x}", data_ + 64);
+  auto r = proc.inject_syscall(tid, syscall_at, SYS_rt_sigaction,
+                               {SIGTRAP, data_ + 64, 0, sizeof(KernelSigaction::mask)});
+  if (!r) return r.error();
+  if (*r != 0)
+    return runtime_error("rt_sigaction in the tracee failed: {}", strerror(-int64_t(*r)));
+  return {};
+}
+
+Result<bool> TrapNet::arm(Process& proc, pid_t tid, uint64_t syscall_at, uint64_t page) {
+  if (armed_) return true;
+  auto old = query(proc, tid, syscall_at);
+  if (!old) return old.error();
+  // SIG_DFL or SIG_IGN: the runtime has not installed its handler yet.
+  if (old->handler <= 1) return false;
+  // The handler chains to the program's for SIGTRAPs that are not ours.
+  uint64_t h = old->handler;
+  if (!proc.mem().write(page + kNetHeaderOff + offsetof(NetHeader, old_handler), &h, 8))
+    return runtime_error("cannot write the scratch page at {:#x}", page);
+  KernelSigaction ours = *old;
+  ours.handler = page;
+  ours.flags |= SA_SIGINFO;
+  GOTAP_TRY(set(proc, tid, syscall_at, ours));
+  old_ = *old;
+  page_ = page;
+  armed_ = true;
+  return true;
+}
+
+Result<void> TrapNet::disarm(Process& proc, pid_t tid, uint64_t syscall_at) {
+  if (!armed_) return {};
+  auto now = query(proc, tid, syscall_at);
+  if (!now) return now.error();
+  armed_ = false;
+  if (now->handler != page_) return {};  // the program set a handler of its own since
+  return set(proc, tid, syscall_at, old_);
+}
+
+}  // namespace gotap::ptrace

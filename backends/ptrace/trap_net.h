@@ -1,0 +1,79 @@
+// The safety net (docs/design.md, "When gotap dies"): a SIGTRAP handler that gotap places in
+// the tracee's scratch page, next to the out-of-line copies of the displaced instructions.
+// While gotap is alive it never runs: every SIGTRAP of an int3 stops the thread for the
+// tracer, which resumes it without the signal. When gotap dies without removing its int3s
+// (SIGKILL, the OOM killer), the kernel detaches and the next hit raises a real SIGTRAP, which
+// Go turns into a fatal "SIGTRAP: trace trap". The handler instead sends the thread to the
+// out-of-line copy of the instruction the int3 displaced, and the program carries on.
+//
+// The page, as the handler reads it (all offsets from the page's start):
+//   [0, kNetHeaderOff)          the handler's code (position independent)
+//   kNetHeaderOff               NetHeader
+//   kNetTableOff                NetHeader::nsites NetEntry, sorted by site
+//   after the table             the out-of-line slots
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "backends/ptrace/process.h"
+#include "core/result.h"
+
+namespace gotap::ptrace {
+
+constexpr uint64_t kNetHeaderOff = 256;
+constexpr uint64_t kNetTableOff = kNetHeaderOff + 32;
+
+struct NetHeader {
+  uint64_t end = 0;          // the page's end: a SIGTRAP whose pc is in [page, end) is one the
+                             // tracer had already handled when it died: nothing left to do
+  uint64_t old_handler = 0;  // the program's own handler, for SIGTRAPs that are not ours
+  uint64_t nsites = 0;
+  uint64_t reserved = 0;
+};
+static_assert(sizeof(NetHeader) == kNetTableOff - kNetHeaderOff);
+
+struct NetEntry {
+  uint64_t site = 0;  // the int3's address
+  uint64_t slot = 0;  // where the thread resumes: the displaced instruction's copy
+};
+
+// The kernel's struct sigaction on x86-64 (rt_sigaction(2) with sigsetsize 8).
+struct KernelSigaction {
+  uint64_t handler = 0;
+  uint64_t flags = 0;
+  uint64_t restorer = 0;
+  uint64_t mask = 0;
+};
+
+// The handler's machine code, to be copied to the start of the page.
+std::span<const uint8_t> net_handler_code();
+
+// Makes the page's handler the tracee's SIGTRAP handler, and puts the program's own back.
+// Both inject rt_sigaction(2) into a stopped thread.
+class TrapNet {
+ public:
+  // `page` holds the handler (Breakpoints::build_scratch). Returns false, changing nothing,
+  // while the program has no SIGTRAP handler of its own: a launched Go program before
+  // runtime.initsig, which would replace ours. Call again once it has one.
+  Result<bool> arm(Process& proc, pid_t tid, uint64_t syscall_at, uint64_t page);
+  // Restores the program's handler, unless the program replaced ours meanwhile.
+  Result<void> disarm(Process& proc, pid_t tid, uint64_t syscall_at);
+  bool armed() const { return armed_; }
+
+  // Whether the process catches SIGTRAP (SigCgt in /proc/PID/status): cheaper than asking
+  // through an injected syscall, for the launched program's first hits.
+  static bool catches_sigtrap(pid_t pid);
+
+ private:
+  Result<KernelSigaction> query(Process& proc, pid_t tid, uint64_t syscall_at);
+  Result<void> set(Process& proc, pid_t tid, uint64_t syscall_at, const KernelSigaction& sa);
+
+  bool armed_ = false;
+  uint64_t page_ = 0;
+  uint64_t data_ = 0;  // a read-write page in the tracee for rt_sigaction's arguments
+  KernelSigaction old_;
+};
+
+}  // namespace gotap::ptrace
