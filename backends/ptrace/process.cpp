@@ -8,8 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
+#include <string>
 
 namespace gotap::ptrace {
 
@@ -85,8 +87,8 @@ Result<std::unique_ptr<Process>> Process::launch(const std::vector<std::string>&
   if (waitpid(child, &st, WUNTRACED) != child || !WIFSTOPPED(st)) {
     return runtime_error("cannot start {}", argv[0]);
   }
-  if (::ptrace(PTRACE_SEIZE, child, nullptr,
-               reinterpret_cast<void*>(kSeizeOptions | PTRACE_O_EXITKILL)) != 0) {
+  // No PTRACE_O_EXITKILL: a launched program outlives gotap, as an attached one does.
+  if (::ptrace(PTRACE_SEIZE, child, nullptr, reinterpret_cast<void*>(kSeizeOptions)) != 0) {
     int e = errno;
     kill(child, SIGKILL);
     waitpid(child, &st, 0);
@@ -194,15 +196,53 @@ int Process::take_held_signal(pid_t tid) {
   return s;
 }
 
-Result<void> Process::interrupt_and_wait(pid_t tid) {
+WaitStatus Process::next_event(pid_t which, bool block, const TrapFix& fix, bool* fixed) {
+  *fixed = false;
+  siginfo_t si{};
+  int opts = WEXITED | WSTOPPED | __WALL | WNOWAIT | (block ? 0 : WNOHANG);
+  if (waitid(which < 0 ? P_ALL : P_PID, which < 0 ? 0 : id_t(which), &si, opts) != 0)
+    return {-1, 0};
+  if (si.si_pid == 0) return {0, 0};
+  const pid_t tid = si.si_pid;
+  user_regs_struct orig{};
+  if (fix && si.si_code == CLD_TRAPPED && si.si_status == SIGTRAP &&
+      ::ptrace(PTRACE_GETREGS, tid, nullptr, &orig) == 0) {
+    user_regs_struct r = orig;
+    if (fix(tid, r) && ::ptrace(PTRACE_SETREGS, tid, nullptr, &r) == 0) *fixed = true;
+  }
+  WaitStatus ws{};
+  for (;;) {
+    int st = 0;
+    pid_t t = waitpid(tid, &st, __WALL);
+    if (t < 0 && errno == EINTR) continue;
+    ws = {t, st};
+    break;
+  }
+  // Not the plain SIGTRAP stop it looked like (a ptrace event stop): as it was.
+  if (*fixed && !(ws.stopped() && ws.event() == 0 && ws.stop_sig() == SIGTRAP)) {
+    ::ptrace(PTRACE_SETREGS, tid, nullptr, &orig);
+    *fixed = false;
+  }
+  return ws;
+}
+
+Result<void> Process::interrupt_and_wait(pid_t tid, const TrapFix& fix_trap) {
   if (::ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0)
     return errno_error(ErrorKind::Runtime, "cannot stop thread {}", tid);
   for (;;) {
-    WaitStatus ws = wait_any(-1);
-    if (ws.tid < 0) return errno_error(ErrorKind::Runtime, "waitpid");
+    bool fixed = false;
+    WaitStatus ws = next_event(-1, true, fix_trap, &fixed);
+    if (ws.tid < 0) {
+      if (errno == EINTR) continue;
+      return errno_error(ErrorKind::Runtime, "waitpid");
+    }
     if (ws.exited()) {
       note_exit(ws);
       if (ws.tid == tid || gone_) return runtime_error("thread {} exited", tid);
+      continue;
+    }
+    if (fixed) {
+      cont(ws.tid, 0);
       continue;
     }
     if (ws.tid == tid) {
@@ -259,19 +299,57 @@ Result<uint64_t> Process::inject_syscall(pid_t tid, uint64_t code_addr, long nr,
   return out;
 }
 
-void Process::detach_all(const std::function<bool(pid_t, user_regs_struct&)>& fix_trap) {
-  std::unordered_set<pid_t> pending;
-  for (pid_t t : threads_) {
-    if (::ptrace(PTRACE_INTERRUPT, t, nullptr, nullptr) == 0) pending.insert(t);
+namespace {
+
+// Whether SIGTRAP is pending for thread `tid` (SigPnd: its own queue, where an int3's lands).
+bool sigtrap_pending(pid_t pid, pid_t tid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("SigPnd:", 0) != 0) continue;
+    return std::stoull(line.substr(7), nullptr, 16) & (1ull << (SIGTRAP - 1));
   }
+  return false;
+}
+
+}  // namespace
+
+void Process::detach_all(const TrapFix& fix_trap, pid_t already_stopped) {
+  std::unordered_set<pid_t> pending;
   auto detach = [&](pid_t t, int sig) {
     ::ptrace(PTRACE_DETACH, t, nullptr, reinterpret_cast<void*>(static_cast<long>(sig)));
     pending.erase(t);
     threads_.erase(t);
   };
-  while (!pending.empty()) {
-    WaitStatus ws = wait_any(-1);
-    if (ws.tid < 0) break;  // ECHILD: nothing left
+  // A thread in an interrupt stop may still have an int3's SIGTRAP queued: the kernel reports
+  // the interrupt before it dequeues signals. Detached like that, the SIGTRAP would reach
+  // the program. Resume it instead, and take the signal's stop that comes first.
+  auto detach_stopped = [&](pid_t t, int sig) {
+    if (sig == 0 && sigtrap_pending(pid_, t) && cont(t, 0)) return;
+    detach(t, sig);
+  };
+  for (pid_t t : threads_) {
+    if (t == already_stopped) continue;
+    if (::ptrace(PTRACE_INTERRUPT, t, nullptr, nullptr) == 0) pending.insert(t);
+  }
+  if (already_stopped && threads_.count(already_stopped)) {
+    pending.insert(already_stopped);
+    detach_stopped(already_stopped, take_held_signal(already_stopped));
+  }
+  // Bounded: a thread that never reports (it left in a way we did not see) must not keep
+  // gotap, and with it a stop request, waiting forever. Whatever is left is detached by the
+  // kernel when gotap exits.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!pending.empty() && std::chrono::steady_clock::now() < deadline) {
+    bool fixed = false;
+    WaitStatus ws = next_event(-1, false, fix_trap, &fixed);
+    if (ws.tid == 0) {
+      usleep(200);
+      continue;
+    }
+    if (ws.tid < 0) {
+      if (errno == EINTR) continue;
+      break;  // ECHILD: nothing left
+    }
     if (ws.exited()) {
       note_exit(ws);
       pending.erase(ws.tid);
@@ -287,18 +365,18 @@ void Process::detach_all(const std::function<bool(pid_t, user_regs_struct&)>& fi
         break;
       }
       case 0: {
-        int sig = ws.stop_sig();
-        if (sig == SIGTRAP) {
-          user_regs_struct r{};
-          if (::ptrace(PTRACE_GETREGS, t, nullptr, &r) == 0 && fix_trap(t, r)) {
-            ::ptrace(PTRACE_SETREGS, t, nullptr, &r);
-            sig = 0;
-          }
-        }
+        int sig = fixed ? 0 : ws.stop_sig();
         // The pending interrupt is dropped by the detach.
         detach(t, sig ? sig : held);
         break;
       }
+      case PTRACE_EVENT_STOP:
+        if (!ws.group_stop()) {
+          detach_stopped(t, held);
+          break;
+        }
+        detach(t, held);
+        break;
       default:
         detach(t, held);
         break;

@@ -32,6 +32,9 @@ struct WaitStatus {
   bool group_stop() const;  // PTRACE_EVENT_STOP with a stopping signal
 };
 
+// Called with a thread's registers at a SIGTRAP stop; returns true after changing them.
+using TrapFix = std::function<bool(pid_t, user_regs_struct&)>;
+
 class Process {
  public:
   // fork + exec; returns with the only thread stopped at the exec (PTRACE_EVENT_EXEC).
@@ -49,8 +52,10 @@ class Process {
   std::optional<uint64_t> load_bias(uint64_t elf_entry) const;
 
   // Stops thread `tid` with PTRACE_INTERRUPT and waits for it; other threads' events that
-  // arrive meanwhile are handled by passing their signals through.
-  Result<void> interrupt_and_wait(pid_t tid);
+  // arrive meanwhile are handled by passing their signals through. A SIGTRAP stop (of any
+  // thread) goes to `fix_trap` first, as in detach_all: once breakpoints exist, such a stop
+  // is a probe hit, which must not be resumed as if it were not.
+  Result<void> interrupt_and_wait(pid_t tid, const TrapFix& fix_trap = nullptr);
 
   // Runs syscall `nr` in the stopped thread `tid`, using a `syscall` instruction written
   // temporarily at `code_addr` (an address no other thread executes). Returns rax.
@@ -59,6 +64,13 @@ class Process {
 
   // A signal that arrived while a thread was held for injection; delivered on its next resume.
   int take_held_signal(pid_t tid);
+
+  // The next stop or exit of `which` (-1: any thread); tid 0 when `block` is false and there
+  // is none, -1 on error (errno: EINTR when a signal interrupted the wait). A SIGTRAP stop
+  // goes to `fix` *before* it is consumed (waitid with WNOWAIT): once waitpid has reported a
+  // stop, a tracer that dies leaves the thread to resume with no signal, so its registers
+  // must already say where it resumes. *fixed says whether `fix` changed them.
+  WaitStatus next_event(pid_t which, bool block, const TrapFix& fix, bool* fixed);
 
   // Resumes a stopped thread with a signal (0 = none).
   static bool cont(pid_t tid, int sig);
@@ -73,7 +85,9 @@ class Process {
   // Interrupts every thread and detaches from each. `fix_trap` gets a thread that reported a
   // SIGTRAP (a probe hit taken before the breakpoints were restored): it returns true after
   // rewinding the registers, so that the original instruction runs and no signal is sent.
-  void detach_all(const std::function<bool(pid_t, user_regs_struct&)>& fix_trap);
+  // `already_stopped`: a thread the caller holds in an interrupt stop (it reports no more).
+  // Gives up after a few seconds on threads that never report.
+  void detach_all(const TrapFix& fix_trap, pid_t already_stopped = 0);
 
  private:
   Process() = default;

@@ -109,7 +109,8 @@ Result<void> Tracer::start() {
     if (proc_->launched()) {
       kill(proc_->pid(), SIGKILL);
     } else {
-      proc_->detach_all([](pid_t, user_regs_struct&) { return false; });
+      // `stopped` is still in its interrupt stop: it will report nothing more.
+      proc_->detach_all([](pid_t, user_regs_struct&) { return false; }, stopped);
     }
     return r;
   }
@@ -152,7 +153,9 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     if (!f) return 0;
     return pcln.sp_delta(*f, pc).value_or(0);
   };
-  std::vector<std::string> problems;
+  // Sites that cannot be probed are counted, and reported once with the first reason.
+  size_t wanted = 0, taken = 0;
+  std::string first_problem;
   for (size_t i = 0; i < plan_.funcs.size(); ++i) {
     const FuncPlan& f = plan_.funcs[i];
     FuncState& fs = fstate_[i];
@@ -162,8 +165,11 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
         for (const auto& pc : p.loc.pieces)
           if (pc.kind == LocPiece::FloatReg) fs.needs_xmm = true;
     auto add = [&](uint64_t pc, SiteRole role) {
+      ++wanted;
       auto r = bps_.add(pc + bias_, role, sp_delta(pc), mem);
-      if (!r) problems.push_back(fmt::format("{}: {}", f.name, r.error().what()));
+      if (r) return;
+      if (r.error().what().find("already holds an int3") != std::string::npos) ++taken;
+      if (first_problem.empty()) first_problem = fmt::format("{}: {}", f.name, r.error().what());
     };
     if (f.entry_probe) add(f.entry_probe, {SiteRole::Entry, int(i), -1});
     for (uint64_t rs : f.ret_sites) add(rs, {SiteRole::Return, int(i), -1});
@@ -171,6 +177,7 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
       for (size_t k = 0; k < f.inline_sites.size(); ++k)
         add(f.inline_sites[k].pc, {SiteRole::Inline, int(i), int(k)});
   }
+  const size_t placed = bps_.size();
   const GoroutineProbes& gp = plan_.goroutines;
   std::vector<std::pair<uint64_t, SiteRole::Kind>> gsites = {{gp.status, SiteRole::GStatus},
                                                              {gp.create, SiteRole::GCreate}};
@@ -189,7 +196,17 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
         },
         wait_reason_names(plan_.go), !plan_.go.at_least(1, 21));
   }
-  for (const auto& p : problems) fmt::print(stderr, "gotap: warning: not probed: {}\n", p);
+  const std::string why =
+      taken ? fmt::format(
+                  "{} of them already hold an int3: another tracer (a uprobe or a "
+                  "debugger) is on them",
+                  taken)
+            : "first: " + first_problem;
+  if (wanted && placed == 0)
+    return runtime_error("no probe could be placed ({} sites; {})", wanted, why);
+  if (placed < wanted)
+    fmt::print(stderr, "gotap: warning: {} of {} probe sites not placed ({})\n", wanted - placed,
+               wanted, why);
   if (bps_.size() == 0) return runtime_error("no probe could be placed");
 
   uint64_t lo = UINT64_MAX, hi = 0;
@@ -198,7 +215,11 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     lo = std::min(lo, seg.vaddr + bias_);
     if (seg.flags & 1 /* PF_X */) hi = std::max(hi, seg.vaddr + seg.memsz + bias_);
   }
-  GOTAP_TRY(bps_.place_scratch(*proc_, stopped, elf.entry() + bias_, lo, hi));
+  syscall_at_ = elf.entry() + bias_;
+  GOTAP_TRY(bps_.place_scratch(*proc_, stopped, syscall_at_, lo, hi));
+  // The safety net goes up before the first int3 (attached), or once the Go runtime has
+  // installed its own SIGTRAP handler (launched: at a later hit, handle_trap).
+  if (!arm_net(stopped)) net_wanted_ = true;
   GOTAP_TRY(bps_.insert_all(mem));
 
   fmt::print(stderr, "{}\n",
@@ -362,11 +383,24 @@ void Tracer::on_goroutine(const SiteRole& role, const user_regs_struct& r, pid_t
   goroutines_->on_create(ts, tid, goid, start_pc, r.rcx);
 }
 
+bool Tracer::arm_net(pid_t tid) {
+  auto r = net_.arm(*proc_, tid, syscall_at_, bps_.scratch());
+  if (!r) {
+    fmt::print(stderr,
+               "gotap: warning: no safety net in pid {} ({}): if gotap is killed, the "
+               "program may die of SIGTRAP\n",
+               proc_->pid(), r.error().what());
+    net_wanted_ = false;
+    return true;
+  }
+  if (*r) net_wanted_ = false;
+  return *r;
+}
+
 bool Tracer::handle_trap(pid_t tid) {
-  user_regs_struct r;
-  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &r) != 0) return false;
-  const Site* s = bps_.find(r.rip - 1);
-  if (!s) return false;
+  if (net_wanted_ && TrapNet::catches_sigtrap(proc_->pid())) arm_net(tid);
+  const user_regs_struct& r = trap_regs_;
+  const Site* s = trap_site_;
   ++hits_;
   uint64_t ts = now_ns();
   for (const auto& role : s->roles) {
@@ -387,44 +421,47 @@ bool Tracer::handle_trap(pid_t tid) {
         break;
     }
   }
-  if (!Breakpoints::step_over(*s, r, proc_->mem())) {
-    // Cannot resume past this instruction: put it back so the thread can run it.
-    fmt::print(stderr, "gotap: cannot resume thread {} at {:#x}; removing that probe\n", tid,
-               s->addr);
-    proc_->mem().write(s->addr, s->orig, 1);
-    r.rip = s->addr;
-  }
-  ::ptrace(PTRACE_SETREGS, tid, nullptr, &r);
-  Process::cont(tid, 0);
+  // The registers already point at the site's copy (next_event).
+  Process::cont(tid, proc_->take_held_signal(tid));
   return true;
 }
 
 void Tracer::loop() {
+  // A hit is sent to its site's copy before its stop is consumed (Process::next_event); the
+  // registers it had at the int3 are kept for decoding.
+  const TrapFix to_copy = [this](pid_t, user_regs_struct& r) {
+    const Site* s = bps_.find(r.rip - 1);
+    if (!s || !Breakpoints::step_over(*s, r)) return false;
+    trap_site_ = s;
+    trap_regs_ = r;
+    trap_regs_.rip = s->addr + 1;
+    return true;
+  };
   for (;;) {
     if (stop_due()) return;
-    int st = 0;
-    pid_t tid = 0;
+    bool fixed = false;
+    WaitStatus ws{};
     // Polling briefly before blocking keeps the tracer on its CPU between hits that come in
     // quick succession, saving a wake-up of the tracer per hit.
     if (spin_ns_) {
       uint64_t until = now_ns() + spin_ns_;
       do {
-        tid = waitpid(-1, &st, __WALL | WNOHANG);
-      } while (tid == 0 && now_ns() < until);
+        ws = proc_->next_event(-1, false, to_copy, &fixed);
+      } while (ws.tid == 0 && now_ns() < until);
     }
-    if (tid == 0) tid = waitpid(-1, &st, __WALL);
-    if (tid < 0) {
+    if (ws.tid == 0) ws = proc_->next_event(-1, true, to_copy, &fixed);
+    if (ws.tid < 0) {
       if (errno == EINTR) continue;
       return;  // ECHILD: nothing left to trace
     }
-    WaitStatus ws{tid, st};
+    pid_t tid = ws.tid;
     if (ws.exited()) {
       proc_->note_exit(ws);
       if (proc_->gone()) return;
       continue;
     }
     if (!ws.stopped()) continue;
-    if (ws.event() == 0 && ws.stop_sig() == SIGTRAP && handle_trap(tid)) continue;
+    if (fixed && handle_trap(tid)) continue;
     if (ws.event() == PTRACE_EVENT_EXEC) {
       // The program replaced itself: our breakpoints went with the old image, and so did
       // every other thread. Let the new program run untraced.
@@ -462,11 +499,25 @@ void Tracer::detach() {
     return;
   }
   bps_.restore_all(proc_->mem());
-  proc_->detach_all([this](pid_t, user_regs_struct& r) {
+  // A hit taken before the restore: run the original instruction, now back in place.
+  auto rewind = [this](pid_t, user_regs_struct& r) {
     if (!bps_.find(r.rip - 1)) return false;
-    r.rip -= 1;  // a hit taken before the restore: run the original instruction
+    r.rip -= 1;
     return true;
-  });
+  };
+  // The program's own SIGTRAP handler goes back, through one stopped thread that the detach
+  // then releases with the rest.
+  pid_t held = 0;
+  if (net_.armed() && !proc_->threads().empty()) {
+    pid_t t = proc_->threads().count(proc_->pid()) ? proc_->pid() : *proc_->threads().begin();
+    if (proc_->interrupt_and_wait(t, rewind)) {
+      held = t;
+      if (auto r = net_.disarm(*proc_, t, syscall_at_); !r)
+        fmt::print(stderr, "gotap: warning: the program's SIGTRAP handler was not restored: {}\n",
+                   r.error().what());
+    }
+  }
+  proc_->detach_all(rewind, held);
 }
 
 void Tracer::emit_aggregates() {

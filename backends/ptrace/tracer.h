@@ -16,6 +16,7 @@
 #include "backends/ptrace/breakpoints.h"
 #include "backends/ptrace/goroutine.h"
 #include "backends/ptrace/process.h"
+#include "backends/ptrace/trap_net.h"
 #include "core/backend.h"
 #include "core/goroutine_events.h"
 #include "core/value_decoder.h"
@@ -48,7 +49,10 @@ class Tracer {
   Result<void> start();
   Result<void> setup_probes(pid_t stopped);
   void loop();
+  // A probe hit, already sent to its copy: trap_site_ and trap_regs_ (as at the int3).
   bool handle_trap(pid_t tid);
+  // Arms the safety net through the stopped thread `tid`; false while it must wait.
+  bool arm_net(pid_t tid);
   void on_entry(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
                 uint64_t ts);
   void on_return(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
@@ -71,6 +75,11 @@ class Tracer {
   std::unique_ptr<Process> proc_;
   uint64_t bias_ = 0;
   Breakpoints bps_;
+  TrapNet net_;
+  const Site* trap_site_ = nullptr;
+  user_regs_struct trap_regs_{};
+  bool net_wanted_ = false;  // not armed yet: the program has no SIGTRAP handler yet
+  uint64_t syscall_at_ = 0;  // where syscalls are injected: the ELF entry, never run again
   std::unique_ptr<GoroutineReader> gr_;
   std::unique_ptr<ValueDecoder> dec_;
   std::unique_ptr<GoroutineEvents> goroutines_;
