@@ -16,6 +16,7 @@
 #include "frontends/child_process.h"
 #include "frontends/commands.h"
 #include "frontends/options.h"
+#include "frontends/reader_gone.h"
 #include "frontends/register_backends.h"
 
 namespace gotap::cli {
@@ -199,6 +200,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   std::unique_ptr<EventSink> sink = command == "graph" && format == "graph"
                                         ? make_graph_writer(out->fp, root, vm->count("args") > 0)
                                         : make_output(format, out->fp);
+  sink = std::make_unique<ReaderGuard>(std::move(sink), out->fp);
   if (record->fp) {
     Event info = {{"command", command}, {"binary", path}, {"patterns", patterns}};
     sink = make_tee(std::move(sink), make_record_writer(record->fp, info));
@@ -206,6 +208,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   if (goroutines_cmd && (!selection.goids.empty() || !selection.under.empty()))
     sink = make_goroutine_filter(std::move(sink), std::move(selection));
   install_stop_handlers();
+  catch_sigpipe();
   auto r = (*backend)->run(**bin, *plan, opts, *sink);
   sink->flush();
   if (!r) return report_error(r.error());

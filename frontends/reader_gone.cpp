@@ -1,0 +1,80 @@
+#include "frontends/reader_gone.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "core/backend.h"
+
+namespace gotap::cli {
+
+namespace {
+
+std::atomic<bool> g_sigpipe{false};
+
+void on_sigpipe(int) {
+  g_sigpipe.store(true);
+  stop_requested().store(true);
+}
+
+}  // namespace
+
+void catch_sigpipe() {
+  struct sigaction sa {};
+  sa.sa_handler = on_sigpipe;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGPIPE, &sa, nullptr);
+}
+
+ReaderGuard::ReaderGuard(std::unique_ptr<EventSink> inner, std::FILE* out)
+    : inner_(std::move(inner)), out_(out) {
+  struct stat st {};
+  int fd = out ? fileno(out) : -1;
+  if (fd < 0 || fstat(fd, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) return;
+  // A count or latency run writes nothing until it ends, so a write cannot tell that the
+  // reader left: a pipe whose reader is gone polls as POLLERR.
+  watcher_ = std::thread([this, fd] {
+    while (!done_.load()) {
+      pollfd p{fd, 0, 0};
+      if (poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP))) {
+        mark_gone();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+}
+
+ReaderGuard::~ReaderGuard() {
+  done_.store(true);
+  if (watcher_.joinable()) watcher_.join();
+}
+
+void ReaderGuard::mark_gone() {
+  gone_.store(true);
+  stop_requested().store(true);
+}
+
+void ReaderGuard::emit(const Event& ev) {
+  if (g_sigpipe.load()) mark_gone();
+  if (gone_.load()) {
+    if (ev.value("event", "") == "summary") {
+      std::fprintf(stderr, "gotap: the output's reader went away; tracing stopped\n");
+      make_text_writer(stderr)->emit(ev);
+    }
+    return;
+  }
+  inner_->emit(ev);
+  if (std::ferror(out_) || g_sigpipe.load()) mark_gone();
+}
+
+void ReaderGuard::flush() {
+  if (gone_.load()) return;
+  inner_->flush();
+  if (std::ferror(out_)) mark_gone();
+}
+
+}  // namespace gotap::cli

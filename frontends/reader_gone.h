@@ -1,0 +1,38 @@
+// A reader that goes away (`gotap trace ... | head`, a closed FIFO given to -o) ends a trace
+// the way Ctrl-C does (CONTRACT.md): probes removed, the summary on stderr, exit status 0.
+// Without this, SIGPIPE would kill gotap with its probes still in the traced program.
+#pragma once
+
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include "core/events.h"
+
+namespace gotap::cli {
+
+// Catches SIGPIPE (a handler, not SIG_IGN: a launched program must not inherit the change).
+void catch_sigpipe();
+
+// Wraps the sink that writes to `out`. A failed write, SIGPIPE, or (for pipes and sockets)
+// the reader's end closing while nothing is written requests the stop; from then on events
+// are dropped, and the summary goes to stderr as text.
+class ReaderGuard : public EventSink {
+ public:
+  ReaderGuard(std::unique_ptr<EventSink> inner, std::FILE* out);
+  ~ReaderGuard() override;
+  void emit(const Event& ev) override;
+  void flush() override;
+  bool gone() const { return gone_.load(); }
+
+ private:
+  void mark_gone();
+  std::unique_ptr<EventSink> inner_;
+  std::FILE* out_;
+  std::atomic<bool> gone_{false};
+  std::atomic<bool> done_{false};
+  std::thread watcher_;
+};
+
+}  // namespace gotap::cli
