@@ -113,11 +113,15 @@ uint8_t* put_jmp_abs(uint8_t* p, uint64_t to) {
   return p + 14;
 }
 
+// Where the slots start: after the table and the original bytes.
+uint64_t slots_offset(size_t nsites) {
+  return (kNetTableOff + nsites * (sizeof(NetEntry) + 1) + kSlotSize - 1) / kSlotSize * kSlotSize;
+}
+
 }  // namespace
 
 uint64_t Breakpoints::scratch_size_for(size_t nsites) {
-  uint64_t slots =
-      (kNetTableOff + nsites * sizeof(NetEntry) + kSlotSize - 1) / kSlotSize * kSlotSize;
+  uint64_t slots = slots_offset(nsites);
   return (slots + nsites * kSlotSize + kPage - 1) / kPage * kPage;
 }
 
@@ -134,8 +138,7 @@ Result<std::vector<uint8_t>> Breakpoints::build_scratch(uint64_t base) {
   hdr.end = base + size;
   hdr.nsites = order.size();
   std::memcpy(img.data() + kNetHeaderOff, &hdr, sizeof hdr);
-  uint64_t off =
-      (kNetTableOff + order.size() * sizeof(NetEntry) + kSlotSize - 1) / kSlotSize * kSlotSize;
+  uint64_t off = slots_offset(order.size());
   for (size_t i = 0; i < order.size(); ++i, off += kSlotSize) {
     Site& s = *order[i];
     s.slot = base + off;
@@ -174,6 +177,7 @@ Result<std::vector<uint8_t>> Breakpoints::build_scratch(uint64_t base) {
     }
     NetEntry e{s.addr, s.slot};
     std::memcpy(img.data() + kNetTableOff + i * sizeof(NetEntry), &e, sizeof e);
+    img[kNetTableOff + order.size() * sizeof(NetEntry) + i] = s.orig[0];
   }
   return img;
 }

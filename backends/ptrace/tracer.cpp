@@ -147,6 +147,14 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   dec_ = std::make_unique<ValueDecoder>(mem, env, lim);
   gr_ = std::make_unique<GoroutineReader>(mem, plan_);
 
+  // A gotap killed earlier left its int3s here: put the original bytes back first, or every
+  // site would look taken.
+  Leftovers left = remove_leftovers(proc_->pid(), mem);
+  if (left.restored)
+    fmt::print(stderr, "gotap: removed {} probe{} left in pid {} by a gotap that was killed\n",
+               left.restored, left.restored == 1 ? "" : "s", proc_->pid());
+  net_.set_leftovers(std::move(left.handlers));
+
   fstate_.resize(plan_.funcs.size());
   auto sp_delta = [&](uint64_t pc) -> int32_t {
     const PclnFunc* f = pcln.find(pc);

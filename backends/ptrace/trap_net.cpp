@@ -9,6 +9,9 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <vector>
+
+#include "backends/ptrace/memory.h"
 
 // The handler, called as sa_sigaction(sig in rdi, siginfo in rsi, ucontext in rdx), on the
 // signal stack Go gave the thread (the flags are Go's own, SA_ONSTACK included). It touches
@@ -90,6 +93,42 @@ std::span<const uint8_t> net_handler_code() {
   return {gotap_trap_net_begin, static_cast<size_t>(gotap_trap_net_end - gotap_trap_net_begin)};
 }
 
+Leftovers remove_leftovers(pid_t pid, TraceeMemory& mem) {
+  Leftovers out;
+  const auto code = net_handler_code();
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  for (std::string line; std::getline(maps, line);) {
+    uint64_t lo = 0, hi = 0, off = 0, inode = 0;
+    char perms[8] = {};
+    unsigned dmaj = 0, dmin = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx %7s %lx %x:%x %lu", &lo, &hi, perms, &off, &dmaj, &dmin,
+                    &inode) != 7)
+      continue;
+    if (inode != 0 || std::string(perms) != "r-xp" || hi - lo < 4096) continue;
+    std::vector<uint8_t> head(code.size());
+    if (!mem.read(lo, head.data(), head.size()) ||
+        std::memcmp(head.data(), code.data(), code.size()) != 0)
+      continue;
+    NetHeader hdr;
+    if (!mem.read(lo + kNetHeaderOff, &hdr, sizeof hdr)) continue;
+    // Bytes of a dead process's page: trusted no further than they check out.
+    if (hdr.end != hi || hdr.nsites > (hi - lo) / sizeof(NetEntry)) continue;
+    std::vector<NetEntry> table(hdr.nsites);
+    std::vector<uint8_t> orig(hdr.nsites);
+    if (!mem.read(lo + kNetTableOff, table.data(), table.size() * sizeof(NetEntry)) ||
+        !mem.read(lo + kNetTableOff + table.size() * sizeof(NetEntry), orig.data(), orig.size()))
+      continue;
+    ++out.pages;
+    out.handlers[lo] = hdr.old_handler;
+    for (size_t i = 0; i < table.size(); ++i) {
+      uint8_t now = 0;
+      if (orig[i] == 0xCC || !mem.read(table[i].site, &now, 1) || now != 0xCC) continue;
+      if (mem.write(table[i].site, &orig[i], 1)) ++out.restored;
+    }
+  }
+  return out;
+}
+
 bool TrapNet::catches_sigtrap(pid_t pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(f, line);) {
@@ -136,6 +175,8 @@ Result<bool> TrapNet::arm(Process& proc, pid_t tid, uint64_t syscall_at, uint64_
   if (armed_) return true;
   auto old = query(proc, tid, syscall_at);
   if (!old) return old.error();
+  // A dead gotap's handler: the program's own is the one behind it.
+  if (auto it = leftovers_.find(old->handler); it != leftovers_.end()) old->handler = it->second;
   // SIG_DFL or SIG_IGN: the runtime has not installed its handler yet.
   if (old->handler <= 1) return false;
   // The handler chains to the program's for SIGTRAPs that are not ours.

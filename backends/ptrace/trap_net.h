@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <span>
 
 #include "backends/ptrace/process.h"
@@ -50,6 +51,17 @@ struct KernelSigaction {
 // The handler's machine code, to be copied to the start of the page.
 std::span<const uint8_t> net_handler_code();
 
+// A gotap that died leaves its int3s and its page in the program. Finds such pages
+// (anonymous executable mappings that start with the handler's code), puts the original
+// bytes back wherever the int3s still are, and says how many it restored. `handlers` maps
+// each page (its handler's address) to the handler it chained to: the program's own.
+struct Leftovers {
+  size_t pages = 0;
+  size_t restored = 0;
+  std::map<uint64_t, uint64_t> handlers;
+};
+Leftovers remove_leftovers(pid_t pid, TraceeMemory& mem);
+
 // Makes the page's handler the tracee's SIGTRAP handler, and puts the program's own back.
 // Both inject rt_sigaction(2) into a stopped thread.
 class TrapNet {
@@ -61,6 +73,9 @@ class TrapNet {
   // Restores the program's handler, unless the program replaced ours meanwhile.
   Result<void> disarm(Process& proc, pid_t tid, uint64_t syscall_at);
   bool armed() const { return armed_; }
+  // Handlers of dead gotaps' pages, and the program's handler behind each (remove_leftovers):
+  // found installed, such a handler is replaced, not chained to.
+  void set_leftovers(std::map<uint64_t, uint64_t> handlers) { leftovers_ = std::move(handlers); }
 
   // Whether the process catches SIGTRAP (SigCgt in /proc/PID/status): cheaper than asking
   // through an injected syscall, for the launched program's first hits.
@@ -74,6 +89,7 @@ class TrapNet {
   uint64_t page_ = 0;
   uint64_t data_ = 0;  // a read-write page in the tracee for rt_sigaction's arguments
   KernelSigaction old_;
+  std::map<uint64_t, uint64_t> leftovers_;
 };
 
 }  // namespace gotap::ptrace

@@ -1,0 +1,109 @@
+#include "tests/unit/loopback.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "tests/unit/fixtures.h"
+
+namespace gotap::testing {
+
+using Clock = std::chrono::steady_clock;
+
+Child spawn(const std::vector<std::string>& argv) {
+  int o[2], e[2];
+  if (pipe2(o, O_CLOEXEC) != 0 || pipe2(e, O_CLOEXEC) != 0) return {};
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(o[1], 1);
+    dup2(e[1], 2);
+    std::vector<char*> a;
+    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    execv(a[0], a.data());
+    _exit(127);
+  }
+  close(o[1]);
+  close(e[1]);
+  return {pid, o[0], e[0]};
+}
+
+// Reads fd until `needle` shows up or the deadline passes; returns what was read.
+std::string read_until(int fd, const std::string& needle, int timeout_ms) {
+  std::string got;
+  auto end = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (got.find(needle) == std::string::npos && Clock::now() < end) {
+    pollfd p{fd, POLLIN, 0};
+    int left = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count());
+    if (poll(&p, 1, std::max(left, 0)) <= 0) break;
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    got.append(buf, n);
+  }
+  return got;
+}
+
+std::string read_all(int fd) {
+  std::string got;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) got.append(buf, n);
+  return got;
+}
+
+// A free loopback port (bound and released; the server takes it right after).
+int free_port() {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  close(s);
+  return ntohs(a.sin_port);
+}
+
+// One HTTP/1.1 GET on a connection of its own; the whole response, or nullopt.
+std::optional<std::string> http_get(int port, const std::string& path) {
+  int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{10, 0};
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(s);
+    return std::nullopt;
+  }
+  std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  if (write(s, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+    close(s);
+    return std::nullopt;
+  }
+  std::string resp = read_all(s);
+  close(s);
+  return resp;
+}
+
+bool served_ok(const std::optional<std::string>& r, const std::string& body) {
+  return r && r->rfind("HTTP/1.1 200", 0) == 0 && r->size() >= body.size() &&
+         r->compare(r->size() - body.size(), body.size(), body) == 0;
+}
+
+std::string rclone_path() {
+  for (const auto& rb : real_binaries())
+    if (rb.name == "rclone") return rb.path;
+  return "";
+}
+
+}  // namespace gotap::testing

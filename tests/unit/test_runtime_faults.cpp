@@ -1,0 +1,214 @@
+// Fault injection: tracing never endangers the traced program (docs/design.md, "When gotap
+// dies"). Debian's stripped rclone serves loopback requests from two clients without pause,
+// while gotap, attached by pid, traces functions that every request runs. gotap then ends in
+// each way it can: SIGKILL at a random moment of the trace, its reader going away, SIGHUP,
+// SIGTERM and SIGINT, ten times each, once per backend. After every end the server must
+// answer, and keep answering for a second; no request of the load may fail. Between trials
+// the same server is traced again: after a SIGKILL, ptrace finds the dead gotap's int3s and
+// removes them first.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/unit/fixtures.h"
+#include "tests/unit/loopback.h"
+
+namespace gotap::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+enum class End { Kill, ReaderGone, Hup, Term, Int };
+
+const char* name_of(End e) {
+  switch (e) {
+    case End::Kill:
+      return "SIGKILL";
+    case End::ReaderGone:
+      return "reader gone";
+    case End::Hup:
+      return "SIGHUP";
+    case End::Term:
+      return "SIGTERM";
+    case End::Int:
+      return "SIGINT";
+  }
+  return "?";
+}
+
+class Faults : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach and BPF)";
+    if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+    std::string rclone = rclone_path();
+    if (rclone.empty())
+      GTEST_SKIP() << "no rclone from Debian (tests/tools/fetch-real-binaries.sh)";
+    dir_ = fs::temp_directory_path() / ("gotap-faults-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "page.txt") << kBody;
+    port_ = free_port();
+    srv_ = spawn({rclone, "serve", "http", dir_.string(), "--addr",
+                  "127.0.0.1:" + std::to_string(port_), "--config", "/dev/null"});
+    ASSERT_GT(srv_.pid, 0);
+    bool up = false;
+    for (int i = 0; i < 100 && !up; ++i) {
+      up = served_ok(http_get(port_, "/page.txt"), kBody);
+      if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_TRUE(up) << "rclone serve http did not come up";
+    for (int c = 0; c < 2; ++c)
+      load_.emplace_back([this] {
+        while (!stop_load_.load()) {
+          if (served_ok(http_get(port_, "/page.txt"), kBody))
+            ++load_ok_;
+          else
+            ++load_failed_;
+        }
+      });
+  }
+  void TearDown() override {
+    stop_load_.store(true);
+    for (auto& t : load_) t.join();
+    if (srv_.pid > 0) {
+      kill(srv_.pid, SIGTERM);
+      waitpid(srv_.pid, nullptr, 0);
+      close(srv_.out);
+      close(srv_.err);
+    }
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  // One trace of the server, ended by `how` at a random moment while events flow.
+  void trial(End how, std::mt19937& rng) {
+    Child tap =
+        spawn({gotap_binary(), "trace", "--backend", GetParam(), "--json", "-p",
+               std::to_string(srv_.pid), "net/http.(*conn).serve", "net/http.(*conn).readRequest",
+               "net/http.(*response).finishRequest", "net/http.serverHandler.ServeHTTP"});
+    ASSERT_GT(tap.pid, 0);
+    std::string err = read_until(tap.err, "Tracing ", 60000);
+    ASSERT_NE(err.find("Tracing "), std::string::npos) << err;
+    // Events must be flowing when gotap ends: read some, then wait a random while, reading
+    // on (a reader that stops reading would stop a ptrace trace, and the server with it).
+    std::string some = read_until(tap.out, "\"event\":\"return\"", 10000);
+    EXPECT_NE(some.find("\"event\""), std::string::npos) << "no events while traced";
+    auto until = Clock::now() + std::chrono::milliseconds(rng() % 300);
+    while (Clock::now() < until) read_until(tap.out, "\n\n", 5);
+    switch (how) {
+      case End::Kill:
+        kill(tap.pid, SIGKILL);
+        break;
+      case End::ReaderGone:
+        close(tap.out);
+        tap.out = -1;
+        break;
+      case End::Hup:
+        kill(tap.pid, SIGHUP);
+        break;
+      case End::Term:
+        kill(tap.pid, SIGTERM);
+        break;
+      case End::Int:
+        kill(tap.pid, SIGINT);
+        break;
+    }
+    // gotap's output is drained until it exits, so that only `how` ends it.
+    std::thread drain([fd = tap.out] {
+      if (fd >= 0) read_all(fd);
+    });
+    int st = 0;
+    pid_t got = 0;
+    for (int i = 0; i < 2000 && got == 0; ++i) {
+      got = waitpid(tap.pid, &st, WNOHANG);
+      if (got == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (got == 0) {
+      ADD_FAILURE() << name_of(how) << ": gotap did not end within 20 s";
+      kill(tap.pid, SIGKILL);
+      waitpid(tap.pid, &st, 0);
+    }
+    drain.join();
+    err += read_all(tap.err);
+    if (tap.out >= 0) close(tap.out);
+    close(tap.err);
+    if (how == End::Kill) {
+      EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << st;
+    } else {
+      EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << name_of(how) << ": " << st << "\n"
+                                                         << err;
+      if (how == End::ReaderGone) EXPECT_NE(err.find("reader went away"), std::string::npos) << err;
+    }
+    // The server answers, and goes on answering for a second.
+    EXPECT_EQ(kill(srv_.pid, 0), 0) << "the server died after " << name_of(how);
+    int ok = 0, failed = 0;
+    for (auto end = Clock::now() + std::chrono::seconds(1); Clock::now() < end;)
+      (served_ok(http_get(port_, "/page.txt"), kBody) ? ok : failed)++;
+    EXPECT_EQ(failed, 0) << "after " << name_of(how);
+    EXPECT_GT(ok, 0) << "after " << name_of(how);
+  }
+
+  static constexpr const char* kBody = "served by a stripped Go program\n";
+  fs::path dir_;
+  int port_ = 0;
+  Child srv_;
+  std::vector<std::thread> load_;
+  std::atomic<bool> stop_load_{false};
+  std::atomic<int> load_ok_{0}, load_failed_{0};
+};
+
+TEST_P(Faults, ServerSurvivesEveryWayGotapEnds) {
+  std::mt19937 rng(std::random_device{}());
+  for (End how : {End::Kill, End::ReaderGone, End::Hup, End::Term, End::Int}) {
+    for (int i = 0; i < 10; ++i) {
+      SCOPED_TRACE(std::string(name_of(how)) + " #" + std::to_string(i));
+      trial(how, rng);
+      if (HasFatalFailure() || kill(srv_.pid, 0) != 0) return;
+    }
+  }
+  EXPECT_EQ(load_failed_.load(), 0) << load_ok_.load() << " requests served";
+  EXPECT_GT(load_ok_.load(), 0);
+}
+
+// Another tracer holds every site (an eBPF trace of the same functions): ptrace says so in
+// one line and exits 1, and does not hang; the server goes on serving.
+TEST_P(Faults, SitesTakenByAnotherTracer) {
+  if (GetParam() != "ptrace") GTEST_SKIP() << "the ptrace backend meets the eBPF one's int3s";
+  const std::string fn = "net/http.(*conn).serve";
+  Child holder = spawn({gotap_binary(), "trace", "--backend", "ebpf", "-p",
+                        std::to_string(srv_.pid), "-o", "/dev/null", fn});
+  ASSERT_GT(holder.pid, 0);
+  std::string herr = read_until(holder.err, "Tracing ", 60000);
+  ASSERT_NE(herr.find("Tracing "), std::string::npos) << herr;
+  RunResult r = run_command(
+      {gotap_binary(), "trace", "--backend", "ptrace", "-p", std::to_string(srv_.pid), fn}, 30);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("already hold an int3"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  kill(holder.pid, SIGINT);
+  int st = 0;
+  waitpid(holder.pid, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  close(holder.out);
+  close(holder.err);
+  EXPECT_TRUE(served_ok(http_get(port_, "/page.txt"), kBody));
+  EXPECT_EQ(load_failed_.load(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Faults, ::testing::Values("ebpf", "ptrace"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace gotap::testing
