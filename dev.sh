@@ -10,7 +10,7 @@ cd "$(dirname "$0")"
 PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
   libelf-dev libdw-dev libzydis-dev libboost-program-options-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbpf-dev bpftool clang llvm libclang-rt-14-dev libunwind-dev
-  zlib1g-dev libzstd-dev clang-format dpkg-dev python3)
+  zlib1g-dev libzstd-dev clang-format dpkg-dev python3 file)
 
 # The peers gotap's tests and benchmarks compare against (bpftrace, dlv), hyperfine, and
 # chromium (a test renders the flame-graph SVG headless): installed for `test` only.
