@@ -53,7 +53,7 @@ struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
   __uint(max_entries, 65536);
   __type(key, struct gotap_call_key);
-  __type(value, __u64);
+  __type(value, struct gotap_inflight);
 } inflight SEC(".maps");
 
 struct {
@@ -253,16 +253,17 @@ int gotap_probe(struct pt_regs* ctx) {
       __u64* c = bpf_map_lookup_elem(&counts, &func);
       if (c) *c += 1;
     }
-    if (bpf_map_update_elem(&inflight, &key, &now, BPF_ANY)) bump(GOTAP_CNT_INFLIGHT_FULL);
+    struct gotap_inflight in = {now, (__u32)(pid_tgid >> 32), (__u32)pid_tgid};
+    if (bpf_map_update_elem(&inflight, &key, &in, BPF_ANY)) bump(GOTAP_CNT_INFLIGHT_FULL);
     if (mode == GOTAP_MODE_TRACE) emit(ctx, p, idx, pid_tgid, goid, now, 0, GOTAP_EV_ENTRY, 0);
     return 0;
   }
 
-  __u64* start = bpf_map_lookup_elem(&inflight, &key);
+  struct gotap_inflight* start = bpf_map_lookup_elem(&inflight, &key);
   __u64 dur = 0;
   __u8 evflags = 0;
   if (start) {
-    dur = now - *start;
+    dur = now - start->ts;
     bpf_map_delete_elem(&inflight, &key);
   } else {
     bump(GOTAP_CNT_UNMATCHED_RET);

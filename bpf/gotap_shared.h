@@ -112,6 +112,13 @@ struct gotap_call_key {
   gotap_u32 pad;
 };
 
+/* A call in flight: when it was entered, and where (for `unfinished`, docs/json.md). */
+struct gotap_inflight {
+  gotap_u64 ts;
+  gotap_u32 pid;
+  gotap_u32 tid;
+};
+
 enum gotap_event_kind { GOTAP_EV_ENTRY = 0, GOTAP_EV_RETURN = 1 };
 
 enum gotap_event_flags {

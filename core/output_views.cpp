@@ -304,7 +304,7 @@ class LatencyView : public EventSink {
     if (kind == "entry" || kind == "unfinished") return;
     if (kind == "return") {
       if (ev.contains("duration_ns"))
-        durations_[ev.value("func", "")].push_back(ev["duration_ns"].get<uint64_t>());
+        durations_[ev.value("func", "")].add(ev["duration_ns"].get<uint64_t>());
       return;
     }
     if (kind == "summary")
@@ -315,7 +315,7 @@ class LatencyView : public EventSink {
 
  private:
   std::unique_ptr<EventSink> inner_;
-  std::map<std::string, std::vector<uint64_t>> durations_;
+  std::map<std::string, LatencySummary> durations_;
 };
 
 class Tee : public EventSink {

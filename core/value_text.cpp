@@ -93,6 +93,8 @@ std::string value_to_text(const nlohmann::json& v) {
     default:
       return v.dump(-1, ' ', false, json::error_handler_t::replace);
   }
+  if (v.value("unreadable", false) && v.contains("len"))  // a string whose bytes were not read
+    return fmt::format("<not captured (len {})>", v["len"].dump());
   if (v.contains("str") && v.contains("len")) {  // a truncated string
     std::string s = quote_go_string(v["str"].get<std::string>());
     if (v.value("truncated", false)) s += fmt::format("...(len {})", v["len"].dump());
@@ -108,7 +110,8 @@ std::string value_to_text(const nlohmann::json& v) {
   if (v.contains("elems") && v.contains("len")) {  // slice
     std::string s = "[" + join_elems(v["elems"]);
     if (v.value("truncated", false))
-      s += fmt::format(", ...+{}", v["len"].get<int64_t>() - int64_t(v["elems"].size()));
+      s += fmt::format("{}...+{}", v["elems"].empty() ? "" : ", ",
+                       v["len"].get<int64_t>() - int64_t(v["elems"].size()));
     return s + "]";
   }
   if (v.contains("entries") && v.contains("len")) {  // map

@@ -19,19 +19,27 @@
 
 #include "backends/ebpf/attach.h"
 #include "backends/ebpf/event_decoder.h"
-#include "backends/ebpf/histogram.h"
 #include "backends/ebpf/insn_filter.h"
 #include "backends/ebpf/probe_config.h"
 #include "backends/ebpf/target.h"
 #include "backends/ebpf/type_names.h"
 #include "core/go_binary.h"
 #include "core/goroutine_events.h"
+#include "core/latency.h"
+#include "core/summary.h"
 #include "core/wait_reasons.h"
 #include "gotap.skel.h"
 
 namespace gotap::ebpf {
 
 namespace {
+
+// CLOCK_MONOTONIC, bpf_ktime_get_ns's clock and that of every ts_ns.
+uint64_t monotonic_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return uint64_t(now.tv_sec) * 1000000000ull + uint64_t(now.tv_nsec);
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -414,8 +422,11 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
         a.sum_ns += b.sum_ns;
       });
       if (st.count == 0) continue;
-      LatencySummary s{st.count, st.sum_ns, st.min_ns, st.max_ns, {}};
-      s.fine.assign(GOTAP_NBUCKETS, 0);
+      LatencySummary s;
+      s.count = st.count;
+      s.sum_ns = st.sum_ns;
+      s.min_ns = st.min_ns;
+      s.max_ns = st.max_ns;
       for (uint32_t b = 0; b < GOTAP_NBUCKETS; ++b) {
         uint32_t key = f * GOTAP_NBUCKETS + b;
         bpf_map_lookup_elem(hfd, &key, &s.fine[b]);
@@ -424,48 +435,61 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
       ++session.events;
     }
   } else {
-    // Calls still in flight never returned while we watched.
+    // Calls still in flight never returned while we watched: `unfinished`, ending now, as
+    // the ptrace backend reports them (docs/json.md).
+    const uint64_t end_ns = monotonic_ns();
     int fd = bpf_map__fd(skel->maps.inflight);
     gotap_call_key key{}, next{};
     const void* prev = nullptr;
+    std::vector<std::pair<gotap_inflight, gotap_call_key>> open;
     while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-      uint64_t ts = 0;
-      if (bpf_map_lookup_elem(fd, &next, &ts) == 0 && next.func_id < cfg.funcs.size() &&
-          cfg.funcs[next.func_id].traced_returns) {
-        sink.emit({{"event", "unfinished"},
-                   {"ts_ns", ts},
-                   {"goid", next.goid},
-                   {"func", cfg.funcs[next.func_id].plan->name}});
-        ++session.events;
-      }
+      gotap_inflight in{};
+      if (bpf_map_lookup_elem(fd, &next, &in) == 0 && next.func_id < cfg.funcs.size() &&
+          cfg.funcs[next.func_id].traced_returns)
+        open.push_back({in, next});
       key = next;
       prev = &key;
     }
+    std::sort(open.begin(), open.end(),
+              [](const auto& a, const auto& b) { return a.first.ts < b.first.ts; });
+    for (const auto& [in, k] : open) {
+      sink.emit({{"event", "unfinished"},
+                 {"ts_ns", end_ns},
+                 {"pid", in.pid},
+                 {"tid", in.tid},
+                 {"goid", k.goid},
+                 {"func", cfg.funcs[k.func_id].plan->name},
+                 {"entry_ts_ns", in.ts}});
+      ++session.events;
+    }
   }
 
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);  // bpf_ktime_get_ns's clock
-  Event summary = {{"event", "summary"},
-                   {"ts_ns", uint64_t(now.tv_sec) * 1000000000ull + uint64_t(now.tv_nsec)},
-                   {"backend", "ebpf"},
-                   {"functions", cfg.funcs.size()},
-                   {"probes", cfg.sites.size()},
-                   {"events", session.events},
-                   {"lost", counters[GOTAP_CNT_LOST] + session.decode_failures},
-                   {"unmatched_returns", counters[GOTAP_CNT_UNMATCHED_RET]},
-                   {"refires_ignored", counters[GOTAP_CNT_REFIRE]},
-                   {"goid_read_errors", counters[GOTAP_CNT_READ_ERR]},
-                   {"inflight_full", counters[GOTAP_CNT_INFLIGHT_FULL]},
-                   {"attach", attachment.method()},
-                   {"skipped_sites", refused.size()},
-                   {"attach_ms", attach_ms},
-                   {"detach_ms", detach_ms}};
+  RunSummary sum;
+  sum.backend = "ebpf";
+  sum.ts_ns = monotonic_ns();
+  sum.functions = cfg.funcs.size();
+  sum.probes = cfg.sites.size();
+  sum.events = session.events;
+  sum.lost = counters[GOTAP_CNT_LOST] + session.decode_failures;
+  sum.pid = filter_pid > 0 ? filter_pid : 0;
+  sum.ended_by = target_exited ? "exit" : "stop";
   if (target.launched() && target_exited) {
     int st = target.exit_status();
-    if (WIFEXITED(st)) summary["exit_code"] = WEXITSTATUS(st);
-    if (WIFSIGNALED(st)) summary["exit_signal"] = WTERMSIG(st);
+    if (WIFEXITED(st)) sum.exit_code = WEXITSTATUS(st);
+    if (WIFSIGNALED(st)) {
+      sum.exit_code = 128 + WTERMSIG(st);
+      sum.exit_signal = WTERMSIG(st);
+    }
   }
-  sink.emit(summary);
+  sum.extra = {{"unmatched_returns", counters[GOTAP_CNT_UNMATCHED_RET]},
+               {"refires_ignored", counters[GOTAP_CNT_REFIRE]},
+               {"goid_read_errors", counters[GOTAP_CNT_READ_ERR]},
+               {"inflight_full", counters[GOTAP_CNT_INFLIGHT_FULL]},
+               {"attach", attachment.method()},
+               {"skipped_sites", refused.size()},
+               {"attach_ms", attach_ms},
+               {"detach_ms", detach_ms}};
+  sink.emit(summary_event(sum));
   sink.flush();
   return {};
 }

@@ -6,6 +6,7 @@
 
 #include "backends/ebpf/value_kind.h"
 #include "core/plan.h"
+#include "core/value_decoder.h"
 
 namespace gotap::ebpf {
 
@@ -35,6 +36,24 @@ struct Captured {
       if (auto w = word(i)) a.push_back(hex(*w));
     return {{"raw", a}};
   }
+};
+
+// The bytes the BPF program copied, found by the address they were copied from: what core's
+// ValueDecoder may read of the tracee's memory at this event. Anything else is unreadable.
+class CapturedMemory : public MemoryReader {
+ public:
+  void add(uint64_t addr, std::string bytes) { ranges_.push_back({addr, std::move(bytes)}); }
+  bool read(uint64_t addr, void* buf, size_t n) override {
+    for (const auto& [a, b] : ranges_)
+      if (addr >= a && addr - a <= b.size() && n <= b.size() - (addr - a)) {
+        std::memcpy(buf, b.data() + (addr - a), n);
+        return true;
+      }
+    return false;
+  }
+
+ private:
+  std::vector<std::pair<uint64_t, std::string>> ranges_;
 };
 
 int64_t sign_extend(uint64_t v, uint64_t size) {
@@ -179,8 +198,48 @@ nlohmann::json EventDecoder::value(const ParamCapture& pc, const gotap_event& ev
       j["value"] = v;
       return j;
     }
-    case ValueShape::Other:
-      break;
+    case ValueShape::Other: {
+      // Structs and arrays: core's decoder over the captured registers and bytes, when every
+      // piece was captured. A float register piece was not (BPF cannot read it): no guess.
+      if (!types_ || !p.type || p.loc.pieces.empty()) break;
+      CapturedMemory mem;
+      RegState rs;
+      rs.sp = 1ull << 47;  // stack pieces are placed here, as captured
+      bool complete = true;
+      for (const auto& piece : p.loc.pieces) {
+        uint64_t slot = piece.value_offset / 8;
+        if (piece.kind == LocPiece::FloatReg || piece.value_offset % 8) {
+          complete = false;
+        } else if (piece.kind == LocPiece::IntReg) {
+          auto w = c.word(slot);
+          if (!w || piece.reg >= kNumIntRegs)
+            complete = false;
+          else
+            rs.gp[piece.reg] = *w;
+        } else {
+          std::string bytes;
+          for (uint64_t off = 0; off < piece.size && complete; off += 8) {
+            auto w = c.word(slot + off / 8);
+            if (!w)
+              complete = false;
+            else
+              bytes.append(reinterpret_cast<const char*>(&*w), 8);
+          }
+          if (complete) mem.add(rs.sp + piece.stack_offset, bytes.substr(0, piece.size));
+        }
+      }
+      if (!complete) break;
+      for (auto [cap, slot] : pc.field_caps)
+        if (auto ptr = c.word(slot))
+          if (auto b = c.bytes(cap)) mem.add(*ptr, *b);
+      auto bytes = assemble_value(p.loc, p.size, rs, mem);
+      if (!bytes) break;
+      DecodeEnv env;
+      env.types = types_;
+      // Only what was captured: no pointers followed, strings as long as their copy.
+      ValueDecoder dec(mem, env, DecodeLimits{0, 0, 1 << 16});
+      return dec.decode(p.type, *bytes);
+    }
   }
   return c.raw();
 }

@@ -61,6 +61,23 @@ struct Builder {
     }
     return pc;
   }
+
+  // A struct's string fields (one level): their bytes, for core's decoder. Called after every
+  // parameter has its caps, so that a struct never takes a string's or an interface's.
+  void add_field_caps(ParamCapture& pc) {
+    const ParamLoc& p = *pc.param;
+    if (pc.shape != ValueShape::Other || !types || !p.type) return;
+    const GoType* t = types->get(p.type);
+    if (!t || t->kind != GoKind::Struct) return;
+    const uint64_t nwords = pc.words.size();
+    for (const auto& f : t->fields) {
+      const GoType* ft = types->get(f.type);
+      uint64_t slot = f.offset / 8;
+      if (!ft || ft->kind != GoKind::String || f.offset % 8 || slot + 1 >= nwords) continue;
+      int c = add_cap(GOTAP_CAP_STRING, pc.words[slot], pc.words[slot + 1], max_str);
+      if (c >= 0) pc.field_caps.push_back({c, static_cast<int>(slot)});
+    }
+  }
 };
 
 SiteConfig make_site(uint64_t addr, uint32_t func_id, uint8_t flags,
@@ -74,6 +91,7 @@ SiteConfig make_site(uint64_t addr, uint32_t func_id, uint8_t flags,
     Builder b{s.probe, max_str, types};
     for (const auto& p : *params)
       if (p.is_result == want_results) s.params.push_back(b.capture(p));
+    for (auto& pc : s.params) b.add_field_caps(pc);
   }
   return s;
 }

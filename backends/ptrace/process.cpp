@@ -159,6 +159,7 @@ void Process::note_exit(const WaitStatus& ws) {
   if (ws.tid == pid_) {
     gone_ = true;
     exit_code_ = WIFEXITED(ws.raw) ? WEXITSTATUS(ws.raw) : 128 + WTERMSIG(ws.raw);
+    exit_signal_ = WIFSIGNALED(ws.raw) ? WTERMSIG(ws.raw) : 0;
   }
 }
 

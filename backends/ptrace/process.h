@@ -79,6 +79,7 @@ class Process {
 
   bool exec_seen() const { return exec_seen_; }
   int exit_code() const { return exit_code_; }
+  int exit_signal() const { return exit_signal_; }  // 0 unless a signal killed it
   void note_exit(const WaitStatus& ws);
   bool gone() const { return gone_; }
 
@@ -96,6 +97,7 @@ class Process {
   bool exec_seen_ = false;
   bool gone_ = false;
   int exit_code_ = 0;
+  int exit_signal_ = 0;
   std::unique_ptr<TraceeMemory> mem_;
   std::unordered_set<pid_t> threads_;
   std::unordered_map<pid_t, int> held_signals_;

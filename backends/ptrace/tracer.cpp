@@ -18,6 +18,7 @@
 
 #include "backends/ptrace/unwind.h"
 #include "core/latency.h"
+#include "core/summary.h"
 #include "core/wait_reasons.h"
 
 namespace gotap::ptrace {
@@ -312,7 +313,7 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
     pending_.erase(it);
   }
   if (opts_.mode == Mode::Latency) {
-    if (entry) fs.durations.push_back(ts - entry->ts);
+    if (entry) fs.latency.add(ts - entry->ts);
     return;
   }
   json results = json::array();
@@ -535,8 +536,8 @@ void Tracer::emit_aggregates() {
     FuncState& fs = fstate_[i];
     if (opts_.mode == Mode::Count && fs.count) {
       emit({{"event", "count"}, {"func", name}, {"count", fs.count}});
-    } else if (opts_.mode == Mode::Latency && !fs.durations.empty()) {
-      emit(latency_event(name, fs.durations));
+    } else if (opts_.mode == Mode::Latency && fs.latency.count) {
+      emit(latency_event(name, fs.latency));
     }
   }
 }
@@ -558,19 +559,22 @@ Result<void> Tracer::run() {
   finish_pending();
   emit_aggregates();
   if (goroutines_) events_ += goroutines_->events();
-  json sum = {{"event", "summary"},  {"ts_ns", now_ns()},
-              {"backend", "ptrace"}, {"probes", bps_.size()},
-              {"events", events_},   {"lost", goid_read_errors_},
-              {"hits", hits_},       {"functions", plan_.funcs.size()},
-              {"pid", proc_->pid()}};
-  if (gone) sum["exit_code"] = proc_->exit_code();
-  if (exec_ended_)
-    sum["ended_by"] = "exec";
-  else if (gone)
-    sum["ended_by"] = "exit";
-  else
-    sum["ended_by"] = "stop";
-  emit(std::move(sum));
+  RunSummary sum;
+  sum.backend = "ptrace";
+  sum.functions = plan_.funcs.size();
+  sum.probes = bps_.size();
+  sum.pid = proc_->pid();
+  // Every hit is handled while its thread waits: nothing is ever dropped.
+  sum.lost = 0;
+  if (gone) {
+    sum.exit_code = proc_->exit_code();
+    if (proc_->exit_signal()) sum.exit_signal = proc_->exit_signal();
+  }
+  sum.ended_by = exec_ended_ ? "exec" : gone ? "exit" : "stop";
+  sum.extra = {{"hits", hits_}, {"goid_read_errors", goid_read_errors_}};
+  sum.ts_ns = now_ns();
+  sum.events = events_;
+  emit(summary_event(sum));
   sink_.flush();
   return {};
 }

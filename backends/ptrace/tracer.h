@@ -19,6 +19,7 @@
 #include "backends/ptrace/trap_net.h"
 #include "core/backend.h"
 #include "core/goroutine_events.h"
+#include "core/latency.h"
 #include "core/value_decoder.h"
 
 namespace gotap::ptrace {
@@ -38,7 +39,7 @@ class Tracer {
     bool abi_internal = true;
     bool needs_xmm = false;
     uint64_t count = 0;
-    std::vector<uint64_t> durations;
+    LatencySummary latency;
   };
   struct Pending {
     int func = -1;

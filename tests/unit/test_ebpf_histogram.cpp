@@ -2,16 +2,25 @@
 // instruction filter. No root needed.
 #include <gtest/gtest.h>
 
-#include "backends/ebpf/histogram.h"
 #include "backends/ebpf/insn_filter.h"
+#include "core/latency.h"
 #include "gotap_shared.h"
 
 namespace gotap::ebpf {
 namespace {
 
+// The kernel's bucket index and core's are one scheme.
+TEST(EbpfHistogram, KernelAndCoreAgree) {
+  ASSERT_EQ(uint32_t(GOTAP_NBUCKETS), kLatencyBuckets);
+  for (int shift = 0; shift < 64; ++shift)
+    for (uint64_t v : {uint64_t{1} << shift, (uint64_t{1} << shift) - 1, (uint64_t{1} << shift) + 1,
+                       (uint64_t{1} << shift) * 3 / 2})
+      ASSERT_EQ(gotap_bucket(v), latency_bucket(v)) << v;
+}
+
 TEST(EbpfHistogram, BucketsTileTheRange) {
   for (uint32_t b = 0; b + 1 < GOTAP_NBUCKETS; ++b) {
-    BucketRange r = bucket_range(b), next = bucket_range(b + 1);
+    BucketRange r = latency_bucket_range(b), next = latency_bucket_range(b + 1);
     ASSERT_EQ(r.hi, next.lo) << b;
     ASSERT_EQ(gotap_bucket(r.lo), b);
     ASSERT_EQ(gotap_bucket(r.hi - 1), b);
@@ -24,7 +33,6 @@ TEST(EbpfHistogram, BucketsTileTheRange) {
 
 TEST(EbpfHistogram, PercentilesFromFineBuckets) {
   LatencySummary s;
-  s.fine.assign(GOTAP_NBUCKETS, 0);
   // 90 samples of 1 ms, 10 of 30 ms.
   s.fine[gotap_bucket(1'000'000)] = 90;
   s.fine[gotap_bucket(30'000'000)] = 10;
