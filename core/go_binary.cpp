@@ -1,5 +1,7 @@
 #include "core/go_binary.h"
 
+#include "core/debuginfo.h"
+
 #include <elf.h>
 
 #include <algorithm>
@@ -52,6 +54,10 @@ std::optional<size_t> dict_position(std::string_view name) {
 }  // namespace
 
 Result<std::unique_ptr<GoBinary>> GoBinary::open(const std::string& path) {
+  return open(path, OpenOptions{});
+}
+
+Result<std::unique_ptr<GoBinary>> GoBinary::open(const std::string& path, const OpenOptions& opts) {
   std::unique_ptr<GoBinary> b(new GoBinary());
   auto elf = ElfFile::open(path);
   if (!elf) return elf.error();
@@ -68,6 +74,19 @@ Result<std::unique_ptr<GoBinary>> GoBinary::open(const std::string& path) {
     b->dwarf_ = std::move(*dw);
   } else {
     b->warnings_.push_back(dw.error().what() + " (DWARF ignored)");
+  }
+  // No DWARF inside: where distributions put it (a debuglink, the build ID, debuginfod).
+  if (dw && !b->dwarf_ && opts.find_debuginfo) {
+    if (auto df = find_debug_file(path, opts.debug_dirs)) {
+      auto delf = ElfFile::open(df->path);
+      auto ddw = delf ? DwarfInfo::load(**delf) : Result<std::unique_ptr<DwarfInfo>>(delf.error());
+      if (ddw && *ddw) {
+        b->dwarf_ = std::move(*ddw);
+        b->debug_file_ = *df;
+      } else if (!ddw) {
+        b->warnings_.push_back(ddw.error().what() + " (separate debug file ignored)");
+      }
+    }
   }
 
   b->offsets_ = runtime_offsets_for(b->buildinfo_.version);
@@ -300,7 +319,7 @@ FuncPlan GoBinary::plan_func(const PclnFunc& f, std::vector<std::string>& warnin
       if (hidden_dict && l.name == ".dict") continue;  // not a Go-level parameter
       (l.is_result ? p.results : p.args).push_back(std::move(l));
     }
-    p.args_source = "dwarf";
+    p.args_source = debug_file_ ? "debuginfo" : "dwarf";
   } else if (auto items = pclntab_.arg_info(f)) {
     p.args = args_from_arginfo(*items, code.morestack_spills, p.abi == "internal");
     p.args_source = "arginfo";

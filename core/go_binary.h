@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/buildinfo.h"
+#include "core/debuginfo.h"
 #include "core/dwarf_info.h"
 #include "core/elf_file.h"
 #include "core/pclntab.h"
@@ -22,15 +23,24 @@ struct PlanOptions {
   bool probe_inline_sites = true;
 };
 
+struct OpenOptions {
+  // Without DWARF inside, look for a separate debug file (core/debuginfo.h).
+  bool find_debuginfo = true;
+  std::vector<std::string> debug_dirs;  // --debug-dir: searched as /usr/lib/debug is
+};
+
 class GoBinary {
  public:
   // BadInput errors: not ELF, not Go, corrupt pclntab.
   static Result<std::unique_ptr<GoBinary>> open(const std::string& path);
+  static Result<std::unique_ptr<GoBinary>> open(const std::string& path, const OpenOptions& opts);
 
   const ElfFile& elf() const { return *elf_; }
   const BuildInfo& buildinfo() const { return buildinfo_; }
   const Pclntab& pclntab() const { return pclntab_; }
   const DwarfInfo* dwarf() const { return dwarf_.get(); }  // null without DWARF
+  // Where the DWARF came from when it is not in the binary itself.
+  const std::optional<DebugFile>& debug_file() const { return debug_file_; }
   const RuntimeOffsets& offsets() const { return offsets_; }
   bool regabi() const;
   bool cgo() const;
@@ -74,6 +84,7 @@ class GoBinary {
   BuildInfo buildinfo_;
   Pclntab pclntab_;
   std::unique_ptr<DwarfInfo> dwarf_;
+  std::optional<DebugFile> debug_file_;
   RuntimeOffsets offsets_;
 };
 

@@ -65,6 +65,8 @@ nlohmann::ordered_json to_json(const FuncPlan& f) {
   j["tail_jumps"] = addrs(f.tail_jumps);
   j["abi"] = f.abi;
   j["args_source"] = f.args_source;
+  // Where the signature came from (CONTRACT.md): dwarf, debuginfo, method-table, arginfo.
+  j["signature"] = f.args_source;
   j["frame_size"] = f.frame_size;
   j["file"] = f.file;
   j["line"] = f.line;

@@ -33,8 +33,9 @@ struct FuncPlan {
   bool entry_refires = false;  // a re-entry after morestack hits the entry probe again
   std::vector<uint64_t> ret_sites;
   std::vector<uint64_t> tail_jumps;
-  std::string abi;          // "internal" or "abi0"
-  std::string args_source;  // "dwarf", "arginfo" or "none"
+  std::string abi;  // "internal" or "abi0"
+  // "dwarf" (in the binary), "debuginfo" (a separate debug file), "arginfo" or "none".
+  std::string args_source;
   std::vector<ParamLoc> args;
   std::vector<ParamLoc> results;
   int32_t frame_size = 0;  // SP delta at the entry probe... after the prologue

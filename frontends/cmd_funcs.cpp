@@ -33,11 +33,12 @@ void print_text(const ProbePlan& plan) {
                            "KIND", "RETS", "ARGS -> RESULTS");
   for (const auto& f : plan.funcs) {
     std::string res = params_text(f.results);
-    std::cout << fmt::format("{:<50} {:>12} {:>12} {:<8} {:>4}  ({}){}\n", printable(f.name),
+    std::cout << fmt::format("{:<50} {:>12} {:>12} {:<8} {:>4}  ({}){}", printable(f.name),
                              f.entry ? hex(f.entry) : "inlined",
                              f.entry_probe ? hex(f.entry_probe) : "-", f.entry_probe_kind,
                              f.ret_sites.size(), params_text(f.args),
-                             res.empty() ? "" : " -> (" + res + ")");
+                             res.empty() ? "" : " -> (" + res + ")")
+              << (f.args_source.empty() ? "" : " [" + f.args_source + "]") << "\n";
     for (const auto& s : f.inline_sites)
       std::cout << fmt::format("    inlined in {} at {} ({}:{}), entry probe only{}\n",
                                printable(s.outer), hex(s.pc), printable(s.file), s.line,
@@ -52,6 +53,7 @@ int cmd_funcs(const Args& args) {
   po::options_description desc("gotap funcs [--json] BINARY [PATTERN...]");
   desc.add_options()("help,h", "show this help")("json", "one JSON object per function")(
       "no-inline", "do not plan probes at inlined call sites");
+  add_debuginfo_options(desc);
   auto vm = parse_options(args, desc, "args");
   if (!vm) return report_error(vm.error());
   if (vm->count("help")) {
@@ -60,7 +62,7 @@ int cmd_funcs(const Args& args) {
   }
   auto pos = positionals(*vm, "args");
   if (pos.empty()) return usage_error("funcs needs a BINARY (see gotap funcs --help)");
-  auto bin = GoBinary::open(pos[0]);
+  auto bin = GoBinary::open(pos[0], open_options(*vm));
   if (!bin) return report_error(bin.error());
   std::vector<std::string> patterns(pos.begin() + 1, pos.end());
   if (patterns.empty()) patterns.push_back("*");

@@ -42,6 +42,10 @@ nlohmann::json info_json(const GoBinary& b) {
       {"offsets_source", b.offsets().source},
   };
   if (b.dwarf()) j["dwarf_producer"] = b.dwarf()->producer();
+  // Where the DWARF came from: the binary itself, or a separate debug file and how it was
+  // found (debuglink, build-id, debuginfod).
+  j["dwarf_source"] = !b.dwarf() ? "none" : b.debug_file() ? b.debug_file()->found_by : "binary";
+  if (b.debug_file()) j["debug_file"] = b.debug_file()->path;
   return j;
 }
 
@@ -50,6 +54,7 @@ nlohmann::json info_json(const GoBinary& b) {
 int cmd_info(const Args& args) {
   po::options_description desc("gotap info [--json] BINARY");
   desc.add_options()("help,h", "show this help")("json", "one JSON object (CONTRACT.md)");
+  add_debuginfo_options(desc);
   auto vm = parse_options(args, desc, "binary");
   if (!vm) return report_error(vm.error());
   if (vm->count("help")) {
@@ -58,7 +63,7 @@ int cmd_info(const Args& args) {
   }
   auto pos = positionals(*vm, "binary");
   if (pos.size() != 1) return usage_error("info takes exactly one BINARY (see gotap info --help)");
-  auto bin = GoBinary::open(pos[0]);
+  auto bin = GoBinary::open(pos[0], open_options(*vm));
   if (!bin) return report_error(bin.error());
   nlohmann::json j = info_json(**bin);
   if (vm->count("json")) {

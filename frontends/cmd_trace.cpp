@@ -84,6 +84,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
       "format", po::value<std::string>(), kOutputFormats)("args",
                                                           "graph: show each call's arguments")(
       "record", po::value<std::string>(), "also store every event in FILE for gotap report");
+  add_debuginfo_options(desc);
   if (goroutines_cmd) {
     desc.add_options()("goid", po::value<std::vector<uint64_t>>()->composing(),
                        "only this goroutine (repeatable)")(
@@ -155,7 +156,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
       if (!found.empty()) path = found;
     }
   }
-  auto bin = GoBinary::open(path);
+  auto bin = GoBinary::open(path, open_options(*vm));
   if (!bin) return report_error(bin.error());
   PlanOptions popts;
   // --under follows calls from entry to return; an inlined copy has no return to close it.

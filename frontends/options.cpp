@@ -1,5 +1,7 @@
 #include "frontends/options.h"
 
+#include <cstdlib>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,6 +49,22 @@ Result<OutputFile> open_output(const po::variables_map& vm, const char* option, 
   if (!f.owned) return errno_error(ErrorKind::BadInput, "cannot write {}", path);
   f.fp = f.owned.get();
   return f;
+}
+
+void add_debuginfo_options(po::options_description& desc) {
+  desc.add_options()("debug-dir", po::value<std::vector<std::string>>()->composing(),
+                     "also look for separate debug files in DIR (as in /usr/lib/debug)")(
+      "no-debuginfo", "do not look for separate debug files (debuglink, build ID, debuginfod)");
+}
+
+OpenOptions open_options(const po::variables_map& vm) {
+  OpenOptions o;
+  o.find_debuginfo = !vm.count("no-debuginfo");
+  if (vm.count("debug-dir")) o.debug_dirs = vm["debug-dir"].as<std::vector<std::string>>();
+  // A debuginfod server that does not answer must not hold gotap for libdebuginfod's
+  // default 90 s.
+  setenv("DEBUGINFOD_TIMEOUT", "10", /*overwrite=*/0);
+  return o;
 }
 
 }  // namespace gotap::cli

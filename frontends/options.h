@@ -10,6 +10,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "core/go_binary.h"
 #include "core/result.h"
 
 namespace gotap::cli {
@@ -34,5 +35,9 @@ struct OutputFile {
 // then line-buffered.
 Result<OutputFile> open_output(const po::variables_map& vm, const char* option, std::FILE* fallback,
                                bool live = false);
+
+// --debug-dir DIR (repeatable) and --no-debuginfo, for every command that opens a binary.
+void add_debuginfo_options(po::options_description& desc);
+OpenOptions open_options(const po::variables_map& vm);
 
 }  // namespace gotap::cli
