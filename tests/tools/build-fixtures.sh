@@ -136,6 +136,40 @@ job() {
   echo "built $label"
 }
 
+# A split-debug build of the args program, as distributions ship Go programs: a GNU build ID
+# (-B), the DWARF moved to args.debug (objcopy --only-keep-debug), the binary stripped of it
+# and pointing there with a .gnu_debuglink. In OUT/split/VERSION/, apart from the flavours.
+split_job() {
+  local ver=$1 goroot=$2 out=$3
+  local dir="$out/split/$ver" pdir="$fixtures_src/args"
+  local id stamp
+  id=$(printf 'gotap-split-%s' "$ver" | sha1sum | cut -c1-40)
+  stamp="$recipe $(head -1 "$goroot/VERSION") $(dir_digest "$pdir") id=$id"
+  if [ -x "$dir/args" ] && [ -f "$dir/args.debug" ] && [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$stamp" ]; then
+    echo "uptodate $ver/split/args"
+    return 0
+  fi
+  mkdir -p "$dir" "$out/.logs"
+  if ! (
+    set -e
+    go_env "$goroot" "$out"
+    cd "$pdir"
+    CGO_ENABLED=0 "$goroot/bin/go" build -ldflags="-B=0x$id" -o "$dir/args-full" .
+    cd "$dir"
+    objcopy --only-keep-debug args-full args.debug
+    objcopy --strip-debug args-full args
+    objcopy --add-gnu-debuglink=args.debug args
+    rm -f args-full
+    echo "$id" >args.build-id
+  ) >"$out/.logs/$ver-split.log" 2>&1; then
+    echo "failed $ver/split/args see $out/.logs/$ver-split.log"
+    return 0
+  fi
+  echo "$stamp" >"$dir/.stamp"
+  rm -f "$out/.logs/$ver-split.log"
+  echo "built $ver/split/args"
+}
+
 if [ "${1:-}" = "--job" ]; then
   shift
   job "$@"
@@ -192,6 +226,9 @@ done <<<"$toolchains" >"$jobs_file"
 
 xargs -0 -n 5 -P "${GOTAP_JOBS:-2}" "$here/build-fixtures.sh" --job <"$jobs_file" |
   tee "$results" | awk '$1 != "uptodate" && $1 != "built"'
+while read -r ver goroot; do
+  split_job "$ver" "$goroot" "$out"
+done <<<"$toolchains" | tee -a "$results" | awk '$1 != "uptodate" && $1 != "built"'
 
 # Summary: one row per toolchain.
 echo
