@@ -320,8 +320,8 @@ std::vector<ParamLoc> args_from_arginfo(const std::vector<ArgInfoItem>& items,
     // Without spills, an argument whose words sit below an earlier argument's cannot be in
     // the spill area, so it was passed on the stack.
     bool below_earlier = lo != UINT64_MAX && static_cast<int64_t>(lo) < max_offset_seen;
-    // Without spills the register words are assigned in ABI order to integer registers; a
-    // best effort: float arguments cannot be told apart from the words alone.
+    // Without spills, words that fit the integer registers are taken to be register words
+    // (their location unknown); the rest are on the stack, where their offset is known.
     bool fits = next_int + static_cast<int>(words.size()) <= kNumIntRegs;
     for (const auto& w : words) {
       LocPiece lp;
@@ -345,8 +345,11 @@ std::vector<ParamLoc> args_from_arginfo(const std::vector<ArgInfoItem>& items,
           continue;  // in the spill area but never spilled: not known
         }
       } else if (!below_earlier && fits) {
-        lp.kind = LocPiece::IntReg;
-        lp.reg = static_cast<uint8_t>(next_int++);
+        // A register word, but which register depends on types ArgInfo does not give (a
+        // float goes to an X register and shifts every integer after it): unknown, never a
+        // guess shown as a value.
+        ++next_int;
+        continue;
       } else {
         lp.kind = LocPiece::Stack;
         lp.stack_offset = kArgFrameStart + w.offset;

@@ -65,6 +65,12 @@ std::string sanitize_utf8(std::string_view s) {
   return out;
 }
 
+bool covers(const ValueLoc& loc, uint64_t size) {
+  uint64_t n = 0;
+  for (const auto& pc : loc.pieces) n += pc.size;
+  return n >= size;
+}
+
 std::optional<std::vector<uint8_t>> assemble_value(const ValueLoc& loc, uint64_t size,
                                                    const RegState& regs, MemoryReader& mem) {
   std::vector<uint8_t> out(size, 0);
@@ -203,6 +209,11 @@ json ValueDecoder::decode_param(const ParamLoc& p, const RegState& regs) {
   json out = json::object();
   out["name"] = p.name;
   out["type"] = p.type_name;
+  // Where the plan does not know where (part of) a value is, nothing is shown for it.
+  if (!covers(p.loc, p.size)) {
+    out["value"] = json{{"raw", json::array()}, {"location", "unknown"}};
+    return out;
+  }
   auto bytes = assemble_value(p.loc, p.size, regs, mem_);
   if (!bytes) {
     out["value"] = json{{"unreadable", true}};

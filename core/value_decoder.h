@@ -41,6 +41,9 @@ struct RegState {
   uint64_t sp = 0;
 };
 
+// Whether the pieces of `loc` cover a value of `size` bytes (the plan knows where it all is).
+bool covers(const ValueLoc& loc, uint64_t size);
+
 // The bytes of a value from its ABI location; nullopt when a stack slot is unreadable.
 std::optional<std::vector<uint8_t>> assemble_value(const ValueLoc& loc, uint64_t size,
                                                    const RegState& regs, MemoryReader& mem);

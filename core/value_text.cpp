@@ -100,6 +100,7 @@ std::string value_to_text(const nlohmann::json& v) {
     if (v.value("truncated", false)) s += fmt::format("...(len {})", v["len"].dump());
     return s;
   }
+  if (v.value("location", "") == "unknown") return "<location unknown>";
   if (v.contains("raw")) {
     // Nothing captured: e.g. a float register, which a BPF program cannot read.
     if (v["raw"].empty()) return "<not captured>";
