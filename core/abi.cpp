@@ -274,9 +274,14 @@ std::vector<ParamLoc> args_from_arginfo(const std::vector<ArgInfoItem>& items,
   };
   std::vector<std::vector<Word>> args;
   int depth = 0;
+  bool more = false;
   for (const auto& it : items) {
     if (it.kind == ArgInfoItem::Dotdotdot) {
-      if (depth == 0) break;  // the traceback limit: later arguments are not described
+      // The traceback limit: later arguments are not described.
+      if (depth == 0) {
+        more = true;
+        break;
+      }
       continue;
     }
     if (it.kind == ArgInfoItem::StartAgg) {
@@ -368,6 +373,13 @@ std::vector<ParamLoc> args_from_arginfo(const std::vector<ArgInfoItem>& items,
       p.loc.pieces.assign(1, whole);
     }
     if (lo != UINT64_MAX) max_offset_seen = std::max<int64_t>(max_offset_seen, lo);
+    out.push_back(std::move(p));
+  }
+  if (more) {
+    // A mark where ArgInfo stops (it describes the first 10 words at most): more follow.
+    ParamLoc p;
+    p.name = "...";
+    p.type_name = "more";
     out.push_back(std::move(p));
   }
   return out;

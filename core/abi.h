@@ -1,6 +1,6 @@
 // Where each parameter and result of a Go function lives: the ABIInternal register
 // assignment (amd64, Go >= 1.17), ABI0 (stack), or, without DWARF, the ArgInfo words.
-// See shared/reference/go-internals.md section 3.
+// The ABI: Go's src/cmd/compile/abi-internal.md.
 #pragma once
 
 #include <cstdint>
@@ -80,9 +80,11 @@ std::vector<ParamLoc> assign_abi0(const TypeGraph& g, const std::vector<AbiParam
 // A word at argument-frame offset o is the register whose morestack spill slot is
 // [entry RSP + 8 + o] (verified on Go 1.19-1.26: every register word of ~800-1000 functions
 // per binary agrees with DWARF and assign_abi_internal). Words below the lowest spill slot
-// are stack arguments ("stack+8+o"). Functions without spills (frameless leaves, NOSPLIT)
-// get a best effort: words in order to integer registers (about 90% right on the fixtures;
-// floats and generic shape functions come out wrong). Results are unknown.
+// are stack arguments ("stack+8+o"). Functions without spills (frameless leaves, NOSPLIT):
+// a word that would be in a register has no location, since which register depends on types
+// ArgInfo does not give (a float goes to an X register and shifts the integers after it).
+// When ArgInfo stops at its limit (10 words), a last param named "..." says more follow.
+// Results are unknown.
 // Caveat from the compiler (ssagen.EmitArgInfo): for any function with "[" in its name the
 // first ABI input is left out. That is the dictionary for shape functions, but the receiver
 // for methods of generic types since Go 1.20, and the first real argument for closures

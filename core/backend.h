@@ -1,4 +1,4 @@
-// The one small abstract Backend (STYLE.md 1). Backends live in their own libraries and
+// The one small abstract Backend (docs/design.md). Backends live in their own libraries and
 // register themselves with the factory from the front end; core never names one.
 #pragma once
 
@@ -16,7 +16,7 @@
 
 namespace gotap {
 
-enum class Mode { Trace, Count, Latency, Graph, Goroutines };
+enum class Mode { Trace, Count, Latency, Goroutines };
 
 struct Target {
   int pid = 0;                    // -p PID
@@ -39,7 +39,7 @@ struct TraceOptions {
 std::atomic<bool>& stop_requested();
 
 // The "Tracing N functions (M probes) with BACKEND in WHERE. Ctrl-C to end." line that
-// scripts wait for (CONTRACT.md), the same for every backend.
+// scripts wait for (docs/cli.md), the same for every backend.
 // With `goroutines`, it says the goroutine probes are live too.
 std::string tracing_banner(size_t nfuncs, size_t nprobes, std::string_view backend,
                            std::string_view where, bool goroutines = false);

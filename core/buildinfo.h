@@ -1,6 +1,6 @@
 // Go build information: the Go version and the main module, from the buildinfo blob, with
 // fallbacks for binaries that have none (the runtime's version string in rodata, or the
-// DWARF producer). See shared/reference/go-internals.md section 2.
+// DWARF producer). Layout: Go's src/debug/buildinfo/buildinfo.go.
 #pragma once
 
 #include <string>

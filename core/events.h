@@ -1,5 +1,5 @@
 // Collection is separate from presentation: backends emit events (JSON objects shaped as in
-// CONTRACT.md) to an EventSink; writers (JSON Lines, text) render them.
+// docs/json.md) to an EventSink; writers (JSON Lines, text) render them.
 #pragma once
 
 #include <cstdio>

@@ -1,7 +1,7 @@
 // Goroutine life cycles from two runtime probes, the same for every backend: a status change
 // (runtime.casgstatus(gp, old, new)) and a creation (runtime.newproc1(fn, callergp, callerpc)).
 // Backends report what the probes saw; this turns it into the gstate, gcreate and gexit
-// events of CONTRACT.md.
+// events of docs/json.md.
 #pragma once
 
 #include <cstdint>

@@ -12,13 +12,13 @@ class JsonLinesWriter : public EventSink {
  public:
   explicit JsonLinesWriter(std::FILE* out) : out_(out) {}
   void emit(const Event& ev) override {
-    // Invalid UTF-8 from the tracee must not abort the dump: escape it instead (CONTRACT.md:
+    // Invalid UTF-8 from the tracee must not abort the dump: escape it instead (docs/json.md:
     // invalid bytes appear as \u00XX).
     constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
     std::string line;
     auto kind = ev.find("event");
     if (ev.is_object() && kind != ev.end()) {
-      // "event" first, as in CONTRACT.md, so a reader sees what a line is at its start.
+      // "event" first, as in docs/json.md, so a reader sees what a line is at its start.
       line = "{\"event\":" + kind->dump(-1, ' ', false, kReplace);
       for (auto it = ev.begin(); it != ev.end(); ++it) {
         if (it == kind) continue;

@@ -25,6 +25,10 @@ std::string param_list(const Event& list) {
   for (const auto& p : list) {
     if (!out.empty()) out += ", ";
     std::string name = p.value("name", "");
+    if (name == "...") {  // ArgInfo stopped: more arguments follow, not described
+      out += "...";
+      continue;
+    }
     if (!name.empty() && name[0] != '~') out += name + "=";
     out += p.contains("value") ? value_to_text(p["value"]) : "?";
   }

@@ -1,4 +1,4 @@
-// Function-name patterns (CONTRACT.md): shell globs, `re:REGEX`, and exact names. A pattern
+// Function-name patterns (docs/cli.md): shell globs, `re:REGEX`, and exact names. A pattern
 // that is exactly a function's name matches that function alone; in globs `(*` is literal.
 #pragma once
 

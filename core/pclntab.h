@@ -1,6 +1,6 @@
 // Go's pclntab (function table) and the moduledata that locates it, for every layout from
 // Go 1.2 through 1.26. Works on stripped binaries: the pclntab is always present.
-// See shared/reference/go-internals.md section 1.
+// Layout: Go's src/runtime/symtab.go and src/debug/gosym/pclntab.go.
 #pragma once
 
 #include <cstdint>

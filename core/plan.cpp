@@ -43,7 +43,7 @@ nlohmann::ordered_json params(const std::vector<ParamLoc>& v) {
   return a;
 }
 
-// Addresses are hex strings (CONTRACT.md); a function that exists only inlined has none.
+// Addresses are hex strings (docs/json.md); a function that exists only inlined has none.
 nlohmann::ordered_json addr_or_null(uint64_t v) {
   return v ? nlohmann::ordered_json(hex(v)) : nlohmann::ordered_json();
 }
@@ -65,7 +65,7 @@ nlohmann::ordered_json to_json(const FuncPlan& f) {
   j["tail_jumps"] = addrs(f.tail_jumps);
   j["abi"] = f.abi;
   j["args_source"] = f.args_source;
-  // Where the signature came from (CONTRACT.md): dwarf, debuginfo, method-table, arginfo.
+  // Where the signature came from (docs/json.md): dwarf, debuginfo, method-table, arginfo.
   j["signature"] = f.args_source;
   j["frame_size"] = f.frame_size;
   j["file"] = f.file;

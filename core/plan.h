@@ -72,7 +72,7 @@ struct ProbePlan {
   size_t probe_count() const;  // entry probes + RET sites + inline sites + goroutine probes
 };
 
-// Key order is fixed ("event" first) so the output reads like CONTRACT.md's examples.
+// Key order is fixed ("event" first) so the output reads like docs/json.md's examples.
 nlohmann::ordered_json to_json(const ParamLoc& p);
 nlohmann::ordered_json to_json(const FuncPlan& f);
 std::string hex(uint64_t v);  // "0x4c0460"

@@ -2,7 +2,7 @@
 // extensions) read from tracee memory or from the ELF image. They exist in every Go binary,
 // stripped or not: they name the dynamic type of an interface value and, with DWARF, lead
 // to its layout (DW_AT_go_runtime_type = descriptor address - moduledata.types).
-// See shared/reference/go-internals.md section 6.
+// Layouts: Go's src/internal/abi/type.go (runtime/type.go before Go 1.21).
 #pragma once
 
 #include <cstdint>

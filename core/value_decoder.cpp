@@ -209,8 +209,9 @@ json ValueDecoder::decode_param(const ParamLoc& p, const RegState& regs) {
   json out = json::object();
   out["name"] = p.name;
   out["type"] = p.type_name;
-  // Where the plan does not know where (part of) a value is, nothing is shown for it.
-  if (!covers(p.loc, p.size)) {
+  // Where the plan does not know where (part of) a value is, nothing is shown for it; the
+  // same for ArgInfo's "more arguments follow" mark ("...", abi.h).
+  if (!covers(p.loc, p.size) || p.name == "...") {
     out["value"] = json{{"raw", json::array()}, {"location", "unknown"}};
     return out;
   }

@@ -1,4 +1,4 @@
-// Decodes Go values from the traced program's memory into the JSON shapes of CONTRACT.md's
+// Decodes Go values from the traced program's memory into the JSON shapes of docs/json.md's
 // Values table. Types come from DWARF (TypeGraph) or, for interface payloads and stripped
 // binaries, from the runtime type descriptors (rtype.h). Backend-neutral: the ptrace backend
 // reads memory with process_vm_readv, the eBPF backend from captured buffers.

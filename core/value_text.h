@@ -1,4 +1,4 @@
-// Renders a decoded Go value (the JSON shape of CONTRACT.md's Values table) in Go-like text
+// Renders a decoded Go value (the JSON shape of docs/json.md's Values table) in Go-like text
 // for humans: "x" strings with control bytes escaped, nil, &{...}, []int{1 2}, map[k:v].
 #pragma once
 

@@ -21,6 +21,10 @@ std::string params_text(const std::vector<ParamLoc>& ps) {
   std::string out;
   for (const auto& p : ps) {
     if (!out.empty()) out += ", ";
+    if (p.name == "...") {
+      out += "...";
+      continue;
+    }
     out += fmt::format("{} {}", printable(p.name), printable(p.type_name));
     std::string loc = p.loc.describe();
     if (!loc.empty()) out += " @" + loc;

@@ -53,7 +53,7 @@ nlohmann::json info_json(const GoBinary& b) {
 
 int cmd_info(const Args& args) {
   po::options_description desc("gotap info [--json] BINARY");
-  desc.add_options()("help,h", "show this help")("json", "one JSON object (CONTRACT.md)");
+  desc.add_options()("help,h", "show this help")("json", "one JSON object (docs/cli.md)");
   add_debuginfo_options(desc);
   auto vm = parse_options(args, desc, "binary");
   if (!vm) return report_error(vm.error());

@@ -75,7 +75,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
       "backend", po::value<std::string>()->default_value("auto"), "ptrace, ebpf or auto")(
       "duration,d", po::value<double>(), "stop after SECONDS")(
       "output,o", po::value<std::string>(), "write events to FILE instead of stdout")(
-      "json", "JSON Lines output (CONTRACT.md)")("max-depth", po::value<int>()->default_value(3),
+      "json", "JSON Lines output (docs/cli.md)")("max-depth", po::value<int>()->default_value(3),
                                                  "pointer/struct depth to decode")(
       "max-elems", po::value<int>()->default_value(16), "slice/map elements to decode")(
       "max-str", po::value<int>()->default_value(64), "string bytes to decode")(

@@ -1,4 +1,4 @@
-// The gotap subcommands. Each returns the process exit code (CONTRACT.md: 0 ok, 1 run-time
+// The gotap subcommands. Each returns the process exit code (docs/cli.md: 0 ok, 1 run-time
 // failure, 2 bad usage or bad input) and reports errors through report_error().
 #pragma once
 

@@ -1,5 +1,5 @@
 // A reader that goes away (`gotap trace ... | head`, a closed FIFO given to -o) ends a trace
-// the way Ctrl-C does (CONTRACT.md): probes removed, the summary on stderr, exit status 0.
+// the way Ctrl-C does (docs/cli.md): probes removed, the summary on stderr, exit status 0.
 // Without this, SIGPIPE would kill gotap with its probes still in the traced program.
 #pragma once
 

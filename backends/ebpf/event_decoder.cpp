@@ -78,7 +78,8 @@ nlohmann::json EventDecoder::value(const ParamCapture& pc, const gotap_event& ev
   Captured c{ev, pc};
   const ParamLoc& p = *pc.param;
   ValueShape shape = pc.shape;
-  if (!covers(p.loc, p.size)) return {{"raw", nlohmann::json::array()}, {"location", "unknown"}};
+  if (!covers(p.loc, p.size) || p.name == "...")
+    return {{"raw", nlohmann::json::array()}, {"location", "unknown"}};
   auto w0 = c.word(0);
   switch (shape) {
     case ValueShape::Bool:

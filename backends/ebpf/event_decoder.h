@@ -1,4 +1,4 @@
-// Turns the BPF program's raw trace records into CONTRACT.md events: argument and result
+// Turns the BPF program's raw trace records into docs/json.md events: argument and result
 // values from the captured words and copied bytes; what was not captured is {"raw":[...]}.
 #pragma once
 

@@ -274,7 +274,7 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
     // The same frame entered again without a return: a re-entry after morestack, or the
     // previous call never returned (panic).
     if (f.entry_refires && it->second.func == role.func) return;
-    if (opts_.mode == Mode::Trace || opts_.mode == Mode::Graph) {
+    if (opts_.mode == Mode::Trace) {
       emit({{"event", "unfinished"},
             {"ts_ns", ts},
             {"pid", proc_->pid()},
@@ -331,7 +331,7 @@ void Tracer::on_inline(const Site& s, const SiteRole& role, const user_regs_stru
                        uint64_t ts) {
   const FuncPlan& f = plan_.funcs[role.func];
   ++fstate_[role.func].count;
-  if (opts_.mode != Mode::Trace && opts_.mode != Mode::Graph) return;
+  if (opts_.mode != Mode::Trace) return;
   auto gi = gr_->current(r, true);
   json ev = {
       {"event", "entry"},          {"ts_ns", ts},    {"pid", proc_->pid()},   {"tid", tid},
@@ -484,7 +484,7 @@ void Tracer::loop() {
 }
 
 void Tracer::finish_pending() {
-  if (opts_.mode != Mode::Trace && opts_.mode != Mode::Graph) return;
+  if (opts_.mode != Mode::Trace) return;
   std::vector<std::pair<CallKey, Pending>> left(pending_.begin(), pending_.end());
   std::sort(left.begin(), left.end(),
             [](const auto& a, const auto& b) { return a.second.ts < b.second.ts; });

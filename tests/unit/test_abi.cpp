@@ -639,7 +639,7 @@ TEST(DwarfInfo, TypesFuncsAndRuntimeOffsets) {
     EXPECT_GE(rt_checked, 300);
     EXPECT_GE(rt_same * 100, rt_checked * 95);
 
-    // goid: the per-version table of go-internals.md section 4.
+    // goid: the per-version table (core/runtime_offsets.cpp).
     auto goid = d.member_offset("runtime.g", "goid");
     ASSERT_TRUE(goid.has_value());
     EXPECT_EQ(*goid, (fx.go_version == "1.23" || fx.go_version == "1.24") ? 160u : 152u);

@@ -1,4 +1,4 @@
-// The command line's contract for bad input (CONTRACT.md): one "gotap: " line on stderr and
+// The command line's contract for bad input (docs/cli.md): one "gotap: " line on stderr and
 // exit code 2, never a crash; and `info` agreeing with Go's own `go version`.
 #include <gtest/gtest.h>
 

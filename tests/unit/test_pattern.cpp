@@ -1,4 +1,4 @@
-// Function-name patterns (CONTRACT.md): globs, `re:REGEX`, exact names.
+// Function-name patterns (docs/cli.md): globs, `re:REGEX`, exact names.
 #include <fnmatch.h>
 
 #include <functional>

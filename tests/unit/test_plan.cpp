@@ -117,7 +117,7 @@ TEST(Plan, MainFunctionsMatchGosym) {
       if ((*bin)->dwarf()) {
         EXPECT_EQ(f.args_source, "dwarf");
       }
-      // The JSON form carries CONTRACT.md's fields.
+      // The JSON form carries docs/json.md's fields.
       auto j = to_json(f);
       for (const char* k :
            {"event", "func", "entry", "end", "entry_probe", "ret_sites", "args", "results"})
