@@ -101,6 +101,10 @@ std::string value_to_text(const nlohmann::json& v) {
     return s;
   }
   if (v.value("location", "") == "unknown") return "<location unknown>";
+  // Untyped words that turned out to be an interface (a stripped binary's ArgInfo words, its
+  // dynamic type found in the runtime's type descriptors): shown as the interface.
+  if (v.contains("raw") && v.contains("type") && v.contains("value"))
+    return v["type"].get<std::string>() + "(" + value_to_text(v["value"]) + ")";
   if (v.contains("raw")) {
     // Nothing captured: e.g. a float register, which a BPF program cannot read.
     if (v["raw"].empty()) return "<not captured>";
