@@ -76,11 +76,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   for v in "${missing[@]}"; do suite_for "$v"; done | sort -u | while read -r suite; do
     echo "deb [signed-by=$keyring] $uri $suite main"
   done >"$apt_root/etc/sources.list"
+  # The archives of older toolchains' suites may carry an expired Valid-Until (a stored copy
+  # of the registry): the signatures are still checked.
   apt_opts=(-o "Dir::Etc::sourcelist=$apt_root/etc/sources.list" -o "Dir::Etc::sourceparts=-"
     -o "Dir::Etc::preferencesparts=$apt_root/etc/preferences.d"
     -o "Dir::Etc::parts=$apt_root/etc/apt.conf.d" -o "Dir::State::Lists=$apt_root/lists"
     -o "Dir::Cache=$apt_root" -o "Dir::State::status=/dev/null" -o "APT::Sandbox::User=root"
-    -o "APT::Get::List-Cleanup=0" -o "Debug::NoLocking=1" -o "Acquire::Retries=3")
+    -o "APT::Get::List-Cleanup=0" -o "Debug::NoLocking=1" -o "Acquire::Retries=3"
+    -o "Acquire::Check-Valid-Until=false")
   apt-get "${apt_opts[@]}" -qq update >/dev/null 2>"$apt_root/update.err" ||
     { echo "fetch-go: apt-get update had errors:" >&2; cat "$apt_root/update.err" >&2; }
 
