@@ -306,7 +306,6 @@ std::vector<ParamLoc> args_from_arginfo(const std::vector<ArgInfoItem>& items,
   for (const auto& s : spills) spill_start = std::min(spill_start, s.spill_offset - kArgFrameStart);
 
   std::vector<ParamLoc> out;
-  int next_int = 0;
   int64_t max_offset_seen = -1;
   for (size_t i = 0; i < args.size(); ++i) {
     ParamLoc p;
@@ -325,9 +324,8 @@ std::vector<ParamLoc> args_from_arginfo(const std::vector<ArgInfoItem>& items,
     // Without spills, an argument whose words sit below an earlier argument's cannot be in
     // the spill area, so it was passed on the stack.
     bool below_earlier = lo != UINT64_MAX && static_cast<int64_t>(lo) < max_offset_seen;
-    // Without spills, words that fit the integer registers are taken to be register words
-    // (their location unknown); the rest are on the stack, where their offset is known.
-    bool fits = next_int + static_cast<int>(words.size()) <= kNumIntRegs;
+    // Without spills, only an argument below an earlier one is known to be on the stack:
+    // stack arguments come first in the frame, in order, and spill slots after them.
     for (const auto& w : words) {
       LocPiece lp;
       lp.value_offset = lo == UINT64_MAX || w.offset < 0 ? 0 : static_cast<uint32_t>(w.offset - lo);
@@ -349,11 +347,10 @@ std::vector<ParamLoc> args_from_arginfo(const std::vector<ArgInfoItem>& items,
         } else {
           continue;  // in the spill area but never spilled: not known
         }
-      } else if (!below_earlier && fits) {
-        // A register word, but which register depends on types ArgInfo does not give (a
-        // float goes to an X register and shifts every integer after it): unknown, never a
-        // guess shown as a value.
-        ++next_int;
+      } else if (!below_earlier) {
+        // A register word, or a stack argument that precedes every register one: ArgInfo
+        // cannot tell, nor which register (a float goes to an X register and shifts the
+        // integers after it). Unknown, never a guess shown as a value.
         continue;
       } else {
         lp.kind = LocPiece::Stack;
