@@ -248,6 +248,11 @@ Result<void> Process::interrupt_and_wait(pid_t tid, const TrapFix& fix_trap) {
     }
     if (ws.tid == tid) {
       if (ws.event() == PTRACE_EVENT_STOP && !ws.group_stop()) return {};
+      // Stopped by job control (SIGSTOP, Ctrl-Z): it stays stopped, and nothing can run in it.
+      if (ws.group_stop()) {
+        ::ptrace(PTRACE_LISTEN, tid, nullptr, nullptr);
+        return runtime_error("thread {} is stopped by job control", tid);
+      }
       if (ws.event() == 0) {
         // A signal arrived first: keep it for later and wait for the interrupt's stop.
         held_signals_[tid] = ws.stop_sig();

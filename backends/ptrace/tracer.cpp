@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -517,6 +518,8 @@ void Tracer::detach() {
   // The program's own SIGTRAP handler goes back, through one stopped thread that the detach
   // then releases with the rest.
   pid_t held = 0;
+  // A process stopped by job control (SIGSTOP, Ctrl-Z) cannot run the injected syscall: it
+  // keeps the net, which chains to Go's handler and changes nothing else.
   if (net_.armed() && !proc_->threads().empty()) {
     pid_t t = proc_->threads().count(proc_->pid()) ? proc_->pid() : *proc_->threads().begin();
     if (proc_->interrupt_and_wait(t, rewind)) {
