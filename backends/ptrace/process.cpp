@@ -205,22 +205,25 @@ WaitStatus Process::next_event(pid_t which, bool block, const TrapFix& fix, bool
     return {-1, 0};
   if (si.si_pid == 0) return {0, 0};
   const pid_t tid = si.si_pid;
+  const bool trap = si.si_code == CLD_TRAPPED && si.si_status == SIGTRAP;
   user_regs_struct orig{};
-  if (fix && si.si_code == CLD_TRAPPED && si.si_status == SIGTRAP &&
-      ::ptrace(PTRACE_GETREGS, tid, nullptr, &orig) == 0) {
+  if (fix && trap && ::ptrace(PTRACE_GETREGS, tid, nullptr, &orig) == 0) {
     user_regs_struct r = orig;
     if (fix(tid, r) && ::ptrace(PTRACE_SETREGS, tid, nullptr, &r) == 0) *fixed = true;
   }
-  WaitStatus ws{};
-  for (;;) {
-    int st = 0;
-    pid_t t = waitpid(tid, &st, __WALL);
-    if (t < 0 && errno == EINTR) continue;
-    ws = {t, st};
-    break;
+  // Consumed without blocking: a stopped thread's stop always is; any other event is taken
+  // from whichever thread has one (an exiting group leader is not reapable before its other
+  // threads, so waiting for it by pid could block for good).
+  int st = 0;
+  pid_t t = waitpid(trap ? tid : which, &st, __WALL | WNOHANG);
+  if (t <= 0) {
+    if (*fixed) ::ptrace(PTRACE_SETREGS, tid, nullptr, &orig);
+    *fixed = false;
+    return {t < 0 ? -1 : 0, 0};
   }
+  WaitStatus ws{t, st};
   // Not the plain SIGTRAP stop it looked like (a ptrace event stop): as it was.
-  if (*fixed && !(ws.stopped() && ws.event() == 0 && ws.stop_sig() == SIGTRAP)) {
+  if (*fixed && !(t == tid && ws.stopped() && ws.event() == 0 && ws.stop_sig() == SIGTRAP)) {
     ::ptrace(PTRACE_SETREGS, tid, nullptr, &orig);
     *fixed = false;
   }
@@ -233,6 +236,10 @@ Result<void> Process::interrupt_and_wait(pid_t tid, const TrapFix& fix_trap) {
   for (;;) {
     bool fixed = false;
     WaitStatus ws = next_event(-1, true, fix_trap, &fixed);
+    if (ws.tid == 0) {  // an exit that cannot be taken yet (see next_event)
+      usleep(100);
+      continue;
+    }
     if (ws.tid < 0) {
       if (errno == EINTR) continue;
       return errno_error(ErrorKind::Runtime, "waitpid");

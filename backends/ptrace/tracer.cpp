@@ -460,6 +460,10 @@ void Tracer::loop() {
       } while (ws.tid == 0 && now_ns() < until);
     }
     if (ws.tid == 0) ws = proc_->next_event(-1, true, to_copy, &fixed);
+    if (ws.tid == 0) {  // an exit that cannot be taken yet (Process::next_event)
+      usleep(100);
+      continue;
+    }
     if (ws.tid < 0) {
       if (errno == EINTR) continue;
       return;  // ECHILD: nothing left to trace
