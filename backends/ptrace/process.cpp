@@ -211,21 +211,31 @@ WaitStatus Process::next_event(pid_t which, bool block, const TrapFix& fix, bool
     user_regs_struct r = orig;
     if (fix(tid, r) && ::ptrace(PTRACE_SETREGS, tid, nullptr, &r) == 0) *fixed = true;
   }
-  // Consumed without blocking: a stopped thread's stop always is; any other event is taken
-  // from whichever thread has one (an exiting group leader is not reapable before its other
-  // threads, so waiting for it by pid could block for good).
+  // Consumed without blocking; a stopped thread's stop always can be. An exiting group leader
+  // is not reapable before its other threads, so waiting for it by pid could block for good:
+  // then another thread's event is taken instead.
   int st = 0;
-  pid_t t = waitpid(trap ? tid : which, &st, __WALL | WNOHANG);
+  pid_t t = waitpid(tid, &st, __WALL | WNOHANG);
+  if (t == 0 && !trap) t = waitpid(which, &st, __WALL | WNOHANG);
   if (t <= 0) {
     if (*fixed) ::ptrace(PTRACE_SETREGS, tid, nullptr, &orig);
     *fixed = false;
     return {t < 0 ? -1 : 0, 0};
   }
   WaitStatus ws{t, st};
+  const bool plain_trap = ws.stopped() && ws.event() == 0 && ws.stop_sig() == SIGTRAP;
   // Not the plain SIGTRAP stop it looked like (a ptrace event stop): as it was.
-  if (*fixed && !(t == tid && ws.stopped() && ws.event() == 0 && ws.stop_sig() == SIGTRAP)) {
+  if (*fixed && !(t == tid && plain_trap)) {
     ::ptrace(PTRACE_SETREGS, tid, nullptr, &orig);
     *fixed = false;
+  }
+  // Another thread's probe hit, taken in the leader's place: fixed now, after the fact (a
+  // tracer that dies in between leaves it to resume unfixed; rare, and only here).
+  if (!*fixed && fix && plain_trap && t != tid) {
+    user_regs_struct r{};
+    if (::ptrace(PTRACE_GETREGS, t, nullptr, &r) == 0 && fix(t, r) &&
+        ::ptrace(PTRACE_SETREGS, t, nullptr, &r) == 0)
+      *fixed = true;
   }
   return ws;
 }
