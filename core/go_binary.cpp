@@ -12,6 +12,7 @@
 #include "core/abi.h"
 #include "core/disasm.h"
 #include "core/pattern.h"
+#include "core/rtype_graph.h"
 
 namespace gotap {
 
@@ -246,6 +247,59 @@ std::vector<InlineSite> GoBinary::inline_sites(std::string_view name) const {
   return out;
 }
 
+const TypeGraph* GoBinary::types() const {
+  return dwarf_ ? &dwarf_->types() : rtypes_.get();
+}
+
+RtypeEnv GoBinary::rtype_env() const {
+  RtypeEnv env;
+  env.go = buildinfo_.version;
+  env.swiss_maps = env.go.at_least(1, 24) &&
+                   buildinfo_.setting("GOEXPERIMENT").find("noswissmap") == std::string::npos;
+  const Moduledata& md = pclntab_.moduledata();
+  if (md.types && md.etypes > md.types) {
+    env.types = md.types;
+    env.etypes = md.etypes;
+  }
+  return env;
+}
+
+const MethodTables* GoBinary::method_tables() const {
+  if (dwarf_) return nullptr;
+  std::call_once(methods_once_, [this] {
+    methods_ = std::make_unique<MethodTables>(MethodTables::scan(*elf_, pclntab_, rtype_env()));
+  });
+  return methods_.get();
+}
+
+void GoBinary::add_method_types(const std::vector<MethodSignature>& sigs) const {
+  if (!rtypes_) rtypes_ = std::make_unique<TypeGraph>();
+  ElfMemoryReader mem(*elf_, 0);
+  RtypeGraphBuilder b(*rtypes_, mem, rtype_env());
+  for (const auto& s : sigs) {
+    b.add(s.receiver);
+    for (uint64_t t : s.params) b.add(t);
+    for (uint64_t t : s.results) b.add(t);
+  }
+  if (b.added()) rtypes_->index();
+}
+
+std::map<std::string, size_t> GoBinary::signature_counts() const {
+  std::map<std::string, size_t> n;
+  for (const auto& f : pclntab_.all_funcs()) {
+    if (f.is_wrapper || f.name.empty() || f.name.starts_with("go:")) continue;
+    if (dwarf_ && dwarf_func(f))
+      ++n[debug_file_ ? "debuginfo" : "dwarf"];
+    else if (method_tables() && methods_->contains(f.entry))
+      ++n["method-table"];
+    else if (pclntab_.arg_info(f))
+      ++n["arginfo"];
+    else
+      ++n["none"];
+  }
+  return n;
+}
+
 const DwarfFunc* GoBinary::dwarf_func(const PclnFunc& f) const {
   const DwarfFunc* df = dwarf_->func(std::string(f.name));
   if (df && (df->low_pc == f.entry || df->low_pc == 0)) return df;
@@ -320,6 +374,18 @@ FuncPlan GoBinary::plan_func(const PclnFunc& f, std::vector<std::string>& warnin
       (l.is_result ? p.results : p.args).push_back(std::move(l));
     }
     p.args_source = debug_file_ ? "debuginfo" : "dwarf";
+  } else if (auto sig = method_tables() ? methods_->find(f.entry) : std::nullopt) {
+    // Names stay positional: the method table keeps types, not names.
+    add_method_types({*sig});
+    std::vector<AbiParamIn> in;
+    in.push_back(AbiParamIn{"arg0", sig->receiver, false});
+    for (size_t i = 0; i < sig->params.size(); ++i)
+      in.push_back(AbiParamIn{fmt::format("arg{}", i + 1), sig->params[i], false});
+    for (size_t i = 0; i < sig->results.size(); ++i)
+      in.push_back(AbiParamIn{fmt::format("~r{}", i), sig->results[i], true});
+    auto locs = p.abi == "internal" ? assign_abi_internal(*rtypes_, in) : assign_abi0(*rtypes_, in);
+    for (auto& l : locs) (l.is_result ? p.results : p.args).push_back(std::move(l));
+    p.args_source = "method-table";
   } else if (auto items = pclntab_.arg_info(f)) {
     p.args = args_from_arginfo(*items, code.morestack_spills, p.abi == "internal");
     p.args_source = "arginfo";
@@ -418,6 +484,13 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
     if (!any) return make_error("pattern '{}' matches no function", pat.text());
   }
 
+  // The runtime types of every matched method, indexed once.
+  if (method_tables()) {
+    std::vector<MethodSignature> sigs;
+    for (uint32_t i : matched)
+      if (auto sig = methods_->find(funcs[i].entry)) sigs.push_back(std::move(*sig));
+    add_method_types(sigs);
+  }
   for (uint32_t i : matched) {
     const PclnFunc& f = funcs[i];
     FuncPlan fp = plan_func(f, plan.warnings);

@@ -2,6 +2,7 @@
 // DWARF (when present), and the runtime offsets. The one entry point for commands.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -13,6 +14,8 @@
 #include "core/debuginfo.h"
 #include "core/dwarf_info.h"
 #include "core/elf_file.h"
+#include "core/go_types.h"
+#include "core/method_table.h"
 #include "core/pclntab.h"
 #include "core/plan.h"
 #include "core/runtime_offsets.h"
@@ -42,6 +45,18 @@ class GoBinary {
   // Where the DWARF came from when it is not in the binary itself.
   const std::optional<DebugFile>& debug_file() const { return debug_file_; }
   const RuntimeOffsets& offsets() const { return offsets_; }
+  // The types the plan's ParamLoc.type ids name: DWARF's, or without DWARF the runtime type
+  // descriptors that method-table signatures reached (null before any).
+  const TypeGraph* types() const;
+  // Where the type descriptors are in the file (link-time addresses; add the load bias for
+  // the running process).
+  RtypeEnv rtype_env() const;
+  // Method signatures from the type descriptors; scanned on first use. Null with DWARF, which
+  // knows better.
+  const MethodTables* method_tables() const;
+  // How many functions get their signature from each source ("dwarf", "debuginfo",
+  // "method-table", "arginfo", "none"), over every function a pattern can name.
+  std::map<std::string, size_t> signature_counts() const;
   bool regabi() const;
   bool cgo() const;
   // Where the TLS slot holding g sits relative to FS_base (-8 unless externally linked).
@@ -73,6 +88,8 @@ class GoBinary {
   std::vector<InlineSite> inline_sites(std::string_view name) const;
   int64_t compute_tls_g_offset() const;
   const DwarfFunc* dwarf_func(const PclnFunc& f) const;
+  // Adds the types of these signatures to the runtime-type graph (one index pass).
+  void add_method_types(const std::vector<MethodSignature>& sigs) const;
 
   int64_t tls_g_offset_ = -8;
   std::vector<std::string> warnings_;
@@ -86,6 +103,9 @@ class GoBinary {
   std::unique_ptr<DwarfInfo> dwarf_;
   std::optional<DebugFile> debug_file_;
   RuntimeOffsets offsets_;
+  mutable std::once_flag methods_once_;
+  mutable std::unique_ptr<MethodTables> methods_;
+  mutable std::unique_ptr<TypeGraph> rtypes_;
 };
 
 }  // namespace gotap

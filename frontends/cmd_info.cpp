@@ -46,6 +46,11 @@ nlohmann::json info_json(const GoBinary& b) {
   // found (debuglink, build-id, debuginfod).
   j["dwarf_source"] = !b.dwarf() ? "none" : b.debug_file() ? b.debug_file()->found_by : "binary";
   if (b.debug_file()) j["debug_file"] = b.debug_file()->path;
+  // How many functions get each kind of signature (funcs' "signature"), e.g. how much the
+  // method tables recover on a stripped binary.
+  nlohmann::json sigs = nlohmann::json::object();
+  for (const auto& [source, n] : b.signature_counts()) sigs[source] = n;
+  j["signatures"] = sigs;
   return j;
 }
 

@@ -212,7 +212,7 @@ BinaryView view_of(const GoBinary& bin) {
   BinaryView v;
   v.elf = &bin.elf();
   v.path = bin.elf().path();
-  v.types = bin.dwarf() ? &bin.dwarf()->types() : nullptr;
+  v.types = bin.types();
   v.types_start = bin.pclntab().moduledata().types;
   v.types_end = bin.pclntab().moduledata().etypes;
   v.go = bin.buildinfo().version;

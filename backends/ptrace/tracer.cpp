@@ -129,17 +129,13 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
 
   // Decoding environment: type descriptors as mapped in the process.
   DecodeEnv env;
-  env.types = bin_.dwarf() ? &bin_.dwarf()->types() : nullptr;
-  env.rt.go = plan_.go;
-  env.rt.swiss_maps =
-      plan_.go.at_least(1, 24) &&
-      bin_.buildinfo().setting("GOEXPERIMENT").find("noswissmap") == std::string::npos;
+  env.types = bin_.types();
   // From the file: at a launch's exec stop the dynamic loader has not yet relocated the
   // moduledata of a PIE, so its words in memory are still link-time addresses.
-  const Moduledata& md = pcln.moduledata();
-  if (md.types && md.etypes > md.types) {
-    env.rt.types = md.types + bias_;
-    env.rt.etypes = md.etypes + bias_;
+  env.rt = bin_.rtype_env();
+  if (env.rt.types) {
+    env.rt.types += bias_;
+    env.rt.etypes += bias_;
   }
   env.func_name = [this](uint64_t pc) {
     const PclnFunc* f = bin_.pclntab().find(pc - bias_);

@@ -218,7 +218,8 @@ while read -r ver goroot; do
   for p in "${programs[@]}"; do
     flavours=("${all_flavours[@]}")
     if [ -f "$fixtures_src/$p/flavours" ]; then
-      read -r -a flavours < <(grep -v '^#' "$fixtures_src/$p/flavours" | tr '\n' ' ')
+      # read returns 1 at the end of its input, which has no newline here.
+      read -r -a flavours < <(grep -v '^#' "$fixtures_src/$p/flavours" | tr '\n' ' ') || true
     fi
     for f in "${flavours[@]}"; do printf '%s\0' "$ver" "$goroot" "$out" "$f" "$p"; done
   done
