@@ -1,5 +1,7 @@
 #include "core/dwarf_info.h"
 
+#include <algorithm>
+
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 
@@ -394,7 +396,13 @@ class DwarfLoader {
     if (dwarf_child(die, &p) == 0) {
       do {
         if (dwarf_tag(&p) != DW_TAG_formal_parameter) continue;
-        f.params.push_back(param(&p, lo));
+        DwarfParam dp = param(&p, lo);
+        // Some functions list their results twice (Go 1.19-1.26, e.g. internal/poll.(*FD).
+        // Write: ~r0 ~r0 ~r1 ~r1). Go names are unique apart from "_", so a repeat is one.
+        bool repeat = dp.name != "_" && !dp.name.empty() &&
+                      std::any_of(f.params.begin(), f.params.end(),
+                                  [&](const DwarfParam& q) { return q.name == dp.name; });
+        if (!repeat) f.params.push_back(std::move(dp));
       } while (dwarf_siblingof(&p, &p) == 0);
     }
     if (!f.name.empty()) out_->funcs_.try_emplace(f.name, std::move(f));
