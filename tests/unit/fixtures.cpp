@@ -83,6 +83,9 @@ bool file_exists(const std::string& path) {
 #include <unistd.h>
 
 #include <chrono>
+#include <set>
+
+#include <gtest/gtest.h>
 
 namespace gotap::testing {
 
@@ -139,6 +142,38 @@ RunResult run_command(const std::vector<std::string>& argv, int timeout_s) {
   if (WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
   if (WIFSIGNALED(st)) r.signal = WTERMSIG(st);
   return r;
+}
+
+// Every key of `want` is in `got` with an equal value; map entries compare as sets.
+void expect_contains(const nlohmann::json& want, const nlohmann::json& got,
+                     const std::string& path) {
+  if (want.is_object()) {
+    ASSERT_TRUE(got.is_object()) << path << ": want " << want << " got " << got;
+    for (auto& [k, v] : want.items()) {
+      ASSERT_TRUE(got.contains(k)) << path << "." << k << " missing in " << got;
+      if (k == "entries" && want.contains("len")) {
+        std::multiset<std::string> a, b;
+        for (const auto& e : v) a.insert(e.dump());
+        for (const auto& e : got[k]) b.insert(e.dump());
+        EXPECT_EQ(a, b) << path << ".entries";
+        continue;
+      }
+      expect_contains(v, got[k], path + "." + k);
+    }
+  } else if (want.is_array()) {
+    ASSERT_TRUE(got.is_array() && got.size() == want.size())
+        << path << ": " << want << " vs " << got;
+    for (size_t i = 0; i < want.size(); ++i)
+      expect_contains(want[i], got[i], path + "[" + std::to_string(i) + "]");
+  } else if (want.is_number() && got.is_number()) {
+    // Go's encoding/json writes 2.0 as 2: compare floats numerically, integers exactly.
+    if (want.is_number_integer() && got.is_number_integer())
+      EXPECT_EQ(want.dump(), got.dump()) << path;
+    else
+      EXPECT_EQ(want.get<double>(), got.get<double>()) << path;
+  } else {
+    EXPECT_EQ(want, got) << path;
+  }
 }
 
 }  // namespace gotap::testing

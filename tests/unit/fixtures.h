@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace gotap::testing {
 
 struct Fixture {
@@ -51,5 +53,11 @@ struct RunResult {
 RunResult run_command(const std::vector<std::string>& argv, int timeout_s = 120);
 // The gotap binary under test (GOTAP_BINARY env or the build's).
 std::string gotap_binary();
+
+// Every key of `want` is in `got` with an equal value (recursively; extra keys such as "addr"
+// are allowed); map entries compare as sets; numbers compare numerically. A gtest failure
+// names the path of the first difference.
+void expect_contains(const nlohmann::json& want, const nlohmann::json& got,
+                     const std::string& path);
 
 }  // namespace gotap::testing

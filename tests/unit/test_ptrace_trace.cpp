@@ -24,6 +24,7 @@ namespace {
 using nlohmann::json;
 using testing::all_fixtures;
 using testing::Fixture;
+using testing::expect_contains;
 
 class CaptureSink : public EventSink {
  public:
@@ -94,37 +95,6 @@ std::string run_untraced(const std::vector<std::string>& argv) {
   close(p[0]);
   waitpid(c, nullptr, 0);
   return out;
-}
-
-// Every key of `want` is in `got` with an equal value; map entries compare as sets.
-void expect_contains(const json& want, const json& got, const std::string& path) {
-  if (want.is_object()) {
-    ASSERT_TRUE(got.is_object()) << path << ": want " << want << " got " << got;
-    for (auto& [k, v] : want.items()) {
-      ASSERT_TRUE(got.contains(k)) << path << "." << k << " missing in " << got;
-      if (k == "entries" && want.contains("len")) {
-        std::multiset<std::string> a, b;
-        for (const auto& e : v) a.insert(e.dump());
-        for (const auto& e : got[k]) b.insert(e.dump());
-        EXPECT_EQ(a, b) << path << ".entries";
-        continue;
-      }
-      expect_contains(v, got[k], path + "." + k);
-    }
-  } else if (want.is_array()) {
-    ASSERT_TRUE(got.is_array() && got.size() == want.size())
-        << path << ": " << want << " vs " << got;
-    for (size_t i = 0; i < want.size(); ++i)
-      expect_contains(want[i], got[i], path + "[" + std::to_string(i) + "]");
-  } else if (want.is_number() && got.is_number()) {
-    // Go's encoding/json writes 2.0 as 2: compare floats numerically, integers exactly.
-    if (want.is_number_integer() && got.is_number_integer())
-      EXPECT_EQ(want.dump(), got.dump()) << path;
-    else
-      EXPECT_EQ(want.get<double>(), got.get<double>()) << path;
-  } else {
-    EXPECT_EQ(want, got) << path;
-  }
 }
 
 std::vector<json> lines_with(const std::string& text, const char* key) {
