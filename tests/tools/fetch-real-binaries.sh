@@ -19,10 +19,12 @@ out=$(cd "$1" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# name  debian-package  path-in-package: small (fzf, ~3 MB) and large (rclone, ~54 MB).
+# name  debian-package  path-in-package: small (fzf, ~3 MB) and large (caddy, ~40 MB; rclone,
+# ~54 MB): stripped Go servers as Debian ships them.
 debian=(
   "fzf fzf usr/bin/fzf"
   "rclone rclone usr/bin/rclone"
+  "caddy caddy usr/bin/caddy"
 )
 
 fetched=()
