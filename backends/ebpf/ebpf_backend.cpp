@@ -22,7 +22,6 @@
 #include "backends/ebpf/insn_filter.h"
 #include "backends/ebpf/probe_config.h"
 #include "backends/ebpf/target.h"
-#include "backends/ebpf/type_names.h"
 #include "core/go_binary.h"
 #include "core/goroutine_events.h"
 #include "core/latency.h"
@@ -213,8 +212,7 @@ BinaryView view_of(const GoBinary& bin) {
   v.elf = &bin.elf();
   v.path = bin.elf().path();
   v.types = bin.types();
-  v.types_start = bin.pclntab().moduledata().types;
-  v.types_end = bin.pclntab().moduledata().etypes;
+  v.rt = bin.rtype_env();
   v.go = bin.buildinfo().version;
   v.func_name = [&bin](uint64_t pc) {
     const PclnFunc* f = bin.pclntab().find(pc);
@@ -327,7 +325,7 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
               << "\n";
   }
 
-  // Interface type names: the tracee's addresses, minus the PIE load bias.
+  // Dynamic types: the tracee's addresses, minus the PIE load bias, are the file's.
   uint64_t bias = 0;
   if (bin.elf->is_pie() && filter_pid > 0) {
     uint64_t first = UINT64_MAX;
@@ -335,9 +333,8 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
       if (seg.type == 1 /* PT_LOAD */) first = std::min(first, seg.vaddr);
     if (first != UINT64_MAX) bias = load_bias(filter_pid, first);
   }
-  TypeNames names(bin.elf, bin.types_start, bin.types_end, bin.go, bias);
   Session session{bin, plan, opts, sink, cfg, nullptr, nullptr};
-  session.decoder = std::make_unique<EventDecoder>(cfg, bin.types, &names);
+  session.decoder = std::make_unique<EventDecoder>(cfg, bin.types, bin.elf, bin.rt, bias);
   if (goroutines) {
     auto func_name = bin.func_name;
     session.goroutines = std::make_unique<GoroutineEvents>(

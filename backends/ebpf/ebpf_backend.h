@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/backend.h"
+#include "core/rtype.h"
 
 namespace gotap::ebpf {
 
@@ -16,9 +17,9 @@ namespace gotap::ebpf {
 // can fill it from an ElfFile alone.
 struct BinaryView {
   const ElfFile* elf = nullptr;
-  std::string path;                         // the file the probes go into
-  const TypeGraph* types = nullptr;         // DWARF types, may be null
-  uint64_t types_start = 0, types_end = 0;  // moduledata [types, etypes), for type names
+  std::string path;                  // the file the probes go into
+  const TypeGraph* types = nullptr;  // DWARF's or method tables' types, may be null
+  RtypeEnv rt;                       // the type descriptors (link-time), for dynamic types
   GoVersion go;
   // The function containing a link-time pc ("" when none): names goroutines' start functions
   // and creation sites.

@@ -74,6 +74,35 @@ nlohmann::json string_value(const std::string& s, uint64_t len) {
 
 }  // namespace
 
+EventDecoder::EventDecoder(const ProbeConfig& cfg, const TypeGraph* types, const ElfFile* elf,
+                           RtypeEnv rt, uint64_t bias)
+    : cfg_(cfg), types_(types), elf_(elf), rt_(rt), bias_(bias) {}
+
+// Descriptors are read in link-time addresses: the file's pointer words (an itab's type, a
+// struct's field types) are link-time values, which a PIE's loader relocates only in memory.
+std::optional<RType> EventDecoder::rtype(uint64_t addr) const {
+  if (!elf_ || !rt_.types || addr < bias_) return std::nullopt;
+  addr -= bias_;
+  if (addr < rt_.types || addr >= rt_.etypes) return std::nullopt;
+  ElfMemoryReader mem(*elf_, 0);
+  return read_rtype(mem, rt_, addr);
+}
+
+std::optional<nlohmann::json> EventDecoder::guess_interface(uint64_t w0, uint64_t w1) const {
+  if (!elf_ || !rt_.types || w0 < bias_) return std::nullopt;
+  ElfMemoryReader mem(*elf_, 0);
+  DecodeEnv env;
+  env.rt = rt_;
+  // Depth 0: the type and a pointer-shaped value; the data behind it was not captured.
+  ValueDecoder dec(mem, env, DecodeLimits{0, 0, 0});
+  auto j = dec.guess_interface(w0 - bias_, w1);
+  if (!j || !j->is_object()) return std::nullopt;
+  nlohmann::json& v = (*j)["value"];
+  if (v.is_object() && (v.contains("unreadable") || v.contains("raw"))) v = {{"raw", {hex(w1)}}};
+  j->erase("raw");
+  return j;
+}
+
 nlohmann::json EventDecoder::value(const ParamCapture& pc, const gotap_event& ev) const {
   Captured c{ev, pc};
   const ParamLoc& p = *pc.param;
@@ -145,16 +174,21 @@ nlohmann::json EventDecoder::value(const ParamCapture& pc, const gotap_event& ev
         }
       }
       nlohmann::json j;
-      std::optional<std::string> name = type && names_ ? names_->name(*type) : std::nullopt;
-      j["type"] = name ? *name : (type ? hex(*type) : "?");
+      auto rt = type ? rtype(*type) : std::nullopt;
+      std::string name;
+      if (rt) {
+        ElfMemoryReader mem(*elf_, 0);
+        name = rtype_name(mem, rt_, *rt);
+      }
+      j["type"] = !name.empty() ? name : (type ? hex(*type) : "?");
       auto data = c.word(1);
       nlohmann::json v = {{"raw", nlohmann::json::array()}};
       if (data) v["raw"].push_back(hex(*data));
-      if (type && names_ && data) {
-        auto kind = names_->kind(*type);
-        auto size = names_->size(*type);
+      if (rt && data) {
+        std::optional<GoKind> kind = rt->kind;
+        std::optional<uint64_t> size = rt->size;
         auto payload = c.bytes(pc.payload_cap);
-        bool direct = names_->direct_iface(*type);
+        bool direct = rt->direct_iface;
         auto scalar = [&](uint64_t raw) -> nlohmann::json {
           uint64_t sz = size.value_or(8);
           switch (*kind) {
@@ -201,6 +235,14 @@ nlohmann::json EventDecoder::value(const ParamCapture& pc, const gotap_event& ev
       return j;
     }
     case ValueShape::Other: {
+      if (!p.type) {
+        // Two untyped words whose first is a type descriptor or an itab: an interface, as
+        // ptrace shows it (its data was not copied).
+        auto w1 = c.word(1);
+        if (w0 && w1 && p.size == 16)
+          if (auto j = guess_interface(*w0, *w1)) return *j;
+        break;
+      }
       // Structs and arrays: core's decoder over the captured registers and bytes, when every
       // piece was captured. A float register piece was not (BPF cannot read it): no guess.
       if (!types_ || !p.type || p.loc.pieces.empty()) break;

@@ -4,25 +4,36 @@
 
 #include <cstddef>
 
+#include <optional>
+
 #include "backends/ebpf/probe_config.h"
-#include "backends/ebpf/type_names.h"
+#include "core/elf_file.h"
 #include "core/events.h"
+#include "core/rtype.h"
 
 namespace gotap::ebpf {
 
 class EventDecoder {
  public:
-  EventDecoder(const ProbeConfig& cfg, const TypeGraph* types, const TypeNames* names)
-      : cfg_(cfg), types_(types), names_(names) {}
+  // rt: the type descriptors at link time; bias: what the tracee's addresses exceed the
+  // file's by (PIE). Dynamic types are read from the file: their descriptors never change.
+  EventDecoder(const ProbeConfig& cfg, const TypeGraph* types, const ElfFile* elf, RtypeEnv rt,
+               uint64_t bias);
 
   // nullopt-like: an empty object when the record is malformed (wrong size, unknown probe).
   Event decode(const void* data, size_t size) const;
 
  private:
   nlohmann::json value(const ParamCapture& pc, const gotap_event& ev) const;
+  // The descriptor at a tracee address, when it is one of this binary's.
+  std::optional<RType> rtype(uint64_t addr) const;
+  // Untyped words (ArgInfo) that hold an interface: its dynamic type and the data word.
+  std::optional<nlohmann::json> guess_interface(uint64_t w0, uint64_t w1) const;
   const ProbeConfig& cfg_;
   const TypeGraph* types_;
-  const TypeNames* names_;
+  const ElfFile* elf_;
+  RtypeEnv rt_;  // link-time addresses
+  uint64_t bias_;
 };
 
 }  // namespace gotap::ebpf
