@@ -77,6 +77,12 @@ std::optional<RType> read_rtype(MemoryReader& mem, const RtypeEnv& env, uint64_t
     kind &= 0x1f;
   }
   if (kind > uint8_t(GoKind::UnsafePointer)) return std::nullopt;
+  // Bytes that are no descriptor (a string's data guessed to be an interface's type word)
+  // rarely pass these: alignments are powers of two, pointer bytes fit in the size.
+  auto pow2 = [](uint8_t a) { return a != 0 && a <= 64 && (a & (a - 1)) == 0; };
+  if (kind == 0 || !pow2(b[21]) || !pow2(b[22]) || t.size >= (1ull << 48) ||
+      t.ptrbytes > t.size)
+    return std::nullopt;
   t.kind = static_cast<GoKind>(kind);
   switch (t.kind) {
     case GoKind::Ptr:

@@ -201,6 +201,9 @@ std::optional<json> ValueDecoder::guess_interface(uint64_t w0, uint64_t w1) {
   uint64_t rtype = eface ? w0 : *mem_.u64(w0 + 8);
   const TInfo& t = info(rtype | kRtypeTag);
   if (!t.valid || t.name.empty()) return std::nullopt;
+  // A type's name is printable; a guess that reads other bytes as a descriptor is not.
+  for (unsigned char c : t.name)
+    if (c < 0x20 || c == 0x7f) return std::nullopt;
   budget_ = kBudget;
   return iface_value(w0, w1, eface, 0);
 }

@@ -97,6 +97,7 @@ void put_rtype(FakeMemory& m, const GoVersion& v, uint64_t off, GoKind kind, uin
   else
     k |= direct ? 0x20 : 0;
   t[20] = tflag;
+  t[21] = t[22] = static_cast<uint8_t>(size >= 8 ? 8 : size ? size : 1);  // align, field align
   t[23] = k;
   int32_t str = static_cast<int32_t>(name_off);
   std::memcpy(t + 40, &str, 4);
@@ -224,6 +225,13 @@ TEST(ValueDecoder, InterfacesThroughTypeDescriptors) {
     ASSERT_TRUE(guessed.has_value());
     EXPECT_EQ((*guessed)["type"], "*main.P");
     EXPECT_FALSE(d.guess_interface(0xA000, 2).has_value());  // a string, not an interface
+    // A string whose bytes lie among the descriptors (Go 1.21 puts some there) is not one
+    // either: its bytes give a field alignment of 0x49 ("I"), which no type has.
+    m.put_str(kTypes + 0x600, std::string("\x00\x02rg\x00\x02wg\x00\x02rt\x00\x02wt\x00\x02wd"
+                                          "\x01\x02In\x01\x02Is\x00\x02ro\x00\x02pd\x01\x02Or"
+                                          "\x01\x02Lo\x01\x02Hi\x00\x02Se\x00\x02Gr\x00\x02Ch",
+                                          60));
+    EXPECT_FALSE(d.guess_interface(kTypes + 0x600, 1).has_value());
   }
 }
 
