@@ -10,12 +10,14 @@ cd "$(dirname "$0")"
 PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
   libelf-dev libdw-dev libzydis-dev libboost-program-options-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbpf-dev bpftool clang llvm libclang-rt-14-dev libunwind-dev
-  zlib1g-dev libzstd-dev clang-format dpkg-dev python3 file libdebuginfod1)
+  zlib1g-dev libzstd-dev clang-format dpkg-dev python3 file libdebuginfod1
+  prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0)
 
 # The peers gotap's tests and benchmarks compare against (bpftrace, dlv), hyperfine, and
 # chromium (a test renders the flame-graph SVG headless), debuginfod (a test serves a debug
-# file from it on loopback): installed for `test` only.
-TEST_PACKAGES=(bpftrace delve hyperfine chromium debuginfod)
+# file from it on loopback), prometheus (a test scrapes gotap --prometheus with it on
+# loopback): installed for `test` only.
+TEST_PACKAGES=(bpftrace delve hyperfine chromium debuginfod prometheus)
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo

@@ -20,6 +20,10 @@ const volatile __u32 g_goid_off = 152;
 const volatile __u32 g_stack_hi_off = 8;
 const volatile __s64 tls_g_off = -8;
 const volatile __u64 wake_bytes = 1 << 20; /* wake the reader past this much pending data */
+/* --prometheus in trace and latency modes: also count calls in `counts` and (trace) time them
+ * in `lat_stats`/`lat_hist`, so that a scrape reads exact numbers from the maps even when
+ * the ring buffer drops events. */
+const volatile __u32 live_metrics = 0;
 
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -238,6 +242,11 @@ int gotap_probe(struct pt_regs* ctx) {
   key.func_id = func;
 
   if (flags & GOTAP_PROBE_INLINE) {
+    if (live_metrics) {
+      /* Goroutine probes' func ids are past the map's end: the lookup fails for them. */
+      __u64* c = bpf_map_lookup_elem(&counts, &func);
+      if (c) *c += 1;
+    }
     if (mode == GOTAP_MODE_TRACE) emit(ctx, p, idx, pid_tgid, goid, now, 0, GOTAP_EV_ENTRY, 0);
     return 0;
   }
@@ -249,7 +258,7 @@ int gotap_probe(struct pt_regs* ctx) {
         return 0;
       }
     }
-    if (mode == GOTAP_MODE_COUNT) {
+    if (mode == GOTAP_MODE_COUNT || live_metrics) {
       __u64* c = bpf_map_lookup_elem(&counts, &func);
       if (c) *c += 1;
     }
@@ -269,9 +278,10 @@ int gotap_probe(struct pt_regs* ctx) {
     bump(GOTAP_CNT_UNMATCHED_RET);
     evflags = GOTAP_EVF_UNMATCHED;
   }
-  if (mode == GOTAP_MODE_LATENCY) {
+  if (mode == GOTAP_MODE_LATENCY || live_metrics) {
     if (start) record_latency(func, dur);
-  } else if (mode == GOTAP_MODE_TRACE) {
+  }
+  if (mode == GOTAP_MODE_TRACE) {
     emit(ctx, p, idx, pid_tgid, goid, now, dur, GOTAP_EV_RETURN, evflags);
   }
   return 0;

@@ -18,6 +18,8 @@ namespace gotap {
 
 enum class Mode { Trace, Count, Latency, Goroutines };
 
+class LiveMetrics;
+
 struct Target {
   int pid = 0;                    // -p PID
   std::vector<std::string> argv;  // -- CMD ARGS
@@ -32,6 +34,9 @@ struct TraceOptions {
   int max_elems = 16;
   int max_str = 64;
   int stack_depth = 0;  // --stack N
+  // --prometheus: the backend publishes its per-function counters here while probes are live
+  // (LiveMetrics::begin) and stops before it frees them (end). Null when not asked for.
+  LiveMetrics* metrics = nullptr;
 };
 
 // Set by the front end's signal handler (SIGINT, SIGTERM, SIGHUP); backends poll it and end

@@ -10,12 +10,14 @@
 #include "core/backend.h"
 #include "core/go_binary.h"
 #include "core/goroutine_views.h"
+#include "core/live_metrics.h"
 #include "core/output_views.h"
 #include "core/record.h"
 #include "core/value_text.h"
 #include "frontends/child_process.h"
 #include "frontends/commands.h"
 #include "frontends/options.h"
+#include "frontends/prometheus_exporter.h"
 #include "frontends/reader_gone.h"
 #include "frontends/register_backends.h"
 
@@ -33,6 +35,21 @@ void install_stop_handlers() {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
+// The name the binary label of --prometheus series gives: the file's base name, also for
+// -p PID (where `path` is /proc/PID/exe).
+std::string binary_label(const std::string& path, int pid) {
+  std::string p = path;
+  if (pid > 0) {
+    char buf[4096];
+    ssize_t n = readlink(path.c_str(), buf, sizeof(buf) - 1);
+    if (n > 0) p.assign(buf, static_cast<size_t>(n));
+    const std::string deleted = " (deleted)";
+    if (p.size() > deleted.size() && p.ends_with(deleted)) p.resize(p.size() - deleted.size());
+  }
+  size_t slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
 }
 
 // The binary a pid runs, through /proc (works for deleted and namespaced files too).
@@ -93,6 +110,14 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   } else if (command == "trace" || command == "graph") {
     desc.add_options()("goroutines", "also trace goroutine states, creation and exit");
   }
+  const bool prometheus_cmd = command != "graph";
+  if (prometheus_cmd) {
+    desc.add_options()("prometheus", po::value<std::string>(),
+                       "serve /metrics on ADDR (HOST:PORT) while tracing")(
+        "prometheus-linger", po::value<double>(),
+        "after the trace, keep serving until a scrape has read the final values, at most "
+        "SECONDS");
+  }
   auto vm = parse_options(args, desc, "patterns");
   if (!vm) return report_error(vm.error());
   if (vm->count("help")) {
@@ -132,6 +157,20 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   if (vm->count("duration")) {
     opts.duration_s = (*vm)["duration"].as<double>();
     if (opts.duration_s <= 0) return usage_error("--duration must be positive");
+  }
+  std::string prometheus_addr;
+  double linger_s = 0;
+  if (prometheus_cmd && vm->count("prometheus")) {
+    prometheus_addr = (*vm)["prometheus"].as<std::string>();
+    auto a = parse_prometheus_address(prometheus_addr);
+    if (!a) return report_error(a.error());
+    // Every series names the one traced pid.
+    if (opts.target.all) return usage_error("--prometheus needs one process: -p PID or -- CMD");
+  }
+  if (prometheus_cmd && vm->count("prometheus-linger")) {
+    if (prometheus_addr.empty()) return usage_error("--prometheus-linger needs --prometheus ADDR");
+    linger_s = (*vm)["prometheus-linger"].as<double>();
+    if (!(linger_s >= 0)) return usage_error("--prometheus-linger must not be negative");
   }
   opts.max_depth = (*vm)["max-depth"].as<int>();
   opts.max_elems = (*vm)["max-elems"].as<int>();
@@ -206,6 +245,21 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     Event info = {{"command", command}, {"binary", path}, {"patterns", patterns}};
     sink = make_tee(std::move(sink), make_record_writer(record->fp, info));
   }
+  // Listening before the target starts: a port in use fails before anything is traced.
+  LiveMetrics metrics;
+  std::unique_ptr<PrometheusExporter> exporter;
+  if (!prometheus_addr.empty()) {
+    auto e =
+        PrometheusExporter::start(prometheus_addr, metrics, binary_label(path, opts.target.pid),
+                                  plan->goroutines.status != 0);
+    if (!e) return report_error(e.error());
+    exporter = std::move(*e);
+    std::cerr << "gotap: serving metrics on http://" << exporter->where() << "/metrics"
+              << std::endl;
+    opts.metrics = &metrics;
+    // Inside the goroutine filter: the gauge counts the goroutines the output shows.
+    sink = make_metrics_observer(std::move(sink), metrics);
+  }
   if (goroutines_cmd && (!selection.goids.empty() || !selection.under.empty()))
     sink = make_goroutine_filter(std::move(sink), std::move(selection));
   install_stop_handlers();
@@ -213,6 +267,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   auto r = (*backend)->run(**bin, *plan, opts, *sink);
   sink->flush();
   if (!r) return report_error(r.error());
+  if (exporter) exporter->linger(linger_s);
   return 0;
 }
 

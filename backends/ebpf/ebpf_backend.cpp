@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <optional>
 #include <set>
 
+#include "backends/ebpf/aggregates.h"
 #include "backends/ebpf/attach.h"
 #include "backends/ebpf/event_decoder.h"
 #include "backends/ebpf/insn_filter.h"
@@ -25,6 +27,7 @@
 #include "core/go_binary.h"
 #include "core/goroutine_events.h"
 #include "core/latency.h"
+#include "core/live_metrics.h"
 #include "core/summary.h"
 #include "core/wait_reasons.h"
 #include "gotap.skel.h"
@@ -71,7 +74,7 @@ std::string last_libbpf_line() {
 }
 
 Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode mode, int tgid,
-                           bool multi, const EbpfOptions& eo) {
+                           bool multi, bool live, const EbpfOptions& eo) {
   libbpf_log().clear();
   Skel skel(gotap_bpf__open());
   if (!skel) return errno_error(ErrorKind::Runtime, "cannot open the BPF object");
@@ -84,6 +87,7 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
   ro->g_stack_hi_off = plan.offsets.g_stack_hi;
   ro->tls_g_off = plan.tls_g_offset;
   ro->wake_bytes = eo.ringbuf_bytes / 4;
+  ro->live_metrics = live ? 1 : 0;
 
   const uint32_t nsites = std::max<uint32_t>(1, static_cast<uint32_t>(cfg.sites.size()));
   const uint32_t nfuncs = std::max<uint32_t>(1, static_cast<uint32_t>(cfg.funcs.size()));
@@ -91,7 +95,7 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
   bpf_map__set_max_entries(skel->maps.counts, nfuncs);
   bpf_map__set_max_entries(skel->maps.lat_stats, nfuncs);
   bpf_map__set_max_entries(skel->maps.lat_hist,
-                           mode == Mode::Latency ? nfuncs * GOTAP_NBUCKETS : 1);
+                           mode == Mode::Latency || live ? nfuncs * GOTAP_NBUCKETS : 1);
   bpf_map__set_max_entries(skel->maps.events,
                            mode == Mode::Trace ? static_cast<uint32_t>(eo.ringbuf_bytes) : 4096);
 
@@ -114,18 +118,6 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
   return skel;
 }
 
-// Sums a per-CPU value array into one T with `add`.
-template <typename T, typename Add>
-bool read_percpu(int fd, uint32_t key, T& out, Add add) {
-  static const int ncpu = libbpf_num_possible_cpus();
-  if (ncpu <= 0) return false;
-  std::vector<T> vals(static_cast<size_t>(ncpu));
-  if (bpf_map_lookup_elem(fd, &key, vals.data()) != 0) return false;
-  out = T{};
-  for (const T& v : vals) add(out, v);
-  return true;
-}
-
 struct Session {
   const BinaryView& bin;
   const ProbePlan& plan;
@@ -135,7 +127,18 @@ struct Session {
   std::unique_ptr<EventDecoder> decoder;
   std::unique_ptr<GoroutineEvents> goroutines;
   uint64_t events = 0;
-  uint64_t decode_failures = 0;
+  // Read by --prometheus scrapes on the exporter's thread too.
+  std::atomic<uint64_t> decode_failures{0};
+};
+
+// Ends the live metrics before the maps they read go away, on every way out.
+struct MetricsEnd {
+  LiveMetrics* m = nullptr;
+  void now() {
+    if (m) m->end();
+    m = nullptr;
+  }
+  ~MetricsEnd() { now(); }
 };
 
 // A goroutine probe's hit: words and goid copies as add_goroutine_sites laid them out.
@@ -281,8 +284,10 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
   Skel skel;
   Attachment attachment;
   std::string multi_error;
+  // Count keeps its own in-kernel counts; trace and latency add them for --prometheus.
+  const bool live = opts.metrics && mode != Mode::Count;
   if (!eo.force_per_site) {
-    auto s = open_and_load(plan, cfg, mode, filter_pid, true, eo);
+    auto s = open_and_load(plan, cfg, mode, filter_pid, true, live, eo);
     if (s) {
       bpf_program* prog = eo.empty_program ? (*s)->progs.gotap_empty : (*s)->progs.gotap_probe;
       auto a = Attachment::multi(prog, path, sites, filter_pid);
@@ -297,7 +302,7 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
     }
   }
   if (!skel) {
-    auto s = open_and_load(plan, cfg, mode, filter_pid, false, eo);
+    auto s = open_and_load(plan, cfg, mode, filter_pid, false, live, eo);
     if (!s) {
       target.terminate();
       return s.error();
@@ -354,6 +359,29 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
     }
   }
 
+  MetricsEnd metrics_end;
+  if (opts.metrics) {
+    const int counts_fd = bpf_map__fd(skel->maps.counts);
+    const int stats_fd = bpf_map__fd(skel->maps.lat_stats);
+    const int hist_fd = bpf_map__fd(skel->maps.lat_hist);
+    const int counters_fd = bpf_map__fd(skel->maps.counters);
+    opts.metrics->begin(
+        filter_pid, [&, counts_fd, stats_fd, hist_fd, counters_fd](MetricsSnapshot& snap) {
+          for (uint32_t f = 0; f < cfg.funcs.size(); ++f) {
+            FuncMetrics m;
+            m.func = cfg.funcs[f].plan->name;
+            m.calls = read_percpu_u64(counts_fd, f);
+            if (mode != Mode::Count) {
+              m.timed = true;
+              m.latency = read_latency(stats_fd, hist_fd, f);
+            }
+            snap.funcs.push_back(std::move(m));
+          }
+          snap.lost = read_percpu_u64(counters_fd, GOTAP_CNT_LOST) + session.decode_failures.load();
+        });
+    metrics_end.m = opts.metrics;
+  }
+
   if (!eo.quiet) {
     std::cerr << tracing_banner(cfg.funcs.size(), cfg.sites.size(), "ebpf",
                                 target_text(opts, filter_pid, bin.path), goroutines)
@@ -388,20 +416,19 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
   const double detach_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - t_detach).count();
   if (rb) ring_buffer__consume(rb.get());
+  metrics_end.now();
   if (!target_exited) target.terminate();
 
   // Aggregates and leftovers.
   std::vector<uint64_t> counters(GOTAP_CNT_NUM, 0);
   int cfd = bpf_map__fd(skel->maps.counters);
-  for (uint32_t k = 0; k < GOTAP_CNT_NUM; ++k)
-    read_percpu<uint64_t>(cfd, k, counters[k], [](uint64_t& a, uint64_t b) { a += b; });
+  for (uint32_t k = 0; k < GOTAP_CNT_NUM; ++k) counters[k] = read_percpu_u64(cfd, k);
 
   if (session.goroutines) session.events += session.goroutines->events();
   if (mode == Mode::Count) {
     int fd = bpf_map__fd(skel->maps.counts);
     for (uint32_t f = 0; f < cfg.funcs.size(); ++f) {
-      uint64_t n = 0;
-      read_percpu<uint64_t>(fd, f, n, [](uint64_t& a, uint64_t b) { a += b; });
+      const uint64_t n = read_percpu_u64(fd, f);
       if (n == 0) continue;
       sink.emit({{"event", "count"}, {"func", cfg.funcs[f].plan->name}, {"count", n}});
       ++session.events;
@@ -410,24 +437,8 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
     int sfd = bpf_map__fd(skel->maps.lat_stats);
     int hfd = bpf_map__fd(skel->maps.lat_hist);
     for (uint32_t f = 0; f < cfg.funcs.size(); ++f) {
-      gotap_lat_stats st{};
-      read_percpu<gotap_lat_stats>(sfd, f, st, [](gotap_lat_stats& a, const gotap_lat_stats& b) {
-        if (!b.count) return;
-        if (!a.count || b.min_ns < a.min_ns) a.min_ns = b.min_ns;
-        if (b.max_ns > a.max_ns) a.max_ns = b.max_ns;
-        a.count += b.count;
-        a.sum_ns += b.sum_ns;
-      });
-      if (st.count == 0) continue;
-      LatencySummary s;
-      s.count = st.count;
-      s.sum_ns = st.sum_ns;
-      s.min_ns = st.min_ns;
-      s.max_ns = st.max_ns;
-      for (uint32_t b = 0; b < GOTAP_NBUCKETS; ++b) {
-        uint32_t key = f * GOTAP_NBUCKETS + b;
-        bpf_map_lookup_elem(hfd, &key, &s.fine[b]);
-      }
+      LatencySummary s = read_latency(sfd, hfd, f);
+      if (s.count == 0) continue;
       sink.emit(latency_event(cfg.funcs[f].plan->name, s));
       ++session.events;
     }

@@ -19,6 +19,7 @@
 
 #include "backends/ptrace/unwind.h"
 #include "core/latency.h"
+#include "core/live_metrics.h"
 #include "core/summary.h"
 #include "core/wait_reasons.h"
 
@@ -73,7 +74,32 @@ Tracer::Tracer(const GoBinary& bin, const ProbePlan& plan, const TraceOptions& o
                EventSink& sink)
     : bin_(bin), plan_(plan), opts_(opts), sink_(sink) {}
 
-Tracer::~Tracer() = default;
+Tracer::~Tracer() {
+  end_metrics();
+}
+
+void Tracer::begin_metrics() {
+  if (!opts_.metrics) return;
+  opts_.metrics->begin(proc_->pid(), [this](MetricsSnapshot& snap) {
+    std::lock_guard<std::mutex> lock(fstate_mu_);
+    for (size_t i = 0; i < plan_.funcs.size(); ++i) {
+      FuncMetrics m;
+      m.func = plan_.funcs[i].name;
+      m.calls = fstate_[i].count;
+      m.timed = opts_.mode != Mode::Count;
+      if (m.timed) m.latency = fstate_[i].latency;
+      snap.funcs.push_back(std::move(m));
+    }
+    // Every hit is handled while its thread waits: nothing is ever dropped.
+    snap.lost = 0;
+  });
+  metrics_live_ = true;
+}
+
+void Tracer::end_metrics() {
+  if (metrics_live_) opts_.metrics->end();
+  metrics_live_ = false;
+}
 
 bool Tracer::stop_due() const {
   return stop_requested().load() || (deadline_ns_ && now_ns() >= deadline_ns_);
@@ -232,6 +258,7 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
              tracing_banner(plan_.funcs.size(), bps_.size(), "ptrace",
                             fmt::format("pid {}", proc_->pid()), goroutines_ != nullptr));
   std::fflush(stderr);
+  begin_metrics();
   Process::cont(stopped, proc_->take_held_signal(stopped));
   return {};
 }
@@ -261,7 +288,6 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
                       uint64_t ts) {
   const FuncPlan& f = plan_.funcs[role.func];
   FuncState& fs = fstate_[role.func];
-  ++fs.count;
   uint64_t entry_sp = r.rsp + s.sp_delta;
   auto gi = gr_->current(r, fs.abi_internal);
   int64_t goid = gi ? gi->goid : 0;
@@ -281,6 +307,11 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
             {"entry_ts_ns", it->second.ts}});
     }
     pending_.erase(it);
+  }
+  {
+    // After the refire check: a re-entry after morestack is not another call.
+    std::lock_guard<std::mutex> lock(fstate_mu_);
+    ++fs.count;
   }
   if (opts_.mode == Mode::Count) return;
   pending_[key] = {role.func, ts, tid};
@@ -309,10 +340,12 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
     entry = it->second;
     pending_.erase(it);
   }
-  if (opts_.mode == Mode::Latency) {
-    if (entry) fs.latency.add(ts - entry->ts);
-    return;
+  // Trace keeps the histogram too when --prometheus serves it.
+  if (entry && (opts_.mode == Mode::Latency || opts_.metrics)) {
+    std::lock_guard<std::mutex> lock(fstate_mu_);
+    fs.latency.add(ts - entry->ts);
   }
+  if (opts_.mode == Mode::Latency) return;
   json results = json::array();
   RegState rs = reg_state(r, tid, fs.needs_xmm, sp);
   for (const auto& p : f.results) results.push_back(dec_->decode_param(p, rs));
@@ -327,7 +360,10 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
 void Tracer::on_inline(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
                        uint64_t ts) {
   const FuncPlan& f = plan_.funcs[role.func];
-  ++fstate_[role.func].count;
+  {
+    std::lock_guard<std::mutex> lock(fstate_mu_);
+    ++fstate_[role.func].count;
+  }
   if (opts_.mode != Mode::Trace) return;
   auto gi = gr_->current(r, true);
   json ev = {
@@ -557,6 +593,7 @@ Result<void> Tracer::run() {
     Waker waker(deadline_ns_);
     loop();
   }
+  end_metrics();
   bool gone = proc_->gone();
   detach();
   finish_pending();

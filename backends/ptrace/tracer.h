@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -68,6 +69,9 @@ class Tracer {
   void emit(nlohmann::json ev);
   void emit_aggregates();
   bool stop_due() const;
+  // --prometheus: serves fstate_'s counts and latencies to scrapes until end_metrics().
+  void begin_metrics();
+  void end_metrics();
 
   const GoBinary& bin_;
   const ProbePlan& plan_;
@@ -85,6 +89,9 @@ class Tracer {
   std::unique_ptr<ValueDecoder> dec_;
   std::unique_ptr<GoroutineEvents> goroutines_;
   std::vector<FuncState> fstate_;
+  // Guards fstate_'s count and latency against --prometheus scrapes on another thread.
+  std::mutex fstate_mu_;
+  bool metrics_live_ = false;
   std::unordered_map<CallKey, Pending, CallKeyHash> pending_;
   uint64_t hits_ = 0, events_ = 0;
   uint64_t goid_read_errors_ = 0;  // goroutine probe hits whose g could not be read
