@@ -44,10 +44,15 @@ fi
 names=("gotap funcs --json '$pattern'" "gotap info --json" "debug/gosym (Go $ver)")
 cmds=("$gotap funcs --json $bin $pattern" "$gotap info --json $bin" "$peer $bin $prefix")
 matched=$("$gotap" funcs --json "$bin" "$pattern" | grep -c '"event":"func"' || true)
+# Signature recovery is on (a stripped binary's methods get their types from the method
+# tables): how many of the matched functions got each kind of signature.
+sources=$("$gotap" funcs --json "$bin" "$pattern" | grep -o '"signature":"[a-z-]*"' | cut -d'"' -f4 |
+  sort | uniq -c | awk '{printf "%s%s %s", (NR > 1 ? ", " : ""), $1, $2}')
 
 echo "Binary: \`$(basename "$bin")\`, $(($(stat -c %s "$bin") / 1048576)) MB, stripped:" \
   "$(readelf -S "$bin" 2>/dev/null | grep -q '\.symtab' && echo no || echo yes);" \
-  "functions matching \`$pattern\`: $matched (gotap), $("$peer" "$bin" "$prefix") (debug/gosym); $runs runs each."
+  "functions matching \`$pattern\`: $matched (gotap), $("$peer" "$bin" "$prefix") (debug/gosym); $runs runs each." \
+  "Signatures of the matched functions: $sources."
 echo
 
 declare -a means sds
