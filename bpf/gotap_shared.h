@@ -28,7 +28,7 @@ typedef uint64_t gotap_u64;
 
 enum gotap_mode { GOTAP_MODE_TRACE = 0, GOTAP_MODE_COUNT = 1, GOTAP_MODE_LATENCY = 2 };
 
-/* Registers in Go's ABIInternal integer order first (the numbering of core/abi.h Reg), then
+/* Registers in Go's ABIInternal integer order first (the numbering of core/plan/abi.h Reg), then
  * the rest. */
 enum gotap_reg {
   GOTAP_RAX = 0,

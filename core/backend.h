@@ -9,10 +9,10 @@
 #include <string_view>
 #include <vector>
 
-#include "core/events.h"
-#include "core/go_binary.h"
-#include "core/plan.h"
-#include "core/result.h"
+#include "core/events/events.h"
+#include "core/model/result.h"
+#include "core/plan/go_binary.h"
+#include "core/plan/plan.h"
 
 namespace gotap {
 

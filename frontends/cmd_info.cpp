@@ -5,9 +5,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/go_binary.h"
-#include "core/plan.h"
-#include "core/value_text.h"
+#include "core/output/value_text.h"
+#include "core/plan/go_binary.h"
+#include "core/plan/plan.h"
 #include "frontends/commands.h"
 #include "frontends/options.h"
 

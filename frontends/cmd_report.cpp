@@ -4,8 +4,8 @@
 #include <iostream>
 #include <memory>
 
-#include "core/output_views.h"
-#include "core/record.h"
+#include "core/output/output_views.h"
+#include "core/output/record.h"
 #include "frontends/commands.h"
 #include "frontends/options.h"
 

@@ -8,12 +8,12 @@
 #include <memory>
 
 #include "core/backend.h"
-#include "core/go_binary.h"
-#include "core/goroutine_views.h"
-#include "core/live_metrics.h"
-#include "core/output_views.h"
-#include "core/record.h"
-#include "core/value_text.h"
+#include "core/events/live_metrics.h"
+#include "core/output/goroutine_views.h"
+#include "core/output/output_views.h"
+#include "core/output/record.h"
+#include "core/output/value_text.h"
+#include "core/plan/go_binary.h"
 #include "frontends/child_process.h"
 #include "frontends/commands.h"
 #include "frontends/options.h"

@@ -10,8 +10,8 @@
 
 #include <boost/program_options.hpp>
 
-#include "core/go_binary.h"
-#include "core/result.h"
+#include "core/model/result.h"
+#include "core/plan/go_binary.h"
 
 namespace gotap::cli {
 

@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "core/live_metrics.h"
-#include "core/result.h"
+#include "core/events/live_metrics.h"
+#include "core/model/result.h"
 
 namespace prometheus {
 class Exposer;

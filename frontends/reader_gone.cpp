@@ -1,4 +1,5 @@
 #include "frontends/reader_gone.h"
+#include "core/output/writers.h"
 
 #include <poll.h>
 #include <signal.h>

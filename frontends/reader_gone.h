@@ -8,7 +8,7 @@
 #include <memory>
 #include <thread>
 
-#include "core/events.h"
+#include "core/events/events.h"
 
 namespace gotap::cli {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "core/latency.h"
+#include "core/events/latency.h"
 
 namespace gotap::ebpf {
 

@@ -24,12 +24,12 @@
 #include "backends/ebpf/insn_filter.h"
 #include "backends/ebpf/probe_config.h"
 #include "backends/ebpf/target.h"
-#include "core/go_binary.h"
-#include "core/goroutine_events.h"
-#include "core/latency.h"
-#include "core/live_metrics.h"
-#include "core/summary.h"
-#include "core/wait_reasons.h"
+#include "core/events/goroutine_events.h"
+#include "core/events/latency.h"
+#include "core/events/live_metrics.h"
+#include "core/events/summary.h"
+#include "core/model/wait_reasons.h"
+#include "core/plan/go_binary.h"
 #include "gotap.skel.h"
 
 namespace gotap::ebpf {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/backend.h"
-#include "core/rtype.h"
+#include "core/binary/rtype.h"
 
 namespace gotap::ebpf {
 

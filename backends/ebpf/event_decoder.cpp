@@ -5,8 +5,8 @@
 #include <string>
 
 #include "backends/ebpf/value_kind.h"
-#include "core/plan.h"
-#include "core/value_decoder.h"
+#include "core/decode/value_decoder.h"
+#include "core/plan/plan.h"
 
 namespace gotap::ebpf {
 

@@ -7,9 +7,9 @@
 #include <optional>
 
 #include "backends/ebpf/probe_config.h"
-#include "core/elf_file.h"
-#include "core/events.h"
-#include "core/rtype.h"
+#include "core/binary/elf_file.h"
+#include "core/binary/rtype.h"
+#include "core/events/events.h"
 
 namespace gotap::ebpf {
 

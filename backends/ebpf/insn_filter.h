@@ -3,7 +3,7 @@
 // refused site does not fail a uprobe_multi link of thousands.
 #pragma once
 
-#include "core/elf_file.h"
+#include "core/binary/elf_file.h"
 
 namespace gotap::ebpf {
 

@@ -1,6 +1,6 @@
 #include "backends/ebpf/morestack.h"
 
-#include "core/disasm.h"
+#include "core/plan/disasm.h"
 
 namespace gotap::ebpf {
 

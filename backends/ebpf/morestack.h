@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/elf_file.h"
-#include "core/plan.h"
+#include "core/binary/elf_file.h"
+#include "core/plan/plan.h"
 
 namespace gotap::ebpf {
 

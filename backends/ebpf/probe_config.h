@@ -9,8 +9,8 @@
 
 #include "backends/ebpf/value_kind.h"
 #include "core/backend.h"
-#include "core/goroutine_events.h"
-#include "core/plan.h"
+#include "core/events/goroutine_events.h"
+#include "core/plan/plan.h"
 #include "gotap_shared.h"
 
 namespace gotap::ebpf {

@@ -2,8 +2,8 @@
 // care: from the DWARF type when there is one, else from the type name.
 #pragma once
 
-#include "core/abi.h"
-#include "core/go_types.h"
+#include "core/model/go_types.h"
+#include "core/plan/abi.h"
 
 namespace gotap::ebpf {
 

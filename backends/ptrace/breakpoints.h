@@ -14,7 +14,7 @@
 
 #include "backends/ptrace/memory.h"
 #include "backends/ptrace/process.h"
-#include "core/result.h"
+#include "core/model/result.h"
 
 namespace gotap::ptrace {
 

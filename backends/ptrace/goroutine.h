@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "backends/ptrace/memory.h"
-#include "core/plan.h"
+#include "core/plan/plan.h"
 
 namespace gotap::ptrace {
 

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "core/rtype.h"
+#include "core/binary/rtype.h"
 
 namespace gotap::ptrace {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "backends/ptrace/memory.h"
-#include "core/result.h"
+#include "core/model/result.h"
 
 namespace gotap::ptrace {
 

@@ -18,10 +18,10 @@
 #include <fmt/format.h>
 
 #include "backends/ptrace/unwind.h"
-#include "core/latency.h"
-#include "core/live_metrics.h"
-#include "core/summary.h"
-#include "core/wait_reasons.h"
+#include "core/events/latency.h"
+#include "core/events/live_metrics.h"
+#include "core/events/summary.h"
+#include "core/model/wait_reasons.h"
 
 namespace gotap::ptrace {
 

@@ -19,9 +19,9 @@
 #include "backends/ptrace/process.h"
 #include "backends/ptrace/trap_net.h"
 #include "core/backend.h"
-#include "core/goroutine_events.h"
-#include "core/latency.h"
-#include "core/value_decoder.h"
+#include "core/decode/value_decoder.h"
+#include "core/events/goroutine_events.h"
+#include "core/events/latency.h"
 
 namespace gotap::ptrace {
 

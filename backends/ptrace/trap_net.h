@@ -19,7 +19,7 @@
 #include <span>
 
 #include "backends/ptrace/process.h"
-#include "core/result.h"
+#include "core/model/result.h"
 
 namespace gotap::ptrace {
 

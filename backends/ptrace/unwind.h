@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/ptrace/memory.h"
-#include "core/pclntab.h"
+#include "core/binary/pclntab.h"
 
 namespace gotap::ptrace {
 

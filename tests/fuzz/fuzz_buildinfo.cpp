@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "core/buildinfo.h"
-#include "core/elf_file.h"
+#include "core/binary/buildinfo.h"
+#include "core/binary/elf_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gotap::BuildInfo direct;

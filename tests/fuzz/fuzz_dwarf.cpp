@@ -3,9 +3,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/abi.h"
-#include "core/dwarf_info.h"
-#include "core/elf_file.h"
+#include "core/binary/dwarf_info.h"
+#include "core/binary/elf_file.h"
+#include "core/plan/abi.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto elf = gotap::ElfFile::from_bytes({data, size});

@@ -2,7 +2,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/elf_file.h"
+#include "core/binary/elf_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto elf = gotap::ElfFile::from_bytes({data, size});

@@ -3,10 +3,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/elf_file.h"
-#include "core/method_table.h"
-#include "core/pclntab.h"
-#include "core/rtype_graph.h"
+#include "core/binary/elf_file.h"
+#include "core/binary/method_table.h"
+#include "core/binary/pclntab.h"
+#include "core/binary/rtype_graph.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;

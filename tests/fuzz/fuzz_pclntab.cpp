@@ -2,8 +2,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/elf_file.h"
-#include "core/pclntab.h"
+#include "core/binary/elf_file.h"
+#include "core/binary/pclntab.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto elf = gotap::ElfFile::from_bytes({data, size});

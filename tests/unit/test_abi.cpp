@@ -5,11 +5,11 @@
 #include <cctype>
 #include <map>
 
-#include "core/abi.h"
-#include "core/disasm.h"
-#include "core/dwarf_info.h"
-#include "core/elf_file.h"
-#include "core/pclntab.h"
+#include "core/binary/dwarf_info.h"
+#include "core/binary/elf_file.h"
+#include "core/binary/pclntab.h"
+#include "core/plan/abi.h"
+#include "core/plan/disasm.h"
 #include "tests/unit/fixtures.h"
 
 namespace gotap {
@@ -639,7 +639,7 @@ TEST(DwarfInfo, TypesFuncsAndRuntimeOffsets) {
     EXPECT_GE(rt_checked, 300);
     EXPECT_GE(rt_same * 100, rt_checked * 95);
 
-    // goid: the per-version table (core/runtime_offsets.cpp).
+    // goid: the per-version table (core/model/runtime_offsets.cpp).
     auto goid = d.member_offset("runtime.g", "goid");
     ASSERT_TRUE(goid.has_value());
     EXPECT_EQ(*goid, (fx.go_version == "1.23" || fx.go_version == "1.24") ? 160u : 152u);

@@ -1,6 +1,6 @@
 // read_buildinfo against `go version -m` (Go's own reader) on every fixture, the fallbacks
 // when the blob is gone, a Debian-built Go program, and non-Go input.
-#include "core/buildinfo.h"
+#include "core/binary/buildinfo.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "core/pclntab.h"
+#include "core/binary/pclntab.h"
 #include "tests/unit/fixtures.h"
 
 namespace gotap {

@@ -2,7 +2,7 @@
 // goroutine events, the waits inside traced calls as spans beneath them.
 #include <gtest/gtest.h>
 
-#include "core/call_tree.h"
+#include "core/events/call_tree.h"
 
 namespace gotap {
 namespace {

@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "core/disasm.h"
-#include "core/elf_file.h"
+#include "core/binary/elf_file.h"
+#include "core/plan/disasm.h"
 #include "tests/unit/fixtures.h"
 
 namespace gotap {

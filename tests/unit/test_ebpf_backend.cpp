@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/ebpf/ebpf_backend.h"
-#include "core/go_binary.h"
+#include "core/plan/go_binary.h"
 #include "tests/unit/fixtures.h"
 
 namespace gotap::ebpf {

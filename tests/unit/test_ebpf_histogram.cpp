@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/ebpf/insn_filter.h"
-#include "core/latency.h"
+#include "core/events/latency.h"
 #include "gotap_shared.h"
 
 namespace gotap::ebpf {

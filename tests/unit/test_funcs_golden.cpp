@@ -22,7 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/go_binary.h"
+#include "core/plan/go_binary.h"
 #include "tests/unit/fixtures.h"
 
 namespace gotap {

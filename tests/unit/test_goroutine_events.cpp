@@ -11,9 +11,9 @@
 
 #include <gtest/gtest.h>
 
-#include "core/events.h"
-#include "core/goroutine_events.h"
-#include "core/goroutine_views.h"
+#include "core/events/events.h"
+#include "core/events/goroutine_events.h"
+#include "core/output/goroutine_views.h"
 
 namespace gotap {
 namespace {

@@ -1,4 +1,4 @@
-// Method signatures from the runtime's method tables (core/method_table.h). On every Go
+// Method signatures from the runtime's method tables (core/binary/method_table.h). On every Go
 // version's fixtures, each method the stripped build plans from a method table must get the
 // types and locations the DWARF build of the same program gives it; the methods fixture's
 // own ground truth names the types of the methods it calls through interfaces.
@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "core/go_binary.h"
+#include "core/plan/go_binary.h"
 #include "tests/unit/fixtures.h"
 
 namespace gotap::testing {

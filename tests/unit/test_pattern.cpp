@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/pattern.h"
+#include "core/plan/pattern.h"
 
 namespace gotap {
 namespace {

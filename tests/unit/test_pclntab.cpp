@@ -1,7 +1,7 @@
 // Pclntab against Go's own view of every fixture binary: debug/gosym's function list, ends
 // and file/line (tests/tools/gosymdump), the toolchain sources (funcID Wrapper), the
 // compiler's ArgInfo rule, plus damaged and non-Go inputs.
-#include "core/pclntab.h"
+#include "core/binary/pclntab.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@
 #include <set>
 #include <sstream>
 
-#include "core/buildinfo.h"
+#include "core/binary/buildinfo.h"
 #include "tests/unit/fixtures.h"
 
 namespace gotap {

@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "core/go_binary.h"
-#include "core/plan.h"
+#include "core/plan/go_binary.h"
+#include "core/plan/plan.h"
 #include "tests/unit/fixtures.h"
 
 namespace gotap {

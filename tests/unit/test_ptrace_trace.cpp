@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/ptrace/tracer.h"
-#include "core/go_binary.h"
+#include "core/plan/go_binary.h"
 #include "tests/unit/fixtures.h"
 
 namespace gotap {
@@ -23,8 +23,8 @@ namespace {
 
 using nlohmann::json;
 using testing::all_fixtures;
-using testing::Fixture;
 using testing::expect_contains;
+using testing::Fixture;
 
 class CaptureSink : public EventSink {
  public:

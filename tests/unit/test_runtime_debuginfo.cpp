@@ -1,4 +1,4 @@
-// Separate debug information (core/debuginfo.h): the args program built as distributions
+// Separate debug information (core/binary/debuginfo.h): the args program built as distributions
 // ship Go programs (tests/tools/build-fixtures.sh, split/VERSION/: DWARF moved to args.debug,
 // a .gnu_debuglink and a GNU build ID), for every Go version. Found through its debuglink,
 // and through a real debuginfod server on loopback (Debian's), it must give the plan the DWARF

@@ -1,5 +1,5 @@
 // Methods traced on stripped (-s -w) builds, whose signatures come from the method tables
-// (core/method_table.h): arguments *and* results must decode to what the methods fixture
+// (core/binary/method_table.h): arguments *and* results must decode to what the methods fixture
 // says it passed and got back, on both backends and every Go version. The eBPF backend
 // captures less (pointers are not followed, slices and X registers are not copied); every
 // value it does capture must be right, and its scalars and strings must be there.

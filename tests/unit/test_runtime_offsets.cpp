@@ -1,6 +1,6 @@
 // The per-version runtime.g / runtime.m offset table against the DWARF of every fixture
 // that has DWARF (read here directly with libdw, independent of core/dwarf_info).
-#include "core/runtime_offsets.h"
+#include "core/model/runtime_offsets.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -9,8 +9,8 @@
 #include <cstring>
 #include <map>
 
-#include "core/buildinfo.h"
-#include "core/elf_file.h"
+#include "core/binary/buildinfo.h"
+#include "core/binary/elf_file.h"
 #include "tests/unit/fixtures.h"
 
 namespace gotap {

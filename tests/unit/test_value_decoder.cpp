@@ -6,9 +6,9 @@
 
 #include <gtest/gtest.h>
 
-#include "core/go_binary.h"
-#include "core/rtype.h"
-#include "core/value_decoder.h"
+#include "core/binary/rtype.h"
+#include "core/decode/value_decoder.h"
+#include "core/plan/go_binary.h"
 #include "tests/unit/fixtures.h"
 
 namespace gotap {

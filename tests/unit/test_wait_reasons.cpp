@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/wait_reasons.h"
+#include "core/model/wait_reasons.h"
 #include "tests/unit/fixtures.h"
 
 namespace gotap::testing {

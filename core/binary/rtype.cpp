@@ -1,0 +1,158 @@
+#include "core/binary/rtype.h"
+
+#include <cstring>
+
+namespace gotap {
+
+bool ElfMemoryReader::read(uint64_t addr, void* buf, size_t n) {
+  if (addr < bias_) return false;
+  Bytes b = elf_.read(addr - bias_, n);
+  if (b.size() != n) return false;
+  std::memcpy(buf, b.data(), n);
+  return true;
+}
+
+std::optional<std::string> read_type_name(MemoryReader& mem, const GoVersion& go, uint64_t addr,
+                                          uint8_t* flags) {
+  uint8_t hdr[12];
+  // The header is short; read it byte-wise when the 12-byte read crosses into unmapped memory.
+  size_t have = 0;
+  for (; have < sizeof hdr; ++have)
+    if (!mem.read(addr + have, &hdr[have], 1)) break;
+  if (have < 2) return std::nullopt;
+  if (flags) *flags = hdr[0];
+  uint64_t len = 0;
+  size_t pos = 1;
+  if (go.known() && !go.at_least(1, 17)) {
+    if (have < 3) return std::nullopt;
+    len = (uint64_t(hdr[1]) << 8) | hdr[2];
+    pos = 3;
+  } else {
+    int shift = 0;
+    for (;; ++pos) {
+      if (pos >= have || shift > 28) return std::nullopt;
+      len |= uint64_t(hdr[pos] & 0x7f) << shift;
+      shift += 7;
+      if (!(hdr[pos] & 0x80)) break;
+    }
+    ++pos;
+  }
+  if (len > 4096) return std::nullopt;
+  std::string s(len, '\0');
+  if (len && !mem.read(addr + pos, s.data(), len)) return std::nullopt;
+  return s;
+}
+
+namespace {
+
+struct Slice {
+  uint64_t ptr = 0, len = 0;
+};
+
+bool read_slice(MemoryReader& mem, uint64_t addr, Slice& s) {
+  uint64_t w[2];
+  if (!mem.read(addr, w, sizeof w)) return false;
+  s.ptr = w[0];
+  s.len = w[1];
+  return true;
+}
+
+}  // namespace
+
+std::optional<RType> read_rtype(MemoryReader& mem, const RtypeEnv& env, uint64_t addr) {
+  if (addr == 0) return std::nullopt;
+  uint8_t b[48];
+  if (!mem.read(addr, b, sizeof b)) return std::nullopt;
+  RType t;
+  t.addr = addr;
+  std::memcpy(&t.size, b, 8);
+  std::memcpy(&t.ptrbytes, b + 8, 8);
+  t.tflag = b[20];
+  uint8_t kind = b[23];
+  std::memcpy(&t.str, b + 40, 4);
+  if (env.go.at_least(1, 26)) {
+    t.direct_iface = t.tflag & 0x20;
+  } else {
+    t.direct_iface = kind & 0x20;
+    kind &= 0x1f;
+  }
+  if (kind > uint8_t(GoKind::UnsafePointer)) return std::nullopt;
+  // Bytes that are no descriptor (a string's data guessed to be an interface's type word)
+  // rarely pass these: alignments are powers of two, pointer bytes fit in the size.
+  auto pow2 = [](uint8_t a) { return a != 0 && a <= 64 && (a & (a - 1)) == 0; };
+  if (kind == 0 || !pow2(b[21]) || !pow2(b[22]) || t.size >= (1ull << 48) || t.ptrbytes > t.size)
+    return std::nullopt;
+  t.kind = static_cast<GoKind>(kind);
+  switch (t.kind) {
+    case GoKind::Ptr:
+    case GoKind::Slice:
+    case GoKind::Chan:
+      t.elem = mem.u64(addr + 48).value_or(0);
+      break;
+    case GoKind::Array:
+      t.elem = mem.u64(addr + 48).value_or(0);
+      t.len = static_cast<int64_t>(mem.u64(addr + 64).value_or(0));
+      break;
+    case GoKind::Map: {
+      t.key = mem.u64(addr + 48).value_or(0);
+      t.elem = mem.u64(addr + 56).value_or(0);
+      t.swiss = env.swiss_maps;
+      if (t.swiss) {
+        uint64_t w[3];
+        if (mem.read(addr + 80, w, sizeof w)) {
+          t.group_size = w[0];
+          t.slot_size = w[1];
+          t.elem_off = w[2];
+        }
+        t.map_flags = mem.u32(addr + 104).value_or(0);
+      } else {
+        uint8_t m[8];
+        if (mem.read(addr + 80, m, sizeof m)) {
+          t.key_size = m[0];
+          t.value_size = m[1];
+          std::memcpy(&t.bucket_size, m + 2, 2);
+          std::memcpy(&t.map_flags, m + 4, 4);
+        }
+      }
+      break;
+    }
+    case GoKind::Struct: {
+      Slice fs;
+      if (!read_slice(mem, addr + 56, fs) || fs.len > 4096) break;
+      for (uint64_t i = 0; i < fs.len; ++i) {
+        uint64_t f[3];
+        if (!mem.read(fs.ptr + i * 24, f, sizeof f)) break;
+        RField rf;
+        uint8_t flags = 0;
+        rf.name = read_type_name(mem, env.go, f[0], &flags).value_or("");
+        rf.type = f[1];
+        if (env.go.at_least(1, 19)) {
+          rf.offset = f[2];
+          rf.embedded = flags & 8;
+        } else {
+          rf.offset = f[2] >> 1;
+          rf.embedded = f[2] & 1;
+        }
+        t.fields.push_back(std::move(rf));
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  return t;
+}
+
+std::string rtype_name(MemoryReader& mem, const RtypeEnv& env, const RType& t) {
+  if (env.types == 0) return "";
+  uint64_t at = env.types + static_cast<int64_t>(t.str);
+  // Like the runtime's resolveNameOff: names may precede the types (negative offsets, e.g.
+  // PIE puts them in .rodata below .data.rel.ro), but never lie past etypes.
+  if (env.etypes && at >= env.etypes) return "";
+  auto s = read_type_name(mem, env.go, at);
+  if (!s) return "";
+  if ((t.tflag & kTflagExtraStar) && !s->empty() && (*s)[0] == '*') return s->substr(1);
+  return *s;
+}
+
+}  // namespace gotap

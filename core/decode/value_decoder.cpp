@@ -1,0 +1,607 @@
+#include "core/decode/value_decoder.h"
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+namespace gotap {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int kBudget = 20000;               // values decoded per decode call
+constexpr uint64_t kMaxValueRead = 1 << 16;  // bytes read at once for one value
+constexpr uint64_t kMaxMapGroups = 1 << 16;  // groups/buckets visited per map
+
+uint64_t word(const uint8_t* p, size_t n, size_t off) {
+  uint64_t v = 0;
+  if (off < n) std::memcpy(&v, p + off, std::min<size_t>(8, n - off));
+  return v;
+}
+
+uint64_t align_up(uint64_t v, uint64_t a) {
+  return a ? (v + a - 1) / a * a : v;
+}
+
+}  // namespace
+
+std::string sanitize_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  auto latin1 = [&](unsigned char c) {
+    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  };
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = s[i];
+    if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+      ++i;
+      continue;
+    }
+    int len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    bool ok = len > 0 && i + len <= s.size();
+    uint32_t cp = len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
+    for (int k = 1; ok && k < len; ++k) {
+      unsigned char cc = s[i + k];
+      if ((cc & 0xC0) != 0x80) ok = false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    // Overlong forms, surrogates and out-of-range code points are invalid too.
+    if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+               (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF)))
+      ok = false;
+    if (ok) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      latin1(c);
+      ++i;
+    }
+  }
+  return out;
+}
+
+bool covers(const ValueLoc& loc, uint64_t size) {
+  uint64_t n = 0;
+  for (const auto& pc : loc.pieces) n += pc.size;
+  return n >= size;
+}
+
+std::optional<std::vector<uint8_t>> assemble_value(const ValueLoc& loc, uint64_t size,
+                                                   const RegState& regs, MemoryReader& mem) {
+  std::vector<uint8_t> out(size, 0);
+  for (const auto& pc : loc.pieces) {
+    if (pc.value_offset > size || pc.size > size - pc.value_offset) return std::nullopt;
+    uint8_t* dst = out.data() + pc.value_offset;
+    switch (pc.kind) {
+      case LocPiece::IntReg:
+        if (pc.reg >= kNumIntRegs) return std::nullopt;
+        std::memcpy(dst, &regs.gp[pc.reg], std::min<uint32_t>(pc.size, 8));
+        break;
+      case LocPiece::FloatReg:
+        if (pc.reg >= kNumFloatRegs) return std::nullopt;
+        std::memcpy(dst, &regs.xmm[pc.reg], std::min<uint32_t>(pc.size, 8));
+        break;
+      case LocPiece::Stack:
+        if (pc.size && !mem.read(regs.sp + pc.stack_offset, dst, pc.size)) return std::nullopt;
+        break;
+    }
+  }
+  return out;
+}
+
+ValueDecoder::ValueDecoder(MemoryReader& mem, DecodeEnv env, DecodeLimits lim)
+    : mem_(mem), env_(std::move(env)), lim_(lim) {}
+
+std::string ValueDecoder::hexaddr(uint64_t v) {
+  return fmt::format("{:#x}", v);
+}
+
+ValueDecoder::TInfo ValueDecoder::from_dwarf(TypeId id) {
+  TInfo t;
+  const GoType* g = env_.types ? env_.types->get(id) : nullptr;
+  if (!g) return t;
+  t.valid = true;
+  t.kind = g->kind;
+  t.size = g->size;
+  t.name = g->name;
+  t.elem = g->elem;
+  t.key = g->key;
+  t.len = g->count;
+  for (const auto& f : g->fields) t.fields.push_back({f.name, f.type, f.offset});
+  if (g->runtime_type && env_.rt.types) t.rtype = env_.rt.types + g->runtime_type;
+  if (t.kind == GoKind::Interface) {
+    t.eface = (!t.fields.empty() && t.fields[0].name == "_type") || t.name == "interface {}" ||
+              t.name == "any";
+  }
+  // Sizes DWARF leaves out for pointer-shaped kinds.
+  if (!t.size) {
+    switch (t.kind) {
+      case GoKind::Ptr:
+      case GoKind::Map:
+      case GoKind::Chan:
+      case GoKind::Func:
+      case GoKind::UnsafePointer:
+        t.size = 8;
+        break;
+      case GoKind::String:
+      case GoKind::Interface:
+        t.size = 16;
+        break;
+      case GoKind::Slice:
+        t.size = 24;
+        break;
+      default:
+        break;
+    }
+  }
+  return t;
+}
+
+ValueDecoder::TInfo ValueDecoder::from_rtype(uint64_t addr) {
+  TInfo t;
+  auto r = read_rtype(mem_, env_.rt, addr);
+  if (!r) return t;
+  t.valid = true;
+  t.kind = r->kind;
+  t.size = r->size;
+  t.name = rtype_name(mem_, env_.rt, *r);
+  t.rtype = addr;
+  if (r->elem) t.elem = r->elem | kRtypeTag;
+  if (r->key) t.key = r->key | kRtypeTag;
+  t.len = r->len;
+  for (const auto& f : r->fields) t.fields.push_back({f.name, f.type | kRtypeTag, f.offset});
+  if (t.kind == GoKind::Interface) t.eface = mem_.u64(addr + 64).value_or(0) == 0;
+  return t;
+}
+
+const ValueDecoder::TInfo& ValueDecoder::info(uint64_t ref) {
+  auto it = cache_.find(ref);
+  if (it != cache_.end()) return it->second;
+  TInfo t = (ref & kRtypeTag) ? from_rtype(ref & ~kRtypeTag) : from_dwarf(ref);
+  return cache_.emplace(ref, std::move(t)).first->second;
+}
+
+std::string ValueDecoder::type_name_of_rtype(uint64_t rtype_addr) {
+  return info(rtype_addr | kRtypeTag).name;
+}
+
+json ValueDecoder::decode(TypeId type, std::span<const uint8_t> bytes) {
+  budget_ = kBudget;
+  return value(type, bytes.data(), bytes.size(), 0);
+}
+
+json ValueDecoder::decode_at(TypeId type, uint64_t addr) {
+  budget_ = kBudget;
+  return value_at(type, addr, 0);
+}
+
+json ValueDecoder::decode_interface(uint64_t w0, uint64_t data, bool eface) {
+  budget_ = kBudget;
+  return iface_value(w0, data, eface, 0);
+}
+
+std::optional<json> ValueDecoder::guess_interface(uint64_t w0, uint64_t w1) {
+  const auto& rt = env_.rt;
+  if (!rt.types || !rt.etypes || w0 == 0) return std::nullopt;
+  auto in_types = [&](uint64_t a) { return a >= rt.types && a < rt.etypes; };
+  // An itab starts with the interface type (kind Interface) and then the dynamic type; itabs
+  // may themselves lie inside [types, etypes), so test that reading first.
+  bool eface = true;
+  auto inter = mem_.u64(w0), typ = mem_.u64(w0 + 8);
+  if (inter && typ && in_types(*inter) && in_types(*typ)) {
+    auto it = read_rtype(mem_, rt, *inter);
+    if (it && it->kind == GoKind::Interface) eface = false;
+  }
+  if (eface && !in_types(w0)) return std::nullopt;
+  uint64_t rtype = eface ? w0 : *mem_.u64(w0 + 8);
+  const TInfo& t = info(rtype | kRtypeTag);
+  if (!t.valid || t.name.empty()) return std::nullopt;
+  // A type's name is printable; a guess that reads other bytes as a descriptor is not.
+  for (unsigned char c : t.name)
+    if (c < 0x20 || c == 0x7f) return std::nullopt;
+  budget_ = kBudget;
+  return iface_value(w0, w1, eface, 0);
+}
+
+json ValueDecoder::decode_param(const ParamLoc& p, const RegState& regs) {
+  json out = json::object();
+  out["name"] = p.name;
+  out["type"] = p.type_name;
+  // Where the plan does not know where (part of) a value is, nothing is shown for it; the
+  // same for ArgInfo's "more arguments follow" mark ("...", abi.h).
+  if (!covers(p.loc, p.size) || p.name == "...") {
+    out["value"] = json{{"raw", json::array()}, {"location", "unknown"}};
+    return out;
+  }
+  auto bytes = assemble_value(p.loc, p.size, regs, mem_);
+  if (!bytes) {
+    out["value"] = json{{"unreadable", true}};
+    return out;
+  }
+  if (p.type && env_.types && env_.types->get(p.type)) {
+    out["value"] = decode(p.type, *bytes);
+    return out;
+  }
+  json raw = json::array();
+  for (size_t off = 0; off < bytes->size(); off += 8)
+    raw.push_back(hexaddr(word(bytes->data(), bytes->size(), off)));
+  json v = json{{"raw", raw}};
+  if (bytes->size() == 16) {
+    if (auto iv = guess_interface(word(bytes->data(), 16, 0), word(bytes->data(), 16, 8))) {
+      if (iv->is_object())
+        for (auto& [k, x] : iv->items()) v[k] = x;
+    }
+  }
+  out["value"] = std::move(v);
+  return out;
+}
+
+json ValueDecoder::value_at(uint64_t ref, uint64_t addr, int depth) {
+  const TInfo& t = info(ref);
+  if (!t.valid) return json{{"addr", hexaddr(addr)}};
+  uint64_t size = t.size;
+  if (t.kind == GoKind::Array && size > kMaxValueRead) {
+    // Read only the elements that will be shown.
+    const TInfo& e = info(t.elem);
+    uint64_t n = std::min<uint64_t>(t.len, lim_.max_elems);
+    json arr = json::array();
+    for (uint64_t i = 0; i < n && e.size; ++i)
+      arr.push_back(value_at(t.elem, addr + i * e.size, depth));
+    return arr;
+  }
+  if (size > kMaxValueRead) return json{{"addr", hexaddr(addr)}};
+  std::vector<uint8_t> buf(size);
+  if (size && !mem_.read(addr, buf.data(), size))
+    return json{{"addr", hexaddr(addr)}, {"unreadable", true}};
+  return value(ref, buf.data(), buf.size(), depth);
+}
+
+json ValueDecoder::string_value(uint64_t ptr, int64_t len) {
+  if (len < 0) return json{{"str", ""}, {"len", len}, {"truncated", true}};
+  uint64_t n = std::min<uint64_t>(len, lim_.max_str);
+  std::string s(n, '\0');
+  if (n && !mem_.read(ptr, s.data(), n))
+    return json{{"str", ""}, {"len", len}, {"truncated", true}, {"unreadable", true}};
+  if (static_cast<uint64_t>(len) > n) {
+    // Cut at a character boundary: drop a trailing partial UTF-8 sequence.
+    size_t cut = s.size();
+    for (size_t back = 1; back <= 3 && back <= s.size(); ++back) {
+      unsigned char c = s[s.size() - back];
+      if ((c & 0xC0) == 0x80) continue;
+      int need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+      if (need > static_cast<int>(back)) cut = s.size() - back;
+      break;
+    }
+    s.resize(cut);
+    return json{{"str", sanitize_utf8(s)}, {"len", len}, {"truncated", true}};
+  }
+  return sanitize_utf8(s);
+}
+
+json ValueDecoder::slice_value(uint64_t elem, uint64_t ptr, int64_t len, int64_t cap, int depth) {
+  json out = {{"len", len}, {"cap", cap}};
+  json elems = json::array();
+  const TInfo& e = info(elem);
+  int64_t shown = 0;
+  if (depth < lim_.max_depth && len > 0 && e.valid) {
+    int64_t n = std::min<int64_t>(len, lim_.max_elems);
+    if (e.size == 0) {
+      for (; shown < n; ++shown) elems.push_back(value(elem, nullptr, 0, depth + 1));
+    } else if (e.size * n <= kMaxValueRead) {
+      std::vector<uint8_t> buf(e.size * n);
+      if (mem_.read(ptr, buf.data(), buf.size()))
+        for (; shown < n && budget_ > 0; ++shown)
+          elems.push_back(value(elem, buf.data() + shown * e.size, e.size, depth + 1));
+    } else {
+      for (; shown < n && budget_ > 0; ++shown)
+        elems.push_back(value_at(elem, ptr + shown * e.size, depth + 1));
+    }
+  }
+  out["elems"] = std::move(elems);
+  if (shown < len) out["truncated"] = true;
+  return out;
+}
+
+json ValueDecoder::chan_value(uint64_t hchan) {
+  json out = {{"addr", hexaddr(hchan)}};
+  uint64_t w[2];
+  if (mem_.read(hchan, w, sizeof w)) {
+    out["len"] = w[0];
+    out["cap"] = w[1];
+  }
+  return out;
+}
+
+json ValueDecoder::func_value(uint64_t funcval) {
+  uint64_t fn = mem_.u64(funcval).value_or(0);
+  json out = {{"addr", hexaddr(fn ? fn : funcval)}};
+  if (fn && env_.func_name) {
+    std::string name = env_.func_name(fn);
+    if (!name.empty()) out["func"] = name;
+  }
+  return out;
+}
+
+json ValueDecoder::iface_value(uint64_t w0, uint64_t data, bool eface, int depth) {
+  if (w0 == 0) return nullptr;
+  uint64_t rtype = eface ? w0 : mem_.u64(w0 + 8).value_or(0);
+  if (!rtype) return json{{"type", ""}, {"raw", {hexaddr(w0), hexaddr(data)}}};
+  uint64_t ref = rtype | kRtypeTag;
+  // With DWARF, the dynamic type's DIE gives the same layout; descriptors work stripped too.
+  const TInfo& t = info(ref);
+  json out = {{"type", t.name}};
+  if (!t.valid) {
+    out["raw"] = {hexaddr(w0), hexaddr(data)};
+    return out;
+  }
+  auto r = read_rtype(mem_, env_.rt, rtype);
+  bool direct = r && r->direct_iface;
+  if (direct) {
+    uint8_t b[8];
+    std::memcpy(b, &data, 8);
+    out["value"] = value(ref, b, std::min<uint64_t>(t.size, 8), depth);
+  } else if (data == 0) {
+    out["value"] = nullptr;
+  } else {
+    out["value"] = value_at(ref, data, depth);
+  }
+  return out;
+}
+
+json ValueDecoder::map_value(const TInfo& t, uint64_t h, int depth) {
+  json out = json::object();
+  std::optional<RType> r;
+  if (t.rtype) r = read_rtype(mem_, env_.rt, t.rtype);
+  const TInfo& k = info(t.key);
+  const TInfo& v = info(t.elem);
+  bool swiss = env_.rt.swiss_maps;
+  // Layout: from the map's descriptor, else derived from the key and value types.
+  uint64_t ks = k.size, vs = v.size;
+  bool ind_k = ks > 128, ind_v = vs > 128;
+  uint64_t slot = 0, elem_off = 0, group = 0, bucket = 0;
+  if (swiss) {
+    if (r && r->slot_size) {
+      slot = r->slot_size;
+      elem_off = r->elem_off;
+      group = r->group_size;
+      ind_k = r->map_flags & 4;
+      ind_v = r->map_flags & 8;
+    } else {
+      uint64_t kss = ind_k ? 8 : ks, vss = ind_v ? 8 : vs;
+      uint64_t va = ind_v ? 8 : (env_.types ? env_.types->align_of(t.elem) : 8);
+      uint64_t ka = ind_k ? 8 : (env_.types ? env_.types->align_of(t.key) : 8);
+      elem_off = align_up(kss, va);
+      slot = align_up(elem_off + vss, std::max(ka, va));
+      group = 8 + 8 * slot;
+    }
+  } else {
+    if (r && r->bucket_size) {
+      ks = r->key_size;
+      vs = r->value_size;
+      bucket = r->bucket_size;
+      ind_k = r->map_flags & 1;
+      ind_v = r->map_flags & 2;
+    } else {
+      if (ind_k) ks = 8;
+      if (ind_v) vs = 8;
+      bucket = align_up(8 + 8 * ks + 8 * vs, 8) + 8;
+    }
+  }
+  uint8_t hdr[40];
+  if (!mem_.read(h, hdr, sizeof hdr)) return json{{"addr", hexaddr(h)}, {"unreadable", true}};
+  uint64_t count = word(hdr, sizeof hdr, 0);
+  out["len"] = count;
+  json entries = json::array();
+  bool follow = depth < lim_.max_depth && k.valid && v.valid;
+  auto add_entry = [&](uint64_t kaddr, uint64_t vaddr) {
+    if (ind_k) kaddr = mem_.u64(kaddr).value_or(0);
+    if (ind_v) vaddr = mem_.u64(vaddr).value_or(0);
+    entries.push_back(
+        json::array({value_at(t.key, kaddr, depth + 1), value_at(t.elem, vaddr, depth + 1)}));
+  };
+  auto full = [&]() {
+    return entries.size() >= static_cast<size_t>(lim_.max_elems) || budget_ <= 0;
+  };
+  uint64_t visited = 0;
+  if (follow && swiss) {
+    uint64_t dir = word(hdr, sizeof hdr, 16);
+    int64_t dirlen = static_cast<int64_t>(word(hdr, sizeof hdr, 24));
+    std::vector<std::pair<uint64_t, uint64_t>> groups;  // (data, count)
+    if (dirlen == 0) {
+      if (dir) groups.emplace_back(dir, 1);
+    } else if (dirlen > 0 && dirlen <= (1 << 16)) {
+      std::vector<uint64_t> tables(dirlen);
+      if (mem_.read(dir, tables.data(), dirlen * 8)) {
+        std::unordered_set<uint64_t> seen;
+        for (uint64_t tb : tables) {
+          if (!tb || !seen.insert(tb).second) continue;
+          uint64_t g[2];
+          if (mem_.read(tb + 16, g, sizeof g)) groups.emplace_back(g[0], g[1] + 1);
+        }
+      }
+    }
+    for (auto [data, n] : groups) {
+      for (uint64_t gi = 0; gi < n && !full() && visited++ < kMaxMapGroups; ++gi) {
+        uint64_t ga = data + gi * group;
+        auto ctrl = mem_.u64(ga);
+        if (!ctrl) break;
+        for (int i = 0; i < 8 && !full(); ++i) {
+          if ((*ctrl >> (8 * i)) & 0x80) continue;
+          uint64_t sa = ga + 8 + i * slot;
+          add_entry(sa, sa + elem_off);
+        }
+      }
+    }
+  } else if (follow) {
+    uint8_t flags = hdr[8], b = hdr[9];
+    uint64_t buckets = word(hdr, sizeof hdr, 16), old = word(hdr, sizeof hdr, 24);
+    auto walk = [&](uint64_t base, uint64_t nb, bool is_old) {
+      for (uint64_t bi = 0; bi < nb && !full(); ++bi) {
+        uint64_t ba = base + bi * bucket;
+        for (int chain = 0; ba && chain < 1024 && !full() && visited++ < kMaxMapGroups; ++chain) {
+          uint8_t top[8];
+          if (!mem_.read(ba, top, 8)) break;
+          if (is_old && chain == 0 && top[0] >= 2 && top[0] <= 4) break;  // evacuated
+          for (int i = 0; i < 8 && !full(); ++i) {
+            if (top[i] < 5) continue;
+            add_entry(ba + 8 + i * ks, ba + 8 + 8 * ks + i * vs);
+          }
+          ba = mem_.u64(ba + bucket - 8).value_or(0);
+        }
+      }
+    };
+    if (b < 32 && buckets) walk(buckets, uint64_t(1) << b, false);
+    if (old && b < 32 && b > 0)
+      walk(old, (flags & 8) ? uint64_t(1) << b : uint64_t(1) << (b - 1), true);
+    if (old && b == 0 && (flags & 8)) walk(old, 1, true);
+  }
+  out["entries"] = std::move(entries);
+  if (out["entries"].size() < count) out["truncated"] = true;
+  return out;
+}
+
+json ValueDecoder::value(uint64_t ref, const uint8_t* p, size_t n, int depth) {
+  --budget_;
+  const TInfo& t = info(ref);
+  if (!t.valid) {
+    json raw = json::array();
+    for (size_t off = 0; off < n; off += 8) raw.push_back(hexaddr(word(p, n, off)));
+    return json{{"raw", raw}};
+  }
+  auto sint = [&](size_t sz) -> int64_t {
+    uint64_t u = word(p, n, 0);
+    if (sz < 8) {
+      u &= (uint64_t(1) << (sz * 8)) - 1;
+      if (u >> (sz * 8 - 1)) u |= ~((uint64_t(1) << (sz * 8)) - 1);
+    }
+    return static_cast<int64_t>(u);
+  };
+  auto uint_ = [&](size_t sz) -> uint64_t {
+    uint64_t u = word(p, n, 0);
+    return sz < 8 ? u & ((uint64_t(1) << (sz * 8)) - 1) : u;
+  };
+  auto f32 = [&](size_t off) {
+    float f = 0;
+    if (off + 4 <= n) std::memcpy(&f, p + off, 4);
+    return f;
+  };
+  auto f64 = [&](size_t off) {
+    double d = 0;
+    if (off + 8 <= n) std::memcpy(&d, p + off, 8);
+    return d;
+  };
+  switch (t.kind) {
+    case GoKind::Bool:
+      return n > 0 && p[0] != 0;
+    case GoKind::Int8:
+      return sint(1);
+    case GoKind::Int16:
+      return sint(2);
+    case GoKind::Int32:
+      return sint(4);
+    case GoKind::Int:
+    case GoKind::Int64:
+      return sint(8);
+    case GoKind::Uint8:
+      return uint_(1);
+    case GoKind::Uint16:
+      return uint_(2);
+    case GoKind::Uint32:
+      return uint_(4);
+    case GoKind::Uint:
+    case GoKind::Uint64:
+    case GoKind::Uintptr:
+      return uint_(8);
+    case GoKind::Float32:
+      return f32(0);
+    case GoKind::Float64:
+      return f64(0);
+    case GoKind::Complex64:
+      return json{{"real", f32(0)}, {"imag", f32(4)}};
+    case GoKind::Complex128:
+      return json{{"real", f64(0)}, {"imag", f64(8)}};
+    case GoKind::String:
+      return string_value(word(p, n, 0), static_cast<int64_t>(word(p, n, 8)));
+    case GoKind::Slice: {
+      uint64_t ptr = word(p, n, 0);
+      if (ptr == 0) return nullptr;
+      uint64_t elem = t.elem;
+      if (!elem && !t.fields.empty()) {
+        // DWARF slices name their element through the array field's pointer type.
+        const TInfo& arr = info(t.fields[0].type);
+        elem = arr.elem;
+      }
+      return slice_value(elem, ptr, static_cast<int64_t>(word(p, n, 8)),
+                         static_cast<int64_t>(word(p, n, 16)), depth);
+    }
+    case GoKind::Array: {
+      json arr = json::array();
+      const TInfo& e = info(t.elem);
+      int64_t shown = std::min<int64_t>(t.len, lim_.max_elems);
+      for (int64_t i = 0; i < shown && e.valid && budget_ > 0; ++i) {
+        uint64_t off = i * e.size;
+        if (off > n || e.size > n - off) break;
+        arr.push_back(value(t.elem, p + off, e.size, depth));
+      }
+      return arr;
+    }
+    case GoKind::Struct: {
+      json obj = json::object();
+      for (const auto& f : t.fields) {
+        const TInfo& ft = info(f.type);
+        uint64_t sz = ft.size;
+        if (f.offset > n || sz > n - f.offset) {
+          obj[f.name] = json{{"unreadable", true}};
+          continue;
+        }
+        obj[f.name] = value(f.type, p + f.offset, sz, depth);
+      }
+      return obj;
+    }
+    case GoKind::Ptr: {
+      uint64_t a = word(p, n, 0);
+      if (a == 0) return nullptr;
+      json out = {{"addr", hexaddr(a)}};
+      const TInfo& e = info(t.elem);
+      if (depth >= lim_.max_depth || !e.valid || budget_ <= 0) return out;
+      json v = value_at(t.elem, a, depth + 1);
+      if (v.is_object() && v.contains("unreadable")) return out;
+      out["elem"] = std::move(v);
+      return out;
+    }
+    case GoKind::UnsafePointer: {
+      uint64_t a = word(p, n, 0);
+      if (a == 0) return nullptr;
+      return json{{"addr", hexaddr(a)}};
+    }
+    case GoKind::Map: {
+      uint64_t a = word(p, n, 0);
+      if (a == 0) return nullptr;
+      return map_value(t, a, depth);
+    }
+    case GoKind::Chan: {
+      uint64_t a = word(p, n, 0);
+      if (a == 0) return nullptr;
+      return chan_value(a);
+    }
+    case GoKind::Func: {
+      uint64_t a = word(p, n, 0);
+      if (a == 0) return nullptr;
+      return func_value(a);
+    }
+    case GoKind::Interface:
+      return iface_value(word(p, n, 0), word(p, n, 8), t.eface, depth);
+    default: {
+      json raw = json::array();
+      for (size_t off = 0; off < n; off += 8) raw.push_back(hexaddr(word(p, n, off)));
+      return json{{"raw", raw}};
+    }
+  }
+}
+
+}  // namespace gotap

@@ -1,0 +1,39 @@
+// The one latency histogram (docs/json.md, "latency"): both backends and `gotap report` fill
+// it, so that a `latency` event means the same on each. Buckets are log2 with 8 linear
+// sub-buckets (relative width at most 12.5%); the BPF program computes the same bucket
+// index in the kernel (bpf/gotap_shared.h, gotap_bucket; a unit test keeps the two equal).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/events/events.h"
+
+namespace gotap {
+
+constexpr uint32_t kLatencyBuckets = 496;
+
+// The fine bucket of a duration.
+uint32_t latency_bucket(uint64_t ns);
+
+struct BucketRange {
+  uint64_t lo = 0, hi = 0;  // [lo, hi)
+};
+BucketRange latency_bucket_range(uint32_t bucket);
+
+struct LatencySummary {
+  uint64_t count = 0, sum_ns = 0, min_ns = 0, max_ns = 0;
+  std::vector<uint64_t> fine = std::vector<uint64_t>(kLatencyBuckets, 0);
+  void add(uint64_t ns);
+};
+
+// The value below which `q` (0..1) of the samples lie, interpolated inside the fine bucket
+// and clamped to [min, max]. 0 when there are no samples.
+uint64_t percentile(const LatencySummary& s, double q);
+
+// {"event":"latency",...}: count, min, max, avg, p50/p90/p99, log2 `buckets` and the
+// `fine_buckets`, all half-open [lo_ns, hi_ns).
+Event latency_event(const std::string& func, const LatencySummary& s);
+
+}  // namespace gotap

@@ -1,0 +1,72 @@
+// What `--prometheus` serves while a trace runs: the backend's own per-function counters,
+// read when a scrape asks for them (so nothing accumulates between scrapes), plus the
+// goroutine states seen in the event stream. The exporter thread reads; the tracing thread
+// writes; everything crosses under one mutex.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/events/events.h"
+#include "core/events/latency.h"
+
+namespace gotap {
+
+struct FuncMetrics {
+  std::string func;
+  uint64_t calls = 0;
+  // Whether durations were measured (latency, trace); count measures none.
+  bool timed = false;
+  LatencySummary latency;
+};
+
+struct MetricsSnapshot {
+  int pid = 0;  // the traced process; 0 until the backend knows it
+  std::vector<FuncMetrics> funcs;
+  uint64_t lost = 0;
+  bool goroutines = false;                  // goroutine events are being traced
+  std::map<std::string, uint64_t> gstates;  // state -> goroutines in it
+  bool ended = false;                       // the trace is over: these are the final values
+};
+
+class LiveMetrics {
+ public:
+  // Fills `funcs` and `lost` from the backend's counters. Called on the exporter's thread,
+  // under the metrics mutex; the backend keeps whatever it reads alive until end().
+  using Reader = std::function<void(MetricsSnapshot&)>;
+
+  // The probes are live in `pid`; `read` answers scrapes from now on.
+  void begin(int pid, Reader read);
+  // Reads one last time and forgets the reader, before the backend frees what it reads:
+  // later scrapes get these final values.
+  void end();
+  // Goroutine events (gstate, gcreate, gexit) keep the per-state gauge; others are ignored.
+  void observe(const Event& ev);
+  // What a scrape serves now. Counts the scrapes that saw the final values.
+  MetricsSnapshot scrape();
+  // How many scrapes have served the final values (0 while the trace runs).
+  uint64_t final_scrapes();
+
+ private:
+  void read_locked(MetricsSnapshot& s);
+
+  std::mutex mu_;
+  Reader reader_;
+  MetricsSnapshot last_;
+  // Each goroutine seen since the trace began, by goid: its state now. Exited goroutines are
+  // dropped, so this holds at most the program's live goroutines.
+  std::unordered_map<uint64_t, std::string> gstate_;
+  uint64_t final_scrapes_ = 0;
+};
+
+// A sink that shows goroutine events to `metrics` and passes every event on.
+std::unique_ptr<EventSink> make_metrics_observer(std::unique_ptr<EventSink> next,
+                                                 LiveMetrics& metrics);
+
+}  // namespace gotap

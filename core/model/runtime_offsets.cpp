@@ -1,0 +1,59 @@
+#include "core/model/runtime_offsets.h"
+
+namespace gotap {
+
+// Offsets of runtime.g and runtime.m fields on linux/amd64 by release. Rows marked
+// "DWARF" were read from the DWARF of binaries built with that toolchain (go 1.19.8,
+// 1.21.13, 1.22.12, 1.23.5, 1.24.4, 1.26.10; tests/unit/test_runtime_offsets.cpp re-checks
+// them against every fixture with DWARF). The others are inferred from the runtime sources.
+RuntimeOffsets runtime_offsets_for(const GoVersion& v) {
+  RuntimeOffsets o;  // stack 0/8, stackguard0 16, m 48: unchanged from 1.17 to 1.26 (DWARF)
+  if (v.at_least(1, 26)) {
+    // DWARF 1.26: gobuf lost its ret word (1.25), which moves atomicstatus/goid back and
+    // m.procid/m.curg down by 8; new g fields before parentGoid keep it at 280.
+    o.g_atomicstatus = 144;
+    o.g_goid = 152;
+    o.g_parent_goid = 280;
+    o.g_waitreason = 176;
+    o.g_gopc = 288;
+    o.g_startpc = 304;
+    o.m_procid = 64;
+    o.m_curg = 184;
+  } else if (v.at_least(1, 25)) {
+    // Not measured: the 1.26 layout minus the g fields 1.26 added after sig. parentGoid is
+    // left unknown rather than guessed.
+    o.g_atomicstatus = 144;
+    o.g_goid = 152;
+    o.g_parent_goid = 0;
+    o.g_waitreason = 0;  // not measured either, and there is no name table for 1.25
+    o.m_procid = 64;
+    o.m_curg = 184;
+  } else if (v.at_least(1, 23)) {
+    // DWARF 1.23, 1.24: g.syscallbp was added before atomicstatus.
+    o.g_atomicstatus = 152;
+    o.g_goid = 160;
+    o.g_parent_goid = 280;
+    o.g_waitreason = 184;
+    o.g_gopc = 288;
+    o.g_startpc = 304;
+  } else if (v.at_least(1, 21)) {
+    // DWARF 1.21, 1.22: parentGoid appears.
+    o.g_atomicstatus = 144;
+    o.g_goid = 152;
+    o.g_parent_goid = 272;
+    o.g_waitreason = 176;
+    o.g_gopc = 280;
+    o.g_startpc = 296;
+  } else {
+    // DWARF 1.19; 1.17, 1.18 and 1.20 from the sources (same g prefix). No parentGoid.
+    o.g_atomicstatus = 144;
+    o.g_goid = 152;
+    o.g_parent_goid = 0;
+    o.g_waitreason = 176;
+    o.g_gopc = 296;
+    o.g_startpc = 312;
+  }
+  return o;
+}
+
+}  // namespace gotap

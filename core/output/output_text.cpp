@@ -1,0 +1,159 @@
+// Human-readable writer, uftrace/funclatency style. Everything the tracee controls (strings,
+// names) goes through quote_go_string or value_to_text, so it cannot inject escape sequences.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/output/value_text.h"
+#include "core/output/writers.h"
+
+namespace gotap {
+
+namespace {
+
+// Names come from the binary, which an attacker may have built: keep them printable.
+std::string safe_name(const Event& ev, const char* key) {
+  if (!ev.contains(key) || !ev[key].is_string()) return "?";
+  return printable(ev[key].get<std::string>());
+}
+
+std::string param_list(const Event& list) {
+  std::string out;
+  if (!list.is_array()) return out;
+  for (const auto& p : list) {
+    if (!out.empty()) out += ", ";
+    std::string name = p.value("name", "");
+    if (name == "...") {  // ArgInfo stopped: more arguments follow, not described
+      out += "...";
+      continue;
+    }
+    if (!name.empty() && name[0] != '~') out += name + "=";
+    out += p.contains("value") ? value_to_text(p["value"]) : "?";
+  }
+  return out;
+}
+
+class TextWriter : public EventSink {
+ public:
+  explicit TextWriter(std::FILE* out) : out_(out) {}
+
+  void emit(const Event& ev) override {
+    const std::string kind = ev.value("event", "");
+    if (kind == "entry" || kind == "return" || kind == "unfinished") return call_line(kind, ev);
+    if (kind == "count") return count_line(ev);
+    if (kind == "latency") return latency_block(ev);
+    if (kind == "summary") return summary(ev);
+    if (kind == "gstate" || kind == "gcreate" || kind == "gexit") return goroutine_line(kind, ev);
+    print(ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  }
+  void flush() override { std::fflush(out_); }
+
+ private:
+  void print(const std::string& s) { std::fwrite(s.data(), 1, s.size(), out_); }
+
+  void header(const char* h) {
+    if (header_ == h) return;
+    header_ = h;
+    print(h);
+  }
+
+  std::string when(const Event& ev) {
+    uint64_t ts = ev.value("ts_ns", uint64_t{0});
+    if (!t0_) t0_ = ts;
+    return fmt::format("{:>13.6f}", ts >= t0_ ? (ts - t0_) / 1e9 : 0.0);
+  }
+
+  void call_line(const std::string& kind, const Event& ev) {
+    header("#     TIME(s)     GOID      TID  CALL\n");
+    std::string head = fmt::format("{} {:>8} {:>8}  ", when(ev), ev.value("goid", int64_t{0}),
+                                   ev.value("tid", int64_t{0}));
+    std::string fn = safe_name(ev, "func");
+    // An inlined copy has no RET to probe: say so, or the missing return looks like a hang.
+    std::string where = ev.contains("inlined_in")
+                            ? fmt::format(" [inlined in {}]", safe_name(ev, "inlined_in"))
+                        : ev.value("inlined", false) ? " [inlined]"
+                                                     : "";
+    if (kind == "entry") {
+      print(head + "-> " + fn + "(" + param_list(ev.value("args", Event::array())) + ")" + where +
+            "\n");
+    } else if (kind == "return") {
+      std::string res = param_list(ev.value("results", Event::array()));
+      print(head + "<- " + fn + (res.empty() ? "" : " = " + res) + "  (" +
+            format_duration(ev.value("duration_ns", uint64_t{0})) + ")\n");
+    } else {
+      print(head + "<- " + fn +
+            "  (unfinished: " + ev.value("reason", std::string("never returned")) + ")\n");
+    }
+    if (ev.contains("stack") && ev["stack"].is_array())
+      for (const auto& fr : ev["stack"])
+        print(fmt::format("{:>34}{}\n", "",
+                          fr.is_string() ? fr.get<std::string>() : value_to_text(fr)));
+  }
+
+  void count_line(const Event& ev) {
+    header(fmt::format("{:<60} {:>12}\n", "FUNC", "COUNT").c_str());
+    print(fmt::format("{:<60} {:>12}\n", safe_name(ev, "func"), ev.value("count", uint64_t{0})));
+  }
+
+  void latency_block(const Event& ev) {
+    print(fmt::format("{}: count {}  min {}  p50 {}  p90 {}  p99 {}  max {}\n",
+                      safe_name(ev, "func"), ev.value("count", uint64_t{0}),
+                      format_duration(ev.value("min_ns", uint64_t{0})),
+                      format_duration(ev.value("p50_ns", uint64_t{0})),
+                      format_duration(ev.value("p90_ns", uint64_t{0})),
+                      format_duration(ev.value("p99_ns", uint64_t{0})),
+                      format_duration(ev.value("max_ns", uint64_t{0}))));
+    if (!ev.contains("buckets")) return;
+    uint64_t top = 1;
+    for (const auto& b : ev["buckets"]) top = std::max(top, b.value("count", uint64_t{0}));
+    print(fmt::format("{:>26}  : {:<10} {}\n", "range", "count", "distribution"));
+    for (const auto& b : ev["buckets"]) {
+      uint64_t c = b.value("count", uint64_t{0});
+      int bar = static_cast<int>(c * 40 / top);
+      print(fmt::format("{:>11} -> {:<11} : {:<10} |{:<40}|\n",
+                        format_duration(b.value("lo_ns", uint64_t{0})),
+                        format_duration(b.value("hi_ns", uint64_t{0})), c, std::string(bar, '*')));
+    }
+    print("\n");
+  }
+
+  void goroutine_line(const std::string& kind, const Event& ev) {
+    header("#     TIME(s)     GOID  TRANSITION\n");
+    std::string what;
+    if (kind == "gstate")
+      what = ev.value("from", std::string("?")) + " -> " + ev.value("to", std::string("?"));
+    else if (kind == "gcreate")
+      what = fmt::format("created by goroutine {}", ev.value("parent_goid", int64_t{0}));
+    else
+      what = "exited";
+    print(fmt::format("{} {:>8}  {}\n", when(ev), ev.value("goid", int64_t{0}), what));
+  }
+
+  void summary(const Event& ev) {
+    std::string extra;
+    for (auto it = ev.begin(); it != ev.end(); ++it) {
+      if (it.key() == "event" || it.key() == "backend" || it.key() == "probes" ||
+          it.key() == "events" || it.key() == "lost" || it.key() == "ts_ns")
+        continue;
+      extra += " " + it.key() + "=" + it.value().dump();
+    }
+    print(fmt::format("# {} events, {} lost, {} probes, backend {}{}\n",
+                      ev.value("events", uint64_t{0}), ev.value("lost", uint64_t{0}),
+                      ev.value("probes", uint64_t{0}), ev.value("backend", std::string("?")),
+                      extra));
+  }
+
+  std::FILE* out_;
+  std::string header_;
+  uint64_t t0_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<EventSink> make_text_writer(std::FILE* out) {
+  return std::make_unique<TextWriter>(out);
+}
+
+}  // namespace gotap

@@ -1,0 +1,525 @@
+#include "core/plan/go_binary.h"
+
+#include "core/binary/debuginfo.h"
+
+#include <elf.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "core/binary/rtype_graph.h"
+#include "core/plan/abi.h"
+#include "core/plan/disasm.h"
+#include "core/plan/pattern.h"
+
+namespace gotap {
+
+namespace {
+
+constexpr uint8_t kFuncFlagAsm = 4;
+
+const ElfSegment* tls_segment(const ElfFile& elf) {
+  for (const auto& s : elf.segments())
+    if (s.type == PT_TLS) return &s;
+  return nullptr;
+}
+
+// Shape-instantiated generic code takes a hidden dictionary pointer that DWARF does not list:
+// first for a function (`pkg.F[go.shape.int]`), right after the receiver for a method
+// (`pkg.T[go.shape.int].M`, `pkg.(*T[...]).M`), as the callers' code shows (`LEAQ
+// main..dict.Box[int], BX` after the receiver in AX). Closures inside them (`F[...].func1`)
+// reach the dictionary through their context instead. nullopt: no dictionary.
+std::optional<size_t> dict_position(std::string_view name) {
+  auto close = name.rfind(']');
+  if (close == std::string_view::npos) return std::nullopt;
+  auto open = name.rfind('[', close);
+  if (open == std::string_view::npos) return std::nullopt;
+  std::string_view shapes = name.substr(open + 1, close - open - 1);
+  if (shapes != "..." && shapes.find("go.shape.") == std::string_view::npos) return std::nullopt;
+  std::string_view rest = name.substr(close + 1);
+  if (rest.empty()) return 0;
+  if (rest[0] == ')') rest.remove_prefix(1);
+  if (rest.size() < 2 || rest[0] != '.') return std::nullopt;
+  rest.remove_prefix(1);
+  if (rest.find('.') != std::string_view::npos) return std::nullopt;  // nested closure
+  for (std::string_view closure : {"func", "gowrap", "deferwrap"}) {
+    if (rest.size() > closure.size() && rest.starts_with(closure) &&
+        rest.find_first_not_of("0123456789", closure.size()) == std::string_view::npos)
+      return std::nullopt;
+  }
+  return 1;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<GoBinary>> GoBinary::open(const std::string& path) {
+  return open(path, OpenOptions{});
+}
+
+Result<std::unique_ptr<GoBinary>> GoBinary::open(const std::string& path, const OpenOptions& opts) {
+  std::unique_ptr<GoBinary> b(new GoBinary());
+  auto elf = ElfFile::open(path);
+  if (!elf) return elf.error();
+  b->elf_ = std::move(*elf);
+  auto bi = read_buildinfo(*b->elf_);
+  if (!bi) return bi.error();
+  b->buildinfo_ = std::move(*bi);
+  auto pcln = Pclntab::load(*b->elf_);
+  if (!pcln) return pcln.error();
+  b->pclntab_ = std::move(*pcln);
+  // Corrupt DWARF is not fatal: the pclntab and the ABI still give a complete plan.
+  auto dw = DwarfInfo::load(*b->elf_);
+  if (dw) {
+    b->dwarf_ = std::move(*dw);
+  } else {
+    b->warnings_.push_back(dw.error().what() + " (DWARF ignored)");
+  }
+  // No DWARF inside: where distributions put it (a debuglink, the build ID, debuginfod).
+  if (dw && !b->dwarf_ && opts.find_debuginfo) {
+    if (auto df = find_debug_file(path, opts.debug_dirs)) {
+      auto delf = ElfFile::open(df->path);
+      auto ddw = delf ? DwarfInfo::load(**delf) : Result<std::unique_ptr<DwarfInfo>>(delf.error());
+      if (ddw && *ddw) {
+        b->dwarf_ = std::move(*ddw);
+        b->debug_file_ = *df;
+      } else if (!ddw) {
+        b->warnings_.push_back(ddw.error().what() + " (separate debug file ignored)");
+      }
+    }
+  }
+
+  b->offsets_ = runtime_offsets_for(b->buildinfo_.version);
+  if (b->dwarf_) {
+    auto member = [&](const char* type, const char* field, uint32_t& out) {
+      auto off = b->dwarf_->member_offset(type, field);
+      if (off) out = static_cast<uint32_t>(*off);
+      return off.has_value();
+    };
+    if (member("runtime.g", "goid", b->offsets_.g_goid)) b->offsets_.source = "dwarf";
+    member("runtime.g", "atomicstatus", b->offsets_.g_atomicstatus);
+    member("runtime.g", "stackguard0", b->offsets_.g_stackguard0);
+    member("runtime.g", "m", b->offsets_.g_m);
+    member("runtime.g", "parentGoid", b->offsets_.g_parent_goid);
+    member("runtime.g", "waitreason", b->offsets_.g_waitreason);
+    member("runtime.g", "gopc", b->offsets_.g_gopc);
+    member("runtime.g", "startpc", b->offsets_.g_startpc);
+    uint32_t stack = 0;
+    if (member("runtime.g", "stack", stack)) {
+      b->offsets_.g_stack_lo = stack;
+      b->offsets_.g_stack_hi = stack + 8;
+    }
+    member("runtime.m", "procid", b->offsets_.m_procid);
+    member("runtime.m", "curg", b->offsets_.m_curg);
+  }
+  b->tls_g_offset_ = b->compute_tls_g_offset();
+  return b;
+}
+
+bool GoBinary::regabi() const {
+  // The register ABI arrived on amd64 in 1.17 (GOEXPERIMENT=noregabi could still turn it off
+  // there; the DWARF producer records which).
+  if (dwarf_ && !dwarf_->producer().empty() &&
+      dwarf_->producer().find("Go cmd/compile") != std::string::npos)
+    return dwarf_->producer().find("regabi") != std::string::npos;
+  return buildinfo_.version.at_least(1, 17);
+}
+
+bool GoBinary::cgo() const {
+  // CGO_ENABLED=1 is recorded for pure-Go builds too, and PIE binaries have an interpreter
+  // without cgo: what matters is whether runtime/cgo was linked in.
+  for (const auto& f : pclntab_.all_funcs())
+    if (f.name.starts_with("runtime/cgo.") || f.name.starts_with("_cgo_") || f.name == "crosscall2")
+      return true;
+  return false;
+}
+
+int64_t GoBinary::compute_tls_g_offset() const {
+  const ElfSegment* tls = tls_segment(*elf_);
+  if (!tls) return -8;  // internal linking: the runtime uses FS_base-8 directly
+  // External linking places runtime.tlsg inside the executable's TLS block, which ends at
+  // FS_base (TLS variant II): offset = tlsg - memsz rounded up to the block's alignment.
+  if (const ElfSymbol* tlsg = elf_->symbol("runtime.tlsg")) {
+    uint64_t memsz = tls->memsz;
+    uint64_t align = tls->align ? tls->align : 1;
+    memsz += (-tls->vaddr - memsz) & (align - 1);
+    return static_cast<int64_t>(tlsg->value) - static_cast<int64_t>(memsz);
+  }
+  // Stripped: read the resolved offset from the code that loads g, the ABI wrappers'
+  // `mov r14, fs:[off]`.
+  int seen = 0;
+  for (const auto& f : pclntab_.all_funcs()) {
+    if (!f.is_wrapper || f.end <= f.entry) continue;
+    if (++seen > 64) break;
+    auto code = elf_->read(f.entry, std::min<uint64_t>(f.end - f.entry, 64));
+    if (auto off = fs_load_offset(code)) return *off;
+  }
+  return -8;
+}
+
+const std::vector<GoBinary::InlineNode>& GoBinary::inline_nodes() const {
+  std::call_once(inline_once_, [this] {
+    const auto& funcs = pclntab_.all_funcs();
+    for (uint32_t i = 0; i < funcs.size(); ++i) {
+      const auto& f = funcs[i];
+      if (f.is_wrapper || f.nfuncdata <= kFuncdataInlTree) continue;
+      if (pclntab_.pcdata(f, kPcdataInlTreeIndex) == 0) continue;
+      auto tree = pclntab_.inline_tree(f);
+      for (const auto& n : tree) inline_nodes_.push_back(InlineNode{n.name, i, n.index});
+    }
+    std::sort(inline_nodes_.begin(), inline_nodes_.end(),
+              [](const InlineNode& a, const InlineNode& b) {
+                if (a.callee != b.callee) return a.callee < b.callee;
+                if (a.outer != b.outer) return a.outer < b.outer;
+                return a.node < b.node;
+              });
+  });
+  return inline_nodes_;
+}
+
+std::vector<InlineSite> GoBinary::inline_sites(std::string_view name) const {
+  const auto& nodes = inline_nodes();
+  auto lo = std::lower_bound(nodes.begin(), nodes.end(), name,
+                             [](const InlineNode& n, std::string_view v) { return n.callee < v; });
+  std::vector<InlineSite> out;
+  const auto& funcs = pclntab_.all_funcs();
+  const bool parent_from_pc = pclntab_.format() == "1.20";
+  for (auto it = lo; it != nodes.end() && it->callee == name;) {
+    const uint32_t outer = it->outer;
+    std::set<int32_t> wanted;
+    for (; it != nodes.end() && it->callee == name && it->outer == outer; ++it)
+      wanted.insert(it->node);
+    const PclnFunc& f = funcs[outer];
+    auto tree = pclntab_.inline_tree(f);
+    auto ranges = pclntab_.inline_ranges(f);
+    std::sort(ranges.begin(), ranges.end(),
+              [](const InlineRange& a, const InlineRange& b) { return a.lo < b.lo; });
+    auto index_at = [&](uint64_t pc) -> int32_t {
+      auto r = std::upper_bound(ranges.begin(), ranges.end(), pc,
+                                [](uint64_t v, const InlineRange& x) { return v < x.lo; });
+      if (r == ranges.begin()) return -1;
+      --r;
+      return pc < r->hi ? r->index : -1;
+    };
+    // Parent of each node: stored up to 1.19, the node at the call site's PC from 1.20.
+    std::unordered_map<int32_t, size_t> pos;
+    for (size_t k = 0; k < tree.size(); ++k) pos[tree[k].index] = k;
+    auto parent = [&](int32_t idx) -> int32_t {
+      auto p = pos.find(idx);
+      if (p == pos.end()) return -1;
+      const InlinedCall& n = tree[p->second];
+      if (!parent_from_pc) return n.parent;
+      int32_t par = index_at(n.parent_pc);
+      return par == idx ? -1 : par;
+    };
+    // The lowest PC whose chain of inline nodes includes a wanted node starts that body.
+    std::map<int32_t, uint64_t> first_pc;
+    for (const auto& r : ranges) {
+      if (r.index < 0 || r.hi <= r.lo) continue;
+      int32_t idx = r.index;
+      for (int depth = 0; idx >= 0 && depth < 64; ++depth) {
+        if (wanted.count(idx)) {
+          auto [slot, inserted] = first_pc.emplace(idx, r.lo);
+          if (!inserted) slot->second = std::min(slot->second, r.lo);
+        }
+        idx = parent(idx);
+      }
+    }
+    for (int32_t idx : wanted) {
+      auto p = pos.find(idx);
+      if (p == pos.end()) continue;
+      const InlinedCall& n = tree[p->second];
+      InlineSite s;
+      s.outer = std::string(f.name);
+      auto fp = first_pc.find(idx);
+      // A body that compiled to nothing still has its call site's mark instruction.
+      s.pc = fp != first_pc.end() ? fp->second : n.parent_pc;
+      if (auto fl = pclntab_.file_line(f, n.parent_pc)) {
+        s.file = std::string(fl->first);
+        s.line = fl->second;
+      }
+      out.push_back(std::move(s));
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const InlineSite& a, const InlineSite& b) { return a.pc < b.pc; });
+  return out;
+}
+
+const TypeGraph* GoBinary::types() const {
+  return dwarf_ ? &dwarf_->types() : rtypes_.get();
+}
+
+RtypeEnv GoBinary::rtype_env() const {
+  RtypeEnv env;
+  env.go = buildinfo_.version;
+  env.swiss_maps = env.go.at_least(1, 24) &&
+                   buildinfo_.setting("GOEXPERIMENT").find("noswissmap") == std::string::npos;
+  const Moduledata& md = pclntab_.moduledata();
+  if (md.types && md.etypes > md.types) {
+    env.types = md.types;
+    env.etypes = md.etypes;
+  }
+  return env;
+}
+
+const MethodTables* GoBinary::method_tables() const {
+  if (dwarf_) return nullptr;
+  std::call_once(methods_once_, [this] {
+    methods_ = std::make_unique<MethodTables>(MethodTables::scan(*elf_, pclntab_, rtype_env()));
+  });
+  return methods_.get();
+}
+
+void GoBinary::add_method_types(const std::vector<MethodSignature>& sigs) const {
+  if (!rtypes_) rtypes_ = std::make_unique<TypeGraph>();
+  ElfMemoryReader mem(*elf_, 0);
+  RtypeGraphBuilder b(*rtypes_, mem, rtype_env());
+  for (const auto& s : sigs) {
+    b.add(s.receiver);
+    for (uint64_t t : s.params) b.add(t);
+    for (uint64_t t : s.results) b.add(t);
+  }
+  if (b.added()) rtypes_->index();
+}
+
+std::map<std::string, size_t> GoBinary::signature_counts() const {
+  std::map<std::string, size_t> n;
+  for (const auto& f : pclntab_.all_funcs()) {
+    if (f.is_wrapper || f.name.empty() || f.name.starts_with("go:")) continue;
+    if (dwarf_ && dwarf_func(f))
+      ++n[debug_file_ ? "debuginfo" : "dwarf"];
+    else if (method_tables() && methods_->contains(f.entry))
+      ++n["method-table"];
+    else if (pclntab_.arg_info(f))
+      ++n["arginfo"];
+    else
+      ++n["none"];
+  }
+  return n;
+}
+
+const DwarfFunc* GoBinary::dwarf_func(const PclnFunc& f) const {
+  const DwarfFunc* df = dwarf_->func(std::string(f.name));
+  if (df && (df->low_pc == f.entry || df->low_pc == 0)) return df;
+  // Shape instantiations share one pclntab name ("main.Sum[...]") while DWARF names each
+  // ("main.Sum[go.shape.int]"), as does .symtab: look the symbol up by address.
+  std::call_once(symbols_once_, [this] {
+    for (const auto& s : elf_->symbols())
+      if (s.type == STT_FUNC && s.value) symbol_at_.emplace(s.value, s.name);
+  });
+  auto it = symbol_at_.find(f.entry);
+  if (it == symbol_at_.end()) return nullptr;
+  df = dwarf_->func(std::string(it->second));
+  return df && (df->low_pc == f.entry || df->low_pc == 0) ? df : nullptr;
+}
+
+FuncPlan GoBinary::plan_func(const PclnFunc& f, std::vector<std::string>& warnings) const {
+  FuncPlan p;
+  p.name = std::string(f.name);
+  p.entry = f.entry;
+  p.end = f.end;
+  p.abi = regabi() && !(f.flag & kFuncFlagAsm) ? "internal" : "abi0";
+  if (auto fl = pclntab_.file_line(f, f.entry)) {
+    p.file = std::string(fl->first);
+    p.line = fl->second;
+  }
+
+  FuncCode code;
+  Bytes bytes = f.end > f.entry ? elf_->read(f.entry, f.end - f.entry) : Bytes{};
+  if (!bytes.empty()) code = analyze_function(bytes, f.entry);
+  p.ret_sites = code.rets;
+  p.tail_jumps = code.tail_jumps;
+  for (uint64_t pc : code.indirect_jumps) {
+    auto sp = pclntab_.sp_delta(f, pc);
+    if (sp && *sp == 0) p.tail_jumps.push_back(pc);
+  }
+  std::sort(p.tail_jumps.begin(), p.tail_jumps.end());
+
+  if (code.push_rbp) {
+    p.entry_probe = *code.push_rbp;
+    p.entry_probe_kind = "push_rbp";
+    p.entry_refires = false;
+  } else if (code.stack_check_jcc) {
+    p.entry_probe = *code.stack_check_jcc;
+    p.entry_probe_kind = "jcc";
+    p.entry_refires = true;
+  } else {
+    p.entry_probe = f.entry;
+    p.entry_probe_kind = "entry";
+    p.entry_refires = code.stack_check.has_value();
+  }
+  p.frame_size = pclntab_.sp_delta(f, p.entry_probe).value_or(0);
+
+  const DwarfFunc* df = dwarf_ ? dwarf_func(f) : nullptr;
+  if (df) {
+    std::vector<AbiParamIn> in;
+    bool has_dict = false;
+    for (const auto& dp : df->params) {
+      in.push_back(AbiParamIn{dp.name, dp.type, dp.is_result});
+      has_dict |= dp.name == ".dict";
+    }
+    const GoType* uintptr_type = dwarf_->types().by_name("uintptr");
+    auto dict = dict_position(f.name);
+    bool hidden_dict = false;
+    if (dict && !has_dict && uintptr_type && *dict <= in.size()) {
+      in.insert(in.begin() + *dict, AbiParamIn{".dict", uintptr_type->id, false});
+      hidden_dict = true;
+    }
+    auto locs = p.abi == "internal" ? assign_abi_internal(dwarf_->types(), in)
+                                    : assign_abi0(dwarf_->types(), in);
+    for (auto& l : locs) {
+      if (hidden_dict && l.name == ".dict") continue;  // not a Go-level parameter
+      (l.is_result ? p.results : p.args).push_back(std::move(l));
+    }
+    p.args_source = debug_file_ ? "debuginfo" : "dwarf";
+  } else if (auto sig = method_tables() ? methods_->find(f.entry) : std::nullopt) {
+    // Names stay positional: the method table keeps types, not names.
+    add_method_types({*sig});
+    std::vector<AbiParamIn> in;
+    in.push_back(AbiParamIn{"arg0", sig->receiver, false});
+    for (size_t i = 0; i < sig->params.size(); ++i)
+      in.push_back(AbiParamIn{fmt::format("arg{}", i + 1), sig->params[i], false});
+    for (size_t i = 0; i < sig->results.size(); ++i)
+      in.push_back(AbiParamIn{fmt::format("~r{}", i), sig->results[i], true});
+    auto locs = p.abi == "internal" ? assign_abi_internal(*rtypes_, in) : assign_abi0(*rtypes_, in);
+    for (auto& l : locs) (l.is_result ? p.results : p.args).push_back(std::move(l));
+    p.args_source = "method-table";
+  } else if (auto items = pclntab_.arg_info(f)) {
+    p.args = args_from_arginfo(*items, code.morestack_spills, p.abi == "internal");
+    p.args_source = "arginfo";
+  } else {
+    p.args_source = "none";
+  }
+  if (code.decode_error) {
+    warnings.push_back(
+        fmt::format("{}: cannot decode the instruction at {}; RET sites after it are not probed",
+                    p.name, hex(code.decode_error_at)));
+  }
+  if (bytes.empty())
+    warnings.push_back(fmt::format("{}: no code bytes in the file; no RET sites", p.name));
+  return p;
+}
+
+Result<GoroutineProbes> GoBinary::goroutine_probes() const {
+  GoroutineProbes g;
+  std::vector<std::string> warnings;
+  // Both are plain Go functions in every release from 1.17 to 1.26, never inlined (too big).
+  for (auto [name, addr] :
+       {std::pair{"runtime.casgstatus", &g.status}, std::pair{"runtime.newproc1", &g.create}}) {
+    for (const PclnFunc* f : pclntab_.lookup(name)) {
+      if (f->is_wrapper) continue;
+      FuncPlan p = plan_func(*f, warnings);
+      *addr = p.entry_probe;
+      if (addr == &g.create) g.created = p.ret_sites;
+      if (addr == &g.status) g.status_sp_delta = pclntab_.sp_delta(*f, p.entry_probe).value_or(0);
+    }
+    if (!*addr) return make_error("{} has no {}: cannot trace goroutines", elf_->path(), name);
+  }
+  if (g.created.empty())
+    return make_error("{}: runtime.newproc1 has no RET to probe: cannot trace goroutines",
+                      elf_->path());
+  return g;
+}
+
+Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
+                                 const PlanOptions& o) const {
+  ProbePlan plan;
+  plan.binary = elf_->path();
+  plan.go = buildinfo_.version;
+  plan.pie = elf_->is_pie();
+  plan.regabi = regabi();
+  plan.offsets = offsets_;
+  plan.tls_g_offset = tls_g_offset_;
+  plan.warnings = warnings_;
+
+  std::vector<Pattern> pats;
+  for (const auto& t : patterns) {
+    auto p = Pattern::parse(t);
+    if (!p) return p.error();
+    pats.push_back(std::move(*p));
+  }
+
+  const auto& funcs = pclntab_.all_funcs();
+  std::set<uint32_t> matched;          // indices into funcs
+  std::set<std::string_view> inlined;  // names that exist only inlined
+  for (const auto& pat : pats) {
+    // A pattern that is exactly a function's name means that function alone, even when it
+    // contains glob characters (generic instantiations have brackets).
+    auto exact = pclntab_.lookup(pat.text());
+    if (!exact.empty()) {
+      for (const PclnFunc* f : exact) matched.insert(static_cast<uint32_t>(f - funcs.data()));
+      continue;
+    }
+    const auto& nodes = inline_nodes();
+    auto node =
+        std::lower_bound(nodes.begin(), nodes.end(), std::string_view(pat.text()),
+                         [](const InlineNode& n, std::string_view v) { return n.callee < v; });
+    if (node != nodes.end() && node->callee == pat.text()) {
+      inlined.insert(node->callee);
+      continue;
+    }
+    bool any = false;
+    if (!pat.is_exact()) {
+      for (uint32_t i = 0; i < funcs.size(); ++i) {
+        // `go:textfipsstart` and the like mark section boundaries; they are not functions.
+        if (funcs[i].is_wrapper || funcs[i].name.empty() || funcs[i].name.starts_with("go:"))
+          continue;
+        if (pat.matches(funcs[i].name)) {
+          matched.insert(i);
+          any = true;
+        }
+      }
+      std::string_view last;
+      for (const auto& n : nodes) {
+        if (n.callee == last) continue;
+        last = n.callee;
+        if (pat.matches(n.callee) && pclntab_.lookup(n.callee).empty()) {
+          inlined.insert(n.callee);
+          any = true;
+        }
+      }
+    }
+    if (!any) return make_error("pattern '{}' matches no function", pat.text());
+  }
+
+  // The runtime types of every matched method, indexed once.
+  if (method_tables()) {
+    std::vector<MethodSignature> sigs;
+    for (uint32_t i : matched)
+      if (auto sig = methods_->find(funcs[i].entry)) sigs.push_back(std::move(*sig));
+    add_method_types(sigs);
+  }
+  for (uint32_t i : matched) {
+    const PclnFunc& f = funcs[i];
+    FuncPlan fp = plan_func(f, plan.warnings);
+    fp.inline_sites = inline_sites(f.name);
+    plan.funcs.push_back(std::move(fp));
+  }
+  for (std::string_view name : inlined) {
+    FuncPlan fp;
+    fp.name = std::string(name);
+    fp.entry_probe_kind = "inline";
+    fp.abi = plan.regabi ? "internal" : "abi0";
+    fp.args_source = "none";
+    fp.inline_sites = inline_sites(name);
+    plan.funcs.push_back(std::move(fp));
+  }
+  std::stable_sort(plan.funcs.begin(), plan.funcs.end(), [](const FuncPlan& a, const FuncPlan& b) {
+    if (a.name != b.name) return a.name < b.name;
+    return a.entry < b.entry;
+  });
+
+  for (auto& fp : plan.funcs) {
+    fp.inline_probed = o.probe_inline_sites;
+    if (!fp.inline_sites.empty() && !o.probe_inline_sites) {
+      plan.warnings.push_back(fmt::format(
+          "{} was inlined at {} call site(s) that are not probed: calls there are not traced",
+          fp.name, fp.inline_sites.size()));
+    }
+  }
+  return plan;
+}
+
+}  // namespace gotap

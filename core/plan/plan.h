@@ -1,0 +1,80 @@
+// The probe plan: what both backends execute. Computed once, in core, from the binary and the
+// user's patterns: per function the entry probe site, every RET site, where each argument and
+// result lives, and where the function was inlined; plus how to find the goroutine id.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/model/go_version.h"
+#include "core/model/runtime_offsets.h"
+#include "core/plan/abi.h"
+
+namespace gotap {
+
+struct InlineSite {
+  std::string outer;  // the function it was inlined into
+  uint64_t pc = 0;    // the first instruction of the inlined body: its entry probe
+  std::string file;   // the call site
+  int line = 0;
+};
+
+struct FuncPlan {
+  std::string name;
+  uint64_t entry = 0, end = 0;  // 0 when the function exists only inlined
+  uint64_t entry_probe = 0;
+  // "push_rbp": the `push rbp` after the stack check (kernel-emulated, fires once per call);
+  // "jcc": the stack check's conditional jump (emulated, refires after morestack);
+  // "entry": the first instruction (refires after morestack when there is a stack check).
+  std::string entry_probe_kind;
+  bool entry_refires = false;  // a re-entry after morestack hits the entry probe again
+  std::vector<uint64_t> ret_sites;
+  std::vector<uint64_t> tail_jumps;
+  std::string abi;  // "internal" or "abi0"
+  // "dwarf" (in the binary), "debuginfo" (a separate debug file), "arginfo" or "none".
+  std::string args_source;
+  std::vector<ParamLoc> args;
+  std::vector<ParamLoc> results;
+  int32_t frame_size = 0;  // SP delta at the entry probe... after the prologue
+  std::string file;
+  int line = 0;
+  std::vector<InlineSite> inline_sites;
+  bool inline_probed = true;  // inline sites get entry probes in this plan
+};
+
+// The runtime functions `gotap goroutines` probes at their entry; 0: not probed.
+struct GoroutineProbes {
+  uint64_t status = 0;  // runtime.casgstatus(gp, oldval, newval): every status change
+  // SP delta at that probe: the return address (its caller) is at RSP + status_sp_delta.
+  int32_t status_sp_delta = 0;
+  uint64_t create = 0;  // runtime.newproc1(fn, callergp, callerpc, ...): every go statement
+  // newproc1's RET sites, where RAX is the new g: up to Go 1.23 its goid is set only after
+  // the status change that makes it runnable.
+  std::vector<uint64_t> created;
+};
+
+struct ProbePlan {
+  std::string binary;
+  GoVersion go;
+  bool pie = false;
+  bool regabi = true;
+  RuntimeOffsets offsets;
+  // How the backends find the current g: R14 (ABIInternal code) or the TLS slot at
+  // FS_base + tls_g_offset (ABI0 / cgo / Go < 1.17).
+  int64_t tls_g_offset = -8;
+  std::vector<FuncPlan> funcs;
+  GoroutineProbes goroutines;
+  std::vector<std::string> warnings;  // e.g. inlined sites not probed
+
+  size_t probe_count() const;  // entry probes + RET sites + inline sites + goroutine probes
+};
+
+// Key order is fixed ("event" first) so the output reads like docs/json.md's examples.
+nlohmann::ordered_json to_json(const ParamLoc& p);
+nlohmann::ordered_json to_json(const FuncPlan& f);
+std::string hex(uint64_t v);  // "0x4c0460"
+
+}  // namespace gotap
