@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -322,16 +323,29 @@ Result<uint64_t> Process::inject_syscall(pid_t tid, uint64_t code_addr, long nr,
   return out;
 }
 
+std::optional<uint64_t> signal_mask(pid_t pid, pid_t tid, std::string_view field) {
+  std::string path = "/proc/" + std::to_string(pid) +
+                     (tid ? "/task/" + std::to_string(tid) : std::string()) + "/status";
+  std::ifstream f(path);
+  for (std::string line; std::getline(f, line);) {
+    if (line.size() <= field.size() || line.compare(0, field.size(), field) != 0 ||
+        line[field.size()] != ':')
+      continue;
+    uint64_t mask = 0;
+    const char* p = line.data() + field.size() + 1;
+    while (*p == ' ' || *p == '\t') ++p;
+    auto [end, ec] = std::from_chars(p, line.data() + line.size(), mask, 16);
+    if (ec != std::errc() || end == p) return std::nullopt;
+    return mask;
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 // Whether SIGTRAP is pending for thread `tid` (SigPnd: its own queue, where an int3's lands).
 bool sigtrap_pending(pid_t pid, pid_t tid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/status");
-  for (std::string line; std::getline(f, line);) {
-    if (line.rfind("SigPnd:", 0) != 0) continue;
-    return std::stoull(line.substr(7), nullptr, 16) & (1ull << (SIGTRAP - 1));
-  }
-  return false;
+  return signal_mask(pid, tid, "SigPnd").value_or(0) & (1ull << (SIGTRAP - 1));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -33,6 +34,10 @@ struct WaitStatus {
 };
 
 // Called with a thread's registers at a SIGTRAP stop; returns true after changing them.
+// A signal mask line of /proc/PID[/task/TID]/status ("SigPnd", "SigCgt", ...; tid 0: the
+// process's); nullopt when the process is gone or the line is unreadable.
+std::optional<uint64_t> signal_mask(pid_t pid, pid_t tid, std::string_view field);
+
 using TrapFix = std::function<bool(pid_t, user_regs_struct&)>;
 
 class Process {

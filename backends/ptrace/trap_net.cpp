@@ -130,13 +130,7 @@ Leftovers remove_leftovers(pid_t pid, TraceeMemory& mem) {
 }
 
 bool TrapNet::catches_sigtrap(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(f, line);) {
-    if (line.rfind("SigCgt:", 0) != 0) continue;
-    uint64_t mask = std::stoull(line.substr(7), nullptr, 16);
-    return mask & (1ull << (SIGTRAP - 1));
-  }
-  return false;
+  return signal_mask(pid, 0, "SigCgt").value_or(0) & (1ull << (SIGTRAP - 1));
 }
 
 Result<KernelSigaction> TrapNet::query(Process& proc, pid_t tid, uint64_t syscall_at) {
