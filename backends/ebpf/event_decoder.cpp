@@ -75,8 +75,8 @@ nlohmann::json string_value(const std::string& s, uint64_t len) {
 }  // namespace
 
 EventDecoder::EventDecoder(const ProbeConfig& cfg, const TypeGraph* types, const ElfFile* elf,
-                           RtypeEnv rt, uint64_t bias)
-    : cfg_(cfg), types_(types), elf_(elf), rt_(rt), bias_(bias) {}
+                           RtypeEnv rt, uint64_t bias, int max_str)
+    : cfg_(cfg), types_(types), elf_(elf), rt_(rt), bias_(bias), max_str_(max_str) {}
 
 // Descriptors are read in link-time addresses: the file's pointer words (an itab's type, a
 // struct's field types) are link-time values, which a PIE's loader relocates only in memory.
@@ -84,21 +84,35 @@ std::optional<RType> EventDecoder::rtype(uint64_t addr) const {
   if (!elf_ || !rt_.types || addr < bias_) return std::nullopt;
   addr -= bias_;
   if (addr < rt_.types || addr >= rt_.etypes) return std::nullopt;
-  ElfMemoryReader mem(*elf_, 0);
+  ImmutableElfMemoryReader mem(*elf_);
   return read_rtype(mem, rt_, addr);
 }
 
-std::optional<nlohmann::json> EventDecoder::guess_interface(uint64_t w0, uint64_t w1) const {
+std::optional<nlohmann::json> EventDecoder::interface_from_file(uint64_t w0, uint64_t w1,
+                                                                std::optional<bool> eface) const {
   if (!elf_ || !rt_.types || w0 < bias_) return std::nullopt;
-  ElfMemoryReader mem(*elf_, 0);
+  // Static data the value points to (a constant's string, a boxed constant) is decoded from
+  // the file, where the program cannot have changed it; the rest was not captured. A PIE's
+  // data word is translated to the file's addresses only when it points into the image.
+  ImmutableElfMemoryReader mem(*elf_);
+  uint64_t data = w1;
+  uint8_t probe;
+  if (bias_ && w1 >= bias_ && mem.read(w1 - bias_, &probe, 1)) data = w1 - bias_;
   DecodeEnv env;
   env.rt = rt_;
-  // Depth 0: the type and a pointer-shaped value; the data behind it was not captured.
-  ValueDecoder dec(mem, env, DecodeLimits{0, 0, 0});
-  auto j = dec.guess_interface(w0 - bias_, w1);
-  if (!j || !j->is_object()) return std::nullopt;
+  ValueDecoder dec(mem, env, DecodeLimits{1, 16, max_str_});
+  std::optional<nlohmann::json> j;
+  if (eface)
+    j = dec.decode_interface(w0 - bias_, data, *eface);
+  else
+    j = dec.guess_interface(w0 - bias_, data);
+  if (!j || !j->is_object() || j->value("type", "").empty()) return std::nullopt;
   nlohmann::json& v = (*j)["value"];
-  if (v.is_object() && (v.contains("unreadable") || v.contains("raw"))) v = {{"raw", {hex(w1)}}};
+  // What the file does not hold: the data word, as it was in the tracee.
+  if (v.is_object() && (v.contains("unreadable") || v.contains("raw")))
+    v = {{"raw", {hex(w1)}}};
+  else if (v.is_object() && v.contains("addr") && !v.contains("elem"))
+    v = {{"addr", hex(w1)}};
   j->erase("raw");
   return j;
 }
@@ -177,7 +191,7 @@ nlohmann::json EventDecoder::value(const ParamCapture& pc, const gotap_event& ev
       auto rt = type ? rtype(*type) : std::nullopt;
       std::string name;
       if (rt) {
-        ElfMemoryReader mem(*elf_, 0);
+        ImmutableElfMemoryReader mem(*elf_);
         name = rtype_name(mem, rt_, *rt);
       }
       j["type"] = !name.empty() ? name : (type ? hex(*type) : "?");
@@ -230,6 +244,11 @@ nlohmann::json EventDecoder::value(const ParamCapture& pc, const gotap_event& ev
           auto s = scalar(raw);
           if (!s.is_null()) v = s;
         }
+        // Not copied, but static (a string constant in an interface): from the file.
+        if (v.is_object() && v.contains("raw") && *type >= bias_)
+          if (auto f = interface_from_file(*type, *data, true);
+              f && !f->at("value").contains("raw"))
+            v = f->at("value");
       }
       j["value"] = v;
       return j;
@@ -240,7 +259,7 @@ nlohmann::json EventDecoder::value(const ParamCapture& pc, const gotap_event& ev
         // ptrace shows it (its data was not copied).
         auto w1 = c.word(1);
         if (w0 && w1 && p.size == 16)
-          if (auto j = guess_interface(*w0, *w1)) return *j;
+          if (auto j = interface_from_file(*w0, *w1)) return *j;
         break;
       }
       // Structs and arrays: core's decoder over the captured registers and bytes, when every

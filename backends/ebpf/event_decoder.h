@@ -18,7 +18,7 @@ class EventDecoder {
   // rt: the type descriptors at link time; bias: what the tracee's addresses exceed the
   // file's by (PIE). Dynamic types are read from the file: their descriptors never change.
   EventDecoder(const ProbeConfig& cfg, const TypeGraph* types, const ElfFile* elf, RtypeEnv rt,
-               uint64_t bias);
+               uint64_t bias, int max_str);
 
   // nullopt-like: an empty object when the record is malformed (wrong size, unknown probe).
   Event decode(const void* data, size_t size) const;
@@ -27,13 +27,17 @@ class EventDecoder {
   nlohmann::json value(const ParamCapture& pc, const gotap_event& ev) const;
   // The descriptor at a tracee address, when it is one of this binary's.
   std::optional<RType> rtype(uint64_t addr) const;
-  // Untyped words (ArgInfo) that hold an interface: its dynamic type and the data word.
-  std::optional<nlohmann::json> guess_interface(uint64_t w0, uint64_t w1) const;
+  // An interface from its two words (tracee addresses), decoded over the file's immutable
+  // bytes: w0 is the type (eface true), an itab (false), or either (nullopt: guessed, for
+  // untyped ArgInfo words).
+  std::optional<nlohmann::json> interface_from_file(uint64_t w0, uint64_t w1,
+                                                    std::optional<bool> eface = {}) const;
   const ProbeConfig& cfg_;
   const TypeGraph* types_;
   const ElfFile* elf_;
   RtypeEnv rt_;  // link-time addresses
   uint64_t bias_;
+  int max_str_;
 };
 
 }  // namespace gotap::ebpf

@@ -12,6 +12,25 @@ bool ElfMemoryReader::read(uint64_t addr, void* buf, size_t n) {
   return true;
 }
 
+ImmutableElfMemoryReader::ImmutableElfMemoryReader(const ElfFile& elf) : elf_(elf) {
+  constexpr uint32_t kGnuRelro = 0x6474e552;  // PT_GNU_RELRO
+  for (const auto& seg : elf.segments()) {
+    bool ro = (seg.type == 1 /* PT_LOAD */ && !(seg.flags & 2 /* PF_W */)) || seg.type == kGnuRelro;
+    if (ro && seg.filesz) ranges_.emplace_back(seg.vaddr, seg.vaddr + seg.filesz);
+  }
+}
+
+bool ImmutableElfMemoryReader::read(uint64_t addr, void* buf, size_t n) {
+  for (auto [lo, hi] : ranges_) {
+    if (addr < lo || addr >= hi || hi - addr < n) continue;
+    Bytes b = elf_.read(addr, n);
+    if (b.size() != n) return false;
+    std::memcpy(buf, b.data(), n);
+    return true;
+  }
+  return false;
+}
+
 std::optional<std::string> read_type_name(MemoryReader& mem, const GoVersion& go, uint64_t addr,
                                           uint8_t* flags) {
   uint8_t hdr[12];

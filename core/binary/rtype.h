@@ -52,6 +52,20 @@ class ElfMemoryReader : public MemoryReader {
   uint64_t bias_;
 };
 
+// Only the file bytes a running program cannot have changed: read-only segments and the
+// RELRO range (read-only once relocated). Type descriptors, itabs and string constants are
+// there; global variables, whose file bytes are only their initial values, are not. For
+// decoding without access to the tracee's memory (the eBPF backend). Link-time addresses.
+class ImmutableElfMemoryReader : public MemoryReader {
+ public:
+  explicit ImmutableElfMemoryReader(const ElfFile& elf);
+  bool read(uint64_t addr, void* buf, size_t n) override;
+
+ private:
+  const ElfFile& elf_;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges_;  // [lo, hi)
+};
+
 // Where the type descriptors live at run time (moduledata.types/etypes plus the load bias).
 struct RtypeEnv {
   GoVersion go;

@@ -88,7 +88,7 @@ TEST(MethodTable, TypesOfTheFixtureMethods) {
     std::istringstream in(r.out);
     for (std::string l; std::getline(in, l);) {
       auto j = json::parse(l, nullptr, false);
-      if (j.is_discarded() || !j.contains("gt")) continue;
+      if (j.is_discarded() || !j.contains("gt") || j["func"] == "main.Inspect") continue;
       std::string key = j["func"].get<std::string>() + "/" + j["gt"].get<std::string>();
       if (!seen.insert(key).second) continue;  // the first call and return name them
       auto& types = want[j["func"].get<std::string>()];

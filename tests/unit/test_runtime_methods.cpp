@@ -55,6 +55,7 @@ TEST_P(RuntimeMethods, ArgsAndResultsOfStrippedMethods) {
     for (std::string l; std::getline(in, l);) {
       auto j = json::parse(l, nullptr, false);
       if (j.is_discarded() || !j.is_object()) continue;
+      if (j.contains("gt") && j["func"] == "main.Inspect") continue;  // not traced here
       if (j.contains("gt"))
         (j["gt"] == "call" ? gt_calls : gt_rets)[j["func"]].push_back(j);
       else if (j.value("event", "") == "entry")
