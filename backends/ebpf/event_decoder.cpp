@@ -113,7 +113,10 @@ std::optional<nlohmann::json> EventDecoder::interface_from_file(uint64_t w0, uin
     v = {{"raw", {hex(w1)}}};
   else if (v.is_object() && v.contains("addr") && !v.contains("elem"))
     v = {{"addr", hex(w1)}};
-  j->erase("raw");
+  if (!eface)
+    (*j)["raw"] = {hex(w0), hex(w1)};  // a guess keeps its words, as under ptrace
+  else
+    j->erase("raw");
   return j;
 }
 

@@ -4,11 +4,15 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <thread>
 
 #include "tests/unit/fixtures.h"
 
@@ -104,6 +108,50 @@ std::string rclone_path() {
   for (const auto& rb : real_binaries())
     if (rb.name == "rclone") return rb.path;
   return "";
+}
+
+std::string RcloneServer::unavailable_reason() {
+  if (rclone_path().empty()) return "no rclone from Debian (tests/tools/fetch-real-binaries.sh)";
+  return "";
+}
+
+std::string RcloneServer::start(const std::string& tag, const Files& files) {
+  stop();
+  std::string rclone = rclone_path();
+  if (rclone.empty()) return unavailable_reason();
+  if (files.empty()) return "RcloneServer::start: no files to serve";
+  dir_ = std::filesystem::temp_directory_path() / (tag + "-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir_);
+  for (const auto& [name, contents] : files) std::ofstream(dir_ / name) << contents;
+  port_ = free_port();
+  srv_ = spawn({rclone, "serve", "http", dir_.string(), "--addr",
+                "127.0.0.1:" + std::to_string(port_), "--config", "/dev/null"});
+  if (srv_.pid <= 0) return "cannot start " + rclone;
+  const std::string path = "/" + files.front().first, &body = files.front().second;
+  for (int i = 0; i < 100; ++i) {
+    if (served_ok(http_get(port_, path), body)) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return "rclone serve http did not come up";
+}
+
+void RcloneServer::stop() {
+  if (srv_.pid > 0) {
+    kill(srv_.pid, SIGTERM);
+    waitpid(srv_.pid, nullptr, 0);
+    close(srv_.out);
+    close(srv_.err);
+    srv_ = Child{};
+  }
+  if (!dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    dir_.clear();
+  }
+}
+
+bool RcloneServer::serves_page() const {
+  return served_ok(http_get(port_, kPage), kBody);
 }
 
 }  // namespace gotap::testing

@@ -4,8 +4,10 @@
 
 #include <sys/types.h>
 
+#include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gotap::testing {
@@ -30,5 +32,48 @@ bool served_ok(const std::optional<std::string>& r, const std::string& body);
 
 // Debian's rclone (tests/tools/fetch-real-binaries.sh), or "" when it was not fetched.
 std::string rclone_path();
+
+// Debian's stripped rclone (`rclone serve http`) serving a fresh temporary directory on a
+// free loopback port, for the life of the object: stop() (or the destructor) ends it with
+// SIGTERM, reaps it and removes the directory.
+//
+//   if (auto why = RcloneServer::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+//   RcloneServer srv;
+//   std::string err = srv.start("gotap-srv");
+//   ASSERT_TRUE(err.empty()) << err;
+//   http_get(srv.port(), "/page.txt");
+class RcloneServer {
+ public:
+  // What the default directory holds: one file, page.txt.
+  static constexpr const char* kPage = "/page.txt";
+  static constexpr const char* kBody = "served by a stripped Go program\n";
+  using Files = std::vector<std::pair<std::string, std::string>>;  // name, contents
+
+  // Why no server can be started here ("" when one can): rclone was not fetched.
+  static std::string unavailable_reason();
+
+  RcloneServer() = default;
+  RcloneServer(const RcloneServer&) = delete;
+  RcloneServer& operator=(const RcloneServer&) = delete;
+  ~RcloneServer() { stop(); }
+
+  // Writes `files` into a fresh directory $TMPDIR/<tag>-<our pid>, serves it, and waits up to
+  // ten seconds until the first file is served with its contents. "" when it serves, else
+  // what went wrong (the server, if started, is stopped again by stop()).
+  std::string start(const std::string& tag, const Files& files = {{"page.txt", kBody}});
+  void stop();
+
+  // Whether one GET of kPage, on a connection of its own, is answered with kBody.
+  bool serves_page() const;
+
+  int port() const { return port_; }
+  pid_t pid() const { return srv_.pid; }
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+  int port_ = 0;
+  Child srv_;
+};
 
 }  // namespace gotap::testing

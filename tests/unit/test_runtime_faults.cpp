@@ -13,8 +13,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
@@ -28,7 +26,6 @@
 namespace gotap::testing {
 namespace {
 
-namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 enum class End { Kill, ReaderGone, Hup, Term, Int };
@@ -54,26 +51,13 @@ class Faults : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach and BPF)";
     if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
-    std::string rclone = rclone_path();
-    if (rclone.empty())
-      GTEST_SKIP() << "no rclone from Debian (tests/tools/fetch-real-binaries.sh)";
-    dir_ = fs::temp_directory_path() / ("gotap-faults-" + std::to_string(getpid()));
-    fs::create_directories(dir_);
-    std::ofstream(dir_ / "page.txt") << kBody;
-    port_ = free_port();
-    srv_ = spawn({rclone, "serve", "http", dir_.string(), "--addr",
-                  "127.0.0.1:" + std::to_string(port_), "--config", "/dev/null"});
-    ASSERT_GT(srv_.pid, 0);
-    bool up = false;
-    for (int i = 0; i < 100 && !up; ++i) {
-      up = served_ok(http_get(port_, "/page.txt"), kBody);
-      if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ASSERT_TRUE(up) << "rclone serve http did not come up";
+    if (auto why = RcloneServer::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+    std::string err = srv_.start("gotap-faults");
+    ASSERT_TRUE(err.empty()) << err;
     for (int c = 0; c < 2; ++c)
       load_.emplace_back([this] {
         while (!stop_load_.load()) {
-          if (served_ok(http_get(port_, "/page.txt"), kBody))
+          if (srv_.serves_page())
             ++load_ok_;
           else
             ++load_failed_;
@@ -83,20 +67,14 @@ class Faults : public ::testing::TestWithParam<std::string> {
   void TearDown() override {
     stop_load_.store(true);
     for (auto& t : load_) t.join();
-    if (srv_.pid > 0) {
-      kill(srv_.pid, SIGTERM);
-      waitpid(srv_.pid, nullptr, 0);
-      close(srv_.out);
-      close(srv_.err);
-    }
-    if (!dir_.empty()) fs::remove_all(dir_);
+    srv_.stop();
   }
 
   // One trace of the server, ended by `how` at a random moment while events flow.
   void trial(End how, std::mt19937& rng) {
     Child tap =
         spawn({gotap_binary(), "trace", "--backend", GetParam(), "--json", "-p",
-               std::to_string(srv_.pid), "net/http.(*conn).serve", "net/http.(*conn).readRequest",
+               std::to_string(srv_.pid()), "net/http.(*conn).serve", "net/http.(*conn).readRequest",
                "net/http.(*response).finishRequest", "net/http.serverHandler.ServeHTTP"});
     ASSERT_GT(tap.pid, 0);
     std::string err = read_until(tap.err, "Tracing ", 60000);
@@ -152,18 +130,15 @@ class Faults : public ::testing::TestWithParam<std::string> {
       if (how == End::ReaderGone) EXPECT_NE(err.find("reader went away"), std::string::npos) << err;
     }
     // The server answers, and goes on answering for a second.
-    EXPECT_EQ(kill(srv_.pid, 0), 0) << "the server died after " << name_of(how);
+    EXPECT_EQ(kill(srv_.pid(), 0), 0) << "the server died after " << name_of(how);
     int ok = 0, failed = 0;
     for (auto end = Clock::now() + std::chrono::seconds(1); Clock::now() < end;)
-      (served_ok(http_get(port_, "/page.txt"), kBody) ? ok : failed)++;
+      (srv_.serves_page() ? ok : failed)++;
     EXPECT_EQ(failed, 0) << "after " << name_of(how);
     EXPECT_GT(ok, 0) << "after " << name_of(how);
   }
 
-  static constexpr const char* kBody = "served by a stripped Go program\n";
-  fs::path dir_;
-  int port_ = 0;
-  Child srv_;
+  RcloneServer srv_;
   std::vector<std::thread> load_;
   std::atomic<bool> stop_load_{false};
   std::atomic<int> load_ok_{0}, load_failed_{0};
@@ -175,7 +150,7 @@ TEST_P(Faults, ServerSurvivesEveryWayGotapEnds) {
     for (int i = 0; i < 10; ++i) {
       SCOPED_TRACE(std::string(name_of(how)) + " #" + std::to_string(i));
       trial(how, rng);
-      if (HasFatalFailure() || kill(srv_.pid, 0) != 0) return;
+      if (HasFatalFailure() || kill(srv_.pid(), 0) != 0) return;
     }
   }
   EXPECT_EQ(load_failed_.load(), 0) << load_ok_.load() << " requests served";
@@ -188,12 +163,12 @@ TEST_P(Faults, SitesTakenByAnotherTracer) {
   if (GetParam() != "ptrace") GTEST_SKIP() << "the ptrace backend meets the eBPF one's int3s";
   const std::string fn = "net/http.(*conn).serve";
   Child holder = spawn({gotap_binary(), "trace", "--backend", "ebpf", "-p",
-                        std::to_string(srv_.pid), "-o", "/dev/null", fn});
+                        std::to_string(srv_.pid()), "-o", "/dev/null", fn});
   ASSERT_GT(holder.pid, 0);
   std::string herr = read_until(holder.err, "Tracing ", 60000);
   ASSERT_NE(herr.find("Tracing "), std::string::npos) << herr;
   RunResult r = run_command(
-      {gotap_binary(), "trace", "--backend", "ptrace", "-p", std::to_string(srv_.pid), fn}, 30);
+      {gotap_binary(), "trace", "--backend", "ptrace", "-p", std::to_string(srv_.pid()), fn}, 30);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("already hold an int3"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -203,7 +178,7 @@ TEST_P(Faults, SitesTakenByAnotherTracer) {
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
   close(holder.out);
   close(holder.err);
-  EXPECT_TRUE(served_ok(http_get(port_, "/page.txt"), kBody));
+  EXPECT_TRUE(srv_.serves_page());
   EXPECT_EQ(load_failed_.load(), 0);
 }
 

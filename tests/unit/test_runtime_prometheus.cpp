@@ -264,26 +264,16 @@ TEST_P(Prometheus, FixtureCountsAndHistogramMatchGroundTruth) {
 // one net/http.(*conn).serve call per request while gotap is still tracing, and its
 // histogram is the one `latency --json` prints at the end.
 TEST_P(Prometheus, StrippedServerCountsWhileTracing) {
-  std::string rclone = rclone_path();
-  if (rclone.empty()) GTEST_SKIP() << "no rclone from Debian (tests/tools/fetch-real-binaries.sh)";
-  const std::string body = "served by a stripped Go program\n";
-  std::ofstream(dir_ / "page.txt") << body;
-  const int port = free_port();
-  Child srv = spawn({rclone, "serve", "http", dir_.string(), "--addr",
-                     "127.0.0.1:" + std::to_string(port), "--config", "/dev/null"});
-  ASSERT_GT(srv.pid, 0);
-  bool up = false;
-  for (int i = 0; i < 100 && !up; ++i) {
-    up = served_ok(http_get(port, "/page.txt"), body);
-    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(up) << "rclone serve http did not come up";
+  if (auto why = RcloneServer::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  RcloneServer srv;
+  std::string srv_err = srv.start("gotap-prom-rclone");
+  ASSERT_TRUE(srv_err.empty()) << srv_err;
 
   const std::string fn = "net/http.(*conn).serve";
   const std::string out_file = (dir_ / "gotap.json").string();
   Child tap = spawn({gotap_binary(), "latency", "--backend", GetParam(), "--json", "-o", out_file,
                      "--prometheus", "127.0.0.1:" + std::to_string(gotap_port_), "-p",
-                     std::to_string(srv.pid), fn});
+                     std::to_string(srv.pid()), fn});
   ASSERT_GT(tap.pid, 0);
   std::string err = read_until(tap.err, "Tracing ", 60000);
   ASSERT_NE(err.find("Tracing "), std::string::npos) << err;
@@ -292,14 +282,13 @@ TEST_P(Prometheus, StrippedServerCountsWhileTracing) {
   std::vector<std::thread> clients;
   for (int c = 0; c < kClients; ++c)
     clients.emplace_back([&] {
-      for (int i = 0; i < kRequests / kClients; ++i)
-        ok += served_ok(http_get(port, "/page.txt"), body);
+      for (int i = 0; i < kRequests / kClients; ++i) ok += srv.serves_page();
     });
   for (auto& t : clients) t.join();
   EXPECT_EQ(ok.load(), kRequests);
 
   const std::string labels =
-      "{func=\"" + fn + "\",binary=\"rclone\",pid=\"" + std::to_string(srv.pid) + "\"}";
+      "{func=\"" + fn + "\",binary=\"rclone\",pid=\"" + std::to_string(srv.pid()) + "\"}";
   // Each connection's goroutine returns from serve once the client has closed it.
   EXPECT_TRUE(eventually("gotap_calls_total" + labels, kRequests))
       << value("gotap_calls_total" + labels).value_or(-1);
@@ -318,11 +307,8 @@ TEST_P(Prometheus, StrippedServerCountsWhileTracing) {
   EXPECT_EQ(latency[0]["count"].get<uint64_t>(), static_cast<uint64_t>(kRequests));
   expect_histogram_matches(labels, latency[0]);
   // Detached: the server serves on.
-  EXPECT_TRUE(served_ok(http_get(port, "/page.txt"), body));
-  kill(srv.pid, SIGTERM);
-  waitpid(srv.pid, nullptr, 0);
-  close(srv.out);
-  close(srv.err);
+  EXPECT_TRUE(srv.serves_page());
+  srv.stop();
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Prometheus, ::testing::Values("ebpf", "ptrace"),

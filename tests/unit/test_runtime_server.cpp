@@ -14,8 +14,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -33,50 +31,28 @@
 namespace gotap::testing {
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// rclone serving a directory on a free loopback port, for the length of a test.
+// rclone serving a directory on a free loopback port (RcloneServer), for the length of a test.
 class AttachedServer : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach and BPF)";
     if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
-    std::string rclone = rclone_path();
-    if (rclone.empty())
-      GTEST_SKIP() << "no rclone from Debian (tests/tools/fetch-real-binaries.sh)";
-    dir_ = fs::temp_directory_path() / ("gotap-srv-" + std::to_string(getpid()));
-    fs::create_directories(dir_);
-    std::ofstream(dir_ / "page.txt") << kBody;
-    port_ = free_port();
-    srv_ = spawn({rclone, "serve", "http", dir_.string(), "--addr",
-                  "127.0.0.1:" + std::to_string(port_), "--config", "/dev/null"});
-    ASSERT_GT(srv_.pid, 0);
-    bool up = false;
-    for (int i = 0; i < 100 && !up; ++i) {
-      up = served_ok(http_get(port_, "/page.txt"), kBody);
-      if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ASSERT_TRUE(up) << "rclone serve http did not come up";
+    if (auto why = RcloneServer::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+    std::string err = srv_.start("gotap-srv");
+    ASSERT_TRUE(err.empty()) << err;
   }
-  void TearDown() override {
-    if (srv_.pid > 0) {
-      kill(srv_.pid, SIGTERM);
-      waitpid(srv_.pid, nullptr, 0);
-      close(srv_.out);
-      close(srv_.err);
-    }
-    if (!dir_.empty()) fs::remove_all(dir_);
-  }
+  void TearDown() override { srv_.stop(); }
 
   // Attaches `gotap ARGS -p PID`, serves kRequests requests from four clients at once, each
   // on a fresh connection, then stops gotap with SIGINT; returns its output. That goes to a
   // file: a full pipe nobody reads would stop gotap, and with ptrace the server with it.
   std::string trace_under_load(std::vector<std::string> args) {
-    const std::string out_file = (dir_ / "gotap.out").string();
+    const std::string out_file = (srv_.dir() / "gotap.out").string();
     args.insert(args.begin(), gotap_binary());
-    args.insert(args.end(), {"-o", out_file, "-p", std::to_string(srv_.pid)});
+    args.insert(args.end(), {"-o", out_file, "-p", std::to_string(srv_.pid())});
     Child tap = spawn(args);
     EXPECT_GT(tap.pid, 0);
     std::string err = read_until(tap.err, "Tracing ", 60000);
@@ -85,8 +61,7 @@ class AttachedServer : public ::testing::TestWithParam<std::string> {
     std::vector<std::thread> clients;
     for (int c = 0; c < kClients; ++c)
       clients.emplace_back([&] {
-        for (int i = 0; i < kRequests / kClients; ++i)
-          ok_traced += served_ok(http_get(port_, "/page.txt"), kBody);
+        for (int i = 0; i < kRequests / kClients; ++i) ok_traced += srv_.serves_page();
       });
     for (auto& t : clients) t.join();
     EXPECT_EQ(ok_traced.load(), kRequests) << "requests failed while traced";
@@ -105,16 +80,13 @@ class AttachedServer : public ::testing::TestWithParam<std::string> {
   // Detached: the server runs on, untouched, and serves every request.
   void expect_serves_after_detach() {
     int ok = 0;
-    for (int i = 0; i < 50; ++i) ok += served_ok(http_get(port_, "/page.txt"), kBody);
+    for (int i = 0; i < 50; ++i) ok += srv_.serves_page();
     EXPECT_EQ(ok, 50);
-    EXPECT_EQ(kill(srv_.pid, 0), 0) << "the server died";
+    EXPECT_EQ(kill(srv_.pid(), 0), 0) << "the server died";
   }
 
   static constexpr int kClients = 4, kRequests = 400;
-  static constexpr const char* kBody = "served by a stripped Go program\n";
-  fs::path dir_;
-  int port_ = 0;
-  Child srv_;
+  RcloneServer srv_;
 };
 
 TEST_P(AttachedServer, ExactCountsAndServesAfterDetach) {
