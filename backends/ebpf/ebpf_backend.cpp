@@ -339,7 +339,8 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
     if (first != UINT64_MAX) bias = load_bias(filter_pid, first);
   }
   Session session{bin, plan, opts, sink, cfg, nullptr, nullptr};
-  session.decoder = std::make_unique<EventDecoder>(cfg, bin.types, bin.elf, bin.rt, bias, opts.max_str);
+  session.decoder =
+      std::make_unique<EventDecoder>(cfg, bin.types, bin.elf, bin.rt, bias, opts.max_str);
   if (goroutines) {
     auto func_name = bin.func_name;
     session.goroutines = std::make_unique<GoroutineEvents>(
