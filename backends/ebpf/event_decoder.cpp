@@ -76,25 +76,26 @@ nlohmann::json string_value(const std::string& s, uint64_t len) {
 
 EventDecoder::EventDecoder(const ProbeConfig& cfg, const TypeGraph* types, const ElfFile* elf,
                            RtypeEnv rt, uint64_t bias, int max_str)
-    : cfg_(cfg), types_(types), elf_(elf), rt_(rt), bias_(bias), max_str_(max_str) {}
+    : cfg_(cfg), types_(types), rt_(rt), bias_(bias), max_str_(max_str) {
+  if (elf) file_.emplace(*elf);
+}
 
 // Descriptors are read in link-time addresses: the file's pointer words (an itab's type, a
 // struct's field types) are link-time values, which a PIE's loader relocates only in memory.
 std::optional<RType> EventDecoder::rtype(uint64_t addr) const {
-  if (!elf_ || !rt_.types || addr < bias_) return std::nullopt;
+  if (!file_ || !rt_.types || addr < bias_) return std::nullopt;
   addr -= bias_;
   if (addr < rt_.types || addr >= rt_.etypes) return std::nullopt;
-  ImmutableElfMemoryReader mem(*elf_);
-  return read_rtype(mem, rt_, addr);
+  return read_rtype(*file_, rt_, addr);
 }
 
 std::optional<nlohmann::json> EventDecoder::interface_from_file(uint64_t w0, uint64_t w1,
                                                                 std::optional<bool> eface) const {
-  if (!elf_ || !rt_.types || w0 < bias_) return std::nullopt;
+  if (!file_ || !rt_.types || w0 < bias_) return std::nullopt;
   // Static data the value points to (a constant's string, a boxed constant) is decoded from
   // the file, where the program cannot have changed it; the rest was not captured. A PIE's
   // data word is translated to the file's addresses only when it points into the image.
-  ImmutableElfMemoryReader mem(*elf_);
+  ImmutableElfMemoryReader& mem = *file_;
   uint64_t data = w1;
   uint8_t probe;
   if (bias_ && w1 >= bias_ && mem.read(w1 - bias_, &probe, 1)) data = w1 - bias_;
@@ -193,10 +194,7 @@ nlohmann::json EventDecoder::value(const ParamCapture& pc, const gotap_event& ev
       nlohmann::json j;
       auto rt = type ? rtype(*type) : std::nullopt;
       std::string name;
-      if (rt) {
-        ImmutableElfMemoryReader mem(*elf_);
-        name = rtype_name(mem, rt_, *rt);
-      }
+      if (rt) name = rtype_name(*file_, rt_, *rt);
       j["type"] = !name.empty() ? name : (type ? hex(*type) : "?");
       auto data = c.word(1);
       nlohmann::json v = {{"raw", nlohmann::json::array()}};

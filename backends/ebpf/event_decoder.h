@@ -34,7 +34,9 @@ class EventDecoder {
                                                     std::optional<bool> eface = {}) const;
   const ProbeConfig& cfg_;
   const TypeGraph* types_;
-  const ElfFile* elf_;
+  // The file's immutable bytes (null without a file), read on every interface value: built
+  // once. Its read() is not const, the decoder's methods are.
+  mutable std::optional<ImmutableElfMemoryReader> file_;
   RtypeEnv rt_;  // link-time addresses
   uint64_t bias_;
   int max_str_;
