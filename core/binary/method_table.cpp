@@ -18,19 +18,6 @@ T load(const uint8_t* p) {
   return v;
 }
 
-// The kind of the descriptor whose first 48 bytes are at p, as read_rtype reads it; Invalid
-// when the header cannot be one.
-GoKind header_kind(const uint8_t* p, const GoVersion& go) {
-  uint8_t kind = p[23];
-  if (!go.at_least(1, 26)) kind &= 0x1f;
-  if (kind == 0 || kind > uint8_t(GoKind::UnsafePointer)) return GoKind::Invalid;
-  auto pow2 = [](uint8_t a) { return a == 1 || a == 2 || a == 4 || a == 8; };
-  if (!pow2(p[21]) || !pow2(p[22])) return GoKind::Invalid;
-  uint64_t size = load<uint64_t>(p), ptrbytes = load<uint64_t>(p + 8);
-  if (size >= (1ull << 40) || ptrbytes > size) return GoKind::Invalid;
-  return static_cast<GoKind>(kind);
-}
-
 }  // namespace
 
 uint64_t descriptor_size(GoKind kind, bool swiss_maps) {
@@ -73,7 +60,7 @@ MethodTables MethodTables::scan(const ElfFile& elf, const Pclntab& pcln, const R
   // A func type descriptor at a types offset, or 0.
   auto func_type_at = [&](int32_t off) -> uint64_t {
     if (off < 0 || uint64_t(off) + kFuncTypeSize > n) return 0;
-    return header_kind(base + off, env.go) == GoKind::Func ? env.types + off : 0;
+    return descriptor_kind(base + off, env.go) == GoKind::Func ? env.types + off : 0;
   };
 
   // Descriptors are at least pointer-aligned: try every 8-byte boundary.
@@ -81,7 +68,7 @@ MethodTables MethodTables::scan(const ElfFile& elf, const Pclntab& pcln, const R
   for (uint64_t off = first; off + kTypeSize <= n; off += 8) {
     const uint8_t* p = base + off;
     if (!(p[20] & kTflagUncommon)) continue;
-    GoKind kind = header_kind(p, env.go);
+    GoKind kind = descriptor_kind(p, env.go);
     if (kind == GoKind::Invalid) continue;
     uint64_t ksize = descriptor_size(kind, env.swiss_maps);
     if (off + ksize + kUncommonSize > n) continue;

@@ -1,5 +1,7 @@
 #include "core/binary/rtype.h"
 
+#include <elf.h>
+
 #include <cstring>
 
 namespace gotap {
@@ -13,9 +15,8 @@ bool ElfMemoryReader::read(uint64_t addr, void* buf, size_t n) {
 }
 
 ImmutableElfMemoryReader::ImmutableElfMemoryReader(const ElfFile& elf) : elf_(elf) {
-  constexpr uint32_t kGnuRelro = 0x6474e552;  // PT_GNU_RELRO
   for (const auto& seg : elf.segments()) {
-    bool ro = (seg.type == 1 /* PT_LOAD */ && !(seg.flags & 2 /* PF_W */)) || seg.type == kGnuRelro;
+    bool ro = (seg.type == PT_LOAD && !(seg.flags & PF_W)) || seg.type == PT_GNU_RELRO;
     if (ro && seg.filesz) ranges_.emplace_back(seg.vaddr, seg.vaddr + seg.filesz);
   }
 }
@@ -78,30 +79,36 @@ bool read_slice(MemoryReader& mem, uint64_t addr, Slice& s) {
 
 }  // namespace
 
+GoKind descriptor_kind(const uint8_t* b, const GoVersion& go) {
+  uint8_t kind = b[23];
+  if (!go.at_least(1, 26)) kind &= 0x1f;  // before 1.26 the top bits are flags
+  if (kind == 0 || kind > uint8_t(GoKind::UnsafePointer)) return GoKind::Invalid;
+  // Bytes that are no descriptor (a string's data guessed to be an interface's type word, a
+  // method-table scan's candidate) rarely pass these: alignments are powers of two, pointer
+  // bytes fit in the size.
+  auto pow2 = [](uint8_t a) { return a != 0 && a <= 64 && (a & (a - 1)) == 0; };
+  uint64_t size, ptrbytes;
+  std::memcpy(&size, b, 8);
+  std::memcpy(&ptrbytes, b + 8, 8);
+  if (!pow2(b[21]) || !pow2(b[22]) || size >= (1ull << 48) || ptrbytes > size)
+    return GoKind::Invalid;
+  return static_cast<GoKind>(kind);
+}
+
 std::optional<RType> read_rtype(MemoryReader& mem, const RtypeEnv& env, uint64_t addr) {
   if (addr == 0) return std::nullopt;
   uint8_t b[48];
   if (!mem.read(addr, b, sizeof b)) return std::nullopt;
+  GoKind kind = descriptor_kind(b, env.go);
+  if (kind == GoKind::Invalid) return std::nullopt;
   RType t;
   t.addr = addr;
+  t.kind = kind;
   std::memcpy(&t.size, b, 8);
   std::memcpy(&t.ptrbytes, b + 8, 8);
   t.tflag = b[20];
-  uint8_t kind = b[23];
   std::memcpy(&t.str, b + 40, 4);
-  if (env.go.at_least(1, 26)) {
-    t.direct_iface = t.tflag & 0x20;
-  } else {
-    t.direct_iface = kind & 0x20;
-    kind &= 0x1f;
-  }
-  if (kind > uint8_t(GoKind::UnsafePointer)) return std::nullopt;
-  // Bytes that are no descriptor (a string's data guessed to be an interface's type word)
-  // rarely pass these: alignments are powers of two, pointer bytes fit in the size.
-  auto pow2 = [](uint8_t a) { return a != 0 && a <= 64 && (a & (a - 1)) == 0; };
-  if (kind == 0 || !pow2(b[21]) || !pow2(b[22]) || t.size >= (1ull << 48) || t.ptrbytes > t.size)
-    return std::nullopt;
-  t.kind = static_cast<GoKind>(kind);
+  t.direct_iface = env.go.at_least(1, 26) ? t.tflag & 0x20 : b[23] & 0x20;
   switch (t.kind) {
     case GoKind::Ptr:
     case GoKind::Slice:

@@ -103,7 +103,10 @@ struct RType {
 
 constexpr uint8_t kTflagUncommon = 1, kTflagExtraStar = 2, kTflagNamed = 4;
 
-// Reads a descriptor at addr; nullopt when unreadable or implausible.
+// The kind of the descriptor whose first 48 bytes are at hdr; Invalid when those bytes cannot
+// be one (an unknown kind, alignments that are not powers of two, pointer bytes past the size).
+GoKind descriptor_kind(const uint8_t* hdr, const GoVersion& go);
+// Reads a descriptor at addr; nullopt when unreadable or implausible (descriptor_kind).
 std::optional<RType> read_rtype(MemoryReader& mem, const RtypeEnv& env, uint64_t addr);
 // The type's Go spelling ("main.Point", "*errors.errorString", "map[string]int").
 std::string rtype_name(MemoryReader& mem, const RtypeEnv& env, const RType& t);
