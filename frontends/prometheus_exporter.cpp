@@ -1,6 +1,7 @@
 #include "frontends/prometheus_exporter.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -127,37 +128,33 @@ bool parse_port(const std::string& text, int* port) {
 // it failed): "Address already in use", "Cannot assign requested address", ...; "" when
 // the bind works.
 std::string bind_failure(const std::string& civet) {
-  std::string host = "0.0.0.0", port = civet;
-  int family = AF_INET;
+  std::string host, port = civet;  // "PORT": every IPv4 address, as civetweb takes it
   if (civet[0] == '[') {
     size_t close = civet.find("]:");
     host = civet.substr(1, close - 1);
     port = civet.substr(close + 2);
-    family = AF_INET6;
   } else if (size_t colon = civet.rfind(':'); colon != std::string::npos) {
     host = civet.substr(0, colon);
     port = civet.substr(colon + 1);
   }
-  int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return strerror(errno);
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  int rc;
-  if (family == AF_INET6) {
-    sockaddr_in6 a{};
-    a.sin6_family = AF_INET6;
-    a.sin6_port = htons(static_cast<uint16_t>(std::stoi(port)));
-    inet_pton(AF_INET6, host.c_str(), &a.sin6_addr);
-    rc = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  addrinfo hints{};
+  hints.ai_family = host.empty() ? AF_INET : AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
+  addrinfo* ai = nullptr;
+  if (int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &ai))
+    return gai_strerror(rc);
+  std::string why;
+  int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    why = strerror(errno);
   } else {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(std::stoi(port)));
-    inet_pton(AF_INET, host.c_str(), &a.sin_addr);
-    rc = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) why = strerror(errno);
+    close(fd);
   }
-  std::string why = rc == 0 ? "" : strerror(errno);
-  close(fd);
+  freeaddrinfo(ai);
   return why;
 }
 
