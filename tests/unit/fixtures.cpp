@@ -176,4 +176,21 @@ void expect_contains(const nlohmann::json& want, const nlohmann::json& got,
   }
 }
 
+std::vector<nlohmann::json> events_in(const std::string& text, const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) {
+    auto j = nlohmann::json::parse(l, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("event")) continue;
+    if (kind.empty() || j["event"] == kind) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+std::set<std::string> keys_of(const nlohmann::json& j) {
+  std::set<std::string> k;
+  for (auto it = j.begin(); it != j.end(); ++it) k.insert(it.key());
+  return k;
+}
+
 }  // namespace gotap::testing

@@ -10,6 +10,7 @@
 //   $GOTAP_FIXTURES_DIR/real/<name>/<binary> with <binary>.gosym.json
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,12 @@ struct RunResult {
 RunResult run_command(const std::vector<std::string>& argv, int timeout_s = 120);
 // The gotap binary under test (GOTAP_BINARY env or the build's).
 std::string gotap_binary();
+
+// The events in a command's output ({"event":...} lines; other lines, such as a fixture's
+// ground truth or plain text, are skipped), optionally only those of one kind.
+std::vector<nlohmann::json> events_in(const std::string& text, const std::string& kind = "");
+// The keys of a JSON object.
+std::set<std::string> keys_of(const nlohmann::json& j);
 
 // Every key of `want` is in `got` with an equal value (recursively; extra keys such as "addr"
 // are allowed); map entries compare as sets; numbers compare numerically. A gtest failure

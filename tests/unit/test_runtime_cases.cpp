@@ -250,12 +250,6 @@ json normalized(const json& v) {
   return out;
 }
 
-std::set<std::string> keys_of(const json& j) {
-  std::set<std::string> k;
-  for (auto it = j.begin(); it != j.end(); ++it) k.insert(it.key());
-  return k;
-}
-
 bool skip_reason(const Case& c, std::string* why) {
   if (!c.error.empty()) return false;  // reported as a failure
   if (geteuid() != 0) {

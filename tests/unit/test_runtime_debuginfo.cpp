@@ -156,10 +156,7 @@ TEST_F(Debuginfo, DecodesWhatTheDwarfBuildDecodes) {
         {gotap_binary(), "trace", "--backend", backend, "--json", "main.Acceptance", "--", bin});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     std::vector<json> out;
-    std::istringstream in(r.out);
-    for (std::string l; std::getline(in, l);) {
-      auto j = json::parse(l, nullptr, false);
-      if (j.is_discarded() || !j.contains("event")) continue;
+    for (const json& j : events_in(r.out)) {
       if (j["event"] == "entry") out.push_back(j["args"]);
       if (j["event"] == "return") out.push_back(j["results"]);
     }

@@ -20,22 +20,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::vector<json> events_of(const std::string& out) {
-  std::vector<json> evs;
-  std::istringstream in(out);
-  for (std::string l; std::getline(in, l);) {
-    auto j = json::parse(l, nullptr, false);
-    if (!j.is_discarded() && j.is_object() && j.contains("event")) evs.push_back(j);
-  }
-  return evs;
-}
-
-std::set<std::string> keys_of(const json& j) {
-  std::set<std::string> k;
-  for (auto it = j.begin(); it != j.end(); ++it) k.insert(it.key());
-  return k;
-}
-
 // A value both backends should show identically: the eBPF backend captured all of it, and
 // it holds no address (addresses differ from run to run).
 bool comparable(const json& v) {
@@ -69,7 +53,7 @@ class Parity : public ::testing::Test {
       argv.insert(argv.end(), args.begin() + 1, args.end());
       RunResult r = run_command(argv, 120);
       EXPECT_EQ(r.exit_code, 0) << be << ": " << r.err;
-      out[be] = events_of(r.out);
+      out[be] = events_in(r.out);
     }
     return out;
   }

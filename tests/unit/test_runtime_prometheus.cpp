@@ -203,16 +203,6 @@ class Prometheus : public ::testing::TestWithParam<std::string> {
   Child prom_;
 };
 
-json events_of(const std::string& jsonl, const std::string& kind) {
-  json out = json::array();
-  std::istringstream lines(jsonl);
-  for (std::string l; std::getline(lines, l);) {
-    auto j = json::parse(l, nullptr, false);
-    if (!j.is_discarded() && j["event"] == kind) out.push_back(j);
-  }
-  return out;
-}
-
 // The latency fixture parks for 1, 8 and 30 ms and prints how often it did each ("GT park MS
 // N"). gotap launches it and lingers after it exits until Prometheus has scraped the final
 // values.
@@ -241,8 +231,8 @@ TEST_P(Prometheus, FixtureCountsAndHistogramMatchGroundTruth) {
   }
   ASSERT_EQ(gt.size(), 3u) << r.out;
   const std::string out = read_file(out_file);
-  json summary = events_of(out, "summary");
-  json latency = events_of(out, "latency");
+  auto summary = events_in(out, "summary");
+  auto latency = events_in(out, "latency");
   ASSERT_EQ(summary.size(), 1u) << out;
   ASSERT_EQ(latency.size(), 1u) << out;
   EXPECT_EQ(latency[0]["count"].get<uint64_t>(), total);
@@ -302,7 +292,7 @@ TEST_P(Prometheus, StrippedServerCountsWhileTracing) {
   EXPECT_TRUE(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0) << st << "\n" << err;
   close(tap.out);
   close(tap.err);
-  json latency = events_of(read_file(out_file), "latency");
+  auto latency = events_in(read_file(out_file), "latency");
   ASSERT_EQ(latency.size(), 1u);
   EXPECT_EQ(latency[0]["count"].get<uint64_t>(), static_cast<uint64_t>(kRequests));
   expect_histogram_matches(labels, latency[0]);
