@@ -27,7 +27,7 @@
 #include "core/events/goroutine_events.h"
 #include "core/events/latency.h"
 #include "core/events/live_metrics.h"
-#include "core/events/summary.h"
+#include "core/events/typed_events.h"
 #include "core/model/wait_reasons.h"
 #include "core/plan/go_binary.h"
 #include "gotap.skel.h"
@@ -428,19 +428,21 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
   if (session.goroutines) session.events += session.goroutines->events();
   if (mode == Mode::Count) {
     int fd = bpf_map__fd(skel->maps.counts);
-    for (uint32_t f = 0; f < cfg.funcs.size(); ++f) {
-      const uint64_t n = read_percpu_u64(fd, f);
-      if (n == 0) continue;
-      sink.emit({{"event", "count"}, {"func", cfg.funcs[f].plan->name}, {"count", n}});
+    std::vector<FuncCount> counts;
+    for (uint32_t f = 0; f < cfg.funcs.size(); ++f)
+      counts.push_back({cfg.funcs[f].plan->name, read_percpu_u64(fd, f)});
+    for (const auto& ev : count_events(std::move(counts))) {
+      sink.emit(ev);
       ++session.events;
     }
   } else if (mode == Mode::Latency) {
     int sfd = bpf_map__fd(skel->maps.lat_stats);
     int hfd = bpf_map__fd(skel->maps.lat_hist);
-    for (uint32_t f = 0; f < cfg.funcs.size(); ++f) {
-      LatencySummary s = read_latency(sfd, hfd, f);
-      if (s.count == 0) continue;
-      sink.emit(latency_event(cfg.funcs[f].plan->name, s));
+    std::vector<FuncLatency> latencies;
+    for (uint32_t f = 0; f < cfg.funcs.size(); ++f)
+      latencies.push_back({cfg.funcs[f].plan->name, read_latency(sfd, hfd, f)});
+    for (const auto& ev : latency_events(std::move(latencies))) {
+      sink.emit(ev);
       ++session.events;
     }
   } else {
@@ -450,25 +452,19 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
     int fd = bpf_map__fd(skel->maps.inflight);
     gotap_call_key key{}, next{};
     const void* prev = nullptr;
-    std::vector<std::pair<gotap_inflight, gotap_call_key>> open;
+    std::vector<CallUnfinished> open;
     while (bpf_map_get_next_key(fd, prev, &next) == 0) {
       gotap_inflight in{};
       if (bpf_map_lookup_elem(fd, &next, &in) == 0 && next.func_id < cfg.funcs.size() &&
           cfg.funcs[next.func_id].traced_returns)
-        open.push_back({in, next});
+        open.emplace_back(CallSite{end_ns, int(in.pid), int(in.tid), int64_t(next.goid),
+                                   cfg.funcs[next.func_id].plan->name},
+                          in.ts);
       key = next;
       prev = &key;
     }
-    std::sort(open.begin(), open.end(),
-              [](const auto& a, const auto& b) { return a.first.ts < b.first.ts; });
-    for (const auto& [in, k] : open) {
-      sink.emit({{"event", "unfinished"},
-                 {"ts_ns", end_ns},
-                 {"pid", in.pid},
-                 {"tid", in.tid},
-                 {"goid", k.goid},
-                 {"func", cfg.funcs[k.func_id].plan->name},
-                 {"entry_ts_ns", in.ts}});
+    for (const auto& ev : unfinished_events(std::move(open))) {
+      sink.emit(ev);
       ++session.events;
     }
   }
@@ -498,7 +494,7 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
                {"skipped_sites", refused.size()},
                {"attach_ms", attach_ms},
                {"detach_ms", detach_ms}};
-  sink.emit(summary_event(sum));
+  sink.emit(to_event(sum));
   sink.flush();
   return {};
 }

@@ -6,6 +6,7 @@
 
 #include "backends/ebpf/value_kind.h"
 #include "core/decode/value_decoder.h"
+#include "core/events/typed_events.h"
 #include "core/plan/plan.h"
 
 namespace gotap::ebpf {
@@ -317,28 +318,23 @@ Event EventDecoder::decode(const void* data, size_t size) const {
   if (header + ev.data_len > size) ev.data_len = static_cast<uint16_t>(size - header);
   const SiteConfig& site = cfg_.sites[ev.probe];
   const FuncPlan& f = *cfg_.funcs[ev.func_id].plan;
-  const bool ret = ev.kind == GOTAP_EV_RETURN;
-  Event e = {{"event", ret ? "return" : "entry"},
-             {"ts_ns", ev.ts_ns},
-             {"pid", ev.pid},
-             {"tid", ev.tid},
-             {"goid", ev.goid},
-             {"func", f.name}};
-  auto params = nlohmann::json::array();
+  const CallSite at{ev.ts_ns, int(ev.pid), int(ev.tid), int64_t(ev.goid), f.name};
+  std::vector<Param> params;
   for (const auto& pc : site.params)
-    params.push_back(
-        {{"name", pc.param->name}, {"type", pc.param->type_name}, {"value", value(pc, ev)}});
-  if (ret) {
-    if (!(ev.flags & GOTAP_EVF_UNMATCHED)) e["duration_ns"] = ev.duration_ns;
-    e["results"] = std::move(params);
-  } else {
-    e["args"] = std::move(params);
-    if (site.probe.flags & GOTAP_PROBE_INLINE) {
-      e["inlined"] = true;
-      e["inlined_in"] = site.inlined_in;
-    }
+    params.push_back({pc.param->name, pc.param->type_name, value(pc, ev)});
+  if (ev.kind == GOTAP_EV_RETURN) {
+    CallReturn r{at};
+    if (!(ev.flags & GOTAP_EVF_UNMATCHED)) r.duration_ns = ev.duration_ns;
+    r.results = std::move(params);
+    return to_event(r);
   }
-  return e;
+  CallEntry e{at};
+  e.args = std::move(params);
+  if (site.probe.flags & GOTAP_PROBE_INLINE) {
+    e.inlined = true;
+    e.inlined_in = site.inlined_in;
+  }
+  return to_event(e);
 }
 
 }  // namespace gotap::ebpf

@@ -20,7 +20,7 @@
 #include "backends/ptrace/unwind.h"
 #include "core/events/latency.h"
 #include "core/events/live_metrics.h"
-#include "core/events/summary.h"
+#include "core/events/typed_events.h"
 #include "core/model/wait_reasons.h"
 
 namespace gotap::ptrace {
@@ -67,6 +67,13 @@ class Waker {
   struct sigaction old_ {};
   std::thread thread_;
 };
+
+// An argument or result as the event carries it: the decoder gives the value with its name
+// and type.
+Param param(ValueDecoder& dec, const ParamLoc& p, const RegState& rs) {
+  json j = dec.decode_param(p, rs);
+  return {p.name, p.type_name, std::move(j["value"])};
+}
 
 }  // namespace
 
@@ -298,13 +305,9 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
     // previous call never returned (panic).
     if (f.entry_refires && it->second.func == role.func) return;
     if (opts_.mode == Mode::Trace) {
-      emit({{"event", "unfinished"},
-            {"ts_ns", ts},
-            {"pid", proc_->pid()},
-            {"tid", it->second.tid},
-            {"goid", goid},
-            {"func", plan_.funcs[it->second.func].name},
-            {"entry_ts_ns", it->second.ts}});
+      emit(to_event(CallUnfinished{
+          CallSite{ts, proc_->pid(), it->second.tid, goid, plan_.funcs[it->second.func].name},
+          it->second.ts}));
     }
     pending_.erase(it);
   }
@@ -316,13 +319,11 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
   if (opts_.mode == Mode::Count) return;
   pending_[key] = {role.func, ts, tid};
   if (opts_.mode == Mode::Latency) return;
-  json args = json::array();
+  CallEntry ev{CallSite{ts, proc_->pid(), tid, goid, f.name}};
   RegState rs = reg_state(r, tid, fs.needs_xmm, entry_sp);
-  for (const auto& p : f.args) args.push_back(dec_->decode_param(p, rs));
-  json ev = {{"event", "entry"}, {"ts_ns", ts},    {"pid", proc_->pid()},    {"tid", tid},
-             {"goid", goid},     {"func", f.name}, {"args", std::move(args)}};
-  if (opts_.stack_depth > 0) ev["stack"] = stack_of(r, s.addr, entry_sp);
-  emit(std::move(ev));
+  for (const auto& p : f.args) ev.args.push_back(param(*dec_, p, rs));
+  if (opts_.stack_depth > 0) ev.stack = stack_of(r, s.addr, entry_sp);
+  emit(to_event(ev));
 }
 
 void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
@@ -346,15 +347,12 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
     fs.latency.add(ts - entry->ts);
   }
   if (opts_.mode == Mode::Latency) return;
-  json results = json::array();
+  CallReturn ev{CallSite{ts, proc_->pid(), tid, goid, f.name}};
+  if (entry) ev.duration_ns = ts - entry->ts;
   RegState rs = reg_state(r, tid, fs.needs_xmm, sp);
-  for (const auto& p : f.results) results.push_back(dec_->decode_param(p, rs));
-  json ev = {{"event", "return"}, {"ts_ns", ts},  {"pid", proc_->pid()},
-             {"tid", tid},        {"goid", goid}, {"func", f.name}};
-  if (entry) ev["duration_ns"] = ts - entry->ts;
-  ev["results"] = std::move(results);
-  if (opts_.stack_depth > 0) ev["stack"] = stack_of(r, s.addr, sp);
-  emit(std::move(ev));
+  for (const auto& p : f.results) ev.results.push_back(param(*dec_, p, rs));
+  if (opts_.stack_depth > 0) ev.stack = stack_of(r, s.addr, sp);
+  emit(to_event(ev));
 }
 
 void Tracer::on_inline(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
@@ -366,13 +364,12 @@ void Tracer::on_inline(const Site& s, const SiteRole& role, const user_regs_stru
   }
   if (opts_.mode != Mode::Trace) return;
   auto gi = gr_->current(r, true);
-  json ev = {
-      {"event", "entry"},          {"ts_ns", ts},    {"pid", proc_->pid()},   {"tid", tid},
-      {"goid", gi ? gi->goid : 0}, {"func", f.name}, {"args", json::array()}, {"inlined", true}};
+  CallEntry ev{CallSite{ts, proc_->pid(), tid, gi ? gi->goid : 0, f.name}};
+  ev.inlined = true;
   if (role.inline_idx >= 0 && size_t(role.inline_idx) < f.inline_sites.size())
-    ev["inlined_in"] = f.inline_sites[role.inline_idx].outer;
-  if (opts_.stack_depth > 0) ev["stack"] = stack_of(r, s.addr, r.rsp + s.sp_delta);
-  emit(std::move(ev));
+    ev.inlined_in = f.inline_sites[role.inline_idx].outer;
+  if (opts_.stack_depth > 0) ev.stack = stack_of(r, s.addr, r.rsp + s.sp_delta);
+  emit(to_event(ev));
 }
 
 // casgstatus(gp, old, new) and newproc1(fn, callergp, callerpc): ABIInternal, so RAX, RBX,
@@ -522,19 +519,11 @@ void Tracer::loop() {
 
 void Tracer::finish_pending() {
   if (opts_.mode != Mode::Trace) return;
-  std::vector<std::pair<CallKey, Pending>> left(pending_.begin(), pending_.end());
-  std::sort(left.begin(), left.end(),
-            [](const auto& a, const auto& b) { return a.second.ts < b.second.ts; });
   uint64_t ts = now_ns();
-  for (const auto& [k, p] : left) {
-    emit({{"event", "unfinished"},
-          {"ts_ns", ts},
-          {"pid", proc_->pid()},
-          {"tid", p.tid},
-          {"goid", k.goid},
-          {"func", plan_.funcs[p.func].name},
-          {"entry_ts_ns", p.ts}});
-  }
+  std::vector<CallUnfinished> open;
+  for (const auto& [k, p] : pending_)
+    open.emplace_back(CallSite{ts, proc_->pid(), p.tid, k.goid, plan_.funcs[p.func].name}, p.ts);
+  for (auto& ev : unfinished_events(std::move(open))) emit(std::move(ev));
   pending_.clear();
 }
 
@@ -569,16 +558,14 @@ void Tracer::detach() {
 }
 
 void Tracer::emit_aggregates() {
-  std::map<std::string, size_t> order;
-  for (size_t i = 0; i < plan_.funcs.size(); ++i) order.emplace(plan_.funcs[i].name, i);
-  for (const auto& [name, i] : order) {
-    FuncState& fs = fstate_[i];
-    if (opts_.mode == Mode::Count && fs.count) {
-      emit({{"event", "count"}, {"func", name}, {"count", fs.count}});
-    } else if (opts_.mode == Mode::Latency && fs.latency.count) {
-      emit(latency_event(name, fs.latency));
-    }
+  std::vector<FuncCount> counts;
+  std::vector<FuncLatency> latencies;
+  for (size_t i = 0; i < plan_.funcs.size(); ++i) {
+    if (opts_.mode == Mode::Count) counts.push_back({plan_.funcs[i].name, fstate_[i].count});
+    if (opts_.mode == Mode::Latency) latencies.push_back({plan_.funcs[i].name, fstate_[i].latency});
   }
+  for (auto& ev : count_events(std::move(counts))) emit(std::move(ev));
+  for (auto& ev : latency_events(std::move(latencies))) emit(std::move(ev));
 }
 
 Result<void> Tracer::run() {
@@ -614,7 +601,7 @@ Result<void> Tracer::run() {
   sum.extra = {{"hits", hits_}, {"goid_read_errors", goid_read_errors_}};
   sum.ts_ns = now_ns();
   sum.events = events_;
-  emit(summary_event(sum));
+  emit(to_event(sum));
   sink_.flush();
   return {};
 }

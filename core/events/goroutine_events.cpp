@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "core/events/typed_events.h"
+
 namespace gotap {
 
 std::string gstatus_name(uint32_t s) {
@@ -114,44 +116,38 @@ void GoroutineEvents::on_created(uint64_t ts, int tid, uint64_t goid) {
   if (it == creating_.end()) return;
   const Creation c = it->second;
   creating_.erase(it);
-  Event ev = {{"event", "gcreate"}, {"ts_ns", c.status_seen ? c.status_ts : ts},
-              {"pid", pid_},        {"tid", tid},
-              {"goid", goid},       {"parent_goid", c.parent_goid}};
-  std::string start = func_of_(c.start_pc);
+  GoroutineCreate ev{c.status_seen ? c.status_ts : ts, pid_, tid, goid, {}};
+  ev.source.parent_goid = c.parent_goid;
+  ev.source.func = func_of_(c.start_pc);
   // The return address: the call instruction before it is in the function with the go
   // statement.
-  std::string by = c.caller_pc ? func_of_(c.caller_pc - 1) : "";
-  if (!start.empty()) ev["func"] = start;
-  if (!by.empty()) ev["created_by"] = by;
+  if (c.caller_pc) ev.source.created_by = func_of_(c.caller_pc - 1);
   known_.insert(goid);
-  emit(ev);
+  emit(to_event(ev));
   if (c.status_seen) emit_status(c.status_ts, tid, goid, c.from, c.to, c.reason, nullptr);
 }
 
 void GoroutineEvents::emit_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to,
                                   int reason, const GoroutineOrigin* origin) {
-  Event ev = {{"event", "gstate"},     {"ts_ns", ts},
-              {"pid", pid_},           {"tid", tid},
-              {"goid", goid},          {"from", gstatus_name(from)},
-              {"to", gstatus_name(to)}};
+  GoroutineState ev{ts, pid_, tid, goid, gstatus_name(from), gstatus_name(to), "", {}};
   // Why it waits. The runtime sets g.waitreason before it parks a goroutine, and leaves it
   // alone otherwise, so it means something only on the way to waiting.
   if (to == kGWaiting && reason > 0 && size_t(reason) < wait_reasons_.size())
-    ev["reason"] = wait_reasons_[size_t(reason)];
+    ev.reason = wait_reasons_[size_t(reason)];
   // The first sight of a goroutine created before the trace: say where it came from.
   if (known_.insert(goid).second && origin) {
-    if (origin->has_parent) ev["parent_goid"] = origin->parent_goid;
-    std::string start = origin->startpc ? func_of_(origin->startpc) : "";
-    std::string by = origin->gopc ? func_of_(origin->gopc - 1) : "";
-    if (!start.empty()) ev["func"] = start;
-    if (!by.empty()) ev["created_by"] = by;
+    GoroutineSource src;
+    if (origin->has_parent) src.parent_goid = origin->parent_goid;
+    if (origin->startpc) src.func = func_of_(origin->startpc);
+    if (origin->gopc) src.created_by = func_of_(origin->gopc - 1);
+    ev.source = src;
   }
-  emit(ev);
+  emit(to_event(ev));
   // syscall -> dead is a cgo callback's borrowed g going back to its extra M (Go <= 1.25),
   // not a goroutine ending; goroutines end running (goexit0, gdestroy).
   if (to == kGDead && from != kGSyscall) {
     known_.erase(goid);  // goids are never reused
-    emit({{"event", "gexit"}, {"ts_ns", ts}, {"pid", pid_}, {"goid", goid}});
+    emit(to_event(GoroutineExit{ts, pid_, goid}));
   }
 }
 

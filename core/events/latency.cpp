@@ -59,36 +59,25 @@ uint64_t percentile(const LatencySummary& s, double q) {
   return s.max_ns;
 }
 
-Event latency_event(const std::string& func, const LatencySummary& s) {
+std::vector<BucketCount> log2_buckets(const LatencySummary& s) {
   std::map<uint32_t, uint64_t> log2;  // exponent -> count; value 0 under exponent 0 too
-  for (uint32_t b = 0; b < s.fine.size(); ++b) {
-    if (!s.fine[b]) continue;
-    log2[log2_of(latency_bucket_range(b).lo)] += s.fine[b];
-  }
-  auto buckets = Event::array();
-  for (auto [e, c] : log2) {
-    uint64_t lo = e == 0 ? 0 : uint64_t{1} << e;
-    uint64_t hi = e >= 63 ? UINT64_MAX : uint64_t{1} << (e + 1);
-    buckets.push_back({{"lo_ns", lo}, {"hi_ns", hi}, {"count", c}});
-  }
-  // The fine buckets too: log2 alone is too coarse to tell 8 ms from 15 ms.
-  auto fine = Event::array();
+  for (uint32_t b = 0; b < s.fine.size(); ++b)
+    if (s.fine[b]) log2[log2_of(latency_bucket_range(b).lo)] += s.fine[b];
+  std::vector<BucketCount> out;
+  for (auto [e, c] : log2)
+    out.push_back(
+        {e == 0 ? 0 : uint64_t{1} << e, e >= 63 ? UINT64_MAX : uint64_t{1} << (e + 1), c});
+  return out;
+}
+
+std::vector<BucketCount> fine_buckets(const LatencySummary& s) {
+  std::vector<BucketCount> out;
   for (uint32_t b = 0; b < s.fine.size(); ++b) {
     if (!s.fine[b]) continue;
     BucketRange r = latency_bucket_range(b);
-    fine.push_back({{"lo_ns", r.lo}, {"hi_ns", r.hi}, {"count", s.fine[b]}});
+    out.push_back({r.lo, r.hi, s.fine[b]});
   }
-  return {{"event", "latency"},
-          {"func", func},
-          {"count", s.count},
-          {"min_ns", s.min_ns},
-          {"max_ns", s.max_ns},
-          {"avg_ns", s.count ? s.sum_ns / s.count : 0},
-          {"p50_ns", percentile(s, 0.50)},
-          {"p90_ns", percentile(s, 0.90)},
-          {"p99_ns", percentile(s, 0.99)},
-          {"buckets", buckets},
-          {"fine_buckets", fine}};
+  return out;
 }
 
 }  // namespace gotap

@@ -8,8 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "core/events/events.h"
-
 namespace gotap {
 
 constexpr uint32_t kLatencyBuckets = 496;
@@ -32,8 +30,12 @@ struct LatencySummary {
 // and clamped to [min, max]. 0 when there are no samples.
 uint64_t percentile(const LatencySummary& s, double q);
 
-// {"event":"latency",...}: count, min, max, avg, p50/p90/p99, log2 `buckets` and the
-// `fine_buckets`, all half-open [lo_ns, hi_ns).
-Event latency_event(const std::string& func, const LatencySummary& s);
+struct BucketCount {
+  uint64_t lo = 0, hi = 0, count = 0;  // [lo, hi)
+};
+// The non-empty log2 buckets ([2^k, 2^(k+1)), and [0, 2) for 0 and 1), for the text
+// histogram, and the non-empty fine buckets, which tell 8 ms from 15 ms.
+std::vector<BucketCount> log2_buckets(const LatencySummary& s);
+std::vector<BucketCount> fine_buckets(const LatencySummary& s);
 
 }  // namespace gotap

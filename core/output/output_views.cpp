@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/events/call_tree.h"
-#include "core/events/latency.h"
+#include "core/events/typed_events.h"
 #include "core/output/goroutine_views.h"
 
 namespace gotap {
@@ -309,7 +309,7 @@ class LatencyView : public EventSink {
       return;
     }
     if (kind == "summary")
-      for (auto& [func, d] : durations_) inner_->emit(latency_event(func, d));
+      for (auto& [func, d] : durations_) inner_->emit(to_event(FuncLatency{func, d}));
     inner_->emit(ev);
   }
   void flush() override { inner_->flush(); }

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/ebpf/insn_filter.h"
-#include "core/events/latency.h"
+#include "core/events/typed_events.h"
 #include "gotap_shared.h"
 
 namespace gotap::ebpf {
@@ -43,7 +43,7 @@ TEST(EbpfHistogram, PercentilesFromFineBuckets) {
   EXPECT_GE(percentile(s, 0.5), 1'000'000u);
   EXPECT_LE(percentile(s, 0.99), 30'000'000u);
   EXPECT_GE(percentile(s, 0.99), 28'000'000u);
-  Event e = latency_event("f", s);
+  Event e = to_event(FuncLatency{"f", s});
   uint64_t total = 0;
   for (const auto& b : e["buckets"]) total += b["count"].get<uint64_t>();
   EXPECT_EQ(total, 100u);

@@ -1,0 +1,141 @@
+// The JSON form of every typed event (docs/json.md): the one place the field names live.
+#include <algorithm>
+
+#include "core/events/typed_events.h"
+
+namespace gotap {
+
+namespace {
+
+Event site_fields(const char* kind, const CallSite& s) {
+  return {{"event", kind}, {"ts_ns", s.ts_ns}, {"pid", s.pid},
+          {"tid", s.tid},  {"goid", s.goid},   {"func", s.func}};
+}
+
+Event params(const std::vector<Param>& ps) {
+  auto a = Event::array();
+  for (const auto& p : ps) a.push_back({{"name", p.name}, {"type", p.type}, {"value", p.value}});
+  return a;
+}
+
+void source_fields(Event& ev, const GoroutineSource& s) {
+  if (s.parent_goid) ev["parent_goid"] = *s.parent_goid;
+  if (!s.func.empty()) ev["func"] = s.func;
+  if (!s.created_by.empty()) ev["created_by"] = s.created_by;
+}
+
+Event buckets(const std::vector<BucketCount>& bs) {
+  auto a = Event::array();
+  for (const auto& b : bs) a.push_back({{"lo_ns", b.lo}, {"hi_ns", b.hi}, {"count", b.count}});
+  return a;
+}
+
+}  // namespace
+
+Event to_event(const CallEntry& e) {
+  Event ev = site_fields("entry", e);
+  ev["args"] = params(e.args);
+  if (e.inlined) {
+    ev["inlined"] = true;
+    if (!e.inlined_in.empty()) ev["inlined_in"] = e.inlined_in;
+  }
+  if (e.stack) ev["stack"] = *e.stack;
+  return ev;
+}
+
+Event to_event(const CallReturn& e) {
+  Event ev = site_fields("return", e);
+  if (e.duration_ns) ev["duration_ns"] = *e.duration_ns;
+  ev["results"] = params(e.results);
+  if (e.stack) ev["stack"] = *e.stack;
+  return ev;
+}
+
+Event to_event(const CallUnfinished& e) {
+  Event ev = site_fields("unfinished", e);
+  ev["entry_ts_ns"] = e.entry_ts_ns;
+  return ev;
+}
+
+Event to_event(const FuncCount& e) {
+  return {{"event", "count"}, {"func", e.func}, {"count", e.count}};
+}
+
+Event to_event(const FuncLatency& e) {
+  const LatencySummary& s = e.latency;
+  return {{"event", "latency"},
+          {"func", e.func},
+          {"count", s.count},
+          {"min_ns", s.min_ns},
+          {"max_ns", s.max_ns},
+          {"avg_ns", s.count ? s.sum_ns / s.count : 0},
+          {"p50_ns", percentile(s, 0.50)},
+          {"p90_ns", percentile(s, 0.90)},
+          {"p99_ns", percentile(s, 0.99)},
+          {"buckets", buckets(log2_buckets(s))},
+          {"fine_buckets", buckets(fine_buckets(s))}};
+}
+
+Event to_event(const RunSummary& s) {
+  Event ev = {{"event", "summary"},       {"ts_ns", s.ts_ns},      {"backend", s.backend},
+              {"functions", s.functions}, {"probes", s.probes},    {"events", s.events},
+              {"lost", s.lost},           {"ended_by", s.ended_by}};
+  if (s.pid) ev["pid"] = s.pid;
+  if (s.exit_code) ev["exit_code"] = *s.exit_code;
+  if (s.exit_signal) ev["exit_signal"] = *s.exit_signal;
+  // A backend's own counters never replace a contract field.
+  for (auto it = s.extra.begin(); it != s.extra.end(); ++it)
+    if (!ev.contains(it.key())) ev[it.key()] = it.value();
+  return ev;
+}
+
+Event to_event(const GoroutineCreate& e) {
+  Event ev = {
+      {"event", "gcreate"}, {"ts_ns", e.ts_ns}, {"pid", e.pid}, {"tid", e.tid}, {"goid", e.goid}};
+  source_fields(ev, e.source);
+  return ev;
+}
+
+Event to_event(const GoroutineState& e) {
+  Event ev = {{"event", "gstate"}, {"ts_ns", e.ts_ns}, {"pid", e.pid}, {"tid", e.tid},
+              {"goid", e.goid},    {"from", e.from},   {"to", e.to}};
+  if (!e.reason.empty()) ev["reason"] = e.reason;
+  if (e.source) source_fields(ev, *e.source);
+  return ev;
+}
+
+Event to_event(const GoroutineExit& e) {
+  return {{"event", "gexit"}, {"ts_ns", e.ts_ns}, {"pid", e.pid}, {"goid", e.goid}};
+}
+
+Event to_event(const TypedEvent& e) {
+  return std::visit([](const auto& x) { return to_event(x); }, e);
+}
+
+std::vector<Event> count_events(std::vector<FuncCount> counts) {
+  std::stable_sort(counts.begin(), counts.end(),
+                   [](const auto& a, const auto& b) { return a.func < b.func; });
+  std::vector<Event> out;
+  for (const auto& c : counts)
+    if (c.count) out.push_back(to_event(c));
+  return out;
+}
+
+std::vector<Event> latency_events(std::vector<FuncLatency> latencies) {
+  std::stable_sort(latencies.begin(), latencies.end(),
+                   [](const auto& a, const auto& b) { return a.func < b.func; });
+  std::vector<Event> out;
+  for (const auto& l : latencies)
+    if (l.latency.count) out.push_back(to_event(l));
+  return out;
+}
+
+std::vector<Event> unfinished_events(std::vector<CallUnfinished> calls) {
+  std::stable_sort(calls.begin(), calls.end(),
+                   [](const auto& a, const auto& b) { return a.entry_ts_ns < b.entry_ts_ns; });
+  std::vector<Event> out;
+  for (const auto& c : calls) out.push_back(to_event(c));
+  return out;
+}
+
+}  // namespace gotap
