@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include <civetweb.h>
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
@@ -24,6 +25,9 @@
 namespace gotap::cli {
 
 namespace {
+
+// mg_check_feature()'s bit for IPv6 listening sockets (civetweb.h documents the bits).
+constexpr unsigned kCivetIpv6 = 8;
 
 using prometheus::ClientMetric;
 using prometheus::MetricFamily;
@@ -163,7 +167,7 @@ std::string bind_failure(const std::string& civet) {
 Result<std::string> parse_prometheus_address(const std::string& addr) {
   auto bad = [&] {
     return make_error(
-        "bad --prometheus address '{}' (want HOST:PORT with an IP address, [IPV6]:PORT, "
+        "bad --prometheus address '{}' (want HOST:PORT with an IPv4 address, "
         "localhost:PORT or :PORT)",
         addr);
   };
@@ -175,6 +179,13 @@ Result<std::string> parse_prometheus_address(const std::string& addr) {
     in6_addr a6{};
     if (inet_pton(AF_INET6, host.c_str(), &a6) != 1 || !parse_port(addr.substr(close + 2), &port))
       return bad();
+    // Debian's civetweb is built without IPv6: it would accept the address and then fail to
+    // start with no reason given.
+    if (!mg_check_feature(kCivetIpv6))
+      return make_error(
+          "--prometheus {}: the HTTP server gotap is built with (civetweb) has no IPv6 support; "
+          "use an IPv4 address such as 127.0.0.1:{} or :{}",
+          addr, port, port);
     return "[" + host + "]:" + std::to_string(port);
   }
   size_t colon = addr.rfind(':');

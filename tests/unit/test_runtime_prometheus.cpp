@@ -317,6 +317,16 @@ TEST(PrometheusCli, BadAddressAndPortInUse) {
     EXPECT_EQ(r.err.rfind("gotap: bad --prometheus address '" + addr + "'", 0), 0u) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
+  // IPv6 needs a civetweb built with it: refused in one line when it is not, served when it is.
+  RunResult v6 = run_command({gotap_binary(), "count", "--prometheus", "[::1]:0", "main.park", "--",
+                              bin, "park", "1", "1"});
+  if (v6.exit_code == 2) {
+    EXPECT_NE(v6.err.find("no IPv6 support"), std::string::npos) << v6.err;
+    EXPECT_EQ(std::count(v6.err.begin(), v6.err.end(), '\n'), 1) << v6.err;
+  } else {
+    EXPECT_EQ(v6.exit_code, 0) << v6.err;
+    EXPECT_NE(v6.err.find("serving metrics on http://[::1]:"), std::string::npos) << v6.err;
+  }
   // --all has no one pid to label the series with.
   RunResult all = run_command({gotap_binary(), "count", "--prometheus", "127.0.0.1:1", "--all",
                                "--binary", bin, "main.park"});
