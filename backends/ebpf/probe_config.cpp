@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <optional>
 
-#include "backends/ebpf/morestack.h"
 #include "backends/ebpf/value_kind.h"
 
 namespace gotap::ebpf {
@@ -99,7 +98,7 @@ SiteConfig make_site(uint64_t addr, uint32_t func_id, uint8_t flags,
 }  // namespace
 
 ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
-                               const TypeGraph* types, const ElfFile* elf) {
+                               const TypeGraph* types) {
   ProbeConfig cfg;
   const bool words = mode == Mode::Trace;
   for (const auto& f : plan.funcs) {
@@ -111,8 +110,8 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
     // Count needs returns only to recognise an entry probe's refire after morestack, and not
     // even then when the morestack call can be probed instead.
     std::optional<uint64_t> uncount;
-    if (mode == Mode::Count && f.entry_refires && f.entry_probe && elf)
-      uncount = morestack_call(*elf, f);
+    if (mode == Mode::Count && f.entry_refires && f.entry_probe && f.morestack_call)
+      uncount = f.morestack_call;
     const bool track = mode == Mode::Count && f.entry_refires && !uncount;
     fc.traced_returns = f.entry_probe != 0 && (mode != Mode::Count || track);
     if (uncount) {

@@ -60,8 +60,8 @@ constexpr int kIfacePayloadBytes = 16;
 
 // `max_str` bounds each string copy (and the per-event budget bounds them all). `types` (the
 // DWARF types, may be null) tells strings and interfaces apart from other two-word values.
-// `elf` (may be null) lets count mode find morestack calls instead of probing RETs.
+// Count mode probes the plan's morestack calls, where there are any, instead of RETs.
 ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
-                               const TypeGraph* types = nullptr, const ElfFile* elf = nullptr);
+                               const TypeGraph* types = nullptr);
 
 }  // namespace gotap::ebpf

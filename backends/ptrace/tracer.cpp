@@ -158,7 +158,6 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   if (!bias) return runtime_error("cannot find where pid {} loaded {}", proc_->pid(), elf.path());
   bias_ = *bias;
   TraceeMemory& mem = proc_->mem();
-  const Pclntab& pcln = bin_.pclntab();
 
   // Decoding environment: type descriptors as mapped in the process.
   DecodeEnv env;
@@ -187,11 +186,6 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   net_.set_leftovers(std::move(left.handlers));
 
   fstate_.resize(plan_.funcs.size());
-  auto sp_delta = [&](uint64_t pc) -> int32_t {
-    const PclnFunc* f = pcln.find(pc);
-    if (!f) return 0;
-    return pcln.sp_delta(*f, pc).value_or(0);
-  };
   // Sites that cannot be probed are counted, and reported once with the first reason.
   size_t wanted = 0, taken = 0;
   std::string first_problem;
@@ -203,27 +197,33 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
       for (const auto& p : *list)
         for (const auto& pc : p.loc.pieces)
           if (pc.kind == LocPiece::FloatReg) fs.needs_xmm = true;
-    auto add = [&](uint64_t pc, SiteRole role) {
+    auto add = [&](uint64_t pc, SiteRole role, int32_t sp_delta) {
       ++wanted;
-      auto r = bps_.add(pc + bias_, role, sp_delta(pc), mem);
+      auto r = bps_.add(pc + bias_, role, sp_delta, mem);
       if (r) return;
       if (r.error().what().find("already holds an int3") != std::string::npos) ++taken;
       if (first_problem.empty()) first_problem = fmt::format("{}: {}", f.name, r.error().what());
     };
-    if (f.entry_probe) add(f.entry_probe, {SiteRole::Entry, int(i), -1});
-    for (uint64_t rs : f.ret_sites) add(rs, {SiteRole::Return, int(i), -1});
+    if (f.entry_probe) add(f.entry_probe, {SiteRole::Entry, int(i), -1}, f.frame_size);
+    // A RET's frame is torn down: the return address is at RSP.
+    for (uint64_t rs : f.ret_sites) add(rs, {SiteRole::Return, int(i), -1}, 0);
     if (f.inline_probed)
       for (size_t k = 0; k < f.inline_sites.size(); ++k)
-        add(f.inline_sites[k].pc, {SiteRole::Inline, int(i), int(k)});
+        add(f.inline_sites[k].pc, {SiteRole::Inline, int(i), int(k)}, f.inline_sites[k].sp_delta);
   }
   const size_t placed = bps_.size();
   const GoroutineProbes& gp = plan_.goroutines;
-  std::vector<std::pair<uint64_t, SiteRole::Kind>> gsites = {{gp.status, SiteRole::GStatus},
-                                                             {gp.create, SiteRole::GCreate}};
-  for (uint64_t pc : gp.created) gsites.push_back({pc, SiteRole::GCreated});
-  for (auto [pc, kind] : gsites) {
+  struct GSite {
+    uint64_t pc;
+    SiteRole::Kind kind;
+    int32_t sp_delta;
+  };
+  std::vector<GSite> gsites = {{gp.status, SiteRole::GStatus, gp.status_sp_delta},
+                               {gp.create, SiteRole::GCreate, gp.create_sp_delta}};
+  for (uint64_t pc : gp.created) gsites.push_back({pc, SiteRole::GCreated, 0});
+  for (auto [pc, kind, sp_delta] : gsites) {
     if (!pc) continue;
-    auto r = bps_.add(pc + bias_, {kind, -1, -1}, sp_delta(pc), mem);
+    auto r = bps_.add(pc + bias_, {kind, -1, -1}, sp_delta, mem);
     if (!r) return runtime_error("cannot probe the goroutine scheduler: {}", r.error().what());
   }
   if (gp.status) {

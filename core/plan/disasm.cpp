@@ -125,13 +125,16 @@ bool is_spill_store(ZydisMnemonic m) {
 
 // The block the stack check jumps to: `mov [rsp+off], reg`... then `call runtime.morestack*`.
 // No frame is allocated yet, so RSP is the entry RSP and `off` is relative to it.
-std::vector<RegSpill> morestack_spills(Bytes code, uint64_t entry, uint64_t target) {
-  std::vector<RegSpill> out;
+void analyze_morestack_path(Bytes code, uint64_t entry, uint64_t target, FuncCode& fc) {
+  std::vector<RegSpill>& out = fc.morestack_spills;
   uint64_t pc = target;
   for (int n = 0; n < kMorestackWindow; ++n) {
     Insn i;
     if (!decode_full(code, entry, pc, i)) break;
-    if (i.in.mnemonic == ZYDIS_MNEMONIC_CALL) break;
+    if (i.in.mnemonic == ZYDIS_MNEMONIC_CALL) {
+      fc.morestack_call = pc;
+      break;
+    }
     if (is_spill_store(i.in.mnemonic) && i.in.operand_count_visible == 2 && is_mem(i.ops[0]) &&
         is_reg(i.ops[1]) && i.ops[0].mem.base == ZYDIS_REGISTER_RSP &&
         i.ops[0].mem.index == ZYDIS_REGISTER_NONE) {
@@ -144,7 +147,6 @@ std::vector<RegSpill> morestack_spills(Bytes code, uint64_t entry, uint64_t targ
     }
     pc += i.in.length;
   }
-  return out;
 }
 
 void analyze_prologue(Bytes code, uint64_t entry, FuncCode& fc) {
@@ -169,7 +171,7 @@ void analyze_prologue(Bytes code, uint64_t entry, FuncCode& fc) {
   if (!decode_full(code, entry, pc, i) || !is_jbe(i)) return;
   fc.stack_check = cmp;
   fc.stack_check_jcc = pc;
-  if (auto target = branch_target(i)) fc.morestack_spills = morestack_spills(code, entry, *target);
+  if (auto target = branch_target(i)) analyze_morestack_path(code, entry, *target, fc);
   pc += i.in.length;
   if (decode_full(code, entry, pc, i) && is_push_rbp(i)) fc.push_rbp = pc;
 }

@@ -24,6 +24,9 @@ struct FuncCode {
   // (Go >= 1.21 only: older compilers store BP with a MOV after SUB RSP).
   std::optional<uint64_t> push_rbp;
   std::vector<RegSpill> morestack_spills;  // register -> spill slot, from the morestack path
+  // The CALL to runtime.morestack* on that path: a probe there sees each call that will
+  // enter again once the stack has grown.
+  std::optional<uint64_t> morestack_call;
   // Zydis could not decode the bytes at decode_error_at; decoding stopped there, so RETs after
   // it are missing (guessing instruction boundaries could put a probe inside an instruction).
   bool decode_error = false;

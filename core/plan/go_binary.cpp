@@ -235,6 +235,7 @@ std::vector<InlineSite> GoBinary::inline_sites(std::string_view name) const {
       auto fp = first_pc.find(idx);
       // A body that compiled to nothing still has its call site's mark instruction.
       s.pc = fp != first_pc.end() ? fp->second : n.parent_pc;
+      s.sp_delta = pclntab_.sp_delta(f, s.pc).value_or(0);
       if (auto fl = pclntab_.file_line(f, n.parent_pc)) {
         s.file = std::string(fl->first);
         s.line = fl->second;
@@ -351,6 +352,7 @@ FuncPlan GoBinary::plan_func(const PclnFunc& f, std::vector<std::string>& warnin
     p.entry_refires = code.stack_check.has_value();
   }
   p.frame_size = pclntab_.sp_delta(f, p.entry_probe).value_or(0);
+  if (code.morestack_call) p.morestack_call = *code.morestack_call;
 
   const DwarfFunc* df = dwarf_ ? dwarf_func(f) : nullptr;
   if (df) {
@@ -413,7 +415,8 @@ Result<GoroutineProbes> GoBinary::goroutine_probes() const {
       FuncPlan p = plan_func(*f, warnings);
       *addr = p.entry_probe;
       if (addr == &g.create) g.created = p.ret_sites;
-      if (addr == &g.status) g.status_sp_delta = pclntab_.sp_delta(*f, p.entry_probe).value_or(0);
+      if (addr == &g.status) g.status_sp_delta = p.frame_size;
+      if (addr == &g.create) g.create_sp_delta = p.frame_size;
     }
     if (!*addr) return make_error("{} has no {}: cannot trace goroutines", elf_->path(), name);
   }

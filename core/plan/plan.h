@@ -20,6 +20,7 @@ struct InlineSite {
   uint64_t pc = 0;    // the first instruction of the inlined body: its entry probe
   std::string file;   // the call site
   int line = 0;
+  int32_t sp_delta = 0;  // the outer function's frame there (pcsp): its SP is RSP + sp_delta
 };
 
 struct FuncPlan {
@@ -31,6 +32,9 @@ struct FuncPlan {
   // "entry": the first instruction (refires after morestack when there is a stack check).
   std::string entry_probe_kind;
   bool entry_refires = false;  // a re-entry after morestack hits the entry probe again
+  // The stack check's CALL to runtime.morestack* (0: none found): a backend that counts in
+  // the kernel subtracts the refire there instead of tracking returns.
+  uint64_t morestack_call = 0;
   std::vector<uint64_t> ret_sites;
   std::vector<uint64_t> tail_jumps;
   std::string abi;  // "internal" or "abi0"
@@ -38,7 +42,10 @@ struct FuncPlan {
   std::string args_source;
   std::vector<ParamLoc> args;
   std::vector<ParamLoc> results;
-  int32_t frame_size = 0;  // SP delta at the entry probe... after the prologue
+  // SP delta at the entry probe (pcsp). Every entry probe sits before the frame is
+  // allocated, and every RET and tail jump after it is torn down, so both are 0 in practice
+  // (tests/unit/test_plan.cpp checks it); backends still add it.
+  int32_t frame_size = 0;
   std::string file;
   int line = 0;
   std::vector<InlineSite> inline_sites;
@@ -51,6 +58,7 @@ struct GoroutineProbes {
   // SP delta at that probe: the return address (its caller) is at RSP + status_sp_delta.
   int32_t status_sp_delta = 0;
   uint64_t create = 0;  // runtime.newproc1(fn, callergp, callerpc, ...): every go statement
+  int32_t create_sp_delta = 0;
   // newproc1's RET sites, where RAX is the new g: up to Go 1.23 its goid is set only after
   // the status change that makes it runnable.
   std::vector<uint64_t> created;

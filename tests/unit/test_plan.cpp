@@ -8,6 +8,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "core/plan/go_binary.h"
@@ -102,6 +104,20 @@ TEST(Plan, MainFunctionsMatchGosym) {
         EXPECT_EQ(f.entry_probe, f.entry);
       }
       EXPECT_EQ(f.frame_size, 0);  // every entry probe is before the frame is allocated
+      // The stack check's slow path calls runtime.morestack*; a jcc entry probe has one.
+      if (f.entry_probe_kind == "jcc") EXPECT_NE(f.morestack_call, 0u) << f.name;
+      if (f.morestack_call) {
+        auto c = elf.read(f.morestack_call, 5);
+        ASSERT_EQ(c.size(), 5u);
+        ASSERT_EQ(c[0], 0xe8) << f.name;  // CALL rel32
+        int32_t rel;
+        std::memcpy(&rel, c.data() + 1, 4);
+        const PclnFunc* callee = (*bin)->pclntab().find(f.morestack_call + 5 + int64_t(rel));
+        ASSERT_NE(callee, nullptr) << f.name;
+        EXPECT_TRUE(callee->name.starts_with("runtime.morestack"))
+            << f.name << " calls " << callee->name;
+        EXPECT_TRUE(f.morestack_call > f.entry && f.morestack_call < f.end);
+      }
       for (uint64_t r : f.ret_sites) {
         auto rb = elf.read(r, 1);
         ASSERT_EQ(rb.size(), 1u);
