@@ -22,8 +22,9 @@ enum class StepKind : uint8_t { PushRbp, Ret, Jcc, Jmp, Call, Nop, OutOfLine };
 
 // What a breakpoint means to the tracer; a site may serve several purposes.
 struct SiteRole {
+  // TailJump: a jump that leaves the function as a RET does, with its results not set up.
   // The goroutine probes: runtime.casgstatus, runtime.newproc1's entry and its RETs.
-  enum Kind : uint8_t { Entry, Return, Inline, GStatus, GCreate, GCreated } kind = Entry;
+  enum Kind : uint8_t { Entry, Return, TailJump, Inline, GStatus, GCreate, GCreated } kind = Entry;
   int func = -1;        // index into ProbePlan::funcs
   int inline_idx = -1;  // Inline: index into FuncPlan::inline_sites
 };

@@ -207,6 +207,9 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     if (f.entry_probe) add(f.entry_probe, {SiteRole::Entry, int(i), -1}, f.frame_size);
     // A RET's frame is torn down: the return address is at RSP.
     for (uint64_t rs : f.ret_sites) add(rs, {SiteRole::Return, int(i), -1}, 0);
+    // A tail jump ends the call too (the eBPF backend probes them the same way).
+    if (f.entry_probe)
+      for (uint64_t tj : f.tail_jumps) add(tj, {SiteRole::TailJump, int(i), -1}, 0);
     if (f.inline_probed)
       for (size_t k = 0; k < f.inline_sites.size(); ++k)
         add(f.inline_sites[k].pc, {SiteRole::Inline, int(i), int(k)}, f.inline_sites[k].sp_delta);
@@ -350,7 +353,8 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
   CallReturn ev{CallSite{ts, proc_->pid(), tid, goid, f.name}};
   if (entry) ev.duration_ns = ts - entry->ts;
   RegState rs = reg_state(r, tid, fs.needs_xmm, sp);
-  for (const auto& p : f.results) ev.results.push_back(param(*dec_, p, rs));
+  if (role.kind == SiteRole::Return)
+    for (const auto& p : f.results) ev.results.push_back(param(*dec_, p, rs));
   if (opts_.stack_depth > 0) ev.stack = stack_of(r, s.addr, sp);
   emit(to_event(ev));
 }
@@ -448,6 +452,7 @@ bool Tracer::handle_trap(pid_t tid) {
         on_entry(*s, role, r, tid, ts);
         break;
       case SiteRole::Return:
+      case SiteRole::TailJump:
         on_return(*s, role, r, tid, ts);
         break;
       case SiteRole::Inline:

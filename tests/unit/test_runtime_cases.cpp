@@ -447,7 +447,12 @@ size_t expect_parity(const CaseRun& p, const CaseRun& e) {
                                        func + "#" + std::to_string(i) + "." + list);
     }
   }
-  if (!kinds_p["entry"].empty()) {
+  // Functions without parameters (assembly, say) have nothing to compare.
+  bool any_params = false;
+  for (const auto& ev : p.events)
+    if (!ev.value("args", json::array()).empty() || !ev.value("results", json::array()).empty())
+      any_params = true;
+  if (any_params) {
     EXPECT_GT(compared, 0u) << "no value captured by both";
   }
   return compared;
