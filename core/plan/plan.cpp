@@ -15,6 +15,7 @@ size_t ProbePlan::probe_count() const {
   for (const auto& f : funcs) {
     if (f.entry_probe) ++n;
     n += f.ret_sites.size();
+    if (f.entry_probe) n += f.tail_jumps.size();  // probed as returns
     if (f.inline_probed) n += f.inline_sites.size();
   }
   return n + (goroutines.status != 0) + (goroutines.create != 0) + goroutines.created.size();

@@ -77,7 +77,8 @@ struct ProbePlan {
   GoroutineProbes goroutines;
   std::vector<std::string> warnings;  // e.g. inlined sites not probed
 
-  size_t probe_count() const;  // entry probes + RET sites + inline sites + goroutine probes
+  // entry probes + RET sites and tail jumps + inline sites + goroutine probes
+  size_t probe_count() const;
 };
 
 // Key order is fixed ("event" first) so the output reads like docs/json.md's examples.
