@@ -16,7 +16,8 @@
 # (-buildmode=pie), cgo (CGO_ENABLED=1, externally linked with libc; a program that does
 # not use cgo itself gets tests/fixtures/_cgo/cgo.go copied in). A program that imports "C"
 # is built with CGO_ENABLED=1 in every flavour. tests/fixtures/<program>/flavours may list
-# the flavours that apply (default: all four).
+# the flavours that apply (default: all four), and may add pie-stripped (-buildmode=pie with
+# -s -w: the production shape of a PIE).
 #
 # Toolchains come from fetch-go.sh (cache: $GOTAP_GO_CACHE, default ~/.cache/gotap/go).
 # Incremental: an output is rebuilt only when its inputs changed (stamp files). Parallel:
@@ -71,6 +72,7 @@ job() {
     default) ;;
     stripped) flags=("-ldflags=-s -w") ;;
     pie) flags=(-buildmode=pie) ;;
+    pie-stripped) flags=(-buildmode=pie "-ldflags=-s -w") ;;
     cgo) cgo=1 ;;
     *) echo "failed $label unknown flavour"; return 0 ;;
   esac
@@ -108,7 +110,7 @@ job() {
     cp "$fixtures_src/_cgo/cgo.go" "$build_dir/zz_gotap_cgo.go"
   fi
   local stripped=0
-  [ "$flavour" = stripped ] && stripped=1
+  [[ "$flavour" == *stripped ]] && stripped=1
   if ! (
     set -e
     go_env "$goroot" "$out"

@@ -20,7 +20,7 @@ namespace gotap::testing {
 
 struct Fixture {
   std::string go_version;  // "1.19", "1.26", ...
-  std::string flavour;     // "default", "stripped", "pie", "cgo"
+  std::string flavour;     // "default", "stripped", "pie", "cgo", "pie-stripped"
   std::string program;     // "basic", "signatures", ...
   std::string path;        // the binary
   std::string label() const { return go_version + "/" + flavour + "/" + program; }

@@ -188,9 +188,9 @@ TEST_F(Cli, InfoAgreesWithGoVersion) {
     std::string want = ref.substr(ref.rfind(' ') + 1);
     while (!want.empty() && (want.back() == '\n' || want.back() == ' ')) want.pop_back();
     EXPECT_EQ(j["go_version"].get<std::string>(), want);
-    EXPECT_EQ(j["stripped"].get<bool>(), f.flavour == "stripped");
-    EXPECT_EQ(j["dwarf"].get<bool>(), f.flavour != "stripped");
-    EXPECT_EQ(j["pie"].get<bool>(), f.flavour == "pie");
+    EXPECT_EQ(j["stripped"].get<bool>(), f.flavour.ends_with("stripped"));
+    EXPECT_EQ(j["dwarf"].get<bool>(), !f.flavour.ends_with("stripped"));
+    EXPECT_EQ(j["pie"].get<bool>(), f.flavour.starts_with("pie"));
     EXPECT_GT(j["functions"].get<int>(), 100);
     ++checked;
   }

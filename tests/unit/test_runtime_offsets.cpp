@@ -56,7 +56,7 @@ TEST(RuntimeOffsets, MatchDwarfOfEveryFixture) {
   if (fixtures.empty()) GTEST_SKIP() << "no Go fixtures under " << testing::fixtures_dir();
   std::map<std::string, bool> checked_versions;
   for (const auto& fx : fixtures) {
-    if (fx.flavour == "stripped") continue;
+    if (fx.flavour.ends_with("stripped")) continue;
     if (checked_versions.count(fx.go_version)) continue;  // one binary per release is enough
     SCOPED_TRACE(fx.label());
     auto elf = ElfFile::open(fx.path);
