@@ -30,6 +30,7 @@
 #include "core/events/summary.h"
 #include "core/model/wait_reasons.h"
 #include "core/plan/go_binary.h"
+#include "core/sys/proc_maps.h"
 #include "gotap.skel.h"
 
 namespace gotap::ebpf {
@@ -332,12 +333,9 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
 
   // Dynamic types: the tracee's addresses, minus the PIE load bias, are the file's.
   uint64_t bias = 0;
-  if (bin.elf->is_pie() && filter_pid > 0) {
-    uint64_t first = UINT64_MAX;
-    for (const auto& seg : bin.elf->segments())
-      if (seg.type == 1 /* PT_LOAD */) first = std::min(first, seg.vaddr);
-    if (first != UINT64_MAX) bias = load_bias(filter_pid, first);
-  }
+  const ElfSegment* first = bin.elf->first_load();
+  if (bin.elf->is_pie() && filter_pid > 0 && first)
+    bias = sys::load_bias(filter_pid, first->vaddr, first->offset).value_or(0);
   Session session{bin, plan, opts, sink, cfg, nullptr, nullptr};
   session.decoder =
       std::make_unique<EventDecoder>(cfg, bin.types, bin.elf, bin.rt, bias, opts.max_str);

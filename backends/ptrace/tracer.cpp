@@ -22,6 +22,7 @@
 #include "core/events/live_metrics.h"
 #include "core/events/summary.h"
 #include "core/model/wait_reasons.h"
+#include "core/sys/proc_maps.h"
 
 namespace gotap::ptrace {
 
@@ -147,7 +148,11 @@ Result<void> Tracer::start() {
 
 Result<void> Tracer::setup_probes(pid_t stopped) {
   const ElfFile& elf = bin_.elf();
-  auto bias = proc_->load_bias(elf.entry());
+  // ET_EXEC files load where they were linked.
+  const ElfSegment* first = elf.first_load();
+  auto bias = !elf.is_pie() ? std::optional<uint64_t>(0)
+              : first       ? sys::load_bias(proc_->pid(), first->vaddr, first->offset)
+                            : std::nullopt;
   if (!bias) return runtime_error("cannot find where pid {} loaded {}", proc_->pid(), elf.path());
   bias_ = *bias;
   TraceeMemory& mem = proc_->mem();
