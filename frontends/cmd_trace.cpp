@@ -261,7 +261,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     sink = make_goroutine_filter(std::move(sink), std::move(selection));
   install_stop_handlers();
   catch_sigpipe();
-  auto r = (*backend)->run(**bin, *plan, opts, *sink);
+  auto r = (*backend)->run(*plan, opts, *sink);
   sink->flush();
   if (!r) return report_error(r.error());
   if (exporter) exporter->linger(linger_s);
