@@ -11,7 +11,6 @@
 
 #include "core/events/events.h"
 #include "core/model/result.h"
-#include "core/plan/go_binary.h"
 #include "core/plan/plan.h"
 
 namespace gotap {
@@ -55,8 +54,9 @@ class Backend {
   virtual std::string name() const = 0;
   // Runs until the target exits, the duration ends or a stop is requested. Emits events and
   // finally the summary event. Prints the "Tracing ..." line on stderr when probes are live.
-  virtual Result<void> run(const GoBinary& bin, const ProbePlan& plan, const TraceOptions& opts,
-                           EventSink& sink) = 0;
+  // The plan is all a backend gets of the binary (its binary_view), so a backend cannot come
+  // to depend on more of GoBinary than the plan carries.
+  virtual Result<void> run(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink) = 0;
 };
 
 struct BackendInfo {

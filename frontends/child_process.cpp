@@ -7,26 +7,22 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
+
+#include "core/sys/fd.h"
 
 namespace gotap::cli {
 
 ChildRun run_child(const std::vector<std::string>& argv, int timeout_s) {
   ChildRun r;
-  int out[2], err[2];
-  if (argv.empty() || pipe2(out, O_CLOEXEC) != 0) return r;
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    close(out[0]);
-    close(out[1]);
-    return r;
-  }
+  sys::Pipe out = sys::make_pipe(), err = sys::make_pipe();
+  if (argv.empty() || !out.read || !err.read) return r;
   auto t0 = std::chrono::steady_clock::now();
   pid_t pid = fork();
   if (pid == 0) {
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, 0);
-    dup2(out[1], 1);
-    dup2(err[1], 2);
+    dup2(out.write.get(), 1);
+    dup2(err.write.get(), 2);
     // Its own process group, so a timeout takes the whole tree (gotap and its tracee).
     setpgid(0, 0);
     std::vector<char*> a;
@@ -35,16 +31,12 @@ ChildRun run_child(const std::vector<std::string>& argv, int timeout_s) {
     execvp(a[0], a.data());
     _exit(127);
   }
-  close(out[1]);
-  close(err[1]);
-  if (pid < 0) {
-    close(out[0]);
-    close(err[0]);
-    return r;
-  }
+  out.write.reset();
+  err.write.reset();
+  if (pid < 0) return r;
   r.started = true;
   auto deadline = t0 + std::chrono::seconds(timeout_s);
-  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  pollfd fds[2] = {{out.read.get(), POLLIN, 0}, {err.read.get(), POLLIN, 0}};
   int open_fds = 2;
   while (open_fds > 0) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -64,14 +56,12 @@ ChildRun run_child(const std::vector<std::string>& argv, int timeout_s) {
       if (n > 0) {
         (i == 0 ? r.out : r.err).append(buf, n);
       } else {
-        close(fds[i].fd);
+        (i == 0 ? out : err).read.reset();
         fds[i].fd = -1;
         --open_fds;
       }
     }
   }
-  for (auto& f : fds)
-    if (f.fd >= 0) close(f.fd);
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
@@ -80,21 +70,6 @@ ChildRun run_child(const std::vector<std::string>& argv, int timeout_s) {
           .count());
   r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
-}
-
-std::string find_on_path(const std::string& name) {
-  const char* env = getenv("PATH");
-  std::string p = env ? env : "/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= p.size()) {
-    size_t end = p.find(':', start);
-    std::string dir = p.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    std::string cand = (dir.empty() ? "." : dir) + "/" + name;
-    if (access(cand.c_str(), X_OK) == 0) return cand;
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return "";
 }
 
 }  // namespace gotap::cli

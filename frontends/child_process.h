@@ -1,6 +1,6 @@
 // Child processes for the front end: running one with its output, exit status and wall time
-// under a time limit, so a stuck peer cannot hang `gotap bench`; and finding a program on
-// PATH the way execvp does.
+// under a time limit, so a stuck peer cannot hang `gotap bench`. (Finding a program on PATH:
+// core/sys/spawn.h.)
 #pragma once
 
 #include <cstdint>
@@ -19,8 +19,5 @@ struct ChildRun {
 
 // Runs argv (no shell) with stdin from /dev/null; kills it after timeout_s.
 ChildRun run_child(const std::vector<std::string>& argv, int timeout_s);
-
-// "/usr/bin/NAME" when NAME is an executable on PATH, else "".
-std::string find_on_path(const std::string& name);
 
 }  // namespace gotap::cli

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/backend.h"
+#include "core/sys/spawn.h"
 #include "frontends/child_process.h"
 #include "frontends/commands.h"
 #include "frontends/options.h"
@@ -231,10 +232,12 @@ std::vector<Config> configurations(uint64_t calls, uint64_t ptrace_calls, uint64
   };
   if (peers) {
     out.push_back({"bpftrace count", Tool::Bpftrace, "", "", calls,
-                   find_on_path("bpftrace").empty() ? "not installed (apt-get install bpftrace)"
-                                                    : (geteuid() != 0 ? "needs root" : "")});
-    out.push_back({"dlv trace", Tool::Dlv, "", "", dlv_calls,
-                   find_on_path("dlv").empty() ? "not installed (apt-get install delve)" : ""});
+                   sys::find_on_path("bpftrace").empty()
+                       ? "not installed (apt-get install bpftrace)"
+                       : (geteuid() != 0 ? "needs root" : "")});
+    out.push_back(
+        {"dlv trace", Tool::Dlv, "", "", dlv_calls,
+         sys::find_on_path("dlv").empty() ? "not installed (apt-get install delve)" : ""});
   }
   return out;
 }
@@ -293,8 +296,7 @@ int cmd_bench(const Args& args, const Args& rest) {
   } else {
     if (!vm->count("func")) return usage_error("bench -- CMD needs --func FUNCTION");
     b.func = (*vm)["func"].as<std::string>();
-    std::string exe =
-        b.user_cmd[0].find('/') == std::string::npos ? find_on_path(b.user_cmd[0]) : b.user_cmd[0];
+    std::string exe = sys::find_on_path(b.user_cmd[0]);
     if (exe.empty() || access(exe.c_str(), X_OK) != 0)
       return usage_error("cannot run " + b.user_cmd[0]);
     b.user_cmd[0] = exe;

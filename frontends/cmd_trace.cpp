@@ -14,7 +14,7 @@
 #include "core/output/record.h"
 #include "core/output/value_text.h"
 #include "core/plan/go_binary.h"
-#include "frontends/child_process.h"
+#include "core/sys/spawn.h"
 #include "frontends/commands.h"
 #include "frontends/options.h"
 #include "frontends/prometheus_exporter.h"
@@ -189,11 +189,8 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     path = (*vm)["binary"].as<std::string>();
   } else {
     path = rest[0];
-    // Resolve a bare command name through PATH the way execvp will.
-    if (path.find('/') == std::string::npos) {
-      std::string found = find_on_path(path);
-      if (!found.empty()) path = found;
-    }
+    // The file the backend will run (core/sys/spawn.h): the plan must be of that one.
+    if (std::string found = sys::find_on_path(path); !found.empty()) path = found;
   }
   auto bin = GoBinary::open(path, open_options(*vm));
   if (!bin) return report_error(bin.error());
@@ -264,7 +261,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     sink = make_goroutine_filter(std::move(sink), std::move(selection));
   install_stop_handlers();
   catch_sigpipe();
-  auto r = (*backend)->run(**bin, *plan, opts, *sink);
+  auto r = (*backend)->run(*plan, opts, *sink);
   sink->flush();
   if (!r) return report_error(r.error());
   if (exporter) exporter->linger(linger_s);

@@ -29,7 +29,6 @@
 #include "core/events/live_metrics.h"
 #include "core/events/typed_events.h"
 #include "core/model/wait_reasons.h"
-#include "core/plan/go_binary.h"
 #include "gotap.skel.h"
 
 namespace gotap::ebpf {
@@ -210,23 +209,10 @@ std::string target_text(const TraceOptions& opts, int pid, const std::string& pa
 
 }  // namespace
 
-BinaryView view_of(const GoBinary& bin) {
-  BinaryView v;
-  v.elf = &bin.elf();
-  v.path = bin.elf().path();
-  v.types = bin.types();
-  v.rt = bin.rtype_env();
-  v.go = bin.buildinfo().version;
-  v.func_name = [&bin](uint64_t pc) {
-    const PclnFunc* f = bin.pclntab().find(pc);
-    return f ? std::string(f->name) : std::string();
-  };
-  return v;
-}
-
-Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const TraceOptions& opts,
-                         EventSink& sink, const EbpfOptions& eo) {
-  if (!bin.elf) return make_error("no binary");
+Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink,
+                         const EbpfOptions& eo) {
+  const BinaryView& bin = plan.binary_view;
+  if (!bin.elf) return make_error("the plan names no binary (GoBinary::plan)");
   static bool print_set = false;
   if (!print_set) {
     libbpf_set_print(on_libbpf_print);
@@ -260,7 +246,7 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
 
   // The target: launched children wait, stopped, until the probes are live.
   TargetProcess target;
-  std::string path = bin.path;
+  std::string path = bin.path();
   int filter_pid = 0;
   if (!opts.target.argv.empty()) {
     auto t = TargetProcess::launch(opts.target.argv);
@@ -332,23 +318,15 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
 
   // Dynamic types: the tracee's addresses, minus the PIE load bias, are the file's.
   uint64_t bias = 0;
-  if (bin.elf->is_pie() && filter_pid > 0) {
-    uint64_t first = UINT64_MAX;
-    for (const auto& seg : bin.elf->segments())
-      if (seg.type == 1 /* PT_LOAD */) first = std::min(first, seg.vaddr);
-    if (first != UINT64_MAX) bias = load_bias(filter_pid, first);
-  }
+  if (filter_pid > 0) bias = bin.load_bias(filter_pid).value_or(0);
   Session session{bin, plan, opts, sink, cfg, nullptr, nullptr};
   session.decoder =
       std::make_unique<EventDecoder>(cfg, bin.types, bin.elf, bin.rt, bias, opts.max_str);
   if (goroutines) {
-    auto func_name = bin.func_name;
     session.goroutines = std::make_unique<GoroutineEvents>(
         sink, filter_pid,
-        [func_name, bias](uint64_t pc) {
-          return func_name && pc >= bias ? func_name(pc - bias) : std::string();
-        },
-        wait_reason_names(bin.go), !bin.go.at_least(1, 21));
+        [&bin, bias](uint64_t pc) { return pc >= bias ? bin.func_name(pc - bias) : std::string(); },
+        wait_reason_names(plan.go), !plan.go.at_least(1, 21));
   }
 
   std::unique_ptr<ring_buffer, void (*)(ring_buffer*)> rb(nullptr, &ring_buffer__free);
@@ -385,7 +363,7 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
 
   if (!eo.quiet) {
     std::cerr << tracing_banner(cfg.funcs.size(), cfg.sites.size(), "ebpf",
-                                target_text(opts, filter_pid, bin.path), goroutines)
+                                target_text(opts, filter_pid, bin.path()), goroutines)
               << std::endl;
   }
   if (auto r = target.release(); !r) {
@@ -499,14 +477,13 @@ Result<void> run_session(const BinaryView& bin, const ProbePlan& plan, const Tra
   return {};
 }
 
-Result<void> EbpfBackend::run(const GoBinary& bin, const ProbePlan& plan, const TraceOptions& opts,
-                              EventSink& sink) {
+Result<void> EbpfBackend::run(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink) {
   EbpfOptions eo;
   // Benchmark knobs (bench/ebpf.sh): an empty program at the same sites is the probe-cost
   // baseline; the per-site fallback can be forced to compare attach methods.
   if (const char* e = getenv("GOTAP_EBPF_EMPTY_PROGRAM")) eo.empty_program = *e == '1';
   if (const char* e = getenv("GOTAP_EBPF_PER_SITE")) eo.force_per_site = *e == '1';
-  return run_session(view_of(bin), plan, opts, sink, eo);
+  return run_session(plan, opts, sink, eo);
 }
 
 }  // namespace gotap::ebpf

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/model/result.h"
+#include "core/sys/fd.h"
 
 namespace gotap::ebpf {
 
@@ -36,15 +37,11 @@ class TargetProcess {
 
  private:
   int pid_ = 0;
-  int pidfd_ = -1;
+  sys::Fd pidfd_;
   bool launched_ = false;
   bool stopped_ = false;
   bool exited_ = false;
   int exit_status_ = 0;
 };
-
-// The load bias of `binary_path`'s mapping in pid (PIE: where it was loaded minus where it
-// was linked); 0 when not PIE or not found.
-uint64_t load_bias(int pid, uint64_t first_load_vaddr);
 
 }  // namespace gotap::ebpf

@@ -12,13 +12,8 @@ TraceeMemory::TraceeMemory(pid_t pid) : pid_(pid) {
   reopen();
 }
 
-TraceeMemory::~TraceeMemory() {
-  if (fd_ >= 0) close(fd_);
-}
-
 void TraceeMemory::reopen() {
-  if (fd_ >= 0) close(fd_);
-  fd_ = open(("/proc/" + std::to_string(pid_) + "/mem").c_str(), O_RDWR | O_CLOEXEC);
+  fd_.reset(open(("/proc/" + std::to_string(pid_) + "/mem").c_str(), O_RDWR | O_CLOEXEC));
 }
 
 bool TraceeMemory::read(uint64_t addr, void* buf, size_t n) {
@@ -29,8 +24,8 @@ bool TraceeMemory::read(uint64_t addr, void* buf, size_t n) {
   ssize_t r = process_vm_readv(pid_, &local, 1, &remote, 1, 0);
   if (r == static_cast<ssize_t>(n)) return true;
   // process_vm_readv refuses pages without read permission; /proc/PID/mem does not.
-  if (fd_ < 0) return false;
-  return pread(fd_, buf, n, static_cast<off_t>(addr)) == static_cast<ssize_t>(n);
+  if (!fd_) return false;
+  return pread(fd_.get(), buf, n, static_cast<off_t>(addr)) == static_cast<ssize_t>(n);
 }
 
 bool TraceeMemory::write_fast(uint64_t addr, const void* buf, size_t n) {
@@ -41,8 +36,8 @@ bool TraceeMemory::write_fast(uint64_t addr, const void* buf, size_t n) {
 }
 
 bool TraceeMemory::write(uint64_t addr, const void* buf, size_t n) {
-  if (fd_ < 0) return false;
-  return pwrite(fd_, buf, n, static_cast<off_t>(addr)) == static_cast<ssize_t>(n);
+  if (!fd_) return false;
+  return pwrite(fd_.get(), buf, n, static_cast<off_t>(addr)) == static_cast<ssize_t>(n);
 }
 
 }  // namespace gotap::ptrace

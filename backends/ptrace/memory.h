@@ -7,13 +7,13 @@
 #include <cstdint>
 
 #include "core/binary/rtype.h"
+#include "core/sys/fd.h"
 
 namespace gotap::ptrace {
 
 class TraceeMemory : public MemoryReader {
  public:
   explicit TraceeMemory(pid_t pid);
-  ~TraceeMemory() override;
   TraceeMemory(const TraceeMemory&) = delete;
   TraceeMemory& operator=(const TraceeMemory&) = delete;
 
@@ -27,7 +27,7 @@ class TraceeMemory : public MemoryReader {
 
  private:
   pid_t pid_;
-  int fd_ = -1;
+  sys::Fd fd_;
 };
 
 }  // namespace gotap::ptrace

@@ -1,7 +1,6 @@
 #include "backends/ptrace/process.h"
 
 #include <dirent.h>
-#include <elf.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/ptrace.h>
@@ -13,6 +12,8 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+
+#include "core/sys/spawn.h"
 
 namespace gotap::ptrace {
 
@@ -72,18 +73,10 @@ bool Process::cont(pid_t tid, int sig) {
 }
 
 Result<std::unique_ptr<Process>> Process::launch(const std::vector<std::string>& argv) {
-  if (argv.empty()) return make_error("no command to launch");
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t child = fork();
-  if (child < 0) return errno_error(ErrorKind::Runtime, "fork");
-  if (child == 0) {
-    // Wait for the tracer to seize us, so that exec is the first thing it sees.
-    raise(SIGSTOP);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
+  // Stopped before exec, so that exec is the first thing the tracer sees.
+  auto c = sys::fork_exec(argv, sys::TraceStop::BeforeExec);
+  if (!c) return c.error();
+  const pid_t child = c->pid;
   int st = 0;
   if (waitpid(child, &st, WUNTRACED) != child || !WIFSTOPPED(st)) {
     return runtime_error("cannot start {}", argv[0]);
@@ -106,6 +99,11 @@ Result<std::unique_ptr<Process>> Process::launch(const std::vector<std::string>&
     if (ws.tid != child) return runtime_error("lost {} while starting it", argv[0]);
     if (ws.exited()) {
       p->gone_ = true;
+      if (int err = c->exec_error()) {
+        Error e = runtime_error("cannot run {}", argv[0]);
+        e.errnum = err;
+        return e;
+      }
       return runtime_error("cannot run {} (exit status {})", argv[0],
                            WIFEXITED(ws.raw) ? WEXITSTATUS(ws.raw) : 128 + WTERMSIG(ws.raw));
     }
@@ -143,16 +141,6 @@ Result<std::unique_ptr<Process>> Process::attach(pid_t pid) {
   if (p->threads_.empty()) return runtime_error("cannot attach to pid {}: no threads", pid);
   p->mem_ = std::make_unique<TraceeMemory>(pid);
   return p;
-}
-
-std::optional<uint64_t> Process::load_bias(uint64_t elf_entry) const {
-  std::ifstream f("/proc/" + std::to_string(pid_) + "/auxv", std::ios::binary);
-  uint64_t kv[2];
-  while (f.read(reinterpret_cast<char*>(kv), sizeof kv)) {
-    if (kv[0] == AT_NULL) break;
-    if (kv[0] == AT_ENTRY) return kv[1] - elf_entry;
-  }
-  return std::nullopt;
 }
 
 void Process::note_exit(const WaitStatus& ws) {

@@ -53,9 +53,6 @@ class Process {
   TraceeMemory& mem() { return *mem_; }
   std::unordered_set<pid_t>& threads() { return threads_; }
 
-  // The load bias of the main executable: AT_ENTRY - the ELF entry point.
-  std::optional<uint64_t> load_bias(uint64_t elf_entry) const;
-
   // Stops thread `tid` with PTRACE_INTERRUPT and waits for it; other threads' events that
   // arrive meanwhile are handled by passing their signals through. A SIGTRAP stop (of any
   // thread) goes to `fix_trap` first, as in detach_all: once breakpoints exist, such a stop

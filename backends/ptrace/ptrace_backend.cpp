@@ -14,9 +14,8 @@ namespace {
 class PtraceBackend : public Backend {
  public:
   std::string name() const override { return "ptrace"; }
-  Result<void> run(const GoBinary& bin, const ProbePlan& plan, const TraceOptions& opts,
-                   EventSink& sink) override {
-    Tracer t(bin, plan, opts, sink);
+  Result<void> run(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink) override {
+    Tracer t(plan, opts, sink);
     return t.run();
   }
 };

@@ -77,9 +77,8 @@ Param param(ValueDecoder& dec, const ParamLoc& p, const RegState& rs) {
 
 }  // namespace
 
-Tracer::Tracer(const GoBinary& bin, const ProbePlan& plan, const TraceOptions& opts,
-               EventSink& sink)
-    : bin_(bin), plan_(plan), opts_(opts), sink_(sink) {}
+Tracer::Tracer(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink)
+    : bin_(plan.binary_view), plan_(plan), opts_(opts), sink_(sink) {}
 
 Tracer::~Tracer() {
   end_metrics();
@@ -153,26 +152,23 @@ Result<void> Tracer::start() {
 }
 
 Result<void> Tracer::setup_probes(pid_t stopped) {
-  const ElfFile& elf = bin_.elf();
-  auto bias = proc_->load_bias(elf.entry());
+  const ElfFile& elf = *bin_.elf;
+  auto bias = bin_.load_bias(proc_->pid());
   if (!bias) return runtime_error("cannot find where pid {} loaded {}", proc_->pid(), elf.path());
   bias_ = *bias;
   TraceeMemory& mem = proc_->mem();
 
   // Decoding environment: type descriptors as mapped in the process.
   DecodeEnv env;
-  env.types = bin_.types();
+  env.types = bin_.types;
   // From the file: at a launch's exec stop the dynamic loader has not yet relocated the
   // moduledata of a PIE, so its words in memory are still link-time addresses.
-  env.rt = bin_.rtype_env();
+  env.rt = bin_.rt;
   if (env.rt.types) {
     env.rt.types += bias_;
     env.rt.etypes += bias_;
   }
-  env.func_name = [this](uint64_t pc) {
-    const PclnFunc* f = bin_.pclntab().find(pc - bias_);
-    return f ? std::string(f->name) : std::string();
-  };
+  env.func_name = [this](uint64_t pc) { return bin_.func_name(pc - bias_); };
   DecodeLimits lim{opts_.max_depth, opts_.max_elems, opts_.max_str};
   dec_ = std::make_unique<ValueDecoder>(mem, env, lim);
   gr_ = std::make_unique<GoroutineReader>(mem, plan_);
@@ -232,10 +228,7 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   if (gp.status) {
     goroutines_ = std::make_unique<GoroutineEvents>(
         sink_, proc_->pid(),
-        [this](uint64_t pc) {
-          const PclnFunc* f = pc >= bias_ ? bin_.pclntab().find(pc - bias_) : nullptr;
-          return f ? std::string(f->name) : std::string();
-        },
+        [this](uint64_t pc) { return pc >= bias_ ? bin_.func_name(pc - bias_) : std::string(); },
         wait_reason_names(plan_.go), !plan_.go.at_least(1, 21));
   }
   const std::string why =
@@ -291,7 +284,7 @@ json Tracer::stack_of(const user_regs_struct& regs, uint64_t pc, uint64_t ret_sl
   user_regs_struct r = regs;
   r.rip = pc;  // the probed instruction, not the address after the int3
   auto pcs = walk_frames(proc_->mem(), r, ret_slot, opts_.stack_depth);
-  return symbolize(bin_.pclntab(), bias_, pcs, opts_.stack_depth);
+  return symbolize(bin_, bias_, pcs, opts_.stack_depth);
 }
 
 void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
@@ -574,6 +567,7 @@ void Tracer::emit_aggregates() {
 }
 
 Result<void> Tracer::run() {
+  if (!bin_.elf || !bin_.pclntab) return make_error("the plan names no binary (GoBinary::plan)");
   // Polling for 20 us after each stop before sleeping in waitpid saves the tracer's wake-up
   // when hits come in bursts: about a quarter of the per-call cost here (docs/benchmarks.md),
   // for at most 20 us of tracer CPU per hit. GOTAP_PTRACE_SPIN_US tunes it (0: off).

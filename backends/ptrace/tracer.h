@@ -27,7 +27,7 @@ namespace gotap::ptrace {
 
 class Tracer {
  public:
-  Tracer(const GoBinary& bin, const ProbePlan& plan, const TraceOptions& opts, EventSink& sink);
+  Tracer(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink);
   ~Tracer();
   Result<void> run();
 
@@ -73,7 +73,7 @@ class Tracer {
   void begin_metrics();
   void end_metrics();
 
-  const GoBinary& bin_;
+  const BinaryView& bin_;  // plan_.binary_view
   const ProbePlan& plan_;
   const TraceOptions& opts_;
   EventSink& sink_;

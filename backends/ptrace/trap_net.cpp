@@ -7,11 +7,11 @@
 
 #include <cstddef>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "backends/ptrace/memory.h"
+#include "core/sys/proc_maps.h"
 
 // The handler, called as sa_sigaction(sig in rdi, siginfo in rsi, ucontext in rdx), on the
 // signal stack Go gave the thread (the flags are Go's own, SA_ONSTACK included). It touches
@@ -96,15 +96,9 @@ std::span<const uint8_t> net_handler_code() {
 Leftovers remove_leftovers(pid_t pid, TraceeMemory& mem) {
   Leftovers out;
   const auto code = net_handler_code();
-  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
-  for (std::string line; std::getline(maps, line);) {
-    uint64_t lo = 0, hi = 0, off = 0, inode = 0;
-    char perms[8] = {};
-    unsigned dmaj = 0, dmin = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx %7s %lx %x:%x %lu", &lo, &hi, perms, &off, &dmaj, &dmin,
-                    &inode) != 7)
-      continue;
-    if (inode != 0 || std::string(perms) != "r-xp" || hi - lo < 4096) continue;
+  for (const sys::Mapping& m : sys::read_maps(pid)) {
+    const uint64_t lo = m.start, hi = m.end;
+    if (m.inode != 0 || m.perms != "r-xp" || hi - lo < 4096) continue;
     std::vector<uint8_t> head(code.size());
     if (!mem.read(lo, head.data(), head.size()) ||
         std::memcmp(head.data(), code.data(), code.size()) != 0)

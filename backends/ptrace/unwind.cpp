@@ -29,38 +29,22 @@ std::vector<uint64_t> walk_frames(TraceeMemory& mem, const user_regs_struct& reg
   return pcs;
 }
 
-nlohmann::json symbolize(const Pclntab& pcln, uint64_t bias, const std::vector<uint64_t>& pcs,
+nlohmann::json symbolize(const BinaryView& bin, uint64_t bias, const std::vector<uint64_t>& pcs,
                          int max) {
   nlohmann::json out = nlohmann::json::array();
   for (size_t i = 0; i < pcs.size() && static_cast<int>(out.size()) < max; ++i) {
+    const std::string pc = fmt::format("{:#x}", pcs[i]);
     // Return addresses point after the call: look up the call instruction itself.
-    uint64_t pc = pcs[i] - bias - (i > 0 ? 1 : 0);
-    const PclnFunc* f = pcln.find(pc);
-    if (!f) {
-      out.push_back({{"pc", fmt::format("{:#x}", pcs[i])}, {"func", "?"}});
-      continue;
-    }
-    auto ranges = pcln.inline_ranges(*f);
-    auto tree = pcln.inline_tree(*f);
-    uint64_t at = pc;
-    for (int guard = 0; guard < 64 && static_cast<int>(out.size()) < max; ++guard) {
-      int idx = -1;
-      for (const auto& r : ranges)
-        if (at >= r.lo && at < r.hi) idx = r.index;
-      auto fl = pcln.file_line(*f, at);
-      nlohmann::json fr = {{"pc", fmt::format("{:#x}", pcs[i])}};
-      const InlinedCall* node = nullptr;
-      for (const auto& n : tree)
-        if (n.index == idx) node = &n;
-      fr["func"] = std::string(node ? node->name : f->name);
-      if (fl) {
-        fr["file"] = std::string(fl->first);
-        fr["line"] = fl->second;
+    auto frames = bin.frames_at(pcs[i] - bias - (i > 0 ? 1 : 0), max - out.size());
+    if (frames.empty()) out.push_back({{"pc", pc}, {"func", "?"}});
+    for (auto& f : frames) {
+      nlohmann::json fr = {{"pc", pc}, {"func", std::move(f.func)}};
+      if (!f.file.empty()) {
+        fr["file"] = std::move(f.file);
+        fr["line"] = f.line;
       }
-      if (node) fr["inlined"] = true;
+      if (f.inlined) fr["inlined"] = true;
       out.push_back(std::move(fr));
-      if (!node || node->parent_pc == at) break;
-      at = node->parent_pc;
     }
   }
   return out;

@@ -1,5 +1,6 @@
 // --stack N: the call stack at a probe hit, walked with Go's frame pointers (every Go
-// function with a frame saves RBP) and symbolized through the pclntab, with inlined frames.
+// function with a frame saves RBP) and symbolized through the plan's BinaryView, with inlined
+// frames.
 #pragma once
 
 #include <sys/user.h>
@@ -10,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/ptrace/memory.h"
-#include "core/binary/pclntab.h"
+#include "core/plan/binary_view.h"
 
 namespace gotap::ptrace {
 
@@ -20,7 +21,7 @@ std::vector<uint64_t> walk_frames(TraceeMemory& mem, const user_regs_struct& reg
                                   uint64_t ret_addr_slot, int max);
 
 // [{"func","file","line","pc"}, ...] innermost first; inlined calls become frames of their own.
-nlohmann::json symbolize(const Pclntab& pcln, uint64_t bias, const std::vector<uint64_t>& pcs,
+nlohmann::json symbolize(const BinaryView& bin, uint64_t bias, const std::vector<uint64_t>& pcs,
                          int max);
 
 }  // namespace gotap::ptrace

@@ -11,16 +11,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/sys/fd.h"
+
 namespace gotap {
 
 namespace {
-
-struct Fd {
-  int fd;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 bool libelf_ready() {
   static const bool ok = elf_version(EV_CURRENT) != EV_NONE;
@@ -30,10 +25,10 @@ bool libelf_ready() {
 }  // namespace
 
 Result<std::unique_ptr<ElfFile>> ElfFile::open(const std::string& path) {
-  Fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (fd.fd < 0) return errno_error(ErrorKind::BadInput, "cannot open {}", path);
+  sys::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return errno_error(ErrorKind::BadInput, "cannot open {}", path);
   struct stat st {};
-  if (fstat(fd.fd, &st) != 0) return errno_error(ErrorKind::BadInput, "cannot stat {}", path);
+  if (fstat(fd.get(), &st) != 0) return errno_error(ErrorKind::BadInput, "cannot stat {}", path);
   if (!S_ISREG(st.st_mode)) return make_error("{}: not a regular file", path);
   if (st.st_size < static_cast<off_t>(sizeof(Elf64_Ehdr)))
     return make_error("{}: not an ELF file (too short)", path);
@@ -41,7 +36,7 @@ Result<std::unique_ptr<ElfFile>> ElfFile::open(const std::string& path) {
   f->path_ = path;
   // Private and writable so libelf may never write through to the file; pages are only
   // copied if written.
-  void* m = mmap(nullptr, st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd.fd, 0);
+  void* m = mmap(nullptr, st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd.get(), 0);
   if (m == MAP_FAILED) return errno_error(ErrorKind::BadInput, "cannot map {}", path);
   f->map_ = m;
   f->data_ = static_cast<const uint8_t*>(m);
@@ -142,6 +137,13 @@ Result<void> ElfFile::load() {
 
 bool ElfFile::is_pie() const {
   return type_ == ET_DYN;
+}
+
+const ElfSegment* ElfFile::first_load() const {
+  const ElfSegment* first = nullptr;
+  for (const auto& seg : segments_)
+    if (seg.type == PT_LOAD && (!first || seg.vaddr < first->vaddr)) first = &seg;
+  return first;
 }
 
 const ElfSection* ElfFile::section(std::string_view name) const {

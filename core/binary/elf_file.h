@@ -64,6 +64,8 @@ class ElfFile {
   const std::vector<ElfSection>& sections() const { return sections_; }
   const std::vector<ElfSegment>& segments() const { return segments_; }
   const ElfSection* section(std::string_view name) const;
+  // The PT_LOAD segment of lowest address: what a process's load bias is measured against.
+  const ElfSegment* first_load() const;
   // The file bytes of a section; empty for SHT_NOBITS or out-of-bounds sections.
   Bytes section_data(const ElfSection& s) const;
 

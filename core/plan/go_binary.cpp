@@ -522,7 +522,18 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
           fp.name, fp.inline_sites.size()));
     }
   }
+  // Last: planning may have added the method tables' types that types() returns.
+  plan.binary_view = view();
   return plan;
+}
+
+BinaryView GoBinary::view() const {
+  BinaryView v;
+  v.elf = elf_.get();
+  v.pclntab = &pclntab_;
+  v.types = types();
+  v.rt = rtype_env();
+  return v;
 }
 
 }  // namespace gotap

@@ -67,7 +67,10 @@ class GoBinary {
   // Every traceable function name: out-of-line functions and inlined-only callees.
   // Plans the functions matching any pattern. Error (BadInput) names the first pattern that
   // matches nothing.
+  // The plan's binary_view points into this object.
   Result<ProbePlan> plan(const std::vector<std::string>& patterns, const PlanOptions& o) const;
+  // What the backends need of this binary; valid while it lives.
+  BinaryView view() const;
 
   // Where the goroutine probes go (the entry probes of runtime.casgstatus and
   // runtime.newproc1). BadInput when the runtime has neither.

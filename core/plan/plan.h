@@ -12,6 +12,7 @@
 #include "core/model/go_version.h"
 #include "core/model/runtime_offsets.h"
 #include "core/plan/abi.h"
+#include "core/plan/binary_view.h"
 
 namespace gotap {
 
@@ -76,6 +77,8 @@ struct ProbePlan {
   std::vector<FuncPlan> funcs;
   GoroutineProbes goroutines;
   std::vector<std::string> warnings;  // e.g. inlined sites not probed
+  // The binary the plan was made from, for the backends (lifetime: core/plan/binary_view.h).
+  BinaryView binary_view;
 
   // entry probes + RET sites and tail jumps + inline sites + goroutine probes
   size_t probe_count() const;

@@ -87,6 +87,8 @@ bool file_exists(const std::string& path) {
 
 #include <gtest/gtest.h>
 
+#include "core/sys/fd.h"
+
 namespace gotap::testing {
 
 std::string gotap_binary() {
@@ -96,22 +98,23 @@ std::string gotap_binary() {
 
 RunResult run_command(const std::vector<std::string>& argv, int timeout_s) {
   RunResult r;
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return r;
+  sys::Pipe out = sys::make_pipe(), err = sys::make_pipe();
+  if (!out.read || !err.read) return r;
   pid_t pid = fork();
   if (pid == 0) {
-    dup2(out[1], 1);
-    dup2(err[1], 2);
+    dup2(out.write.get(), 1);
+    dup2(err.write.get(), 2);
     std::vector<char*> a;
     for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
     a.push_back(nullptr);
     execvp(a[0], a.data());
     _exit(127);
   }
-  close(out[1]);
-  close(err[1]);
+  out.write.reset();
+  err.write.reset();
+  if (pid < 0) return r;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  pollfd fds[2] = {{out.read.get(), POLLIN, 0}, {err.read.get(), POLLIN, 0}};
   int open_fds = 2;
   char buf[65536];
   while (open_fds > 0) {
@@ -127,7 +130,7 @@ RunResult run_command(const std::vector<std::string>& argv, int timeout_s) {
       if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       ssize_t n = read(fds[i].fd, buf, sizeof buf);
       if (n <= 0) {
-        close(fds[i].fd);
+        (i == 0 ? out : err).read.reset();
         fds[i].fd = -1;
         --open_fds;
       } else {
@@ -135,8 +138,6 @@ RunResult run_command(const std::vector<std::string>& argv, int timeout_s) {
       }
     }
   }
-  for (auto& f : fds)
-    if (f.fd >= 0) close(f.fd);
   int st = 0;
   waitpid(pid, &st, 0);
   if (WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <thread>
 
+#include "core/sys/fd.h"
 #include "tests/unit/fixtures.h"
 
 namespace gotap::testing {
@@ -21,21 +22,20 @@ namespace gotap::testing {
 using Clock = std::chrono::steady_clock;
 
 Child spawn(const std::vector<std::string>& argv) {
-  int o[2], e[2];
-  if (pipe2(o, O_CLOEXEC) != 0 || pipe2(e, O_CLOEXEC) != 0) return {};
+  sys::Pipe o = sys::make_pipe(), e = sys::make_pipe();
+  if (!o.read || !e.read) return {};
   pid_t pid = fork();
   if (pid == 0) {
-    dup2(o[1], 1);
-    dup2(e[1], 2);
+    dup2(o.write.get(), 1);
+    dup2(e.write.get(), 2);
     std::vector<char*> a;
     for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
     a.push_back(nullptr);
     execv(a[0], a.data());
     _exit(127);
   }
-  close(o[1]);
-  close(e[1]);
-  return {pid, o[0], e[0]};
+  if (pid < 0) return {};
+  return {pid, o.read.release(), e.read.release()};
 }
 
 // Reads fd until `needle` shows up or the deadline passes; returns what was read.

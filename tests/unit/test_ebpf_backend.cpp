@@ -72,7 +72,7 @@ Traced run_traced(const Fixture& fx, const std::vector<std::string>& patterns, M
   fflush(stdout);
   int saved = dup(1);
   dup2(fd, 1);
-  t.status = run_session(view_of(**bin), *plan, opts, t.sink, eo);
+  t.status = run_session(*plan, opts, t.sink, eo);
   fflush(stdout);
   dup2(saved, 1);
   close(saved);
@@ -397,7 +397,7 @@ TEST(EbpfBackend, AttachByPidAndStop) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     stop_requested().store(true);
   });
-  auto r = run_session(view_of(**bin), *plan, opts, sink, eo);
+  auto r = run_session(*plan, opts, sink, eo);
   stopper.join();
   stop_requested().store(false);
   ASSERT_TRUE(r.ok()) << r.error().what();
@@ -424,7 +424,7 @@ TEST(EbpfBackend, LaunchFailureIsOneClearError) {
   TraceOptions opts;
   opts.target.argv = {"/nonexistent/gotap-test-binary"};
   CollectSink sink;
-  auto r = run_session(view_of(**bin), *plan, opts, sink);
+  auto r = run_session(*plan, opts, sink);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().what().find("/nonexistent/gotap-test-binary"), std::string::npos);
   EXPECT_EQ(r.error().what().find('\n'), std::string::npos);

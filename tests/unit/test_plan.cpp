@@ -205,6 +205,45 @@ std::map<uint64_t, int> objdump_lines(const std::string& text) {
   return out;
 }
 
+// The BinaryView a plan carries for the backends: its pc lookups see inlined calls as frames
+// of their own, innermost first, out to the function the code is in.
+TEST(Plan, BinaryViewFramesAtInlineSites) {
+  auto fixtures = all_fixtures("inlined");
+  if (fixtures.empty())
+    GTEST_SKIP() << "fixture 'inlined' not built in " << testing::fixtures_dir();
+  for (const auto& fx : fixtures) {
+    SCOPED_TRACE(fx.label());
+    auto bin = GoBinary::open(fx.path);
+    ASSERT_TRUE(bin.ok()) << bin.error().what();
+    auto plan = (*bin)->plan({"main.twice"}, PlanOptions{});
+    ASSERT_TRUE(plan.ok()) << plan.error().what();
+    const BinaryView& view = plan->binary_view;
+    ASSERT_NE(view.elf, nullptr);
+    EXPECT_EQ(view.path(), fx.path);
+    // Only a PIE's bias depends on the process (here none).
+    EXPECT_EQ(view.load_bias(-1), view.elf->is_pie() ? std::nullopt : std::optional<uint64_t>(0));
+    ASSERT_EQ(plan->funcs.size(), 1u);
+    ASSERT_FALSE(plan->funcs[0].inline_sites.empty());
+    for (const auto& s : plan->funcs[0].inline_sites) {
+      EXPECT_EQ(view.func_name(s.pc), s.outer);
+      auto frames = view.frames_at(s.pc, 16);
+      ASSERT_GE(frames.size(), 2u);
+      bool twice = false;
+      for (size_t i = 0; i + 1 < frames.size(); ++i) {
+        EXPECT_TRUE(frames[i].inlined);
+        twice |= frames[i].func == "main.twice";
+      }
+      EXPECT_TRUE(twice);
+      EXPECT_EQ(frames.back().func, s.outer);
+      EXPECT_FALSE(frames.back().inlined);
+      EXPECT_EQ(frames.back().file.substr(frames.back().file.rfind('/') + 1), "main.go");
+      EXPECT_EQ(view.frames_at(s.pc, 1).size(), 1u);
+    }
+    EXPECT_TRUE(view.frames_at(0, 16).empty());
+    EXPECT_EQ(view.func_name(0), "");
+  }
+}
+
 TEST(Plan, InlineSites) {
   auto fixtures = all_fixtures("inlined");
   if (fixtures.empty())

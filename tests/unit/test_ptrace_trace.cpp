@@ -61,7 +61,7 @@ TraceRun trace(const std::string& path, const std::vector<std::string>& patterns
   close(fd);
   CaptureSink sink;
   stop_requested().store(false);
-  ptrace::Tracer t(**bin, *plan, opts, sink);
+  ptrace::Tracer t(*plan, opts, sink);
   auto r = t.run();
   std::fflush(stdout);
   dup2(saved, 1);

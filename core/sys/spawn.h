@@ -1,0 +1,46 @@
+// Starting a program for a tracer: fork, stop before the program's first instruction, exec.
+// Both backends launch `-- CMD ARGS` this way; the front end resolves CMD as the child will,
+// so that the file planned from is the file run.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "core/model/result.h"
+#include "core/sys/fd.h"
+
+namespace gotap::sys {
+
+// NAME's path the way execvp finds it: NAME itself when it has a slash, else the first
+// executable regular file NAME in a PATH directory. "" when there is none.
+std::string find_on_path(const std::string& name);
+
+// How the child waits for its tracer.
+enum class TraceStop {
+  // PTRACE_TRACEME, then exec: the exec stops it with a SIGTRAP, its parent as tracer.
+  AtExec,
+  // SIGSTOP to itself before exec, so that a tracer can PTRACE_SEIZE it and see the exec
+  // as PTRACE_EVENT_EXEC; it execs once it gets SIGCONT.
+  BeforeExec,
+};
+
+// A child on its way to exec. The child inherits the caller's signal mask, dispositions and
+// descriptors without CLOEXEC, as with a plain fork + exec: what a launched program inherits
+// is the front end's business (civetweb's SIGPIPE, frontends/prometheus_exporter.cpp).
+struct ExecChild {
+  pid_t pid = 0;
+  // The write end is closed by a successful exec; a failed one writes errno to it.
+  Fd exec_errors;
+
+  // 0 once the child has exec'd, else the errno its exec failed with (it then exits with 127).
+  // Blocks until one or the other has happened: with BeforeExec, only after SIGCONT.
+  int exec_error();
+};
+
+// Forks a child that runs argv[0] (resolved with find_on_path) with argv once traced as `how`
+// says. Errors: no command, no such program (ENOENT), fork failures.
+Result<ExecChild> fork_exec(const std::vector<std::string>& argv, TraceStop how);
+
+}  // namespace gotap::sys
