@@ -26,7 +26,7 @@ struct ParamCapture {
   // A struct's string fields: (cap, index into `words` of the string's data pointer), so that
   // the copied bytes can be found again by address.
   std::vector<std::pair<int, int>> field_caps;
-  ValueShape shape = ValueShape::Unknown;
+  ValueShape shape = ValueShape::Other;
 };
 
 struct SiteConfig {

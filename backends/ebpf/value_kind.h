@@ -1,5 +1,6 @@
-// What shape a parameter's value has, as far as capturing and decoding in the eBPF backend
-// care: from the DWARF type when there is one, else from the type name.
+// What shape a parameter's value has, as far as capturing in the eBPF backend cares (which
+// bytes behind its words to copy): from the DWARF type when there is one, else from the type
+// name. Decoding is core's ValueDecoder's.
 #pragma once
 
 #include "core/model/go_types.h"
@@ -8,17 +9,10 @@
 namespace gotap::ebpf {
 
 enum class ValueShape {
-  Unknown,  // no type known: the words as numbers
-  Bool,
-  Int,
-  Uint,
-  Float,
-  String,
-  Pointer,  // pointer, map, chan, func, unsafe.Pointer: one address word
-  Slice,
-  Eface,  // interface{} / any: {*type, data}
-  Iface,  // non-empty interface, error: {*itab, data}
-  Other,  // struct, array, complex: raw words
+  Other,   // nothing behind the words is copied (a struct's string fields aside)
+  String,  // the bytes at the data word
+  Eface,   // interface{} / any: {*type, data}; the payload at data
+  Iface,   // non-empty interface, error: {*itab, data}; the itab's type word and the payload
 };
 
 // `types` may be null (no DWARF).

@@ -55,6 +55,8 @@ std::string sanitize_utf8(std::string_view bytes);
 class ValueDecoder {
  public:
   ValueDecoder(MemoryReader& mem, DecodeEnv env, DecodeLimits lim);
+  // For the next decode calls (the eBPF backend's strings are as long as their copies).
+  void set_limits(DecodeLimits lim) { lim_ = lim; }
 
   // A value whose bytes are already assembled (registers/stack at a probe).
   nlohmann::json decode(TypeId type, std::span<const uint8_t> bytes);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/ebpf/ebpf_backend.h"
+#include "backends/ebpf/event_decoder.h"
 #include "core/plan/go_binary.h"
 #include "tests/unit/fixtures.h"
 
@@ -344,6 +346,91 @@ TEST(EbpfBackend, TraceArgsMatchGroundTruth) {
       }
     }
   }
+}
+
+// The event decoder renders captured words and copies through core's ValueDecoder, with the
+// eBPF backend's shapes for what was not captured. Synthetic events for main.Acceptance of the
+// args fixture (DWARF builds; a PIE at a made-up load bias): no root needed.
+TEST(EventDecoder, CapturedValuesThroughCoresDecoder) {
+  size_t tested = 0;
+  for (const auto& fx : all_fixtures("args")) {
+    if (fx.flavour != "default" && fx.flavour != "pie") continue;
+    SCOPED_TRACE(fx.label());
+    auto bin = GoBinary::open(fx.path);
+    ASSERT_TRUE(bin) << bin.error().what();
+    auto plan = (*bin)->plan({"main.Acceptance"}, {});
+    ASSERT_TRUE(plan) << plan.error().what();
+    const BinaryView& view = plan->binary_view;
+    ASSERT_TRUE(view.types && view.elf && view.rt.types);
+    ProbeConfig cfg = build_probe_config(*plan, Mode::Trace, 8, view.types);
+    const SiteConfig* site = nullptr;
+    for (const auto& s : cfg.sites)
+      if (!(s.probe.flags & GOTAP_PROBE_RET) && !s.params.empty()) site = &s;
+    ASSERT_NE(site, nullptr);
+    const uint64_t bias = fx.flavour == "pie" ? 0x555555000000 : 0;
+    EventDecoder dec(cfg, view.types, view.elf, view.rt, bias, 8);
+
+    gotap_event ev{};
+    ev.probe = static_cast<uint32_t>(site - cfg.sites.data());
+    ev.kind = GOTAP_EV_ENTRY;
+    ev.nwords = site->probe.nwords;
+    ev.ncaps = site->probe.ncaps;
+    std::map<int, std::string> caps;  // by cap index; appended to data in that order
+    auto param = [&](const std::string& name) -> const ParamCapture& {
+      for (const auto& pc : site->params)
+        if (pc.param->name == name) return pc;
+      ADD_FAILURE() << "no parameter " << name;
+      return site->params.front();
+    };
+    auto set = [&](const std::string& name, std::vector<uint64_t> words) {
+      const auto& pc = param(name);
+      for (size_t i = 0; i < words.size() && i < pc.words.size(); ++i)
+        if (pc.words[i] >= 0) ev.words[pc.words[i]] = words[i];
+    };
+    auto rtype_of = [&](const std::string& type) {
+      const GoType* t = view.types->by_name(type);
+      return t && t->runtime_type ? view.rt.types + t->runtime_type + bias : 0;
+    };
+    set("i", {42});
+    set("s", {0xc000100000, 100});
+    caps[param("s").string_cap] = "abcdef";  // cut short by the event's data budget
+    set("sl", {0xc000200000, 3, 4});
+    set("m", {0});
+    set("err", {0, 0});
+    uint64_t int_type = rtype_of("int");
+    ASSERT_NE(int_type, 0u);
+    set("anyInt", {int_type, 0xc000300000});
+    caps[param("anyInt").payload_cap] = std::string("\x07\0\0\0\0\0\0\0", 8);
+    set("anyStr", {int_type, 0xc000400000});  // payload not copied
+    set("p", {0xc000500000});
+    set("b", {1});
+    int off = 0;
+    for (auto& [c, bytes] : caps) {
+      ASSERT_GE(c, 0);
+      std::memcpy(ev.data + off, bytes.data(), bytes.size());
+      ev.cap_len[c] = static_cast<uint16_t>(bytes.size());
+      ev.cap_ok |= 1u << c;
+      off += static_cast<int>(bytes.size());
+    }
+    ev.data_len = static_cast<uint16_t>(off);
+
+    Event e = dec.decode(&ev, sizeof ev);
+    std::map<std::string, nlohmann::json> v;
+    for (const auto& a : e.at("args")) v[a["name"]] = a["value"];
+    EXPECT_EQ(v["i"], 42);
+    EXPECT_EQ(v["s"], nlohmann::json::parse(R"({"str":"abcdef","len":100,"truncated":true})"));
+    EXPECT_EQ(v["sl"], nlohmann::json::parse(R"({"len":3,"cap":4,"elems":[],"truncated":true})"));
+    EXPECT_TRUE(v["m"].is_null());
+    EXPECT_TRUE(v["err"].is_null());
+    EXPECT_EQ(v["anyInt"], nlohmann::json::parse(R"({"type":"int","value":7})"));
+    EXPECT_EQ(v["anyStr"],
+              nlohmann::json::parse(R"({"type":"int","value":{"raw":["0xc000400000"]}})"));
+    EXPECT_EQ(v["p"], nlohmann::json::parse(R"({"addr":"0xc000500000"})"));
+    EXPECT_EQ(v["b"], true);
+    EXPECT_EQ(v["f"], nlohmann::json::parse(R"({"raw":[]})"));  // an X register
+    ++tested;
+  }
+  if (!tested) GTEST_SKIP() << "no args fixtures under " << gotap::testing::fixtures_dir();
 }
 
 // The per-site perf-event fallback (kernels before 6.6) gives the same exact counts.
