@@ -3,7 +3,8 @@
 // parent, start function, creating function and measured blocking time) must come out with
 // the right parents and creation sites, every creation and exit, and waiting times within
 // 10% of what the program measured. The record reports the same events, the same table, and
-// Perfetto state tracks whose slices are ordered and do not overlap.
+// Perfetto state tracks whose slices are ordered and do not overlap. (The --under and --goid
+// filters are declarative cases: tests/cases/goroutines-*.json.)
 #include <unistd.h>
 
 #include <cmath>
@@ -217,39 +218,6 @@ TEST_P(Goroutines, TreeParentsExitsAndWaitingMatchTheProgram) {
     ++checked;
   }
   EXPECT_GT(checked, 0);
-}
-
-// --under FUNC keeps the goroutines created beneath FUNC's calls and their descendants;
-// --goid keeps one goroutine.
-TEST_P(Goroutines, FiltersSelectTheSubtreeAndTheGoroutine) {
-  const std::string backend = GetParam();
-  const Fixture& fx = fixtures_.back();  // the newest Go, last flavour
-  SCOPED_TRACE(fx.label());
-  const std::string out = "/tmp/gotap-goroutines-" + std::to_string(getpid()) + ".json";
-  auto r = run_command({gotap_binary(), "goroutines", "--backend", backend, "--json", "-o", out,
-                        "--under", "main.branchA", "--", fx.path});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto truth = truth_of(r.out);
-  ASSERT_EQ(truth.size(), 7u) << r.out;
-  std::set<std::string> want, got;
-  for (const auto& [goid, t] : truth)
-    if (t.name == "A1" || t.name == "A2" || t.name == "A1a") want.insert(std::to_string(goid));
-  for (const auto& e : json_lines(read_file(out)))
-    if (e.value("event", "").rfind("g", 0) == 0)
-      got.insert(std::to_string(e["goid"].get<int64_t>()));
-  EXPECT_EQ(got, want);
-
-  auto one = run_command({gotap_binary(), "goroutines", "--backend", backend, "--json", "-o", out,
-                          "--goid", "1", "--", fx.path});
-  ASSERT_EQ(one.exit_code, 0) << one.err;
-  int n = 0;
-  for (const auto& e : json_lines(read_file(out))) {
-    if (e.value("event", "").rfind("g", 0) != 0) continue;
-    EXPECT_EQ(e["goid"].get<int64_t>(), 1) << e;
-    ++n;
-  }
-  unlink(out.c_str());
-  EXPECT_GT(n, 0);
 }
 
 // graph --goroutines: the time a goroutine spent parked inside the traced calls shows as
