@@ -320,13 +320,14 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   uint64_t bias = 0;
   if (filter_pid > 0) bias = bin.load_bias(filter_pid).value_or(0);
   Session session{bin, plan, opts, sink, cfg, nullptr, nullptr};
-  session.decoder =
-      std::make_unique<EventDecoder>(cfg, bin.types, bin.elf, bin.rt, bias, opts.max_str);
+  auto func_name = [&bin, bias](uint64_t pc) {
+    return pc >= bias ? bin.func_name(pc - bias) : std::string();
+  };
+  session.decoder = std::make_unique<EventDecoder>(cfg, bin.types, bin.elf, bin.rt, bias,
+                                                   opts.max_str, func_name);
   if (goroutines) {
     session.goroutines = std::make_unique<GoroutineEvents>(
-        sink, filter_pid,
-        [&bin, bias](uint64_t pc) { return pc >= bias ? bin.func_name(pc - bias) : std::string(); },
-        wait_reason_names(plan.go), !plan.go.at_least(1, 21));
+        sink, filter_pid, func_name, wait_reason_names(plan.go), !plan.go.at_least(1, 21));
   }
 
   std::unique_ptr<ring_buffer, void (*)(ring_buffer*)> rb(nullptr, &ring_buffer__free);

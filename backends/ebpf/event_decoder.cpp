@@ -96,10 +96,12 @@ class EventMemory : public MemoryReader {
 };
 
 EventDecoder::EventDecoder(const ProbeConfig& cfg, const TypeGraph* types, const ElfFile* elf,
-                           RtypeEnv rt, uint64_t bias, int max_str)
+                           RtypeEnv rt, uint64_t bias, int max_str,
+                           std::function<std::string(uint64_t)> func_name)
     : cfg_(cfg), mem_(std::make_unique<EventMemory>(elf, bias)), max_str_(max_str) {
   DecodeEnv env;
   env.types = types;
+  env.func_name = std::move(func_name);
   env.rt = rt;
   if (env.rt.types) {
     env.rt.types += bias;

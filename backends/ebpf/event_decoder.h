@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 #include <memory>
+#include <string>
 
 #include "backends/ebpf/probe_config.h"
 #include "core/binary/elf_file.h"
@@ -20,8 +22,10 @@ class EventDecoder {
  public:
   // rt: the type descriptors at link time; bias: what the tracee's addresses exceed the
   // file's by (PIE). Dynamic types are read from the file: their descriptors never change.
+  // func_name: the function at a run-time pc, to name func values (may be empty).
   EventDecoder(const ProbeConfig& cfg, const TypeGraph* types, const ElfFile* elf, RtypeEnv rt,
-               uint64_t bias, int max_str);
+               uint64_t bias, int max_str,
+               std::function<std::string(uint64_t)> func_name = nullptr);
   ~EventDecoder();
 
   // nullopt-like: an empty object when the record is malformed (wrong size, unknown probe).
