@@ -182,8 +182,10 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   net_.set_leftovers(std::move(left.handlers));
 
   fstate_.resize(plan_.funcs.size());
-  // Sites that cannot be probed are counted, and reported once with the first reason.
-  size_t wanted = 0, taken = 0;
+  // Sites that cannot be probed are counted, and reported once with the first reason. A site
+  // two functions share (a wrapper's RET that is its target's) is one int3 with two roles, so
+  // failures are counted as they happen, not as wanted minus placed.
+  size_t wanted = 0, taken = 0, failed = 0;
   std::string first_problem;
   for (size_t i = 0; i < plan_.funcs.size(); ++i) {
     const FuncPlan& f = plan_.funcs[i];
@@ -197,6 +199,7 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
       ++wanted;
       auto r = bps_.add(pc + bias_, role, sp_delta, mem);
       if (r) return;
+      ++failed;
       if (r.error().what().find("already holds an int3") != std::string::npos) ++taken;
       if (first_problem.empty()) first_problem = fmt::format("{}: {}", f.name, r.error().what());
     };
@@ -210,7 +213,6 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
       for (size_t k = 0; k < f.inline_sites.size(); ++k)
         add(f.inline_sites[k].pc, {SiteRole::Inline, int(i), int(k)}, f.inline_sites[k].sp_delta);
   }
-  const size_t placed = bps_.size();
   const GoroutineProbes& gp = plan_.goroutines;
   struct GSite {
     uint64_t pc;
@@ -237,11 +239,11 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
                   "debugger) is on them",
                   taken)
             : "first: " + first_problem;
-  if (wanted && placed == 0)
+  if (wanted && failed == wanted)
     return runtime_error("no probe could be placed ({} sites; {})", wanted, why);
-  if (placed < wanted)
-    fmt::print(stderr, "gotap: warning: {} of {} probe sites not placed ({})\n", wanted - placed,
-               wanted, why);
+  if (failed)
+    fmt::print(stderr, "gotap: warning: {} of {} probe sites not placed ({})\n", failed, wanted,
+               why);
   if (bps_.size() == 0) return runtime_error("no probe could be placed");
 
   uint64_t lo = UINT64_MAX, hi = 0;
