@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "tests/unit/fixtures.h"
 
@@ -148,6 +149,34 @@ TEST_F(Cli, CorruptPclntab) {
     expect_one_error_line(r);
   }
   fs::remove(p);
+}
+
+// `funcs`' columns line up whatever the names' lengths: runtime's method and closure names run
+// past any fixed width (issue: columns misaligned on long names).
+TEST_F(Cli, FuncsColumnsLineUpOnLongNames) {
+  std::string bin = some_go_binary();
+  if (bin.empty()) GTEST_SKIP() << "no basic fixture built (tests/tools/build-fixtures.sh)";
+  RunResult r = run_command({gotap_binary(), "funcs", bin, "runtime.*"}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream in(r.out);
+  std::string header;
+  ASSERT_TRUE(std::getline(in, header));
+  const size_t entry_end = header.find("ENTRY") + 5;
+  ASSERT_NE(header.find("ENTRY"), std::string::npos) << header;
+  size_t rows = 0, longest = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == ' ') continue;  // "    inlined in ..." lines
+    const size_t name_end = line.find(' ');
+    longest = std::max(longest, name_end);
+    // The ENTRY column is right-aligned: its last character sits under the header's.
+    const size_t entry = line.find_first_not_of(' ', name_end);
+    const size_t end = line.find(' ', entry);
+    ASSERT_NE(entry, std::string::npos) << line;
+    EXPECT_EQ(end, entry_end) << line;
+    ++rows;
+  }
+  EXPECT_GT(rows, 100u);
+  EXPECT_GT(longest, 50u) << "no long name: the check proves nothing";
 }
 
 TEST_F(Cli, PatternMatchingNothingNamesThePattern) {
