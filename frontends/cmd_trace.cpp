@@ -37,9 +37,9 @@ void install_stop_handlers() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
 }
 
-// The name the binary label of --prometheus series gives: the file's base name, also for
-// -p PID (where `path` is /proc/PID/exe).
-std::string binary_label(const std::string& path, int pid) {
+// The file a traced process runs: for -p PID (where `path` is /proc/PID/exe) the path the
+// kernel names, as the process sees it, without " (deleted)"; otherwise `path` itself.
+std::string real_binary_path(const std::string& path, int pid) {
   std::string p = path;
   if (pid > 0) {
     char buf[4096];
@@ -48,6 +48,12 @@ std::string binary_label(const std::string& path, int pid) {
     const std::string deleted = " (deleted)";
     if (p.size() > deleted.size() && p.ends_with(deleted)) p.resize(p.size() - deleted.size());
   }
+  return p;
+}
+
+// The name the binary label of --prometheus series gives: the file's base name.
+std::string binary_label(const std::string& path, int pid) {
+  std::string p = real_binary_path(path, pid);
   size_t slash = p.rfind('/');
   return slash == std::string::npos ? p : p.substr(slash + 1);
 }
@@ -141,7 +147,10 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   std::string root;
   if (command == "graph") {
     root = patterns[0];
-    if (root.find_first_of("*?[") != std::string::npos || root.rfind("re:", 0) == 0)
+    // `(*` is a pointer receiver, not a glob (docs/cli.md): `net/http.(*conn).serve` is a name.
+    std::string bare = root;
+    for (size_t at; (at = bare.find("(*")) != std::string::npos;) bare.erase(at, 2);
+    if (bare.find_first_of("*?[") != std::string::npos || root.rfind("re:", 0) == 0)
       return usage_error("graph's ROOT is one function's name, not a pattern");
     if (patterns.size() == 1) patterns.push_back(package_of(root) + ".*");
   }
@@ -239,7 +248,9 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
                                         : make_output(format, out->fp);
   sink = std::make_unique<ReaderGuard>(std::move(sink), out->fp);
   if (record->fp) {
-    Event info = {{"command", command}, {"binary", path}, {"patterns", patterns}};
+    Event info = {{"command", command},
+                  {"binary", real_binary_path(path, opts.target.pid)},
+                  {"patterns", patterns}};
     sink = make_tee(std::move(sink), make_record_writer(record->fp, info));
   }
   // Listening before the target starts: a port in use fails before anything is traced.
