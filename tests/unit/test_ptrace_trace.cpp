@@ -118,6 +118,26 @@ std::vector<json> events_of(const std::vector<json>& evs, const std::string& kin
   return out;
 }
 
+// A struct field's value by name, through pointers, whatever shape the struct's JSON has
+// (an object of fields, or a list of {"name", "value"}); -1 when it is not there.
+int64_t field_of(const json& v, const std::string& name) {
+  if (v.is_object()) {
+    if (v.contains("elem")) return field_of(v["elem"], name);
+    if (v.contains(name) && v[name].is_number_integer()) return v[name].get<int64_t>();
+    for (const auto& [k, x] : v.items())
+      if (x.is_array() || x.is_object())
+        if (int64_t got = field_of(x, name); got >= 0) return got;
+  } else if (v.is_array()) {
+    for (const auto& x : v) {
+      if (x.is_object() && x.value("name", "") == name && x.contains("value") &&
+          x["value"].is_number_integer())
+        return x["value"].get<int64_t>();
+      if (int64_t got = field_of(x, name); got >= 0) return got;
+    }
+  }
+  return -1;
+}
+
 class PtraceTrace : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -267,7 +287,11 @@ TEST_F(PtraceTrace, AttachedProcessKeepsRunningAfterDetach) {
     o.duration_s = 0.3;
     TraceRun r = trace(f.path, {"main.processOrder"}, o);
     ASSERT_TRUE(r.ok) << r.error;
-    EXPECT_FALSE(events_of(r.events, "entry").empty());
+    auto entries = events_of(r.events, "entry");
+    // 0.3 s of a 2 ms loop: far more than a handful of calls were traced.
+    EXPECT_GE(entries.size(), 20u);
+    std::vector<int64_t> ids;
+    for (const auto& e : entries) ids.push_back(field_of(e["args"][0]["value"], "ID"));
     auto sum = events_of(r.events, "summary");
     ASSERT_EQ(sum.size(), 1u);
     EXPECT_EQ(sum[0]["ended_by"], "stop");
@@ -280,6 +304,11 @@ TEST_F(PtraceTrace, AttachedProcessKeepsRunningAfterDetach) {
     ASSERT_EQ(waitpid(c, &st, 0), c);
     EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
     EXPECT_EQ(got, want);
+    // The traced calls are the orders the program printed, one after another, each once.
+    for (size_t i = 0; i < ids.size(); ++i) {
+      EXPECT_NE(got.find("order id=" + std::to_string(ids[i]) + " "), std::string::npos) << ids[i];
+      if (i) EXPECT_EQ(ids[i], ids[i - 1] + 1) << "calls traced out of order or twice";
+    }
   }
 }
 
