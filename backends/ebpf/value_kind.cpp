@@ -4,9 +4,14 @@
 
 namespace gotap::ebpf {
 
+bool is_byte_slice(const GoType* t) {
+  return t && t->kind == GoKind::Slice && (t->name == "[]uint8" || t->name == "[]byte");
+}
+
 ValueShape shape_of(const ParamLoc& p, const TypeGraph* types) {
   const GoType* t = types && p.type ? types->get(p.type) : nullptr;
   if (t && t->kind == GoKind::String) return ValueShape::String;
+  if (is_byte_slice(t)) return ValueShape::Bytes;
   if (t && t->kind == GoKind::Interface) {
     // DWARF lays interfaces out as runtime.iface {tab, data} or runtime.eface {_type, data}.
     if (!t->fields.empty())
@@ -16,6 +21,7 @@ ValueShape shape_of(const ParamLoc& p, const TypeGraph* types) {
   if (t) return ValueShape::Other;
   const std::string& n = p.type_name;
   if (n == "string") return ValueShape::String;
+  if (n == "[]uint8" || n == "[]byte") return ValueShape::Bytes;
   if (n == "error") return ValueShape::Iface;
   if (n == "interface {}" || n == "any") return ValueShape::Eface;
   return ValueShape::Other;

@@ -11,9 +11,13 @@ namespace gotap::ebpf {
 enum class ValueShape {
   Other,   // nothing behind the words is copied (a struct's string fields aside)
   String,  // the bytes at the data word
+  Bytes,   // []byte: copied as a string is, up to --max-str
   Eface,   // interface{} / any: {*type, data}; the payload at data
   Iface,   // non-empty interface, error: {*itab, data}; the itab's type word and the payload
 };
+
+// Whether a type is []byte (DWARF and the runtime both name it []uint8).
+bool is_byte_slice(const GoType* t);
 
 // `types` may be null (no DWARF).
 ValueShape shape_of(const ParamLoc& p, const TypeGraph* types = nullptr);
