@@ -100,6 +100,12 @@ TEST_F(Cli, ReportOfRecordVersions) {
   fs::remove(v2);
 }
 
+TEST_F(Cli, MaxLineMustNotBeNegative) {
+  auto r = run_command({gotap_binary(), "trace", "--max-line", "-1", "main.f", "--", "/bin/true"});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_error_line(r);
+}
+
 TEST_F(Cli, NonElfFile) {
   std::string p = temp_path("text");
   write_bytes(p, "#!/bin/sh\necho not an ELF file\n");
