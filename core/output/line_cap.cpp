@@ -50,7 +50,7 @@ bool cut(json& v, long& budget) {
   budget -= 16;  // the object's own marks, roughly
   for (const char* list : {"elems", "entries", "fields"}) {
     auto it = v.find(list);
-    if (it == v.end()) continue;
+    if (it == v.end() || !it->is_array()) continue;
     if (std::string(list) == "entries") {
       // Entries are [k, v] pairs: a pair is kept or left out whole.
       size_t keep = 0;
@@ -66,8 +66,8 @@ bool cut(json& v, long& budget) {
       size_t keep = 0;
       for (; keep < it->size() && budget > 0; ++keep) {
         json& f = (*it)[keep];
-        if (!f.is_object() || !f.contains("value")) continue;
-        budget -= static_cast<long>(f.value("name", "").size()) + 20;
+        if (!f.is_object() || !f.contains("value") || !f.contains("name")) continue;
+        budget -= static_cast<long>(size_of(f["name"])) + 20;
         any |= cut(f["value"], budget);
       }
       if (keep < it->size()) {
