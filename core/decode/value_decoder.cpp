@@ -250,6 +250,12 @@ json ValueDecoder::value_at(uint64_t ref, uint64_t addr, int depth) {
   if (t.kind == GoKind::Array && size > kMaxValueRead) {
     // Read only the elements that will be shown.
     const TInfo& e = info(t.elem);
+    if (e.valid && e.size == 1 && (e.kind == GoKind::Uint8 || e.kind == GoKind::Int8)) {
+      std::string b(std::min<uint64_t>(t.len, lim_.max_str), '\0');
+      if (!b.empty() && !mem_.read(addr, b.data(), b.size()))
+        return json{{"addr", hexaddr(addr)}, {"unreadable", true}};
+      return bytes_value(b, t.len, std::nullopt);
+    }
     uint64_t n = std::min<uint64_t>(t.len, lim_.max_elems);
     json arr = json::array();
     for (uint64_t i = 0; i < n && e.size; ++i)
@@ -613,8 +619,9 @@ json ValueDecoder::value(uint64_t ref, const uint8_t* p, size_t n, int depth) {
       const TInfo& e = info(t.elem);
       if (e.valid && e.size == 1 && (e.kind == GoKind::Uint8 || e.kind == GoKind::Int8))
         return bytes_value(
-            std::string_view(reinterpret_cast<const char*>(p), std::min<size_t>(n, t.len)), t.len,
-            std::nullopt);
+            std::string_view(reinterpret_cast<const char*>(p),
+                             std::min<size_t>({n, size_t(t.len), size_t(lim_.max_str)})),
+            t.len, std::nullopt);
       json arr = json::array();
       int64_t shown = std::min<int64_t>(t.len, lim_.max_elems);
       for (int64_t i = 0; i < shown && e.valid && budget_ > 0; ++i) {

@@ -58,6 +58,7 @@ enum : TypeId {
   kPtrLoc,
   kLoc,
   kUint64,
+  kArrBigBytes,
 };
 
 TypeGraph make_graph() {
@@ -105,6 +106,12 @@ TypeGraph make_graph() {
                   {"elem", kPtrInt, 48},
                   {"unreadable", kInt, 56}}});
   add({.id = kUint64, .name = "uint64", .kind = GoKind::Uint64, .size = 8});
+  add({.id = kArrBigBytes,
+       .name = "[100000]uint8",
+       .kind = GoKind::Array,
+       .size = 100000,
+       .elem = kUint8,
+       .count = 100000});
   add({.id = kDuration, .name = "time.Duration", .kind = GoKind::Int64, .size = 8});
   add({.id = kLoc, .name = "time.Location", .kind = GoKind::Struct, .size = 104});
   add({.id = kPtrLoc, .name = "*time.Location", .kind = GoKind::Ptr, .size = 8, .elem = kLoc});
@@ -325,6 +332,16 @@ TEST(ValueDecoder, BytesAndArraysCutShortAreMarked) {
   // [4]byte: whole.
   uint8_t a4[4] = {0xde, 0xad, 0xbe, 0xef};
   EXPECT_EQ(d.decode(kArr4Bytes, {a4, 4}), json({{"len", 4}, {"bytes", "deadbeef"}}));
+  // [4]byte beyond --max-str: cut at it and marked.
+  DecodeLimits three;
+  three.max_str = 3;
+  ValueDecoder short_str(m, env_for(&g, ver(22)), three);
+  EXPECT_EQ(short_str.decode(kArr4Bytes, {a4, 4}),
+            json({{"len", 4}, {"bytes", "deadbe"}, {"truncated", true}}));
+  // An array too large to read at once: only the bytes shown are read.
+  m.put_str(0x40000, std::string(100000, 'z'));
+  EXPECT_EQ(short_str.decode_at(kArrBigBytes, 0x40000),
+            json({{"len", 100000}, {"bytes", "7a7a7a"}, {"truncated", true}}));
   // [3]int beyond --max-elems: cut and marked like a slice, not a shorter plain list.
   int64_t a3[3] = {1, 2, 3};
   EXPECT_EQ(d.decode(kArr3, {reinterpret_cast<uint8_t*>(a3), 24}),
