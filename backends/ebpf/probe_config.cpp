@@ -73,7 +73,7 @@ struct Builder {
     for (const auto& f : t->fields) {
       const GoType* ft = types->get(f.type);
       uint64_t slot = f.offset / 8;
-      bool copied = ft && (ft->kind == GoKind::String || is_byte_slice(ft));
+      bool copied = ft && (ft->kind == GoKind::String || is_byte_slice(ft, types));
       if (!copied || f.offset % 8 || slot + 1 >= nwords) continue;
       int c = add_cap(GOTAP_CAP_STRING, pc.words[slot], pc.words[slot + 1], max_str);
       if (c >= 0) pc.field_caps.push_back({c, static_cast<int>(slot)});

@@ -16,8 +16,9 @@ enum class ValueShape {
   Iface,   // non-empty interface, error: {*itab, data}; the itab's type word and the payload
 };
 
-// Whether a type is []byte (DWARF and the runtime both name it []uint8).
-bool is_byte_slice(const GoType* t);
+// Whether a type is a slice of bytes: []byte (named []uint8) or a named one such as
+// json.RawMessage, whose element DWARF gives through the slice's array field.
+bool is_byte_slice(const GoType* t, const TypeGraph* types);
 
 // `types` may be null (no DWARF).
 ValueShape shape_of(const ParamLoc& p, const TypeGraph* types = nullptr);
