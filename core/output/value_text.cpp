@@ -140,7 +140,9 @@ std::string struct_text(const json& fields, bool cut) {
 
 std::string object_text(const json& v) {
   // gotap's own objects, told apart by their marks: no Go name is ever a key here (a
-  // struct's fields are in "fields"), so a mark cannot be a field.
+  // struct's fields are in "fields"), so a mark cannot be a field. Every accessor checks
+  // the JSON type: a record may hold anything.
+  //
   // A value left out by the cap on one event's size (--max-line, line_cap.h).
   if (v.size() == 1 && is_true(v, "truncated")) return "...";
   if (v.contains("time")) {
@@ -158,7 +160,7 @@ std::string object_text(const json& v) {
     if (is_true(v, "truncated")) s += fmt::format("...(len {})", str_of(v.value("len", json())));
     return s;
   }
-  if (v.value("location", "") == "unknown") return "<location unknown>";
+  if (v.contains("location") && v["location"] == "unknown") return "<location unknown>";
   // Untyped words that turned out to be an interface (a stripped binary's ArgInfo words, its
   // dynamic type found in the runtime's type descriptors): shown as the interface.
   if (v.contains("type") && v.contains("value"))

@@ -132,6 +132,8 @@ TEST(ValueText, NeverThrowsOnAnyShape) {
     EXPECT_FALSE(s.empty());
   }
   EXPECT_EQ(t(R"({"something":"new"})"), R"({"something":"new"})");
+  // A mark of the wrong JSON type is not an error either: the rest still reads.
+  EXPECT_EQ(t(R"({"location":{"x":1},"raw":["0x1"]})"), R"(raw["0x1"])");
 }
 
 // Go's own Duration.String() output for these values (time/time.go, its tests).
