@@ -71,11 +71,17 @@ GoInstant go_instant(uint64_t wall, int64_t ext) {
   } else {
     sec = ext;
   }
-  t.unix_sec = sec + kInternalToUnix;
+  // ext is any int64 when the words are not a real Time: never overflow on it.
+  t.valid = !__builtin_add_overflow(sec, kInternalToUnix, &t.unix_sec);
   return t;
 }
 
 std::string format_go_time(const GoInstant& t, int64_t offset_s, const std::string& zone) {
+  // Go's zone offsets are within a day; years beyond +-2^40 days are not a real time.
+  constexpr int64_t kMaxAbsSec = int64_t(1) << 55;
+  if (!t.valid || offset_s < -86400 || offset_s > 86400 || t.unix_sec < -kMaxAbsSec ||
+      t.unix_sec > kMaxAbsSec)
+    return "";
   int64_t local = t.unix_sec + offset_s;
   int64_t days = floor_div(local, 86400), rem = local - days * 86400;
   int64_t y;

@@ -17,11 +17,13 @@ struct GoInstant {
   int32_t nsec = 0;
   bool has_mono = false;
   int64_t mono_ns = 0;
+  bool valid = true;  // false when the words hold no representable instant (tracee garbage)
 };
 GoInstant go_instant(uint64_t wall, int64_t ext);
 
 // Time.String() for a zone with `offset_s` east of UTC named `zone`:
 // "2006-01-02 15:04:05.999999999 -0700 MST", plus " m=+0.007218001" with a monotonic reading.
+// "" when the instant or the offset is out of range (the words were not a real time.Time).
 std::string format_go_time(const GoInstant& t, int64_t offset_s, const std::string& zone);
 
 }  // namespace gotap

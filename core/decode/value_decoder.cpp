@@ -378,7 +378,13 @@ void ValueDecoder::add_time(json& obj, const uint8_t* p, size_t n) {
     zone = "UTC";
     obj["time_location_unread"] = true;
   }
-  obj["time"] = format_go_time(in, offset, zone);
+  // Words that are no instant (a torn read, not a real Time) get no reading, only fields.
+  std::string text = format_go_time(in, offset, zone);
+  if (text.empty()) {
+    obj.erase("time_location_unread");
+    return;
+  }
+  obj["time"] = std::move(text);
 }
 
 json ValueDecoder::chan_value(uint64_t hchan) {

@@ -167,6 +167,11 @@ TEST(GoTime, TimeString) {
   EXPECT_EQ(now.unix_sec, 1700000000);
   EXPECT_EQ(format_go_time(now, 0, "UTC"),
             "2023-11-14 22:13:20.000000007 +0000 UTC m=+1.234567890");
+  // Words that are no instant (tracee garbage): no reading, and no overflow on the way.
+  EXPECT_FALSE(go_instant(0, INT64_MIN).valid);
+  EXPECT_EQ(format_go_time(go_instant(0, INT64_MIN), 0, "UTC"), "");
+  EXPECT_EQ(format_go_time(go_instant(0, INT64_MAX), 0, "UTC"), "");
+  EXPECT_EQ(format_go_time(epoch, 1 << 30, "X"), "");
 }
 
 }  // namespace
