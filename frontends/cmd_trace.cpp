@@ -10,6 +10,7 @@
 #include "core/backend.h"
 #include "core/events/live_metrics.h"
 #include "core/output/goroutine_views.h"
+#include "core/output/line_cap.h"
 #include "core/output/output_views.h"
 #include "core/output/record.h"
 #include "core/output/value_text.h"
@@ -102,6 +103,8 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
                                                  "pointer/struct depth to decode")(
       "max-elems", po::value<int>()->default_value(16), "slice/map elements to decode")(
       "max-str", po::value<int>()->default_value(64), "string bytes to decode")(
+      "max-line", po::value<int>()->default_value(static_cast<int>(kDefaultMaxLine)),
+      "bytes of decoded values per event; more are cut and marked (0: no cap)")(
       "stack", po::value<int>()->default_value(0), "a stack of N frames per event (ptrace)")(
       "no-inline", "do not probe inlined call sites")(
       "format", po::value<std::string>(), kOutputFormats)("args",
@@ -185,7 +188,9 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   opts.max_elems = (*vm)["max-elems"].as<int>();
   opts.max_str = (*vm)["max-str"].as<int>();
   opts.stack_depth = (*vm)["stack"].as<int>();
-  if (opts.max_depth < 0 || opts.max_elems < 0 || opts.max_str < 0 || opts.stack_depth < 0)
+  const int max_line = (*vm)["max-line"].as<int>();
+  if (opts.max_depth < 0 || opts.max_elems < 0 || opts.max_str < 0 || opts.stack_depth < 0 ||
+      max_line < 0)
     return usage_error("limits must not be negative");
 
   std::string path;
@@ -253,6 +258,8 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
                   {"patterns", patterns}};
     sink = make_tee(std::move(sink), make_record_writer(record->fp, info));
   }
+  // Outermost: the output and the record get the same, capped, events.
+  sink = make_line_cap(std::move(sink), static_cast<size_t>(max_line));
   // Listening before the target starts: a port in use fails before anything is traced.
   LiveMetrics metrics;
   std::unique_ptr<PrometheusExporter> exporter;

@@ -73,6 +73,40 @@ TEST_F(Cli, MissingFile) {
   EXPECT_NE(r.err.find("/nonexistent/binary"), std::string::npos);
 }
 
+// Records: version 1 mixed struct field names with gotap's marks and cannot be converted
+// without guessing; report says so in one line (exit 2). A version 2 record whose struct
+// has fields named like marks (hugo's `location` threw type_error.302) is shown.
+TEST_F(Cli, ReportOfRecordVersions) {
+  const std::string v1 = temp_path("v1.rec"), v2 = temp_path("v2.rec");
+  write_bytes(v1,
+              "{\"event\":\"record\",\"format\":\"gotap-record\",\"version\":1,"
+              "\"command\":\"trace\"}\n{\"event\":\"entry\",\"func\":\"main.f\",\"args\":[]}\n");
+  auto r = run_command({gotap_binary(), "report", v1});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find("version 1"), std::string::npos) << r.err;
+  write_bytes(v2,
+              "{\"event\":\"record\",\"format\":\"gotap-record\",\"version\":2,"
+              "\"command\":\"trace\"}\n"
+              R"({"event":"entry","ts_ns":1,"goid":1,"tid":1,"func":"main.Parse","args":[)"
+              R"({"name":"c","type":"main.Ctx","value":{"fields":[)"
+              R"({"name":"location","value":{"fields":[{"name":"file","value":"a.md"}]}},)"
+              R"({"name":"raw","value":{"len":2,"cap":2,"bytes":"6869"}}]}}]})"
+              "\n");
+  r = run_command({gotap_binary(), "report", v2});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(R"(main.Parse(c={location:{file:"a.md"}, raw:"hi"}))"), std::string::npos)
+      << r.out;
+  fs::remove(v1);
+  fs::remove(v2);
+}
+
+TEST_F(Cli, MaxLineMustNotBeNegative) {
+  auto r = run_command({gotap_binary(), "trace", "--max-line", "-1", "main.f", "--", "/bin/true"});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_error_line(r);
+}
+
 TEST_F(Cli, NonElfFile) {
   std::string p = temp_path("text");
   write_bytes(p, "#!/bin/sh\necho not an ELF file\n");
