@@ -16,6 +16,7 @@
 #include "core/plan/go_binary.h"
 #include "core/sys/spawn.h"
 #include "frontends/commands.h"
+#include "frontends/fault_injection.h"
 #include "frontends/options.h"
 #include "frontends/prometheus_exporter.h"
 #include "frontends/reader_gone.h"
@@ -259,10 +260,18 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   }
   if (goroutines_cmd && (!selection.goids.empty() || !selection.under.empty()))
     sink = make_goroutine_filter(std::move(sink), std::move(selection));
+  sink = maybe_failing_sink(std::move(sink));
   install_stop_handlers();
   catch_sigpipe();
-  auto r = (*backend)->run(*plan, opts, *sink);
-  sink->flush();
+  // An exception here is gotap's failure, not bad input: exit 1 (the backends have removed
+  // their probes before it reaches this point).
+  Result<void> r;
+  try {
+    r = (*backend)->run(*plan, opts, *sink);
+    sink->flush();
+  } catch (const std::exception& e) {
+    return report_error(runtime_error("{}", e.what()));
+  }
   if (!r) return report_error(r.error());
   if (exporter) exporter->linger(linger_s);
   return 0;

@@ -439,6 +439,20 @@ bool Tracer::handle_trap(pid_t tid) {
   const Site* s = trap_site_;
   ++hits_;
   uint64_t ts = now_ns();
+  try {
+    handle_roles(*s, r, tid, ts);
+  } catch (const std::exception& e) {
+    failed_ = e.what();
+  } catch (...) {
+    failed_ = "unknown exception";
+  }
+  // The registers already point at the site's copy (next_event).
+  Process::cont(tid, proc_->take_held_signal(tid));
+  return true;
+}
+
+void Tracer::handle_roles(const Site& site, const user_regs_struct& r, pid_t tid, uint64_t ts) {
+  const Site* s = &site;
   for (const auto& role : s->roles) {
     switch (role.kind) {
       case SiteRole::Entry:
@@ -458,9 +472,19 @@ bool Tracer::handle_trap(pid_t tid) {
         break;
     }
   }
-  // The registers already point at the site's copy (next_event).
-  Process::cont(tid, proc_->take_held_signal(tid));
-  return true;
+}
+
+void Tracer::flush_output(bool idle) {
+  // Batches: a flush when the tracer is about to wait (no hit queued), or every 50 ms while
+  // hits keep coming, so that each event reaches the reader within 100 ms at any rate.
+  constexpr uint64_t kFlushNs = 50'000'000;
+  const uint64_t emitted = events_ + (goroutines_ ? goroutines_->events() : 0);
+  if (emitted == flushed_events_) return;
+  const uint64_t now = now_ns();
+  if (!idle && now - last_flush_ns_ < kFlushNs) return;
+  sink_.flush();
+  flushed_events_ = emitted;
+  last_flush_ns_ = now;
 }
 
 void Tracer::loop() {
@@ -475,7 +499,8 @@ void Tracer::loop() {
     return true;
   };
   for (;;) {
-    if (stop_due()) return;
+    if (stop_due() || failed_) return;
+    flush_output(false);
     bool fixed = false;
     WaitStatus ws{};
     // Polling briefly before blocking keeps the tracer on its CPU between hits that come in
@@ -486,7 +511,10 @@ void Tracer::loop() {
         ws = proc_->next_event(-1, false, to_copy, &fixed);
       } while (ws.tid == 0 && now_ns() < until);
     }
-    if (ws.tid == 0) ws = proc_->next_event(-1, true, to_copy, &fixed);
+    if (ws.tid == 0) {
+      flush_output(true);
+      ws = proc_->next_event(-1, true, to_copy, &fixed);
+    }
     if (ws.tid == 0) {  // an exit that cannot be taken yet (Process::next_event)
       usleep(100);
       continue;
@@ -582,6 +610,9 @@ Result<void> Tracer::run() {
   end_metrics();
   bool gone = proc_->gone();
   detach();
+  if (failed_)
+    return runtime_error("the trace failed after the probes were placed (they are removed): {}",
+                         *failed_);
   finish_pending();
   emit_aggregates();
   if (goroutines_) events_ += goroutines_->events();

@@ -53,6 +53,9 @@ class Tracer {
   void loop();
   // A probe hit, already sent to its copy: trap_site_ and trap_regs_ (as at the int3).
   bool handle_trap(pid_t tid);
+  void handle_roles(const Site& s, const user_regs_struct& r, pid_t tid, uint64_t ts);
+  // Hands what was emitted to the reader: always when `idle`, else at most every 50 ms.
+  void flush_output(bool idle);
   // Arms the safety net through the stopped thread `tid`; false while it must wait.
   bool arm_net(pid_t tid);
   void on_entry(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
@@ -98,6 +101,13 @@ class Tracer {
   uint64_t deadline_ns_ = 0;
   uint64_t spin_ns_ = 0;
   bool exec_ended_ = false;
+  // An exception out of decoding or the output, caught at the hit: the trace ends, probes
+  // removed, and run() reports it (exit 1).
+  std::optional<std::string> failed_;
+  // Events handed to the sink, and how many of them were flushed: flushed when the tracer
+  // is about to wait, or every 50 ms while hits keep coming (docs/cli.md).
+  uint64_t flushed_events_ = 0;
+  uint64_t last_flush_ns_ = 0;
 };
 
 // CLOCK_MONOTONIC in nanoseconds (the clock of ts_ns).
