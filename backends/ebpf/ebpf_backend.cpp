@@ -2,9 +2,11 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -29,6 +32,8 @@
 #include "core/events/live_metrics.h"
 #include "core/events/typed_events.h"
 #include "core/model/wait_reasons.h"
+#include "core/sys/fd.h"
+#include "core/sys/uprobe_holders.h"
 #include "gotap.skel.h"
 
 namespace gotap::ebpf {
@@ -220,6 +225,31 @@ int on_sample(void* ctx, void* data, size_t size) {
   return -1;
 }
 
+// Functions (func_id -> site) whose entry holds an int3 in pid's memory that neither the
+// file has nor a uprobe put there.
+std::map<uint32_t, uint64_t> held_entries(const BinaryView& bin, const ProbeConfig& cfg, int pid,
+                                          const std::string& path) {
+  std::map<uint32_t, uint64_t> out;
+  const uint64_t bias = bin.load_bias(pid).value_or(0);
+  sys::Fd mem(open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDONLY | O_CLOEXEC));
+  if (mem.get() < 0) return out;
+  std::optional<std::map<uint64_t, std::string>> uprobes;
+  for (const auto& site : cfg.sites) {
+    const uint32_t id = site.probe.func_id;
+    if (id >= cfg.funcs.size() || site.addr != cfg.funcs[id].plan->entry_probe) continue;
+    uint8_t now = 0;
+    if (pread(mem.get(), &now, 1, static_cast<off_t>(site.addr + bias)) != 1 || now != 0xCC)
+      continue;
+    auto file = bin.elf->read(site.addr, 1);
+    if (file.empty() || file[0] == 0xCC) continue;
+    if (!uprobes) uprobes = sys::uprobe_holders(path);
+    auto off = bin.elf->vaddr_to_offset(site.addr);
+    if (off && uprobes->count(*off)) continue;
+    out.emplace(id, site.addr);
+  }
+  return out;
+}
+
 std::string target_text(const TraceOptions& opts, int pid, const std::string& path) {
   if (opts.target.all) return "every process running " + path;
   return "pid " + std::to_string(pid);
@@ -280,6 +310,32 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     path = "/proc/" + std::to_string(filter_pid) + "/exe";
   } else if (!opts.target.all) {
     return make_error("no target: give a pid, a command or --all");
+  }
+
+  // Sites another tracer holds with an int3 of its own (a ptrace gotap, a debugger): a uprobe
+  // there would go when that tracer puts its byte back. A function whose entry is held is
+  // not traced at all, as under ptrace (docs/cli.md, "Sites another tracer holds"). Other
+  // uprobes are no obstacle: the kernel shares a site between them.
+  if (opts.target.pid > 0) {
+    auto held = held_entries(bin, cfg, filter_pid, path);
+    if (!held.empty()) {
+      std::set<uint32_t> funcs;
+      for (const auto& [id, why] : held) funcs.insert(id);
+      std::erase_if(sites,
+                    [&](const Site& s) { return funcs.count(cfg.sites[s.cookie].probe.func_id); });
+      const std::string first = cfg.funcs[held.begin()->first].plan->name;
+      if (sites.empty()) {
+        target.terminate();
+        return runtime_error(
+            "no probe could be placed: the entry of {} already holds an int3: another tracer "
+            "(ptrace or a debugger) is on it",
+            first);
+      }
+      if (!eo.quiet)
+        std::cerr << "gotap: warning: " << held.size() << " function(s) not traced: their entry "
+                  << "already holds an int3 of another tracer (ptrace or a debugger), e.g. "
+                  << first << "\n";
+    }
   }
 
   // uprobe_multi first: one link for every site. Kernels before 6.6 refuse it; then one

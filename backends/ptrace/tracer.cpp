@@ -22,6 +22,7 @@
 #include "core/events/live_metrics.h"
 #include "core/events/typed_events.h"
 #include "core/model/wait_reasons.h"
+#include "core/sys/uprobe_holders.h"
 
 namespace gotap::ptrace {
 
@@ -175,7 +176,15 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
 
   // A gotap killed earlier left its int3s here: put the original bytes back first, or every
   // site would look taken.
-  Leftovers left = remove_leftovers(proc_->pid(), mem);
+  // Never where a uprobe is: that int3 is another tracer's, now or since the dead gotap.
+  const auto holders = sys::uprobe_holders("/proc/" + std::to_string(proc_->pid()) + "/exe");
+  auto holder_of = [&](uint64_t addr) -> const std::string* {
+    auto off = addr >= bias_ ? elf.vaddr_to_offset(addr - bias_) : std::nullopt;
+    auto it = off ? holders.find(*off) : holders.end();
+    return it == holders.end() ? nullptr : &it->second;
+  };
+  Leftovers left = remove_leftovers(proc_->pid(), mem,
+                                    [&](uint64_t addr) { return holder_of(addr) != nullptr; });
   if (left.restored)
     fmt::print(stderr, "gotap: removed {} probe{} left in pid {} by a gotap that was killed\n",
                left.restored, left.restored == 1 ? "" : "s", proc_->pid());
@@ -184,7 +193,8 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   fstate_.resize(plan_.funcs.size());
   // Sites that cannot be probed are counted, and reported once with the first reason.
   size_t wanted = 0, taken = 0;
-  std::string first_problem;
+  std::string first_problem, first_holder;
+  uint8_t first_byte = 0;
   for (size_t i = 0; i < plan_.funcs.size(); ++i) {
     const FuncPlan& f = plan_.funcs[i];
     FuncState& fs = fstate_[i];
@@ -196,11 +206,22 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     auto add = [&](uint64_t pc, SiteRole role, int32_t sp_delta) {
       ++wanted;
       auto r = bps_.add(pc + bias_, role, sp_delta, mem);
-      if (r) return;
-      if (r.error().what().find("already holds an int3") != std::string::npos) ++taken;
+      if (r) return true;
+      if (r.error().what().find("already holds an int3") != std::string::npos) {
+        ++taken;
+        if (const std::string* who = holder_of(pc + bias_); who && first_holder.empty())
+          first_holder = fmt::format("{} holds {}", *who, f.name);
+      }
       if (first_problem.empty()) first_problem = fmt::format("{}: {}", f.name, r.error().what());
+      return false;
     };
-    if (f.entry_probe) add(f.entry_probe, {SiteRole::Entry, int(i), -1}, f.frame_size);
+    // Another tracer on the entry: the function is not traced at all, or each of its returns
+    // would show as a call of no length (docs/cli.md, "Sites another tracer holds").
+    if (f.entry_probe && !add(f.entry_probe, {SiteRole::Entry, int(i), -1}, f.frame_size) &&
+        mem.read(f.entry_probe + bias_, &first_byte, 1) && first_byte == 0xCC) {
+      wanted += f.ret_sites.size() + f.tail_jumps.size();
+      continue;
+    }
     // A RET's frame is torn down: the return address is at RSP.
     for (uint64_t rs : f.ret_sites) add(rs, {SiteRole::Return, int(i), -1}, 0);
     // A tail jump ends the call too (the eBPF backend probes them the same way).
@@ -234,8 +255,8 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   const std::string why =
       taken ? fmt::format(
                   "{} of them already hold an int3: another tracer (a uprobe or a "
-                  "debugger) is on them",
-                  taken)
+                  "debugger) is on them{}",
+                  taken, first_holder.empty() ? "" : "; " + first_holder)
             : "first: " + first_problem;
   if (wanted && placed == 0)
     return runtime_error("no probe could be placed ({} sites; {})", wanted, why);
@@ -580,6 +601,9 @@ void Tracer::detach() {
                    r.error().what());
     }
   }
+  // A normal end leaves nothing a later gotap could take for a dead one's probes. While the
+  // net is still the handler (a job-control stop), its table must stay.
+  if (!net_.armed()) retire_table(proc_->mem(), bps_.scratch());
   proc_->detach_all(rewind, held);
 }
 
