@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -225,11 +226,23 @@ int on_sample(void* ctx, void* data, size_t size) {
   return -1;
 }
 
+// Whether a ptrace tracer (a gotap, a debugger) is attached to pid now.
+bool ptrace_attached(int pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("TracerPid:", 0) == 0) return std::strtol(line.c_str() + 10, nullptr, 10) != 0;
+  return false;
+}
+
 // Functions (func_id -> site) whose entry holds an int3 in pid's memory that neither the
-// file has nor a uprobe put there.
+// file has nor a uprobe put there, while a ptrace tracer is attached. With none attached,
+// such an int3 is a killed gotap's: a uprobe on top works (the kernel takes the instruction
+// from the file), and removing the uprobe puts the file's byte back.
 std::map<uint32_t, uint64_t> held_entries(const BinaryView& bin, const ProbeConfig& cfg, int pid,
                                           const std::string& path) {
   std::map<uint32_t, uint64_t> out;
+  if (!ptrace_attached(pid)) return out;
   const uint64_t bias = bin.load_bias(pid).value_or(0);
   sys::Fd mem(open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDONLY | O_CLOEXEC));
   if (mem.get() < 0) return out;

@@ -3,6 +3,9 @@
 // - a ptrace trace that ended normally leaves nothing that a later gotap takes for a dead
 //   gotap's probes: a later ptrace trace finds an eBPF count's uprobe on the function's entry,
 //   leaves it alone and exits 1 naming who holds it; the eBPF count goes on counting every
+//   request;
+// - an eBPF count after a ptrace gotap was killed (its int3s still in the program, no tracer
+//   attached) is not refused: the killed gotap's int3s hold nothing, and it counts every
 //   request.
 #include <signal.h>
 #include <sys/wait.h>
@@ -85,6 +88,39 @@ TEST_F(Ownership, AnotherTracersUprobeSurvivesALaterPtraceTrace) {
   auto counts = events_in(cout, "count");
   ASSERT_EQ(counts.size(), 1u) << cout;
   EXPECT_EQ(counts[0].value("func", ""), kFunc);
+  EXPECT_EQ(counts[0].value("count", -1), kRequests) << cout;
+  EXPECT_TRUE(srv_.serves_page());
+}
+
+TEST_F(Ownership, EbpfCountsAfterAPtraceGotapWasKilled) {
+  const std::string pid = std::to_string(srv_.pid());
+  Child dead =
+      spawn({gotap_binary(), "trace", "--backend", "ptrace", "-o", "/dev/null", "-p", pid, kFunc});
+  ASSERT_GT(dead.pid, 0);
+  std::string err = read_until(dead.err, "Tracing ", 60000);
+  ASSERT_NE(err.find("Tracing "), std::string::npos) << err;
+  kill(dead.pid, SIGKILL);
+  int st = 0;
+  waitpid(dead.pid, &st, 0);
+  close(dead.out);
+  close(dead.err);
+  ASSERT_TRUE(srv_.serves_page());  // the safety net steps over the dead gotap's int3s
+
+  Child count = spawn({gotap_binary(), "count", "--backend", "ebpf", "--json", "-p", pid, kFunc});
+  ASSERT_GT(count.pid, 0);
+  std::string cerr = read_until(count.err, "Tracing ", 60000);
+  ASSERT_NE(cerr.find("Tracing "), std::string::npos) << cerr;
+  const int kRequests = 10;
+  for (int i = 0; i < kRequests; ++i)
+    ASSERT_TRUE(served_ok(http_get(srv_.port(), RcloneServer::kPage), RcloneServer::kBody));
+  kill(count.pid, SIGINT);
+  const std::string cout = read_all(count.out);
+  waitpid(count.pid, &st, 0);
+  close(count.out);
+  close(count.err);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  auto counts = events_in(cout, "count");
+  ASSERT_EQ(counts.size(), 1u) << cout;
   EXPECT_EQ(counts[0].value("count", -1), kRequests) << cout;
   EXPECT_TRUE(srv_.serves_page());
 }
