@@ -1,7 +1,8 @@
 // A trace read while it runs, once per backend, attached by pid to Debian's stripped rclone
 // serving loopback requests one at a time (docs/cli.md, "Output"):
 // - one request's events reach a pipe, and a file given with -o, within 0.5 s of the
-//   request being answered, though nothing else happens in the program;
+//   request being answered, though nothing else happens in the program; so do
+//   `goroutines --json` events;
 // - `gotap ... | head -2` ends within 1 s of head's second line;
 // - a failure after the probes are placed (an output that throws at its Nth event,
 //   GOTAP_TEST_FAIL_SINK_AT) ends gotap with exit 1 and one line, and leaves the program's
@@ -167,6 +168,23 @@ TEST_P(LiveTrace, OneRequestReachesAPipeWithinHalfASecond) {
         << "no return within " << ms_since(answered) << " ms of the answer: " << head(got);
     EXPECT_NE(got.find(kFunc), std::string::npos) << head(got);
   }
+  end_child(tap);
+}
+
+// `goroutines --json` streams too: the goroutine a request's connection runs on is created
+// within 0.5 s of the answer reaching us (and nothing is held back until the end).
+TEST_P(LiveTrace, GoroutineEventsReachAPipeWithinHalfASecond) {
+  Child tap = spawn({gotap_binary(), "goroutines", "--backend", GetParam(), "--json", "-p",
+                     std::to_string(srv_.pid())});
+  ASSERT_GT(tap.pid, 0);
+  wait_tracing(tap.err);
+  if (HasFatalFailure()) return end_child(tap);
+  read_until(tap.out, "\n\n", 200);  // whatever the idle server's goroutines did
+  ASSERT_TRUE(served_ok(http_get(srv_.port(), RcloneServer::kPage), RcloneServer::kBody));
+  const auto answered = Clock::now();
+  std::string got = read_until(tap.out, "\"event\":\"gcreate\"", 500);
+  EXPECT_NE(got.find("\"event\":\"gcreate\""), std::string::npos)
+      << "no gcreate within " << ms_since(answered) << " ms of the answer: " << head(got);
   end_child(tap);
 }
 
