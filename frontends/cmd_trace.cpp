@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
 
@@ -238,7 +239,9 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   std::unique_ptr<EventSink> sink = command == "graph" && format == "graph"
                                         ? make_graph_writer(out->fp, root, vm->count("args") > 0)
                                         : make_output(format, out->fp);
-  sink = std::make_unique<ReaderGuard>(std::move(sink), out->fp);
+  auto guard_owned = std::make_unique<ReaderGuard>(std::move(sink), out->fp);
+  const ReaderGuard* guard = guard_owned.get();
+  sink = std::move(guard_owned);
   if (record->fp) {
     Event info = {{"command", command}, {"binary", path}, {"patterns", patterns}};
     sink = make_tee(std::move(sink), make_record_writer(record->fp, info));
@@ -273,6 +276,9 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     return report_error(runtime_error("{}", e.what()));
   }
   if (!r) return report_error(r.error());
+  // The probes are out: a write that failed (not the reader leaving) is a failure.
+  if (int err = guard->write_error())
+    return report_error(runtime_error("cannot write the output: {}", std::strerror(err)));
   if (exporter) exporter->linger(linger_s);
   return 0;
 }

@@ -6,7 +6,7 @@
 // - `gotap ... | head -2` ends within 1 s of head's second line;
 // - a failure after the probes are placed (an output that throws at its Nth event,
 //   GOTAP_TEST_FAIL_SINK_AT) ends gotap with exit 1 and one line, and leaves the program's
-//   code as in its file, the program serving.
+//   code as in its file, the program serving; so does a write that fails (-o /dev/full).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -272,6 +272,34 @@ TEST_P(LiveTrace, FailureAfterProbesAreInLeavesTheCodeAsInItsFile) {
   EXPECT_EQ(after.bytes, before.bytes);
   EXPECT_EQ(after.differing, 0u) << after.first;
   for (int i = 0; i < 5; ++i) EXPECT_TRUE(srv_.serves_page());
+}
+
+// A write that fails (here: -o /dev/full, ENOSPC) is no reader leaving: the trace stops, its
+// probes removed, and gotap exits 1 with one line; the program's code is as in its file.
+TEST_P(LiveTrace, WriteErrorEndsTheTraceWithExitOne) {
+  Child tap = spawn(trace_argv({"-o", "/dev/full"}));
+  ASSERT_GT(tap.pid, 0);
+  wait_tracing(tap.err);
+  if (HasFatalFailure()) return end_child(tap);
+  int st = -1;
+  for (int i = 0; i < 20 && st == -1; ++i) {
+    EXPECT_TRUE(served_ok(http_get(srv_.port(), RcloneServer::kPage), RcloneServer::kBody));
+    st = wait_for(tap.pid, 200);
+  }
+  if (st == -1) {
+    ADD_FAILURE() << "gotap did not end on the failed write";
+    end_child(tap);
+    return;
+  }
+  tap.pid = -1;
+  const std::string err = read_until(tap.err, "\n\n", 1000);
+  end_child(tap);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << "status " << st << ": " << err;
+  EXPECT_EQ(err, "gotap: cannot write the output: No space left on device\n");
+  const TextCompare after = compare_text(srv_.pid());
+  EXPECT_GT(after.bytes, 0u);
+  EXPECT_EQ(after.differing, 0u) << after.first;
+  EXPECT_TRUE(srv_.serves_page());
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LiveTrace, ::testing::Values("ebpf", "ptrace"),
