@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
 
@@ -17,6 +18,7 @@
 #include "core/plan/go_binary.h"
 #include "core/sys/spawn.h"
 #include "frontends/commands.h"
+#include "frontends/fault_injection.h"
 #include "frontends/options.h"
 #include "frontends/prometheus_exporter.h"
 #include "frontends/reader_gone.h"
@@ -251,7 +253,9 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   std::unique_ptr<EventSink> sink = command == "graph" && format == "graph"
                                         ? make_graph_writer(out->fp, root, vm->count("args") > 0)
                                         : make_output(format, out->fp);
-  sink = std::make_unique<ReaderGuard>(std::move(sink), out->fp);
+  auto guard_owned = std::make_unique<ReaderGuard>(std::move(sink), out->fp);
+  const ReaderGuard* guard = guard_owned.get();
+  sink = std::move(guard_owned);
   if (record->fp) {
     Event info = {{"command", command},
                   {"binary", real_binary_path(path, opts.target.pid)},
@@ -277,11 +281,22 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   }
   if (goroutines_cmd && (!selection.goids.empty() || !selection.under.empty()))
     sink = make_goroutine_filter(std::move(sink), std::move(selection));
+  sink = maybe_failing_sink(std::move(sink));
   install_stop_handlers();
   catch_sigpipe();
-  auto r = (*backend)->run(*plan, opts, *sink);
-  sink->flush();
+  // An exception here is gotap's failure, not bad input: exit 1 (the backends have removed
+  // their probes before it reaches this point).
+  Result<void> r;
+  try {
+    r = (*backend)->run(*plan, opts, *sink);
+    sink->flush();
+  } catch (const std::exception& e) {
+    return report_error(runtime_error("{}", e.what()));
+  }
   if (!r) return report_error(r.error());
+  // The probes are out: a write that failed (not the reader leaving) is a failure.
+  if (int err = guard->write_error())
+    return report_error(runtime_error("cannot write the output: {}", std::strerror(err)));
   if (exporter) exporter->linger(linger_s);
   return 0;
 }

@@ -88,8 +88,11 @@ class TextWriter : public EventSink {
             "\n");
     } else if (kind == "return") {
       std::string res = param_list(ev.value("results", Event::array()));
-      print(head + "<- " + fn + (res.empty() ? "" : " = " + res) + "  (" +
-            format_duration(ev.value("duration_ns", uint64_t{0})) + ")\n");
+      // No duration_ns: the entry was not seen (docs/json.md), not a call of no length.
+      const std::string len = ev.contains("duration_ns")
+                                  ? format_duration(ev.value("duration_ns", uint64_t{0}))
+                                  : "unmatched: its entry was not seen";
+      print(head + "<- " + fn + (res.empty() ? "" : " = " + res) + "  (" + len + ")\n");
     } else {
       print(head + "<- " + fn +
             "  (unfinished: " + ev.value("reason", std::string("never returned")) + ")\n");

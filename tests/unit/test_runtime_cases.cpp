@@ -527,7 +527,7 @@ void expect_unfinished_match(const json& spec, const CaseRun& run) {
     EXPECT_EQ((*entry)["tid"], u["tid"]) << u;
     for (const auto& r : returns[u["func"]])
       EXPECT_FALSE(r["goid"] == u["goid"] && r["ts_ns"].get<uint64_t>() >= entered &&
-                   r.value("duration_ns", uint64_t{0}) == r["ts_ns"].get<uint64_t>() - entered)
+                   r.value("wall_ns", uint64_t{0}) == r["ts_ns"].get<uint64_t>() - entered)
           << "the unfinished call returned: " << r;
   }
 }
