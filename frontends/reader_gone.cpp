@@ -77,13 +77,25 @@ void ReaderGuard::emit(const Event& ev) {
   }
   errno = 0;
   inner_->emit(ev);
+  retry_interrupted();
   if (std::ferror(out_) || g_sigpipe.load()) on_write_failed(errno);
+}
+
+void ReaderGuard::retry_interrupted() {
+  // A stop signal (no SA_RESTART) can interrupt a write: that is neither the reader leaving
+  // nor a failure. stdio keeps what it could not write; write it now.
+  for (int i = 0; i < 8 && std::ferror(out_) && errno == EINTR && !g_sigpipe.load(); ++i) {
+    std::clearerr(out_);
+    errno = 0;
+    inner_->flush();
+  }
 }
 
 void ReaderGuard::flush() {
   if (gone_.load()) return;
   errno = 0;
   inner_->flush();
+  retry_interrupted();
   if (std::ferror(out_)) on_write_failed(errno);
 }
 

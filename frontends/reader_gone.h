@@ -34,6 +34,7 @@ class ReaderGuard : public EventSink {
   void mark_gone();
   // After a failed write: the reader left (EPIPE, SIGPIPE) or the write failed.
   void on_write_failed(int err);
+  void retry_interrupted();
   std::unique_ptr<EventSink> inner_;
   std::FILE* out_;
   std::atomic<bool> gone_{false};

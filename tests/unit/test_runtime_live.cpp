@@ -144,6 +144,10 @@ class LiveTrace : public ::testing::TestWithParam<std::string> {
   void wait_tracing(int err_fd) {
     std::string err = read_until(err_fd, "Tracing ", 60000);
     ASSERT_NE(err.find("Tracing "), std::string::npos) << err;
+    // The banner's end: its newline may come in a write of its own.
+    if (err.find('\n', err.find("Tracing ")) == std::string::npos)
+      err += read_until(err_fd, "\n", 5000);
+    ASSERT_NE(err.find('\n', err.find("Tracing ")), std::string::npos) << err;
     // The program settles: nothing it does now is traced (no request is in flight).
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
