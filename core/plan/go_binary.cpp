@@ -12,6 +12,7 @@
 #include "core/binary/rtype_graph.h"
 #include "core/plan/abi.h"
 #include "core/plan/disasm.h"
+#include "core/plan/inline_mark.h"
 #include "core/plan/pattern.h"
 
 namespace gotap {
@@ -178,7 +179,8 @@ const std::vector<GoBinary::InlineNode>& GoBinary::inline_nodes() const {
   return inline_nodes_;
 }
 
-std::vector<InlineSite> GoBinary::inline_sites(std::string_view name) const {
+std::vector<InlineSite> GoBinary::inline_sites(std::string_view name,
+                                               std::vector<InlineSite>* skipped) const {
   const auto& nodes = inline_nodes();
   auto lo = std::lower_bound(nodes.begin(), nodes.end(), name,
                              [](const InlineNode& n, std::string_view v) { return n.callee < v; });
@@ -213,18 +215,27 @@ std::vector<InlineSite> GoBinary::inline_sites(std::string_view name) const {
       int32_t par = index_at(n.parent_pc);
       return par == idx ? -1 : par;
     };
-    // The lowest PC whose chain of inline nodes includes a wanted node starts that body.
-    std::map<int32_t, uint64_t> first_pc;
-    for (const auto& r : ranges) {
-      if (r.index < 0 || r.hi <= r.lo) continue;
-      int32_t idx = r.index;
+    auto within = [&](int32_t idx, int32_t want) {
       for (int depth = 0; idx >= 0 && depth < 64; ++depth) {
-        if (wanted.count(idx)) {
-          auto [slot, inserted] = first_pc.emplace(idx, r.lo);
-          if (!inserted) slot->second = std::min(slot->second, r.lo);
-        }
+        if (idx == want) return true;
         idx = parent(idx);
       }
+      return false;
+    };
+    // Each inlined call is probed at its call-site mark when that provably runs once per
+    // call (core/plan/inline_mark.h); the function is decoded only when a mark needs it.
+    CodeBlocks code = decode_blocks(elf_->read(f.entry, f.end - f.entry), f.entry);
+    InlineFacts facts;
+    facts.node_at = index_at;
+    facts.within = within;
+    facts.same_line = [&](uint64_t a, uint64_t b) {
+      auto x = pclntab_.file_line(f, a), y = pclntab_.file_line(f, b);
+      return x && y && *x == *y;
+    };
+    std::map<uint64_t, int> marks;  // calls of `name` per mark pc in this function
+    for (int32_t idx : wanted) {
+      auto p = pos.find(idx);
+      if (p != pos.end()) ++marks[tree[p->second].parent_pc];
     }
     for (int32_t idx : wanted) {
       auto p = pos.find(idx);
@@ -232,19 +243,30 @@ std::vector<InlineSite> GoBinary::inline_sites(std::string_view name) const {
       const InlinedCall& n = tree[p->second];
       InlineSite s;
       s.outer = std::string(f.name);
-      auto fp = first_pc.find(idx);
-      // A body that compiled to nothing still has its call site's mark instruction.
-      s.pc = fp != first_pc.end() ? fp->second : n.parent_pc;
+      auto choice = choose_inline_site(code, facts, idx, n.parent_pc);
+      // Two calls of one function that share a mark (two calls on one line) would both be
+      // counted by one probe hit.
+      if (choice.ok && marks[n.parent_pc] > 1) {
+        choice.ok = false;
+        choice.reason = "another call of the same function shares its call-site mark";
+      }
+      s.pc = n.parent_pc;
       s.sp_delta = pclntab_.sp_delta(f, s.pc).value_or(0);
       if (auto fl = pclntab_.file_line(f, n.parent_pc)) {
         s.file = std::string(fl->first);
         s.line = fl->second;
       }
-      out.push_back(std::move(s));
+      if (choice.ok) {
+        out.push_back(std::move(s));
+      } else if (skipped) {
+        s.skip_reason = choice.reason;
+        skipped->push_back(std::move(s));
+      }
     }
   }
-  std::sort(out.begin(), out.end(),
-            [](const InlineSite& a, const InlineSite& b) { return a.pc < b.pc; });
+  auto by_pc = [](const InlineSite& a, const InlineSite& b) { return a.pc < b.pc; };
+  std::sort(out.begin(), out.end(), by_pc);
+  if (skipped) std::sort(skipped->begin(), skipped->end(), by_pc);
   return out;
 }
 
@@ -497,7 +519,7 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
   for (uint32_t i : matched) {
     const PclnFunc& f = funcs[i];
     FuncPlan fp = plan_func(f, plan.warnings);
-    fp.inline_sites = inline_sites(f.name);
+    fp.inline_sites = inline_sites(f.name, &fp.inline_skipped);
     plan.funcs.push_back(std::move(fp));
   }
   for (std::string_view name : inlined) {
@@ -506,7 +528,7 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
     fp.entry_probe_kind = "inline";
     fp.abi = plan.regabi ? "internal" : "abi0";
     fp.args_source = "none";
-    fp.inline_sites = inline_sites(name);
+    fp.inline_sites = inline_sites(name, &fp.inline_skipped);
     plan.funcs.push_back(std::move(fp));
   }
   std::stable_sort(plan.funcs.begin(), plan.funcs.end(), [](const FuncPlan& a, const FuncPlan& b) {
@@ -516,10 +538,17 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
 
   for (auto& fp : plan.funcs) {
     fp.inline_probed = o.probe_inline_sites;
-    if (!fp.inline_sites.empty() && !o.probe_inline_sites) {
+    const size_t all_sites = fp.inline_sites.size() + fp.inline_skipped.size();
+    if (all_sites && !o.probe_inline_sites) {
       plan.warnings.push_back(fmt::format(
           "{} was inlined at {} call site(s) that are not probed: calls there are not traced",
-          fp.name, fp.inline_sites.size()));
+          fp.name, all_sites));
+    }
+    if (!fp.inline_skipped.empty() && o.probe_inline_sites) {
+      plan.warnings.push_back(fmt::format(
+          "{} was inlined at {} call site(s) with no instruction that runs exactly once per "
+          "call: calls there are not traced (funcs lists them)",
+          fp.name, fp.inline_skipped.size()));
     }
   }
   // Last: planning may have added the method tables' types that types() returns.

@@ -88,7 +88,9 @@ class GoBinary {
  private:
   GoBinary() = default;
   FuncPlan plan_func(const PclnFunc& f, std::vector<std::string>& warnings) const;
-  std::vector<InlineSite> inline_sites(std::string_view name) const;
+  // The sites probed; `skipped` gets those with no instruction that runs once per call.
+  std::vector<InlineSite> inline_sites(std::string_view name,
+                                       std::vector<InlineSite>* skipped = nullptr) const;
   int64_t compute_tls_g_offset() const;
   const DwarfFunc* dwarf_func(const PclnFunc& f) const;
   // Adds the types of these signatures to the runtime-type graph (one index pass).
