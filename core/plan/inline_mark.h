@@ -15,8 +15,10 @@ namespace gotap {
 struct CodeInsn {
   uint64_t pc = 0;
   uint8_t len = 0;
-  bool leader = false;  // starts a basic block (entry, a jump target, after a branch)
-  bool nop1 = false;    // the one-byte NOP (0x90) that Go emits as an inline mark
+  bool leader = false;        // starts a basic block (entry, a jump target, after a branch)
+  bool nop1 = false;          // the one-byte NOP (0x90) that Go emits as an inline mark
+  bool falls_through = true;  // false after an unconditional JMP, RET, INT3, UD2
+  uint64_t target = 0;        // a direct branch's target (0: none)
 };
 
 // The instructions of [entry, entry + code.size()) in order, with basic-block leaders.
@@ -28,6 +30,17 @@ struct CodeBlocks {
   bool indirect = false;
   // Index of the instruction starting at pc, or -1.
   int64_t index_of(uint64_t pc) const;
+
+  // Basic blocks (filled when complete): the block of each instruction, each block's first
+  // instruction, predecessors, and immediate dominator (-1 for the entry and for blocks not
+  // reachable from it).
+  std::vector<int32_t> block_of;
+  std::vector<int64_t> block_start;
+  std::vector<std::vector<int32_t>> preds;
+  std::vector<int32_t> idom;
+  // Whether every path from the entry to block b passes block a (a == b included); false
+  // when b is unreachable.
+  bool dominates(int32_t a, int32_t b) const;
 };
 CodeBlocks decode_blocks(Bytes code, uint64_t entry);
 
