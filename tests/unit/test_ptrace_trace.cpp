@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -195,7 +196,20 @@ TEST_F(PtraceTrace, StressOutputUnchanged) {
     EXPECT_EQ(r.stdout_text, want);
     auto entries = events_of(r.events, "entry");
     auto returns = events_of(r.events, "return");
-    EXPECT_GT(entries.size(), 1500u);
+    // Exact calls, from tests/fixtures/stress/main.go with these flags: grow(1500) is 1501
+    // calls, and goroutine g calls grow(g%50) (g%50+1 calls) and leaf once; mayPanic runs
+    // for i = 1..30 and calls leaf when i%3 != 0; onSignal handles 5 signals.
+    const int goroutines = 300, depth = 1500;
+    uint64_t grows = depth + 1, leaves = goroutines, panics = 30;
+    for (int g = 0; g < goroutines; ++g) grows += g % 50 + 1;
+    for (int i = 1; i <= 30; ++i) leaves += i % 3 != 0;
+    std::map<std::string, uint64_t> per_func;
+    for (const auto& e : entries) ++per_func[e["func"]];
+    EXPECT_EQ(per_func["main.grow"], grows);
+    EXPECT_EQ(per_func["main.leaf"], leaves);
+    EXPECT_EQ(per_func["main.mayPanic"], panics);
+    EXPECT_EQ(per_func["main.onSignal"], 5u);
+    EXPECT_EQ(entries.size(), grows + leaves + panics + 5);
     EXPECT_EQ(entries.size(), returns.size());
     for (const auto& ret : returns) {
       // Every return found its entry, across stack copies and thread migrations.
