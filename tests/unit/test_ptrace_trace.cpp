@@ -218,6 +218,32 @@ TEST_F(PtraceTrace, StressOutputUnchanged) {
   }
 }
 
+// An inlined call's probe sits on its call-site mark, in the caller's frame, so the stack of
+// its entry must still name the inlined function first, then the function it ran in, then
+// the caller of that: main.notFound in main.stripPrefix.func1, called from main.main.
+TEST_F(PtraceTrace, InlinedEntryStackStartsWithTheInlinedFunction) {
+  auto fx = all_fixtures("inlbranch");
+  if (fx.empty()) GTEST_SKIP() << "no inlbranch fixtures built";
+  for (const Fixture& f : fx) {
+    if (f.flavour != "default" && f.flavour != "stripped") continue;
+    SCOPED_TRACE(f.label());
+    TraceOptions o;
+    o.target.argv = {f.path, "2", "1"};  // one request answered by notFound
+    o.stack_depth = 4;
+    TraceRun r = trace(f.path, {"main.notFound"}, o);
+    ASSERT_TRUE(r.ok) << r.error;
+    auto entries = events_of(r.events, "entry");
+    ASSERT_EQ(entries.size(), 1u);
+    const json& st = entries[0]["stack"];
+    ASSERT_GE(st.size(), 3u) << st;
+    EXPECT_EQ(st[0]["func"], "main.notFound");
+    EXPECT_EQ(st[0].value("inlined", false), true);
+    EXPECT_EQ(st[1]["func"], "main.stripPrefix.func1");
+    EXPECT_EQ(st[2]["func"], "main.main");
+    EXPECT_LE(st.size(), 4u);
+  }
+}
+
 TEST_F(PtraceTrace, AttachedProcessKeepsRunningAfterDetach) {
   auto fx = all_fixtures("demo");
   if (fx.empty()) GTEST_SKIP() << "no demo fixtures built";
