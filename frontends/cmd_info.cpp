@@ -41,6 +41,10 @@ nlohmann::json info_json(const GoBinary& b) {
       {"goid_offset", b.offsets().g_goid},
       {"offsets_source", b.offsets().source},
   };
+  // Inlined calls that get a probe, and those with no instruction that runs exactly once per
+  // call, which are never probed (docs/design.md, "Inlined calls").
+  auto inl = b.inline_stats();
+  j["inlined_calls"] = {{"probed", inl.probed}, {"skipped", inl.skipped}};
   if (b.dwarf()) j["dwarf_producer"] = b.dwarf()->producer();
   // Where the DWARF came from: the binary itself, or a separate debug file and how it was
   // found (debuglink, build-id, debuginfod).

@@ -402,7 +402,22 @@ void Tracer::on_inline(const Site& s, const SiteRole& role, const user_regs_stru
   ev.inlined = true;
   if (role.inline_idx >= 0 && size_t(role.inline_idx) < f.inline_sites.size())
     ev.inlined_in = f.inline_sites[role.inline_idx].outer;
-  if (opts_.stack_depth > 0) ev.stack = stack_of(r, s.addr, r.rsp + s.sp_delta);
+  if (opts_.stack_depth > 0) {
+    nlohmann::json st = stack_of(r, s.addr, r.rsp + s.sp_delta);
+    // The site is the call's mark, an instruction of the caller's frame: the inlined callee
+    // is not in the pclntab's frames there, so it goes on top, as the frame being entered.
+    if (st.is_array() && !st.empty() && st[0].value("func", "") != f.name) {
+      nlohmann::json top = {{"pc", st[0].value("pc", "")}, {"func", f.name}};
+      if (!f.file.empty()) {
+        top["file"] = f.file;
+        top["line"] = f.line;
+      }
+      top["inlined"] = true;
+      st.insert(st.begin(), std::move(top));
+      if (static_cast<int>(st.size()) > opts_.stack_depth) st.erase(st.end() - 1);
+    }
+    ev.stack = std::move(st);
+  }
   emit(to_event(ev));
 }
 

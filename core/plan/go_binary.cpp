@@ -12,6 +12,7 @@
 #include "core/binary/rtype_graph.h"
 #include "core/plan/abi.h"
 #include "core/plan/disasm.h"
+#include "core/plan/inline_mark.h"
 #include "core/plan/pattern.h"
 
 namespace gotap {
@@ -181,73 +182,124 @@ const std::vector<GoBinary::InlineNode>& GoBinary::inline_nodes() const {
   return inline_nodes_;
 }
 
-std::vector<InlineSite> GoBinary::inline_sites(std::string_view name) const {
+void GoBinary::sites_in(uint32_t outer, const std::set<int32_t>& wanted,
+                        std::vector<InlineSite>& out, std::vector<InlineSite>* skipped) const {
+  const auto& funcs = pclntab_.all_funcs();
+  const bool parent_from_pc = pclntab_.format() == "1.20";
+  const PclnFunc& f = funcs[outer];
+  auto tree = pclntab_.inline_tree(f);
+  auto ranges = pclntab_.inline_ranges(f);
+  std::sort(ranges.begin(), ranges.end(),
+            [](const InlineRange& a, const InlineRange& b) { return a.lo < b.lo; });
+  auto index_at = [&](uint64_t pc) -> int32_t {
+    auto r = std::upper_bound(ranges.begin(), ranges.end(), pc,
+                              [](uint64_t v, const InlineRange& x) { return v < x.lo; });
+    if (r == ranges.begin()) return -1;
+    --r;
+    return pc < r->hi ? r->index : -1;
+  };
+  // Parent of each node: stored up to 1.19, the node at the call site's PC from 1.20.
+  std::unordered_map<int32_t, size_t> pos;
+  for (size_t k = 0; k < tree.size(); ++k) pos[tree[k].index] = k;
+  auto parent = [&](int32_t idx) -> int32_t {
+    auto p = pos.find(idx);
+    if (p == pos.end()) return -1;
+    const InlinedCall& n = tree[p->second];
+    if (!parent_from_pc) return n.parent;
+    int32_t par = index_at(n.parent_pc);
+    return par == idx ? -1 : par;
+  };
+  // The chooser asks for parents once per instruction and node: look each up once.
+  std::unordered_map<int32_t, int32_t> parents;
+  for (const auto& n : tree) parents[n.index] = parent(n.index);
+  auto within = [&](int32_t idx, int32_t want) {
+    for (int depth = 0; idx >= 0 && depth < 64; ++depth) {
+      if (idx == want) return true;
+      auto p = parents.find(idx);
+      idx = p == parents.end() ? -1 : p->second;
+    }
+    return false;
+  };
+  // Each inlined call is probed at its call-site mark when that provably runs once per
+  // call (core/plan/inline_mark.h).
+  CodeBlocks code = decode_blocks(elf_->read(f.entry, f.end - f.entry), f.entry);
+  InlineFacts facts;
+  facts.node_at = index_at;
+  facts.within = within;
+  // Lines are asked for many times per instruction (once per node): decode each pc once.
+  std::unordered_map<uint64_t, std::optional<std::pair<std::string_view, int32_t>>> lines;
+  auto line_at = [&](uint64_t pc) -> const std::optional<std::pair<std::string_view, int32_t>>& {
+    auto it = lines.find(pc);
+    if (it == lines.end()) it = lines.emplace(pc, pclntab_.file_line(f, pc)).first;
+    return it->second;
+  };
+  facts.same_line = [&](uint64_t a, uint64_t b) {
+    const auto &x = line_at(a), &y = line_at(b);
+    return x && y && *x == *y;
+  };
+  // Calls of one function per mark pc in this function.
+  std::map<std::pair<std::string_view, uint64_t>, int> marks;
+  for (const auto& n : tree) ++marks[{n.name, n.parent_pc}];
+  for (int32_t idx : wanted) {
+    auto p = pos.find(idx);
+    if (p == pos.end()) continue;
+    const InlinedCall& n = tree[p->second];
+    InlineSite s;
+    s.outer = std::string(f.name);
+    auto choice = choose_inline_site(code, facts, idx, n.parent_pc);
+    // Two calls of one function that share a mark (two calls on one line) would both be
+    // counted by one probe hit.
+    if (choice.ok && marks[{n.name, n.parent_pc}] > 1) {
+      choice.ok = false;
+      choice.reason = "another call of the same function shares its call-site mark";
+    }
+    s.pc = n.parent_pc;
+    s.sp_delta = pclntab_.sp_delta(f, s.pc).value_or(0);
+    if (auto fl = pclntab_.file_line(f, n.parent_pc)) {
+      s.file = std::string(fl->first);
+      s.line = fl->second;
+    }
+    if (choice.ok) {
+      out.push_back(std::move(s));
+    } else if (skipped) {
+      s.skip_reason = choice.reason;
+      skipped->push_back(std::move(s));
+    }
+  }
+}
+
+GoBinary::InlineStats GoBinary::inline_stats() const {
+  InlineStats st;
+  const auto& nodes = inline_nodes();
+  std::map<uint32_t, std::set<int32_t>> by_outer;
+  for (const auto& n : nodes) by_outer[n.outer].insert(n.node);
+  std::vector<InlineSite> probed, skipped;
+  for (const auto& [outer, wanted] : by_outer) {
+    probed.clear();
+    skipped.clear();
+    sites_in(outer, wanted, probed, &skipped);
+    st.probed += probed.size();
+    st.skipped += skipped.size();
+  }
+  return st;
+}
+
+std::vector<InlineSite> GoBinary::inline_sites(std::string_view name,
+                                               std::vector<InlineSite>* skipped) const {
   const auto& nodes = inline_nodes();
   auto lo = std::lower_bound(nodes.begin(), nodes.end(), name,
                              [](const InlineNode& n, std::string_view v) { return n.callee < v; });
   std::vector<InlineSite> out;
-  const auto& funcs = pclntab_.all_funcs();
-  const bool parent_from_pc = pclntab_.format() == "1.20";
   for (auto it = lo; it != nodes.end() && it->callee == name;) {
     const uint32_t outer = it->outer;
     std::set<int32_t> wanted;
     for (; it != nodes.end() && it->callee == name && it->outer == outer; ++it)
       wanted.insert(it->node);
-    const PclnFunc& f = funcs[outer];
-    auto tree = pclntab_.inline_tree(f);
-    auto ranges = pclntab_.inline_ranges(f);
-    std::sort(ranges.begin(), ranges.end(),
-              [](const InlineRange& a, const InlineRange& b) { return a.lo < b.lo; });
-    auto index_at = [&](uint64_t pc) -> int32_t {
-      auto r = std::upper_bound(ranges.begin(), ranges.end(), pc,
-                                [](uint64_t v, const InlineRange& x) { return v < x.lo; });
-      if (r == ranges.begin()) return -1;
-      --r;
-      return pc < r->hi ? r->index : -1;
-    };
-    // Parent of each node: stored up to 1.19, the node at the call site's PC from 1.20.
-    std::unordered_map<int32_t, size_t> pos;
-    for (size_t k = 0; k < tree.size(); ++k) pos[tree[k].index] = k;
-    auto parent = [&](int32_t idx) -> int32_t {
-      auto p = pos.find(idx);
-      if (p == pos.end()) return -1;
-      const InlinedCall& n = tree[p->second];
-      if (!parent_from_pc) return n.parent;
-      int32_t par = index_at(n.parent_pc);
-      return par == idx ? -1 : par;
-    };
-    // The lowest PC whose chain of inline nodes includes a wanted node starts that body.
-    std::map<int32_t, uint64_t> first_pc;
-    for (const auto& r : ranges) {
-      if (r.index < 0 || r.hi <= r.lo) continue;
-      int32_t idx = r.index;
-      for (int depth = 0; idx >= 0 && depth < 64; ++depth) {
-        if (wanted.count(idx)) {
-          auto [slot, inserted] = first_pc.emplace(idx, r.lo);
-          if (!inserted) slot->second = std::min(slot->second, r.lo);
-        }
-        idx = parent(idx);
-      }
-    }
-    for (int32_t idx : wanted) {
-      auto p = pos.find(idx);
-      if (p == pos.end()) continue;
-      const InlinedCall& n = tree[p->second];
-      InlineSite s;
-      s.outer = std::string(f.name);
-      auto fp = first_pc.find(idx);
-      // A body that compiled to nothing still has its call site's mark instruction.
-      s.pc = fp != first_pc.end() ? fp->second : n.parent_pc;
-      s.sp_delta = pclntab_.sp_delta(f, s.pc).value_or(0);
-      if (auto fl = pclntab_.file_line(f, n.parent_pc)) {
-        s.file = std::string(fl->first);
-        s.line = fl->second;
-      }
-      out.push_back(std::move(s));
-    }
+    sites_in(outer, wanted, out, skipped);
   }
-  std::sort(out.begin(), out.end(),
-            [](const InlineSite& a, const InlineSite& b) { return a.pc < b.pc; });
+  auto by_pc = [](const InlineSite& a, const InlineSite& b) { return a.pc < b.pc; };
+  std::sort(out.begin(), out.end(), by_pc);
+  if (skipped) std::sort(skipped->begin(), skipped->end(), by_pc);
   return out;
 }
 
@@ -500,7 +552,7 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
   for (uint32_t i : matched) {
     const PclnFunc& f = funcs[i];
     FuncPlan fp = plan_func(f, plan.warnings);
-    fp.inline_sites = inline_sites(f.name);
+    fp.inline_sites = inline_sites(f.name, &fp.inline_skipped);
     plan.funcs.push_back(std::move(fp));
   }
   for (std::string_view name : inlined) {
@@ -509,7 +561,7 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
     fp.entry_probe_kind = "inline";
     fp.abi = plan.regabi ? "internal" : "abi0";
     fp.args_source = "none";
-    fp.inline_sites = inline_sites(name);
+    fp.inline_sites = inline_sites(name, &fp.inline_skipped);
     plan.funcs.push_back(std::move(fp));
   }
   std::stable_sort(plan.funcs.begin(), plan.funcs.end(), [](const FuncPlan& a, const FuncPlan& b) {
@@ -517,13 +569,33 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
     return a.entry < b.entry;
   });
 
+  // Inlined calls that cannot be probed exactly: one warning line in all, naming the function
+  // when there is one (prometheus' net/http.* has 214 such functions).
+  std::vector<std::string> skipped_funcs;
+  size_t skipped_sites = 0;
   for (auto& fp : plan.funcs) {
     fp.inline_probed = o.probe_inline_sites;
-    if (!fp.inline_sites.empty() && !o.probe_inline_sites) {
+    const size_t all_sites = fp.inline_sites.size() + fp.inline_skipped.size();
+    if (all_sites && !o.probe_inline_sites) {
       plan.warnings.push_back(fmt::format(
           "{} was inlined at {} call site(s) that are not probed: calls there are not traced",
-          fp.name, fp.inline_sites.size()));
+          fp.name, all_sites));
     }
+    if (!fp.inline_skipped.empty() && o.probe_inline_sites) {
+      skipped_funcs.push_back(fp.name);
+      skipped_sites += fp.inline_skipped.size();
+    }
+  }
+  if (skipped_funcs.size() == 1) {
+    plan.warnings.push_back(fmt::format(
+        "{} was inlined at {} call site(s) with no instruction that runs exactly once per "
+        "call: calls there are not traced (funcs lists them)",
+        skipped_funcs[0], skipped_sites));
+  } else if (!skipped_funcs.empty()) {
+    plan.warnings.push_back(fmt::format(
+        "{} functions were inlined at {} call site(s) with no instruction that runs exactly "
+        "once per call: calls there are not traced (funcs lists them)",
+        skipped_funcs.size(), skipped_sites));
   }
   // Last: planning may have added the method tables' types that types() returns.
   plan.binary_view = view();

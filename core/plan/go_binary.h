@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -85,10 +86,19 @@ class GoBinary {
   };
   const std::vector<InlineNode>& inline_nodes() const;
 
+  // How many inlined calls of the whole binary get a probe, and how many are skipped
+  // (decodes every function that has inlined calls).
+  struct InlineStats {
+    size_t probed = 0, skipped = 0;
+  };
+  InlineStats inline_stats() const;
+
  private:
   GoBinary() = default;
   FuncPlan plan_func(const PclnFunc& f, std::vector<std::string>& warnings) const;
-  std::vector<InlineSite> inline_sites(std::string_view name) const;
+  // The sites probed; `skipped` gets those with no instruction that runs once per call.
+  std::vector<InlineSite> inline_sites(std::string_view name,
+                                       std::vector<InlineSite>* skipped = nullptr) const;
   int64_t compute_tls_g_offset() const;
   const DwarfFunc* dwarf_func(const PclnFunc& f) const;
   // Adds the types of these signatures to the runtime-type graph (one index pass).
@@ -96,6 +106,9 @@ class GoBinary {
 
   int64_t tls_g_offset_ = -8;
   std::vector<std::string> warnings_;
+  // The sites of inline nodes `wanted` of function `outer` (an index in all_funcs()).
+  void sites_in(uint32_t outer, const std::set<int32_t>& wanted, std::vector<InlineSite>& out,
+                std::vector<InlineSite>* skipped) const;
   mutable std::once_flag inline_once_;
   mutable std::vector<InlineNode> inline_nodes_;
   mutable std::once_flag symbols_once_;

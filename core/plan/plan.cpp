@@ -71,16 +71,22 @@ nlohmann::ordered_json to_json(const FuncPlan& f) {
   j["frame_size"] = f.frame_size;
   j["file"] = f.file;
   j["line"] = f.line;
-  auto sites = nlohmann::ordered_json::array();
-  for (const auto& s : f.inline_sites) {
-    nlohmann::ordered_json site;
-    site["outer"] = s.outer;
-    site["pc"] = hex(s.pc);
-    site["file"] = s.file;
-    site["line"] = s.line;
-    sites.push_back(std::move(site));
-  }
-  j["inline_sites"] = std::move(sites);
+  auto sites = [](const std::vector<InlineSite>& from) {
+    auto out = nlohmann::ordered_json::array();
+    for (const auto& s : from) {
+      nlohmann::ordered_json site;
+      site["outer"] = s.outer;
+      site["pc"] = hex(s.pc);
+      site["file"] = s.file;
+      site["line"] = s.line;
+      if (!s.skip_reason.empty()) site["reason"] = s.skip_reason;
+      out.push_back(std::move(site));
+    }
+    return out;
+  };
+  j["inline_sites"] = sites(f.inline_sites);
+  // Calls inlined where no instruction runs exactly once per call: not probed, not counted.
+  j["inline_sites_skipped"] = sites(f.inline_skipped);
   j["inline_probed"] = f.inline_probed;
   if (!f.entry) j["inlined_only"] = true;
   // Inlined copies have no RET of their own: only their entry is probed.

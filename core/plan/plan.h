@@ -18,10 +18,12 @@ namespace gotap {
 
 struct InlineSite {
   std::string outer;  // the function it was inlined into
-  uint64_t pc = 0;    // the first instruction of the inlined body: its entry probe
-  std::string file;   // the call site
+  // The call-site mark (the inline tree's parentPc): the entry probe of a probed site.
+  uint64_t pc = 0;
+  std::string file;  // the call site
   int line = 0;
-  int32_t sp_delta = 0;  // the outer function's frame there (pcsp): its SP is RSP + sp_delta
+  int32_t sp_delta = 0;     // the outer function's frame there (pcsp): its SP is RSP + sp_delta
+  std::string skip_reason;  // why a skipped site has no probe ("" for a probed one)
 };
 
 struct FuncPlan {
@@ -50,6 +52,9 @@ struct FuncPlan {
   std::string file;
   int line = 0;
   std::vector<InlineSite> inline_sites;
+  // Inlined calls with no instruction that provably runs once per call: never probed, since
+  // a probe there could count calls that did not happen.
+  std::vector<InlineSite> inline_skipped;
   bool inline_probed = true;  // inline sites get entry probes in this plan
 };
 

@@ -230,6 +230,21 @@ TEST(EbpfBackend, ThousandsOfProbes) {
   EXPECT_LT(s["detach_ms"].get<double>(), 2000);
   EXPECT_EQ(s["exit_code"], 0);
   EXPECT_NE(t.out.find("done 6"), std::string::npos);
+  // The counts of the fixture's own functions are exact: main.park as often as its ground
+  // truth says, main.main once, and the functions "park" mode never calls not at all.
+  uint64_t parks = 0;
+  std::regex gt("GT park (\\d+) (\\d+)");
+  for (const auto& l : sorted_lines(t.out)) {
+    std::smatch m;
+    if (std::regex_match(l, m, gt)) parks += std::stoull(m[2]);
+  }
+  ASSERT_GT(parks, 0u) << t.out;
+  std::map<std::string, uint64_t> counts;
+  for (const auto& c : t.sink.of("count")) counts[c["func"]] = c["count"].get<uint64_t>();
+  EXPECT_EQ(counts["main.park"], parks);
+  EXPECT_EQ(counts["main.main"], 1u);
+  for (const char* f : {"main.grow", "main.describe", "main.work"})
+    EXPECT_EQ(counts.count(f), 0u) << f << " is never called in park mode";
 }
 
 // grow() copies its goroutine's stack several times and runs the GC at the bottom while

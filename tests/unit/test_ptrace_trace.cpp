@@ -252,12 +252,51 @@ TEST_F(PtraceTrace, StressOutputUnchanged) {
     EXPECT_EQ(r.stdout_text, want);
     auto entries = events_of(r.events, "entry");
     auto returns = events_of(r.events, "return");
-    EXPECT_GT(entries.size(), 1500u);
+    // Exact calls, from tests/fixtures/stress/main.go with these flags: grow(1500) is 1501
+    // calls, and goroutine g calls grow(g%50) (g%50+1 calls) and leaf once; mayPanic runs
+    // for i = 1..30 and calls leaf when i%3 != 0; onSignal handles 5 signals.
+    const int goroutines = 300, depth = 1500;
+    uint64_t grows = depth + 1, leaves = goroutines, panics = 30;
+    for (int g = 0; g < goroutines; ++g) grows += g % 50 + 1;
+    for (int i = 1; i <= 30; ++i) leaves += i % 3 != 0;
+    std::map<std::string, uint64_t> per_func;
+    for (const auto& e : entries) ++per_func[e["func"]];
+    EXPECT_EQ(per_func["main.grow"], grows);
+    EXPECT_EQ(per_func["main.leaf"], leaves);
+    EXPECT_EQ(per_func["main.mayPanic"], panics);
+    EXPECT_EQ(per_func["main.onSignal"], 5u);
+    EXPECT_EQ(entries.size(), grows + leaves + panics + 5);
     EXPECT_EQ(entries.size(), returns.size());
     for (const auto& ret : returns) {
       // Every return found its entry, across stack copies and thread migrations.
       ASSERT_TRUE(ret.contains("duration_ns")) << ret;
     }
+  }
+}
+
+// An inlined call's probe sits on its call-site mark, in the caller's frame, so the stack of
+// its entry must still name the inlined function first, then the function it ran in, then
+// the caller of that: main.notFound in main.stripPrefix.func1, called from main.main.
+TEST_F(PtraceTrace, InlinedEntryStackStartsWithTheInlinedFunction) {
+  auto fx = all_fixtures("inlbranch");
+  if (fx.empty()) GTEST_SKIP() << "no inlbranch fixtures built";
+  for (const Fixture& f : fx) {
+    if (f.flavour != "default" && f.flavour != "stripped") continue;
+    SCOPED_TRACE(f.label());
+    TraceOptions o;
+    o.target.argv = {f.path, "2", "1"};  // one request answered by notFound
+    o.stack_depth = 4;
+    TraceRun r = trace(f.path, {"main.notFound"}, o);
+    ASSERT_TRUE(r.ok) << r.error;
+    auto entries = events_of(r.events, "entry");
+    ASSERT_EQ(entries.size(), 1u);
+    const json& st = entries[0]["stack"];
+    ASSERT_GE(st.size(), 3u) << st;
+    EXPECT_EQ(st[0]["func"], "main.notFound");
+    EXPECT_EQ(st[0].value("inlined", false), true);
+    EXPECT_EQ(st[1]["func"], "main.stripPrefix.func1");
+    EXPECT_EQ(st[2]["func"], "main.main");
+    EXPECT_LE(st.size(), 4u);
   }
 }
 

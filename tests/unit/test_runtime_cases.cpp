@@ -26,8 +26,8 @@
 //   "exit_code", "no_unfinished", "event_counts", "min_event_counts", "each_event",
 //   "summary", "calls_match_ground_truth", "may_be_incomplete",
 //   "latency_matches_ground_truth", "unfinished_match_entries",
-//   "inlined_match_ground_truth", "goroutines_match_ground_truth",
-//   "durations_within_ground_truth".
+//   "inlined_match_ground_truth", "inlined_counts_match_ground_truth",
+//   "goroutines_match_ground_truth", "durations_within_ground_truth".
 // Ground truth is what the fixture prints: {"gt":...} JSON lines, or "gt KIND key=value ..."
 // text lines read as {"gt": KIND, key: value, ...}.
 //
@@ -146,6 +146,8 @@ std::string ident(std::string s) {
 
 // One run of a case's command on one fixture binary under one backend.
 struct CaseRun {
+  std::string binary;  // the fixture binary traced
+  std::string mode;    // gotap's subcommand: trace, count, latency...
   RunResult result;
   std::vector<json> events;  // gotap's events, in output order
   std::vector<json> gt;      // the fixture's ground-truth lines
@@ -186,6 +188,8 @@ const CaseRun& run_case(const Case& c, const Fixture& f, const std::string& back
   argv.insert(argv.end(), {"--", f.path});
   for (const auto& a : c.strings("argv")) argv.push_back(a);
   CaseRun r;
+  r.binary = f.path;
+  r.mode = c.doc["command"][0].get<std::string>();
   r.result = run_command(argv, c.doc.value("timeout_s", 120));
   std::istringstream in(r.result.out);
   for (std::string l; std::getline(in, l);) {
@@ -560,6 +564,84 @@ void expect_inlined_match(const json& spec, const CaseRun& run) {
       << "only the out-of-line copy has a RET";
 }
 
+// "inlined_counts_match_ground_truth": {"funcs": {F: KIND, ...}, "exact": [F, ...]}. The
+// fixture prints "gt KIND OUTER=N ... out-of-line=N" per function. gotap's plan
+// (`funcs --json`) says which inlined sites it skipped, as it must where no instruction runs
+// once per call. Per function and outer function with no skipped site, the calls seen equal
+// the ground truth, 0 included; where a site was skipped, they are at most the ground truth
+// (never a phantom call). Functions in "exact" must have no skipped site. trace: entries per
+// inlined_in (and out-of-line, with as many returns); count: one count event with the total
+// (none when 0); latency: only out-of-line calls are timed.
+void expect_inlined_counts(const json& spec, const CaseRun& run) {
+  std::vector<std::string> argv = {gotap_binary(), "funcs", "--json", run.binary};
+  for (const auto& [func, kind] : spec["funcs"].items()) argv.push_back(func);
+  RunResult plan = run_command(argv);
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  std::map<std::string, std::set<std::string>> skipped;  // func -> outers with a skipped site
+  size_t planned = 0;
+  for (const auto& f : events_in(plan.out, "func")) {
+    ++planned;
+    for (const auto& s : f.value("inline_sites_skipped", json::array()))
+      skipped[f["func"]].insert(s["outer"]);
+  }
+  ASSERT_EQ(planned, spec["funcs"].size()) << plan.out;
+  std::set<std::string> exact;
+  for (const auto& f : spec.value("exact", json::array())) exact.insert(f.get<std::string>());
+
+  auto entries = by_func(run.events, "entry");
+  auto returns = by_func(run.events, "return");
+  auto counts = by_func(run.events, "count");
+  auto latency = by_func(run.events, "latency");
+  for (const auto& [func, kind_j] : spec["funcs"].items()) {
+    SCOPED_TRACE(func);
+    const std::string kind = kind_j.get<std::string>();
+    const json* gt = nullptr;
+    for (const auto& g : run.gt)
+      if (g["gt"] == kind) gt = &g;
+    ASSERT_TRUE(gt) << "no \"gt " << kind << "\" line on stdout:\n" << run.result.out;
+    if (exact.count(func)) {
+      EXPECT_TRUE(skipped[func].empty())
+          << "skipped sites in " << skipped[func].size() << " outer function(s):\n"
+          << plan.out;
+    }
+    std::map<std::string, int64_t> want, got;
+    int64_t total_exact = 0, total_bound = 0;
+    for (const auto& [k, v] : gt->items()) {
+      if (k == "gt") continue;
+      want[k] = v.get<int64_t>();
+      (skipped[func].count(k) ? total_bound : total_exact) += want[k];
+    }
+    ASSERT_TRUE(want.count("out-of-line")) << *gt;
+    for (const auto& e : entries[func])
+      ++got[e.value("inlined", false) ? e.value("inlined_in", std::string("?")) : "out-of-line"];
+    const int64_t outofline = want["out-of-line"];
+    if (run.mode == "trace") {
+      for (const auto& [site, n] : want) {
+        if (skipped[func].count(site))
+          EXPECT_LE(got[site], n) << "calls in " << site << ", which has skipped sites";
+        else
+          EXPECT_EQ(got[site], n) << "calls in " << site;
+      }
+      for (const auto& [site, n] : got) EXPECT_TRUE(want.count(site)) << "calls in " << site;
+      EXPECT_EQ(static_cast<int64_t>(returns[func].size()), outofline) << "returns";
+    } else if (run.mode == "count") {
+      int64_t n = 0;
+      ASSERT_LE(counts[func].size(), 1u);
+      if (!counts[func].empty()) n = counts[func][0]["count"].get<int64_t>();
+      EXPECT_GE(n, total_exact) << "count";
+      EXPECT_LE(n, total_exact + total_bound) << "count";
+      if (total_exact + total_bound == 0) EXPECT_TRUE(counts[func].empty());
+    } else if (run.mode == "latency") {
+      int64_t n = 0;
+      ASSERT_LE(latency[func].size(), 1u);
+      if (!latency[func].empty()) n = latency[func][0]["count"].get<int64_t>();
+      EXPECT_EQ(n, outofline) << "latency counts only out-of-line calls";
+    } else {
+      ADD_FAILURE() << "inlined_counts_match_ground_truth needs trace, count or latency";
+    }
+  }
+}
+
 // "goroutines_match_ground_truth": the fixture prints one "gt name=N goid=G parent=P
 // start=F created_by=C ... exited=0|1" line per goroutine of its own (tests/fixtures/
 // goroutines). Each such goroutine has a gcreate with that parent_goid, func and created_by,
@@ -653,6 +735,8 @@ void expect_run(const json& expect, const std::string& backend, const CaseRun& r
     expect_unfinished_match(expect["unfinished_match_entries"], run);
   if (expect.contains("inlined_match_ground_truth"))
     expect_inlined_match(expect["inlined_match_ground_truth"], run);
+  if (expect.contains("inlined_counts_match_ground_truth"))
+    expect_inlined_counts(expect["inlined_counts_match_ground_truth"], run);
   if (expect.contains("calls_match_ground_truth"))
     expect_calls_match(expect["calls_match_ground_truth"],
                        expect.value("may_be_incomplete", json()), run);

@@ -89,6 +89,36 @@ TEST_P(Graph, EachGoroutineShowsTheTreeItRan) {
   EXPECT_GT(checked, 0);
 }
 
+// An inlined call shows only where it ran: tests/fixtures/inlbranch with "2 1" serves two
+// requests through stripPrefix's handler and answers one with notFound (inlined, in the
+// branch the served requests do not take), which calls writeError.
+TEST_P(Graph, InlinedCallsOnlyWhereTheyRan) {
+  const std::string backend = GetParam();
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace and BPF)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  auto fixtures = all_fixtures("inlbranch");
+  if (fixtures.empty()) GTEST_SKIP() << "no inlbranch fixtures (tests/tools/build-fixtures.sh)";
+  int checked = 0;
+  for (const Fixture& fx : fixtures) {
+    if (fx.flavour != "default" && fx.flavour != "stripped") continue;
+    SCOPED_TRACE(fx.label());
+    auto r =
+        run_command({gotap_binary(), "graph", "--backend", backend, "main.stripPrefix.func1",
+                     "main.notFound", "main.writeError", "main.serve", "--", fx.path, "2", "1"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // The program's own counters: 2 served, 1 error.
+    ASSERT_NE(r.out.find("served 2 errors 1"), std::string::npos) << r.out;
+    auto trees = trees_of(r.out);
+    ASSERT_EQ(trees.size(), 1u) << r.out;
+    std::vector<std::string> want = {"main.stripPrefix.func1{main.serve}",
+                                     "main.stripPrefix.func1{main.serve}",
+                                     "main.stripPrefix.func1{main.notFound;main.writeError}"};
+    EXPECT_EQ(trees.begin()->second, want) << r.out;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Graph, ::testing::Values("ebpf", "ptrace"),
                          [](const auto& info) { return info.param; });
 

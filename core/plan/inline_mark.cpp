@@ -1,0 +1,237 @@
+#include "core/plan/inline_mark.h"
+
+#include <Zydis/Zydis.h>
+
+#include <algorithm>
+
+namespace gotap {
+
+int64_t CodeBlocks::index_of(uint64_t pc) const {
+  auto it = std::lower_bound(insns.begin(), insns.end(), pc,
+                             [](const CodeInsn& i, uint64_t v) { return i.pc < v; });
+  if (it == insns.end() || it->pc != pc) return -1;
+  return it - insns.begin();
+}
+
+bool CodeBlocks::dominates(int32_t a, int32_t b) const {
+  if (b < 0 || b >= static_cast<int32_t>(idom.size())) return false;
+  if (b != 0 && idom[b] < 0) return false;  // unreachable
+  for (int guard = 0; guard <= static_cast<int>(idom.size()); ++guard) {
+    if (a == b) return true;
+    if (b == 0) return false;
+    b = idom[b];
+  }
+  return false;
+}
+
+namespace {
+
+// Blocks, predecessors and immediate dominators (Cooper, Harvey and Kennedy's iterative
+// algorithm over the reverse postorder).
+void build_dominators(CodeBlocks& c) {
+  const int64_t n = static_cast<int64_t>(c.insns.size());
+  c.block_of.assign(n, -1);
+  for (int64_t i = 0; i < n; ++i) {
+    if (i == 0 || c.insns[i].leader) c.block_start.push_back(i);
+    c.block_of[i] = static_cast<int32_t>(c.block_start.size()) - 1;
+  }
+  const int32_t nb = static_cast<int32_t>(c.block_start.size());
+  std::vector<std::vector<int32_t>> succ(nb);
+  c.preds.assign(nb, {});
+  for (int32_t b = 0; b < nb; ++b) {
+    int64_t last = (b + 1 < nb ? c.block_start[b + 1] : n) - 1;
+    const CodeInsn& t = c.insns[last];
+    if (t.target) {
+      int64_t k = c.index_of(t.target);
+      if (k >= 0) succ[b].push_back(c.block_of[k]);
+    }
+    if (t.falls_through && b + 1 < nb) succ[b].push_back(b + 1);
+    for (int32_t s : succ[b]) c.preds[s].push_back(b);
+  }
+  // Reverse postorder from the entry, iteratively.
+  std::vector<int32_t> order, rpo_index(nb, -1);
+  std::vector<uint8_t> state(nb, 0);
+  std::vector<std::pair<int32_t, size_t>> stack;
+  if (nb) {
+    stack.push_back({0, 0});
+    state[0] = 1;
+  }
+  while (!stack.empty()) {
+    auto& [b, k] = stack.back();
+    if (k < succ[b].size()) {
+      int32_t s = succ[b][k++];
+      if (!state[s]) {
+        state[s] = 1;
+        stack.push_back({s, 0});
+      }
+    } else {
+      order.push_back(b);
+      stack.pop_back();
+    }
+  }
+  std::reverse(order.begin(), order.end());
+  for (size_t i = 0; i < order.size(); ++i) rpo_index[order[i]] = static_cast<int32_t>(i);
+  c.idom.assign(nb, -1);
+  if (!nb) return;
+  c.idom[0] = 0;
+  auto intersect = [&](int32_t a, int32_t b) {
+    while (a != b) {
+      while (rpo_index[a] > rpo_index[b]) a = c.idom[a];
+      while (rpo_index[b] > rpo_index[a]) b = c.idom[b];
+    }
+    return a;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 1; i < order.size(); ++i) {
+      int32_t b = order[i], nd = -1;
+      for (int32_t p : c.preds[b]) {
+        if (c.idom[p] < 0) continue;
+        nd = nd < 0 ? p : intersect(p, nd);
+      }
+      if (nd >= 0 && c.idom[b] != nd) {
+        c.idom[b] = nd;
+        changed = true;
+      }
+    }
+  }
+  c.idom[0] = -1;
+}
+
+}  // namespace
+
+CodeBlocks decode_blocks(Bytes code, uint64_t entry) {
+  ZydisDecoder dec;
+  ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+  CodeBlocks out;
+  std::vector<uint64_t> targets;
+  bool next_leads = true, after_call = false;
+  size_t off = 0;
+  while (off < code.size()) {
+    ZydisDecodedInstruction in;
+    ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, code.data() + off, code.size() - off, &in, ops)))
+      return out;  // incomplete: callers trust nothing about blocks then
+    CodeInsn ci;
+    ci.pc = entry + off;
+    ci.len = in.length;
+    ci.leader = next_leads;
+    // A NOP right after a CALL is the one Go puts after calls that never return (so their
+    // return address stays in the function), not an inline mark.
+    ci.nop1 = in.length == 1 && code[off] == 0x90 && !after_call;
+    after_call = in.meta.category == ZYDIS_CATEGORY_CALL;
+    out.insns.push_back(ci);
+    next_leads = false;
+    switch (in.meta.category) {
+      case ZYDIS_CATEGORY_COND_BR:
+      case ZYDIS_CATEGORY_UNCOND_BR: {
+        next_leads = true;
+        const auto& op = ops[0];
+        ZyanU64 t = 0;
+        if (in.operand_count_visible >= 1 && op.type == ZYDIS_OPERAND_TYPE_IMMEDIATE &&
+            ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&in, &op, ci.pc, &t))) {
+          targets.push_back(t);
+          out.insns.back().target = t;
+        } else {
+          out.indirect = true;
+        }
+        if (in.meta.category == ZYDIS_CATEGORY_UNCOND_BR) out.insns.back().falls_through = false;
+        break;
+      }
+      case ZYDIS_CATEGORY_RET:
+      case ZYDIS_CATEGORY_INTERRUPT:
+        next_leads = true;
+        out.insns.back().falls_through = false;
+        break;
+      default:
+        if (in.mnemonic == ZYDIS_MNEMONIC_UD2) {
+          next_leads = true;
+          out.insns.back().falls_through = false;
+        }
+        break;
+    }
+    off += in.length;
+  }
+  for (uint64_t t : targets) {
+    int64_t k = out.index_of(t);
+    if (k >= 0) out.insns[k].leader = true;
+  }
+  out.complete = true;
+  build_dominators(out);
+  return out;
+}
+
+InlineMarkChoice choose_inline_site(const CodeBlocks& code, const InlineFacts& facts, int32_t node,
+                                    uint64_t mark) {
+  InlineMarkChoice c;
+  const int64_t i = code.index_of(mark);
+  if (i < 0) {
+    c.reason = "its call-site mark is not an instruction of the function";
+    return c;
+  }
+  // Go's compiler emits one NOP per inlined call in the call's own basic block, and keeps it
+  // there (it carries a memory argument, so no pass moves it); it stays a NOP only when no
+  // other instruction of the call's line could stand in for it.
+  if (code.insns[i].nop1) {
+    c.ok = true;
+    c.pc = mark;
+    return c;
+  }
+  // Otherwise the compiler reused the first instruction, in layout order, of the call's
+  // line and frame, which may be in another block than the call: scheduled ahead of a
+  // branch, or at the end of a condition inside the body. The mark's block B is taken only
+  // when it is where the body starts: B holds some of the body, every other instruction of
+  // the body and of the call's line is in a block B dominates (so each call passes B), the
+  // body's code outside B is reached through a branch of the body's own that ends B (so B
+  // is not ahead of the caller's branch that guards the call), and B is not a loop header
+  // (so it runs once per call).
+  if (!code.complete || code.indirect) {
+    c.reason =
+        "its call-site mark is an instruction of the caller, and the function's jump "
+        "targets are not all known";
+    return c;
+  }
+  const int32_t B = code.block_of[i];
+  const int32_t frame = facts.node_at(mark);
+  const int64_t n = static_cast<int64_t>(code.insns.size());
+  bool body_here = false, body_elsewhere = false;
+  for (int64_t j = 0; j < n; ++j) {
+    const uint64_t pc = code.insns[j].pc;
+    const int32_t blk = code.block_of[j];
+    const int32_t at = facts.node_at(pc);
+    if (facts.within(at, node)) {
+      if (blk == B) {
+        body_here = true;
+      } else if (code.dominates(B, blk)) {
+        body_elsewhere = true;
+      } else {
+        c.reason = "part of its inlined body is not dominated by its call-site mark's block";
+        return c;
+      }
+    } else if (blk != B && at == frame && !code.dominates(B, blk) && facts.same_line(pc, mark)) {
+      c.reason = "the call's line has code that its call-site mark's block does not dominate";
+      return c;
+    }
+  }
+  if (!body_here) {
+    c.reason = "no instruction of the inlined body is in its call-site mark's basic block";
+    return c;
+  }
+  const int64_t last =
+      (B + 1 < static_cast<int32_t>(code.block_start.size()) ? code.block_start[B + 1] : n) - 1;
+  if (body_elsewhere && !facts.within(facts.node_at(code.insns[last].pc), node)) {
+    c.reason = "its call-site mark's block ends in the caller's code, ahead of the body";
+    return c;
+  }
+  for (int32_t p : code.preds[B]) {
+    if (code.dominates(B, p)) {
+      c.reason = "its call-site mark's block is a loop header";
+      return c;
+    }
+  }
+  c.ok = true;
+  c.pc = mark;
+  return c;
+}
+
+}  // namespace gotap

@@ -1,0 +1,68 @@
+// Where to probe one inlined call so that the probe fires exactly once per call, and never on
+// a path that does not make the call. docs/design.md ("Inlined calls") says why this holds.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/binary/elf_file.h"
+
+namespace gotap {
+
+// One decoded instruction of a function, with what the block structure needs.
+struct CodeInsn {
+  uint64_t pc = 0;
+  uint8_t len = 0;
+  bool leader = false;        // starts a basic block (entry, a jump target, after a branch)
+  bool nop1 = false;          // the one-byte NOP (0x90) that Go emits as an inline mark
+  bool falls_through = true;  // false after an unconditional JMP, RET, INT3, UD2
+  uint64_t target = 0;        // a direct branch's target (0: none)
+};
+
+// The instructions of [entry, entry + code.size()) in order, with basic-block leaders.
+// `indirect` is set when the function has an indirect JMP (a jump table or a tail call):
+// its targets are not known, so neither are all the leaders.
+struct CodeBlocks {
+  std::vector<CodeInsn> insns;
+  bool complete = false;  // every byte decoded
+  bool indirect = false;
+  // Index of the instruction starting at pc, or -1.
+  int64_t index_of(uint64_t pc) const;
+
+  // Basic blocks (filled when complete): the block of each instruction, each block's first
+  // instruction, predecessors, and immediate dominator (-1 for the entry and for blocks not
+  // reachable from it).
+  std::vector<int32_t> block_of;
+  std::vector<int64_t> block_start;
+  std::vector<std::vector<int32_t>> preds;
+  std::vector<int32_t> idom;
+  // Whether every path from the entry to block b passes block a (a == b included); false
+  // when b is unreachable.
+  bool dominates(int32_t a, int32_t b) const;
+};
+CodeBlocks decode_blocks(Bytes code, uint64_t entry);
+
+// What the chooser needs to know about each pc of the outer function.
+struct InlineFacts {
+  // The innermost inline-tree node at pc (-1: the outer function's own code).
+  std::function<int32_t(uint64_t)> node_at;
+  // Whether the chain of nodes from `node` outwards contains `wanted`.
+  std::function<bool(int32_t node, int32_t wanted)> within;
+  // Whether the instructions at a and b have the same file and line.
+  std::function<bool(uint64_t a, uint64_t b)> same_line;
+};
+
+struct InlineMarkChoice {
+  bool ok = false;
+  uint64_t pc = 0;     // the probe site when ok
+  std::string reason;  // why not, when !ok
+};
+
+// The probe site of inline node `node` whose call-site mark (the inline tree's parentPc) is
+// `mark`: the mark itself when it provably runs once per call, else none.
+InlineMarkChoice choose_inline_site(const CodeBlocks& code, const InlineFacts& facts, int32_t node,
+                                    uint64_t mark);
+
+}  // namespace gotap
