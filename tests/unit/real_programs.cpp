@@ -1,0 +1,176 @@
+#include "tests/unit/real_programs.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "tests/unit/fixtures.h"
+#include "tests/unit/loopback.h"
+
+namespace gotap::testing {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string debian_program(const std::string& name) {
+  std::string p = "/usr/bin/" + name;
+  return access(p.c_str(), X_OK) == 0 ? p : "";
+}
+
+TempDir::TempDir(const std::string& tag)
+    : dir_(std::filesystem::temp_directory_path() /
+           ("gotap-" + tag + "-" + std::to_string(getpid()))) {
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+  std::filesystem::create_directories(dir_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// Reaps pid within timeout_ms; its wait status, or nullopt when it had not ended.
+static std::optional<int> reap_within(pid_t pid, int timeout_ms) {
+  auto end = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    int st = 0;
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) return st;
+    if (r < 0) return -1;
+    if (Clock::now() >= end) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// SIGTERM/SIGINT first, SIGKILL when that did not end it; returns the wait status.
+static int end_process(pid_t pid, int sig, int grace_ms) {
+  kill(pid, sig);
+  if (auto st = reap_within(pid, grace_ms)) return *st;
+  kill(pid, SIGKILL);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return st;
+}
+
+std::string Service::start(const std::vector<std::string>& argv, const std::string& log_file) {
+  stop();
+  int log = open(log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (log < 0) return "cannot create " + log_file;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_RDONLY);
+    dup2(null, 0);
+    dup2(log, 1);
+    dup2(log, 2);
+    std::vector<char*> a;
+    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    execv(a[0], a.data());
+    _exit(127);
+  }
+  close(log);
+  if (pid < 0) return "cannot fork for " + argv[0];
+  pid_ = pid;
+  return "";
+}
+
+bool Service::alive() {
+  if (pid_ <= 0) return false;
+  int st = 0;
+  return waitpid(pid_, &st, WNOHANG) == 0;
+}
+
+void Service::stop() {
+  if (pid_ > 0) end_process(pid_, SIGTERM, 5000);
+  pid_ = -1;
+}
+
+AttachedGotap::~AttachedGotap() {
+  if (pid_ > 0) end_process(pid_, SIGINT, 30000);
+  if (err_fd_ >= 0) close(err_fd_);
+}
+
+std::string AttachedGotap::attach(std::vector<std::string> args, pid_t pid,
+                                  const std::string& out_file) {
+  args.insert(args.begin(), gotap_binary());
+  args.insert(args.end(), {"-o", out_file, "-p", std::to_string(pid)});
+  Child tap = spawn(args);
+  if (tap.pid <= 0) return "cannot start " + gotap_binary();
+  close(tap.out);
+  pid_ = tap.pid;
+  err_fd_ = tap.err;
+  err_ = read_until(err_fd_, "Tracing ", 60000);
+  if (err_.find("Tracing ") == std::string::npos) return "gotap did not attach: " + err_;
+  return "";
+}
+
+int AttachedGotap::detach(std::string* err) {
+  if (pid_ <= 0) return -1;
+  int st = end_process(pid_, SIGINT, 30000);
+  pid_ = -1;
+  err_ += read_all(err_fd_);
+  close(err_fd_);
+  err_fd_ = -1;
+  if (err) *err = err_;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+bool wait_until(int timeout_ms, const std::function<bool()>& ready) {
+  auto end = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    if (ready()) return true;
+    if (Clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+Counts counts_in(const std::string& jsonl) {
+  Counts c;
+  for (const json& e : events_in(jsonl)) {
+    if (e["event"] == "count") c.by_func[e["func"].get<std::string>()] = e["count"].get<uint64_t>();
+    if (e["event"] == "summary") c.summary = e;
+  }
+  return c;
+}
+
+json arg_value(const json& entry, const std::string& name) {
+  for (const json& a : entry.value("args", json::array()))
+    if (a.value("name", "") == name) return a.value("value", json());
+  return json();
+}
+
+std::optional<std::string> traced_bytes(const json& v) {
+  // A quoted form of the bytes (Go's %q, as a JSON string) holds them all.
+  if (v.is_string()) return v.get<std::string>();
+  // docs/json.md: a slice is {"len":N,"cap":C,"elems":[..]}, "truncated" when elements are
+  // missing; a [N]byte array is the list of its elements.
+  const json* elems = &v;
+  if (v.is_object()) {
+    if (v.value("truncated", false) || !v.contains("elems")) return std::nullopt;
+    elems = &v["elems"];
+    if (!v.contains("len") || v["len"] != elems->size()) return std::nullopt;
+  }
+  if (!elems->is_array()) return std::nullopt;
+  std::string bytes;
+  for (const json& b : *elems) {
+    if (!b.is_number_integer() || b.get<int64_t>() < 0 || b.get<int64_t>() > 255)
+      return std::nullopt;
+    bytes.push_back(static_cast<char>(b.get<int64_t>()));
+  }
+  return bytes;
+}
+
+}  // namespace gotap::testing

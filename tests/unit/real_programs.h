@@ -1,0 +1,101 @@
+// Helpers for the real-program tests (test_runtime_real_programs.cpp): Debian's stripped Go
+// programs started on loopback with their output in a log file, gotap attached to them by
+// pid or launching them, and the JSON Lines gotap prints, read back.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace gotap::testing {
+
+// /usr/bin/NAME when that is an executable file, else "".
+std::string debian_program(const std::string& name);
+
+// A fresh directory $TMPDIR/gotap-<tag>-<our pid>, removed with everything in it.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return dir_; }
+  std::string operator/(const std::string& name) const { return (dir_ / name).string(); }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+void write_text(const std::string& path, const std::string& text);
+
+// A long-running program (a server) whose stdout and stderr go to a log file: a pipe that
+// nobody reads would fill with its logs and stop it. stop() (or the destructor) ends it with
+// SIGTERM, then SIGKILL after five seconds, and reaps it.
+class Service {
+ public:
+  Service() = default;
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+  ~Service() { stop(); }
+  // "" when started, else why not.
+  std::string start(const std::vector<std::string>& argv, const std::string& log_file);
+  // Whether it still runs (not exited, not a zombie we have not reaped).
+  bool alive();
+  void stop();
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// `gotap ARGS -o OUT -p PID`, attached for the length of a test's requests.
+class AttachedGotap {
+ public:
+  AttachedGotap() = default;
+  AttachedGotap(const AttachedGotap&) = delete;
+  AttachedGotap& operator=(const AttachedGotap&) = delete;
+  ~AttachedGotap();
+  // Starts gotap and waits (up to 60 s) until it says it traces. "" then, else why not.
+  std::string attach(std::vector<std::string> args, pid_t pid, const std::string& out_file);
+  // Ends it with SIGINT (bounded: SIGKILL after 30 s). Its exit code (-1 for a signal) and
+  // its stderr in `err`.
+  int detach(std::string* err);
+
+ private:
+  pid_t pid_ = -1;
+  int err_fd_ = -1;
+  std::string err_;
+};
+
+// Waits until `ready()` holds, polling every 200 ms up to timeout_ms.
+bool wait_until(int timeout_ms, const std::function<bool()>& ready);
+
+// One line of JSON per event as gotap prints them; count events per function (a function
+// never called is left out by gotap, so it reads as 0 here), and the summary.
+struct Counts {
+  std::map<std::string, uint64_t> by_func;
+  std::optional<nlohmann::json> summary;
+  uint64_t of(const std::string& func) const {
+    auto it = by_func.find(func);
+    return it == by_func.end() ? 0 : it->second;
+  }
+};
+Counts counts_in(const std::string& jsonl);
+
+// The argument `name` of a trace's entry event, or null.
+nlohmann::json arg_value(const nlohmann::json& entry, const std::string& name);
+
+// The bytes of a traced `[]byte` (or `[N]byte`) value, in the representation docs/json.md
+// documents; nullopt when the value does not hold all of them (not captured, truncated).
+// The one place that knows how bytes look in gotap's JSON: adapt it when that changes.
+std::optional<std::string> traced_bytes(const nlohmann::json& value);
+
+}  // namespace gotap::testing

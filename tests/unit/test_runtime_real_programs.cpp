@@ -1,0 +1,411 @@
+// Debian's stripped Go 1.19 programs as a user drives them, once per backend: prometheus
+// answering its HTTP API, etcd serving etcdctl, hugo building a site, restic backing up a
+// directory, and caddy serving with its access log on. Each count is checked for exact
+// equality with what the test made the program do, each traced value against what the
+// program was really given (what the test sent, the program's own output or log), and
+// every program keeps serving after gotap detaches (attached) or exits 0 (launched).
+// A test skips only when its program is not installed (dev.sh TEST_PACKAGES).
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/unit/fixtures.h"
+#include "tests/unit/loopback.h"
+#include "tests/unit/real_programs.h"
+
+namespace gotap::testing {
+namespace {
+
+using json = nlohmann::json;
+
+class RealPrograms : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach and BPF)";
+    if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  }
+  const std::string& backend() const { return GetParam(); }
+
+  // `gotap ARGS... -p PID` around `drive()`, its JSON Lines output afterwards. gotap must
+  // end with 0 once stopped with SIGINT.
+  std::string attached(std::vector<std::string> args, pid_t pid, const TempDir& dir,
+                       const std::function<void()>& drive) {
+    args.insert(args.begin() + 1, {"--backend", backend(), "--json"});
+    const std::string out = dir / ("gotap-" + args[0] + ".jsonl");
+    AttachedGotap tap;
+    std::string why = tap.attach(args, pid, out);
+    EXPECT_TRUE(why.empty()) << why;
+    if (!why.empty()) return "";
+    drive();
+    std::string err;
+    EXPECT_EQ(tap.detach(&err), 0) << err;
+    return read_file(out);
+  }
+};
+
+// One GET on a connection of its own, answered 200 with `needle` in the body.
+bool get_ok(int port, const std::string& path, const std::string& needle) {
+  auto r = http_get(port, path);
+  return r && r->rfind("HTTP/1.1 200", 0) == 0 && r->find(needle) != std::string::npos;
+}
+
+// prometheus 2.42 with no scrape targets, so that only the test's requests reach its HTTP
+// server. Each API query comes on a fresh connection: net/http.(*conn).serve runs once per
+// request, and the API's query handler (web/api/v1 api.go routes GET /api/v1/query to
+// (*API).query) once per request. All are answered 200, so net/http.NotFound, which
+// prometheus inlines into StripPrefix, httprouter and serveDebug, never runs.
+TEST_P(RealPrograms, PrometheusApiCountsExact) {
+  const std::string prom = debian_program("prometheus");
+  if (prom.empty()) GTEST_SKIP() << "Debian's prometheus is not installed (apt install prometheus)";
+  TempDir dir("prometheus");
+  write_text(dir / "prometheus.yml", "global:\n  scrape_interval: 1h\n");
+  const int port = free_port();
+  Service srv;
+  ASSERT_EQ(srv.start({prom, "--config.file=" + (dir / "prometheus.yml"),
+                       "--storage.tsdb.path=" + (dir / "tsdb"),
+                       "--web.listen-address=127.0.0.1:" + std::to_string(port)},
+                      dir / "prometheus.log"),
+            "");
+  ASSERT_TRUE(wait_until(30000, [&] { return get_ok(port, "/-/ready", "Ready"); }))
+      << read_file(dir / "prometheus.log");
+
+  const std::string serve = "net/http.(*conn).serve",
+                    query = "github.com/prometheus/prometheus/web/api/v1.(*API).query",
+                    not_found = "net/http.NotFound";
+  constexpr int kRequests = 30;
+  int answered = 0;
+  std::string out = attached({"count", serve, query, not_found}, srv.pid(), dir, [&] {
+    for (int i = 0; i < kRequests; ++i)
+      answered += get_ok(port, "/api/v1/query?query=up", "\"status\":\"success\"");
+  });
+  ASSERT_EQ(answered, kRequests) << "requests failed while traced";
+  Counts c = counts_in(out);
+  ASSERT_TRUE(c.summary) << out;
+  EXPECT_EQ((*c.summary)["lost"], 0) << out;
+  EXPECT_EQ(c.of(serve), static_cast<uint64_t>(kRequests)) << out;
+  EXPECT_EQ(c.of(query), static_cast<uint64_t>(kRequests)) << out;
+  // Every request was answered 200: no call of NotFound happened (issue 19 item 5).
+  EXPECT_EQ(c.of(not_found), 0u) << out;
+
+  int after = 0;
+  for (int i = 0; i < 20; ++i) after += get_ok(port, "/api/v1/query?query=up", "success");
+  EXPECT_EQ(after, 20) << "prometheus stopped serving after gotap detached";
+  EXPECT_TRUE(srv.alive());
+}
+
+// etcd 3.4 on loopback ports with a fresh data directory; etcdctl (API v3) as the client.
+class Etcd {
+ public:
+  static std::string unavailable_reason() {
+    if (debian_program("etcd").empty() || debian_program("etcdctl").empty())
+      return "Debian's etcd is not installed (apt install etcd-server etcd-client)";
+    return "";
+  }
+  explicit Etcd(const TempDir& dir) : dir_(dir) {}
+  std::string start() {
+    client_ = free_port();
+    const std::string peer = "http://127.0.0.1:" + std::to_string(free_port());
+    std::string err =
+        srv_.start({debian_program("etcd"), "--name", "gotap", "--data-dir", dir_ / "data",
+                    "--listen-client-urls", endpoint(), "--advertise-client-urls", endpoint(),
+                    "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                    "--initial-cluster", "gotap=" + peer},
+                   dir_ / "etcd.log");
+    if (!err.empty()) return err;
+    if (!wait_until(30000, [&] { return get_ok(client_, "/health", "\"health\":\"true\""); }))
+      return "etcd did not come up: " + read_file(dir_ / "etcd.log");
+    return "";
+  }
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(client_); }
+  // etcdctl ARGS against this etcd (bounded); its stdout, or nullopt when it failed.
+  std::optional<std::string> ctl(std::vector<std::string> args) const {
+    args.insert(args.begin(), {debian_program("etcdctl"), "--endpoints", endpoint()});
+    RunResult r = run_command(args, 30);
+    if (r.exit_code != 0) return std::nullopt;
+    return r.out;
+  }
+  Service& service() { return srv_; }
+
+ private:
+  const TempDir& dir_;
+  int client_ = 0;
+  Service srv_;
+};
+
+std::string key_of(int i) {
+  return "gotap/key_" + std::to_string(i);
+}
+std::string value_of(int i) {
+  return "value " + std::to_string(i * 7919);
+}
+
+// K `etcdctl put` then K `etcdctl get`: the gRPC handlers kvServer.Put and kvServer.Range run
+// once per request each.
+TEST_P(RealPrograms, EtcdPutRangeCountsExact) {
+  if (auto why = Etcd::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  TempDir dir("etcd-count");
+  Etcd etcd(dir);
+  ASSERT_EQ(etcd.start(), "");
+  const std::string put = "go.etcd.io/etcd/etcdserver/api/v3rpc.(*kvServer).Put",
+                    range = "go.etcd.io/etcd/etcdserver/api/v3rpc.(*kvServer).Range";
+  constexpr int kKeys = 6;
+  int stored = 0, read_back = 0;
+  std::string out = attached({"count", put, range}, etcd.service().pid(), dir, [&] {
+    for (int i = 0; i < kKeys; ++i) stored += etcd.ctl({"put", key_of(i), value_of(i)}) == "OK\n";
+    for (int i = 0; i < kKeys; ++i)
+      read_back += etcd.ctl({"get", key_of(i)}) == key_of(i) + "\n" + value_of(i) + "\n";
+  });
+  ASSERT_EQ(stored, kKeys);
+  ASSERT_EQ(read_back, kKeys);
+  Counts c = counts_in(out);
+  ASSERT_TRUE(c.summary) << out;
+  EXPECT_EQ((*c.summary)["lost"], 0) << out;
+  EXPECT_EQ(c.of(put), static_cast<uint64_t>(kKeys)) << out;
+  EXPECT_EQ(c.of(range), static_cast<uint64_t>(kKeys)) << out;
+
+  EXPECT_EQ(etcd.ctl({"get", key_of(0)}), key_of(0) + "\n" + value_of(0) + "\n")
+      << "etcd stopped serving after gotap detached";
+  EXPECT_TRUE(etcd.service().alive());
+}
+
+// Values of a real program: etcd's key index takes each key put, as a []byte, with the
+// revision etcd gives the put (mvcc treeIndex.Put(key []byte, rev revision)). The keys are
+// what etcdctl sent, and each revision is the one etcd told etcdctl (`put -w json`).
+TEST_P(RealPrograms, EtcdKeysAndRevisionsAsSent) {
+  if (auto why = Etcd::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  TempDir dir("etcd-values");
+  Etcd etcd(dir);
+  ASSERT_EQ(etcd.start(), "");
+  const std::string index_put = "go.etcd.io/etcd/mvcc.(*treeIndex).Put";
+  constexpr int kKeys = 5;
+  std::vector<int64_t> revisions;  // what etcd answered each put
+  std::string out =
+      attached({"trace", "--max-depth", "1", index_put}, etcd.service().pid(), dir, [&] {
+        for (int i = 0; i < kKeys; ++i) {
+          auto r = etcd.ctl({"put", "-w", "json", key_of(i), value_of(i)});
+          json j = json::parse(r.value_or(""), nullptr, false);
+          if (j.is_object() && j["header"].contains("revision"))
+            revisions.push_back(j["header"]["revision"].get<int64_t>());
+        }
+      });
+  ASSERT_EQ(revisions.size(), static_cast<size_t>(kKeys)) << "puts failed while traced";
+  std::vector<json> entries = events_in(out, "entry");
+  ASSERT_EQ(entries.size(), static_cast<size_t>(kKeys)) << out.substr(0, 4000);
+  std::sort(entries.begin(), entries.end(),
+            [](const json& a, const json& b) { return a["ts_ns"] < b["ts_ns"]; });
+  for (int i = 0; i < kKeys; ++i) {
+    const json key = arg_value(entries[i], "arg1"), rev = arg_value(entries[i], "arg2");
+    EXPECT_EQ(traced_bytes(key), key_of(i)) << "put " << i << ": " << key;
+    EXPECT_EQ(rev.value("main", json()), revisions[i]) << "put " << i << ": " << rev;
+    EXPECT_EQ(rev.value("sub", json()), 0) << rev;
+  }
+  EXPECT_EQ(etcd.ctl({"get", key_of(1)}), key_of(1) + "\n" + value_of(1) + "\n");
+  EXPECT_TRUE(etcd.service().alive());
+}
+
+// `gotap count -- hugo` building a site of M pages: goldmark parses each page's markdown
+// once, and hugo writes each page it renders once (Site.renderAndWritePage), which is M
+// pages plus the home page and the section's list, as the files it wrote show.
+TEST_P(RealPrograms, HugoBuildCountsPages) {
+  const std::string hugo = debian_program("hugo");
+  if (hugo.empty()) GTEST_SKIP() << "Debian's hugo is not installed (apt install hugo)";
+  TempDir dir("hugo");
+  constexpr int kPages = 7;
+  write_text(dir / "site/config.toml",
+             "baseURL = \"http://127.0.0.1/\"\ntitle = \"gotap\"\n"
+             "disableKinds = [\"taxonomy\", \"term\", \"RSS\", \"sitemap\", \"robotsTXT\", "
+             "\"404\"]\n");
+  write_text(dir / "site/layouts/_default/single.html", "{{ .Content }}\n");
+  write_text(dir / "site/layouts/_default/list.html", "{{ range .Pages }}{{ .Title }}\n{{ end }}");
+  for (int i = 0; i < kPages; ++i)
+    write_text(dir / ("site/content/posts/p" + std::to_string(i) + ".md"),
+               "---\ntitle: \"page " + std::to_string(i) + "\"\n---\nbody of **page " +
+                   std::to_string(i) + "**\n");
+  const std::string parse = "github.com/gohugoio/hugo/markup/goldmark.(*goldmarkConverter).Parse",
+                    write_page = "github.com/gohugoio/hugo/hugolib.(*Site).renderAndWritePage";
+  const std::string out = dir / "gotap.jsonl";
+  RunResult r = run_command(
+      {gotap_binary(), "count", "--backend", backend(), "--json", "-o", out, parse, write_page,
+       "--", hugo, "--quiet", "--source", dir / "site", "--destination", dir / "public"},
+      120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // What hugo wrote: every page, with its own content.
+  size_t html = 0;
+  for (const auto& f : std::filesystem::recursive_directory_iterator(dir.path() / "public"))
+    html += f.path().extension() == ".html";
+  for (int i = 0; i < kPages; ++i)
+    EXPECT_NE(read_file(dir / ("public/posts/p" + std::to_string(i) + "/index.html"))
+                  .find("<strong>page " + std::to_string(i) + "</strong>"),
+              std::string::npos);
+  ASSERT_EQ(html, static_cast<size_t>(kPages + 2));
+  Counts c = counts_in(read_file(out));
+  ASSERT_TRUE(c.summary) << read_file(out);
+  EXPECT_EQ((*c.summary)["lost"], 0);
+  EXPECT_EQ((*c.summary)["exit_code"], 0);
+  EXPECT_EQ(c.of(parse), static_cast<uint64_t>(kPages)) << read_file(out);
+  EXPECT_EQ(c.of(write_page), html) << read_file(out);
+}
+
+// `gotap count -- restic backup` of F new files: restic 0.14's archiver hands each regular
+// file to its FileSaver once (FileSaver.Save, then saveFile in a worker), as restic's own
+// summary (files_new) confirms.
+TEST_P(RealPrograms, ResticBackupCountsFiles) {
+  const std::string restic = debian_program("restic");
+  if (restic.empty()) GTEST_SKIP() << "Debian's restic is not installed (apt install restic)";
+  TempDir dir("restic");
+  constexpr int kFiles = 9;
+  for (int i = 0; i < kFiles; ++i)
+    write_text(dir / ((i % 3 ? "data/" : "data/sub/") + std::string("f") + std::to_string(i)),
+               "contents of file " + std::to_string(i) + "\n");
+  write_text(dir / "password", "gotap-test-password\n");
+  const std::vector<std::string> repo = {"-r", dir / "repo", "--password-file", dir / "password"};
+  std::vector<std::string> init = {restic};
+  init.insert(init.end(), repo.begin(), repo.end());
+  init.push_back("init");
+  RunResult ri = run_command(init, 60);
+  ASSERT_EQ(ri.exit_code, 0) << ri.err;
+
+  const std::string save = "github.com/restic/restic/internal/archiver.(*FileSaver).Save",
+                    save_file = "github.com/restic/restic/internal/archiver.(*FileSaver).saveFile";
+  const std::string out = dir / "gotap.jsonl";
+  std::vector<std::string> argv = {gotap_binary(), "count", "--backend", backend(),
+                                   "--json",       "-o",    out,         save,
+                                   save_file,      "--",    restic};
+  argv.insert(argv.end(), repo.begin(), repo.end());
+  argv.insert(argv.end(), {"backup", "--json", dir / "data"});
+  RunResult r = run_command(argv, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::optional<int64_t> files_new;
+  std::istringstream lines(r.out);
+  for (std::string l; std::getline(lines, l);) {
+    json j = json::parse(l, nullptr, false);
+    if (j.is_object() && j.value("message_type", "") == "summary")
+      files_new = j["files_new"].get<int64_t>();
+  }
+  ASSERT_EQ(files_new, kFiles) << r.out;
+  Counts c = counts_in(read_file(out));
+  ASSERT_TRUE(c.summary) << read_file(out);
+  EXPECT_EQ((*c.summary)["lost"], 0);
+  EXPECT_EQ((*c.summary)["exit_code"], 0);
+  EXPECT_EQ(c.of(save), static_cast<uint64_t>(kFiles)) << read_file(out);
+  EXPECT_EQ(c.of(save_file), static_cast<uint64_t>(kFiles)) << read_file(out);
+}
+
+// Each request caddy's JSON access log (in its log) holds: its URI and the status it was answered
+// with.
+std::vector<std::pair<std::string, int>> access_log(const std::string& path) {
+  std::vector<std::pair<std::string, int>> logged;
+  std::istringstream lines(read_file(path));
+  for (std::string l; std::getline(lines, l);) {
+    json j = json::parse(l, nullptr, false);
+    if (j.is_object() && j.value("msg", "") == "handled request" && j.contains("status"))
+      logged.emplace_back(j["request"].value("uri", ""), j["status"].get<int>());
+  }
+  return logged;
+}
+
+std::string caddy_path() {
+  for (const auto& rb : real_binaries())
+    if (rb.name == "caddy") return rb.path;
+  return "";
+}
+
+// Values of a real program (issue 23 hole 9): caddy serving on loopback with its access log
+// on. Each request's goroutine parses its path (net/url.(*URL).setPath(p string)) and writes
+// its status (net/http.(*response).WriteHeader(code int)); both, per goroutine, must be what
+// the test asked for and what caddy logged.
+TEST_P(RealPrograms, CaddyPathsAndStatusesAsLogged) {
+  const std::string caddy = caddy_path();
+  if (caddy.empty()) GTEST_SKIP() << "no caddy from Debian (tests/tools/fetch-real-binaries.sh)";
+  TempDir dir("caddy");
+  const int port = free_port();
+  // The access log goes to caddy's stderr, in the log file of the Service, with its other
+  // logs: the access lines are those with msg "handled request".
+  write_text(dir / "Caddyfile",
+             "{\n\tadmin off\n\tauto_https off\n}\nhttp://127.0.0.1:" + std::to_string(port) +
+                 " {\n\tlog {\n\t\toutput stderr\n\t\tformat json\n\t}\n"
+                 "\trespond /ok \"ok\" 200\n\trespond /tea \"tea\" 418\n"
+                 "\trespond /none 204\n\trespond 404\n}\n");
+  Service srv;
+  // caddy keeps its state under $HOME and $XDG_*: all of it in the temporary directory.
+  const std::string home = dir.path().string();
+  ASSERT_EQ(
+      srv.start({"/usr/bin/env", "HOME=" + home, "XDG_DATA_HOME=" + home, "XDG_CONFIG_HOME=" + home,
+                 caddy, "run", "--config", dir / "Caddyfile", "--adapter", "caddyfile"},
+                dir / "caddy.log"),
+      "");
+  ASSERT_TRUE(wait_until(30000, [&] { return get_ok(port, "/ok", "ok"); }))
+      << read_file(dir / "caddy.log");
+  const size_t logged_before = access_log(dir / "caddy.log").size();
+
+  const std::vector<std::pair<std::string, int>> kinds = {
+      {"/ok", 200}, {"/tea", 418}, {"/none", 204}, {"/missing/page", 404}};
+  std::vector<std::pair<std::string, int>> sent;
+  for (int i = 0; i < 12; ++i) sent.push_back(kinds[i % kinds.size()]);
+  const std::string set_path = "net/url.(*URL).setPath",
+                    write_header = "net/http.(*response).WriteHeader";
+  int answered = 0;
+  std::string out =
+      attached({"trace", "--max-depth", "0", set_path, write_header}, srv.pid(), dir, [&] {
+        for (const auto& [path, status] : sent) {
+          auto r = http_get(port, path);
+          answered += r && r->rfind("HTTP/1.1 " + std::to_string(status), 0) == 0;
+        }
+      });
+  ASSERT_EQ(answered, static_cast<int>(sent.size())) << "requests failed while traced";
+
+  // What gotap saw, request by request: the path and status of each goroutine, in order.
+  std::vector<json> entries = events_in(out, "entry");
+  std::sort(entries.begin(), entries.end(),
+            [](const json& a, const json& b) { return a["ts_ns"] < b["ts_ns"]; });
+  std::vector<uint64_t> order;
+  std::map<uint64_t, std::pair<std::vector<std::string>, std::vector<int>>> by_goid;
+  for (const json& e : entries) {
+    uint64_t g = e["goid"].get<uint64_t>();
+    if (!by_goid.count(g)) order.push_back(g);
+    json v = arg_value(e, "arg1");
+    if (e["func"] == set_path)
+      by_goid[g].first.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+    if (e["func"] == write_header) by_goid[g].second.push_back(v.is_number() ? v.get<int>() : -1);
+  }
+  std::vector<std::pair<std::string, int>> traced;
+  for (uint64_t g : order) {
+    const auto& [paths, codes] = by_goid[g];
+    EXPECT_EQ(paths.size(), 1u) << "goroutine " << g;
+    EXPECT_EQ(codes.size(), 1u) << "goroutine " << g;
+    if (!paths.empty() && !codes.empty()) traced.emplace_back(paths[0], codes[0]);
+  }
+  EXPECT_EQ(traced, sent) << out.substr(0, 4000);
+
+  // What caddy logged for the same requests: the lines after those of the start-up check.
+  std::vector<std::pair<std::string, int>> logged;
+  wait_until(5000, [&] {
+    logged = access_log(dir / "caddy.log");
+    return logged.size() >= logged_before + sent.size();
+  });
+  ASSERT_EQ(logged.size(), logged_before + sent.size())
+      << read_file(dir / "Caddyfile") << read_file(dir / "caddy.log");
+  logged.erase(logged.begin(), logged.begin() + static_cast<long>(logged_before));
+  EXPECT_EQ(logged, sent);
+  EXPECT_EQ(traced, logged);
+
+  int after = 0;
+  for (int i = 0; i < 20; ++i) after += get_ok(port, "/ok", "ok");
+  EXPECT_EQ(after, 20) << "caddy stopped serving after gotap detached";
+  EXPECT_TRUE(srv.alive());
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, RealPrograms, ::testing::Values("ebpf", "ptrace"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace gotap::testing
