@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -171,6 +172,120 @@ std::optional<std::string> traced_bytes(const json& v) {
     bytes.push_back(static_cast<char>(b.get<int64_t>()));
   }
   return bytes;
+}
+
+bool get_ok(int port, const std::string& path, const std::string& needle) {
+  auto r = http_get(port, path);
+  return r && r->rfind("HTTP/1.1 200", 0) == 0 && r->find(needle) != std::string::npos;
+}
+
+std::string query_escape(const std::string& text) {
+  static const char hex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char ch : text) {
+    if (isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
+      out.push_back(static_cast<char>(ch));
+    } else {
+      out += '%';
+      out += hex[ch >> 4];
+      out += hex[ch & 15];
+    }
+  }
+  return out;
+}
+
+std::string Prometheus::unavailable_reason() {
+  if (debian_program("prometheus").empty())
+    return "Debian's prometheus is not installed (apt install prometheus)";
+  return "";
+}
+
+std::string Prometheus::start() {
+  write_text(dir_ / "prometheus.yml", "global:\n  scrape_interval: 1h\n");
+  port_ = free_port();
+  std::string err =
+      srv_.start({debian_program("prometheus"), "--config.file=" + (dir_ / "prometheus.yml"),
+                  "--storage.tsdb.path=" + (dir_ / "tsdb"),
+                  "--web.listen-address=127.0.0.1:" + std::to_string(port_)},
+                 dir_ / "prometheus.log");
+  if (!err.empty()) return err;
+  if (!wait_until(30000, [&] { return get_ok(port_, "/-/ready", "Ready"); }))
+    return "prometheus did not come up: " + read_file(dir_ / "prometheus.log");
+  return "";
+}
+
+std::string Etcd::unavailable_reason() {
+  if (debian_program("etcd").empty() || debian_program("etcdctl").empty())
+    return "Debian's etcd is not installed (apt install etcd-server etcd-client)";
+  return "";
+}
+
+std::string Etcd::start() {
+  client_ = free_port();
+  const std::string peer = "http://127.0.0.1:" + std::to_string(free_port());
+  std::string err =
+      srv_.start({debian_program("etcd"), "--name", "gotap", "--data-dir", dir_ / "data",
+                  "--listen-client-urls", endpoint(), "--advertise-client-urls", endpoint(),
+                  "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                  "--initial-cluster", "gotap=" + peer},
+                 dir_ / "etcd.log");
+  if (!err.empty()) return err;
+  if (!wait_until(30000, [&] { return get_ok(client_, "/health", "\"health\":\"true\""); }))
+    return "etcd did not come up: " + read_file(dir_ / "etcd.log");
+  return "";
+}
+
+std::optional<std::string> Etcd::ctl(std::vector<std::string> args) const {
+  args.insert(args.begin(), {debian_program("etcdctl"), "--endpoints", endpoint()});
+  RunResult r = run_command(args, 30);
+  if (r.exit_code != 0) return std::nullopt;
+  return r.out;
+}
+
+static std::string caddy_path() {
+  for (const auto& rb : real_binaries())
+    if (rb.name == "caddy") return rb.path;
+  return "";
+}
+
+std::string Caddy::unavailable_reason() {
+  if (caddy_path().empty()) return "no caddy from Debian (tests/tools/fetch-real-binaries.sh)";
+  return "";
+}
+
+std::string Caddy::start() {
+  port_ = free_port();
+  // `output stderr`: the site's logger is chosen by the request's Host, and a Host without
+  // the port would log elsewhere; stderr is where every access line goes either way.
+  write_text(dir_ / "Caddyfile",
+             "{\n\tadmin off\n\tauto_https off\n}\nhttp://127.0.0.1:" + std::to_string(port_) +
+                 " {\n\tlog {\n\t\toutput stderr\n\t\tformat json\n\t}\n"
+                 "\trespond /ok \"ok\" 200\n\trespond /tea \"tea\" 418\n"
+                 "\trespond /none 204\n\trespond 404\n}\n");
+  const std::string home = dir_.path().string();
+  std::string err = srv_.start(
+      {"/usr/bin/env", "HOME=" + home, "XDG_DATA_HOME=" + home, "XDG_CONFIG_HOME=" + home,
+       caddy_path(), "run", "--config", dir_ / "Caddyfile", "--adapter", "caddyfile"},
+      dir_ / "caddy.log");
+  if (!err.empty()) return err;
+  if (!wait_until(30000, [&] { return get_ok(port_, "/ok", "ok"); }))
+    return "caddy did not come up: " + log();
+  return "";
+}
+
+std::string Caddy::log() const {
+  return read_file(dir_ / "caddy.log");
+}
+
+std::vector<std::pair<std::string, int>> Caddy::access_log() const {
+  std::vector<std::pair<std::string, int>> logged;
+  std::istringstream lines(log());
+  for (std::string l; std::getline(lines, l);) {
+    json j = json::parse(l, nullptr, false);
+    if (j.is_object() && j.value("msg", "") == "handled request" && j.contains("status"))
+      logged.emplace_back(j["request"].value("uri", ""), j["status"].get<int>());
+  }
+  return logged;
 }
 
 }  // namespace gotap::testing

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -97,5 +98,67 @@ nlohmann::json arg_value(const nlohmann::json& entry, const std::string& name);
 // documents; nullopt when the value does not hold all of them (not captured, truncated).
 // The one place that knows how bytes look in gotap's JSON: adapt it when that changes.
 std::optional<std::string> traced_bytes(const nlohmann::json& value);
+
+// One GET on a connection of its own, answered 200 with `needle` in the body.
+bool get_ok(int port, const std::string& path, const std::string& needle);
+// `text` as a URL query value (RFC 3986 unreserved characters kept, the rest %XX).
+std::string query_escape(const std::string& text);
+
+// Debian's prometheus on a free loopback port with a fresh TSDB and no scrape targets, so
+// that only a test's requests reach its HTTP server.
+class Prometheus {
+ public:
+  static std::string unavailable_reason();
+  explicit Prometheus(const TempDir& dir) : dir_(dir) {}
+  // "" once it answers /-/ready, else why not (up to 30 s).
+  std::string start();
+  int port() const { return port_; }
+  Service& service() { return srv_; }
+
+ private:
+  const TempDir& dir_;
+  int port_ = 0;
+  Service srv_;
+};
+
+// Debian's etcd on free loopback ports with a fresh data directory; etcdctl (API v3) as the
+// client.
+class Etcd {
+ public:
+  static std::string unavailable_reason();
+  explicit Etcd(const TempDir& dir) : dir_(dir) {}
+  // "" once /health says it is healthy, else why not (up to 30 s).
+  std::string start();
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(client_); }
+  // etcdctl ARGS against this etcd (bounded); its stdout, or nullopt when it failed.
+  std::optional<std::string> ctl(std::vector<std::string> args) const;
+  Service& service() { return srv_; }
+
+ private:
+  const TempDir& dir_;
+  int client_ = 0;
+  Service srv_;
+};
+
+// Debian's caddy (tests/tools/fetch-real-binaries.sh) on a free loopback port, answering
+// /ok 200 "ok", /tea 418, /none 204 and anything else 404, with its JSON access log in its
+// log file; its state ($HOME, $XDG_*) in the temporary directory.
+class Caddy {
+ public:
+  static std::string unavailable_reason();
+  explicit Caddy(const TempDir& dir) : dir_(dir) {}
+  // "" once /ok is answered, else why not (up to 30 s).
+  std::string start();
+  int port() const { return port_; }
+  Service& service() { return srv_; }
+  // The requests of the access log so far, in order: URI and status answered.
+  std::vector<std::pair<std::string, int>> access_log() const;
+  std::string log() const;
+
+ private:
+  const TempDir& dir_;
+  int port_ = 0;
+  Service srv_;
+};
 
 }  // namespace gotap::testing

@@ -52,40 +52,23 @@ class RealPrograms : public ::testing::TestWithParam<std::string> {
   }
 };
 
-// One GET on a connection of its own, answered 200 with `needle` in the body.
-bool get_ok(int port, const std::string& path, const std::string& needle) {
-  auto r = http_get(port, path);
-  return r && r->rfind("HTTP/1.1 200", 0) == 0 && r->find(needle) != std::string::npos;
-}
-
-// prometheus 2.42 with no scrape targets, so that only the test's requests reach its HTTP
-// server. Each API query comes on a fresh connection: net/http.(*conn).serve runs once per
-// request, and the API's query handler (web/api/v1 api.go routes GET /api/v1/query to
+// Each request to prometheus comes on a fresh connection: net/http.(*conn).serve runs once
+// per request, and the API's query handler (web/api/v1 routes GET /api/v1/query to
 // (*API).query) once per request. All are answered 200, so net/http.NotFound, which
 // prometheus inlines into StripPrefix, httprouter and serveDebug, never runs.
 TEST_P(RealPrograms, PrometheusApiCountsExact) {
-  const std::string prom = debian_program("prometheus");
-  if (prom.empty()) GTEST_SKIP() << "Debian's prometheus is not installed (apt install prometheus)";
-  TempDir dir("prometheus");
-  write_text(dir / "prometheus.yml", "global:\n  scrape_interval: 1h\n");
-  const int port = free_port();
-  Service srv;
-  ASSERT_EQ(srv.start({prom, "--config.file=" + (dir / "prometheus.yml"),
-                       "--storage.tsdb.path=" + (dir / "tsdb"),
-                       "--web.listen-address=127.0.0.1:" + std::to_string(port)},
-                      dir / "prometheus.log"),
-            "");
-  ASSERT_TRUE(wait_until(30000, [&] { return get_ok(port, "/-/ready", "Ready"); }))
-      << read_file(dir / "prometheus.log");
-
+  if (auto why = Prometheus::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  TempDir dir("prometheus-count");
+  Prometheus prom(dir);
+  ASSERT_EQ(prom.start(), "");
   const std::string serve = "net/http.(*conn).serve",
                     query = "github.com/prometheus/prometheus/web/api/v1.(*API).query",
                     not_found = "net/http.NotFound";
   constexpr int kRequests = 30;
   int answered = 0;
-  std::string out = attached({"count", serve, query, not_found}, srv.pid(), dir, [&] {
+  std::string out = attached({"count", serve, query, not_found}, prom.service().pid(), dir, [&] {
     for (int i = 0; i < kRequests; ++i)
-      answered += get_ok(port, "/api/v1/query?query=up", "\"status\":\"success\"");
+      answered += get_ok(prom.port(), "/api/v1/query?query=up", "\"status\":\"success\"");
   });
   ASSERT_EQ(answered, kRequests) << "requests failed while traced";
   Counts c = counts_in(out);
@@ -97,49 +80,46 @@ TEST_P(RealPrograms, PrometheusApiCountsExact) {
   EXPECT_EQ(c.of(not_found), 0u) << out;
 
   int after = 0;
-  for (int i = 0; i < 20; ++i) after += get_ok(port, "/api/v1/query?query=up", "success");
+  for (int i = 0; i < 20; ++i) after += get_ok(prom.port(), "/api/v1/query?query=up", "success");
   EXPECT_EQ(after, 20) << "prometheus stopped serving after gotap detached";
-  EXPECT_TRUE(srv.alive());
+  EXPECT_TRUE(prom.service().alive());
 }
 
-// etcd 3.4 on loopback ports with a fresh data directory; etcdctl (API v3) as the client.
-class Etcd {
- public:
-  static std::string unavailable_reason() {
-    if (debian_program("etcd").empty() || debian_program("etcdctl").empty())
-      return "Debian's etcd is not installed (apt install etcd-server etcd-client)";
-    return "";
+// Values: each instant query's PromQL text reaches promql.(*Engine).NewInstantQuery as its
+// string argument `qs`, once per request, as the test sent it.
+TEST_P(RealPrograms, PrometheusQueriesAsSent) {
+  if (auto why = Prometheus::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  TempDir dir("prometheus-values");
+  Prometheus prom(dir);
+  ASSERT_EQ(prom.start(), "");
+  const std::string new_query = "github.com/prometheus/prometheus/promql.(*Engine).NewInstantQuery";
+  const std::vector<std::string> sent = {"up",
+                                         "vector(1)",
+                                         "sum(up)",
+                                         "count(up) or vector(0)",
+                                         "time() + 2 * 3",
+                                         "label_replace(vector(7), \"a\", "
+                                         "\"b\", \"\", \"\")"};
+  int answered = 0;
+  std::string out =
+      attached({"trace", "--max-depth", "0", new_query}, prom.service().pid(), dir, [&] {
+        for (const std::string& q : sent)
+          answered += get_ok(prom.port(), "/api/v1/query?query=" + query_escape(q),
+                             "\"status\":\"success\"");
+      });
+  ASSERT_EQ(answered, static_cast<int>(sent.size())) << "queries failed while traced";
+  std::vector<json> entries = events_in(out, "entry");
+  std::sort(entries.begin(), entries.end(),
+            [](const json& a, const json& b) { return a["ts_ns"] < b["ts_ns"]; });
+  std::vector<std::string> traced;
+  for (const json& e : entries) {
+    json qs = arg_value(e, "arg3");
+    traced.push_back(qs.is_string() ? qs.get<std::string>() : qs.dump());
   }
-  explicit Etcd(const TempDir& dir) : dir_(dir) {}
-  std::string start() {
-    client_ = free_port();
-    const std::string peer = "http://127.0.0.1:" + std::to_string(free_port());
-    std::string err =
-        srv_.start({debian_program("etcd"), "--name", "gotap", "--data-dir", dir_ / "data",
-                    "--listen-client-urls", endpoint(), "--advertise-client-urls", endpoint(),
-                    "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                    "--initial-cluster", "gotap=" + peer},
-                   dir_ / "etcd.log");
-    if (!err.empty()) return err;
-    if (!wait_until(30000, [&] { return get_ok(client_, "/health", "\"health\":\"true\""); }))
-      return "etcd did not come up: " + read_file(dir_ / "etcd.log");
-    return "";
-  }
-  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(client_); }
-  // etcdctl ARGS against this etcd (bounded); its stdout, or nullopt when it failed.
-  std::optional<std::string> ctl(std::vector<std::string> args) const {
-    args.insert(args.begin(), {debian_program("etcdctl"), "--endpoints", endpoint()});
-    RunResult r = run_command(args, 30);
-    if (r.exit_code != 0) return std::nullopt;
-    return r.out;
-  }
-  Service& service() { return srv_; }
-
- private:
-  const TempDir& dir_;
-  int client_ = 0;
-  Service srv_;
-};
+  EXPECT_EQ(traced, sent) << out.substr(0, 4000);
+  EXPECT_TRUE(get_ok(prom.port(), "/api/v1/query?query=up", "success"));
+  EXPECT_TRUE(prom.service().alive());
+}
 
 std::string key_of(int i) {
   return "gotap/key_" + std::to_string(i);
@@ -300,23 +280,52 @@ TEST_P(RealPrograms, ResticBackupCountsFiles) {
   EXPECT_EQ(c.of(save_file), static_cast<uint64_t>(kFiles)) << read_file(out);
 }
 
-// Each request caddy's JSON access log (in its log) holds: its URI and the status it was answered
-// with.
-std::vector<std::pair<std::string, int>> access_log(const std::string& path) {
-  std::vector<std::pair<std::string, int>> logged;
-  std::istringstream lines(read_file(path));
-  for (std::string l; std::getline(lines, l);) {
-    json j = json::parse(l, nullptr, false);
-    if (j.is_object() && j.value("msg", "") == "handled request" && j.contains("status"))
-      logged.emplace_back(j["request"].value("uri", ""), j["status"].get<int>());
+// Values: restic's archiver builds each item's node from its file info once
+// ((*Archiver).nodeFromFileInfo(filename string, fi os.FileInfo)): the names are those of
+// the directory given to `restic backup` and everything in it, each once.
+TEST_P(RealPrograms, ResticBackupFileNamesAsGiven) {
+  const std::string restic = debian_program("restic");
+  if (restic.empty()) GTEST_SKIP() << "Debian's restic is not installed (apt install restic)";
+  TempDir dir("restic-values");
+  const std::string top = dir / "data";
+  std::vector<std::string> given = {top, dir / "data/sub", dir / "data/sub/deeper"};
+  for (const char* f : {"data/a.txt", "data/with space", "data/sub/b.bin", "data/sub/deeper/c",
+                        "data/sub/deeper/\xc3\xa9t\xc3\xa9"}) {
+    write_text(dir / f, f);
+    given.push_back(dir / f);
   }
-  return logged;
-}
+  std::sort(given.begin(), given.end());
+  write_text(dir / "password", "gotap-test-password\n");
+  const std::vector<std::string> repo = {"-r", dir / "repo", "--password-file", dir / "password"};
+  std::vector<std::string> init = {restic};
+  init.insert(init.end(), repo.begin(), repo.end());
+  init.push_back("init");
+  RunResult ri = run_command(init, 60);
+  ASSERT_EQ(ri.exit_code, 0) << ri.err;
 
-std::string caddy_path() {
-  for (const auto& rb : real_binaries())
-    if (rb.name == "caddy") return rb.path;
-  return "";
+  const std::string node =
+      "github.com/restic/restic/internal/archiver.(*Archiver).nodeFromFileInfo";
+  const std::string out = dir / "gotap.jsonl";
+  std::vector<std::string> argv = {gotap_binary(), "trace", "--backend", backend(), "--json",
+                                   "--max-depth",  "0",     "-o",        out,       node,
+                                   "--",           restic};
+  argv.insert(argv.end(), repo.begin(), repo.end());
+  argv.insert(argv.end(), {"backup", "--quiet", top});
+  RunResult r = run_command(argv, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> traced;
+  for (const json& e : events_in(read_file(out), "entry")) {
+    json name = arg_value(e, "arg1");
+    std::string n = name.is_string() ? name.get<std::string>() : name.dump();
+    // Given an absolute path, restic also makes nodes for the directories above it
+    // (/tmp, ...), which hold more than the test's files: only the backup's own are compared.
+    if (n == top || n.rfind(top + "/", 0) == 0) traced.push_back(n);
+  }
+  std::sort(traced.begin(), traced.end());
+  EXPECT_EQ(traced, given) << read_file(out).substr(0, 4000);
+  Counts c = counts_in(read_file(out));
+  ASSERT_TRUE(c.summary);
+  EXPECT_EQ((*c.summary)["exit_code"], 0);
 }
 
 // Values of a real program (issue 23 hole 9): caddy serving on loopback with its access log
@@ -324,28 +333,11 @@ std::string caddy_path() {
 // its status (net/http.(*response).WriteHeader(code int)); both, per goroutine, must be what
 // the test asked for and what caddy logged.
 TEST_P(RealPrograms, CaddyPathsAndStatusesAsLogged) {
-  const std::string caddy = caddy_path();
-  if (caddy.empty()) GTEST_SKIP() << "no caddy from Debian (tests/tools/fetch-real-binaries.sh)";
+  if (auto why = Caddy::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   TempDir dir("caddy");
-  const int port = free_port();
-  // The access log goes to caddy's stderr, in the log file of the Service, with its other
-  // logs: the access lines are those with msg "handled request".
-  write_text(dir / "Caddyfile",
-             "{\n\tadmin off\n\tauto_https off\n}\nhttp://127.0.0.1:" + std::to_string(port) +
-                 " {\n\tlog {\n\t\toutput stderr\n\t\tformat json\n\t}\n"
-                 "\trespond /ok \"ok\" 200\n\trespond /tea \"tea\" 418\n"
-                 "\trespond /none 204\n\trespond 404\n}\n");
-  Service srv;
-  // caddy keeps its state under $HOME and $XDG_*: all of it in the temporary directory.
-  const std::string home = dir.path().string();
-  ASSERT_EQ(
-      srv.start({"/usr/bin/env", "HOME=" + home, "XDG_DATA_HOME=" + home, "XDG_CONFIG_HOME=" + home,
-                 caddy, "run", "--config", dir / "Caddyfile", "--adapter", "caddyfile"},
-                dir / "caddy.log"),
-      "");
-  ASSERT_TRUE(wait_until(30000, [&] { return get_ok(port, "/ok", "ok"); }))
-      << read_file(dir / "caddy.log");
-  const size_t logged_before = access_log(dir / "caddy.log").size();
+  Caddy caddy(dir);
+  ASSERT_EQ(caddy.start(), "");
+  const size_t logged_before = caddy.access_log().size();
 
   const std::vector<std::pair<std::string, int>> kinds = {
       {"/ok", 200}, {"/tea", 418}, {"/none", 204}, {"/missing/page", 404}};
@@ -354,10 +346,10 @@ TEST_P(RealPrograms, CaddyPathsAndStatusesAsLogged) {
   const std::string set_path = "net/url.(*URL).setPath",
                     write_header = "net/http.(*response).WriteHeader";
   int answered = 0;
-  std::string out =
-      attached({"trace", "--max-depth", "0", set_path, write_header}, srv.pid(), dir, [&] {
+  std::string out = attached(
+      {"trace", "--max-depth", "0", set_path, write_header}, caddy.service().pid(), dir, [&] {
         for (const auto& [path, status] : sent) {
-          auto r = http_get(port, path);
+          auto r = http_get(caddy.port(), path);
           answered += r && r->rfind("HTTP/1.1 " + std::to_string(status), 0) == 0;
         }
       });
@@ -375,7 +367,8 @@ TEST_P(RealPrograms, CaddyPathsAndStatusesAsLogged) {
     json v = arg_value(e, "arg1");
     if (e["func"] == set_path)
       by_goid[g].first.push_back(v.is_string() ? v.get<std::string>() : v.dump());
-    if (e["func"] == write_header) by_goid[g].second.push_back(v.is_number() ? v.get<int>() : -1);
+    if (e["func"] == write_header)
+      by_goid[g].second.push_back(v.is_number_integer() ? v.get<int>() : -1);
   }
   std::vector<std::pair<std::string, int>> traced;
   for (uint64_t g : order) {
@@ -389,19 +382,18 @@ TEST_P(RealPrograms, CaddyPathsAndStatusesAsLogged) {
   // What caddy logged for the same requests: the lines after those of the start-up check.
   std::vector<std::pair<std::string, int>> logged;
   wait_until(5000, [&] {
-    logged = access_log(dir / "caddy.log");
+    logged = caddy.access_log();
     return logged.size() >= logged_before + sent.size();
   });
-  ASSERT_EQ(logged.size(), logged_before + sent.size())
-      << read_file(dir / "Caddyfile") << read_file(dir / "caddy.log");
+  ASSERT_EQ(logged.size(), logged_before + sent.size()) << caddy.log();
   logged.erase(logged.begin(), logged.begin() + static_cast<long>(logged_before));
   EXPECT_EQ(logged, sent);
   EXPECT_EQ(traced, logged);
 
   int after = 0;
-  for (int i = 0; i < 20; ++i) after += get_ok(port, "/ok", "ok");
+  for (int i = 0; i < 20; ++i) after += get_ok(caddy.port(), "/ok", "ok");
   EXPECT_EQ(after, 20) << "caddy stopped serving after gotap detached";
-  EXPECT_TRUE(srv.alive());
+  EXPECT_TRUE(caddy.service().alive());
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, RealPrograms, ::testing::Values("ebpf", "ptrace"),
