@@ -7,7 +7,10 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cmath>
 #include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -286,6 +289,86 @@ std::vector<std::pair<std::string, int>> Caddy::access_log() const {
       logged.emplace_back(j["request"].value("uri", ""), j["status"].get<int>());
   }
   return logged;
+}
+
+// A struct's fields by name, from either form docs/json.md may give a struct in.
+static json fields_by_name(const json& v) {
+  if (v.is_object() && v.contains("fields") && v["fields"].is_array()) {
+    json named = json::object();
+    for (const json& f : v["fields"])
+      if (f.is_object() && f.contains("name"))
+        named[f["name"].get<std::string>()] = f.value("value", json());
+    return named;
+  }
+  return v;
+}
+
+std::optional<int64_t> traced_unix_ns(const json& value) {
+  constexpr int64_t kUnixToInternal = 62135596800;  // seconds from year 1 to 1970 (Go's time)
+  constexpr int64_t kWallToInternal = 59453308800;  // seconds from year 1 to 1885
+  if (value.is_string()) {  // Go's Time.String(): "2006-01-02 15:04:05.999999999 -0700 MST"
+    const std::string s = value.get<std::string>();
+    tm t{};
+    int used = 0;
+    if (sscanf(s.c_str(), "%d-%d-%d %d:%d:%d%n", &t.tm_year, &t.tm_mon, &t.tm_mday, &t.tm_hour,
+               &t.tm_min, &t.tm_sec, &used) != 6)
+      return std::nullopt;
+    t.tm_year -= 1900;
+    t.tm_mon -= 1;
+    int64_t ns = 0;
+    size_t i = static_cast<size_t>(used);
+    if (i < s.size() && s[i] == '.') {
+      int64_t scale = 100000000;
+      for (++i; i < s.size() && isdigit(static_cast<unsigned char>(s[i])); ++i, scale /= 10)
+        ns += (s[i] - '0') * scale;
+    }
+    int hh = 0, mm = 0;
+    char sign = '+';
+    if (sscanf(s.c_str() + i, " %c%2d%2d", &sign, &hh, &mm) != 3) return std::nullopt;
+    int64_t offset = (hh * 3600 + mm * 60) * (sign == '-' ? -1 : 1);
+    return (static_cast<int64_t>(timegm(&t)) - offset) * 1000000000 + ns;
+  }
+  json f = fields_by_name(value);
+  if (!f.is_object() || !f.contains("wall") || !f.contains("ext")) return std::nullopt;
+  if (!f["wall"].is_number_integer() || !f["ext"].is_number_integer()) return std::nullopt;
+  // time.Time: wall's top bit says whether it holds a monotonic reading; then its next 33
+  // bits are the seconds since 1885 and ext the monotonic clock; else ext holds the
+  // seconds since year 1. The low 30 bits of wall are the nanoseconds either way.
+  const uint64_t wall = f["wall"].get<uint64_t>();
+  const int64_t ext = f["ext"].get<int64_t>();
+  const int64_t nsec = static_cast<int64_t>(wall & ((1u << 30) - 1));
+  const int64_t sec =
+      (wall >> 63) ? static_cast<int64_t>((wall << 1) >> 31) + kWallToInternal : ext;
+  return (sec - kUnixToInternal) * 1000000000 + nsec;
+}
+
+std::optional<int64_t> traced_duration_ns(const json& value) {
+  if (value.is_number_integer()) return value.get<int64_t>();
+  if (!value.is_string()) return std::nullopt;
+  // Go's Duration.String(): "1h2m3.5s", "1.5ms", "2µs", "0s".
+  const std::string s = value.get<std::string>();
+  const std::vector<std::pair<std::string, double>> units = {
+      {"ns", 1},  {"us", 1e3}, {"\xc2\xb5s", 1e3}, {"ms", 1e6},
+      {"s", 1e9}, {"m", 6e10}, {"h", 3.6e12}};
+  double total = 0;
+  size_t i = 0;
+  bool negative = !s.empty() && s[0] == '-';
+  if (negative) ++i;
+  while (i < s.size()) {
+    size_t end = i;
+    while (end < s.size() && (isdigit(static_cast<unsigned char>(s[end])) || s[end] == '.')) ++end;
+    if (end == i) return std::nullopt;
+    double n = std::stod(s.substr(i, end - i));
+    const std::pair<std::string, double>* unit = nullptr;
+    for (const auto& u : units)  // the longest unit that matches ("ms" before "m")
+      if (s.compare(end, u.first.size(), u.first) == 0 &&
+          (!unit || u.first.size() > unit->first.size()))
+        unit = &u;
+    if (!unit) return std::nullopt;
+    total += n * unit->second;
+    i = end + unit->first.size();
+  }
+  return std::llround(negative ? -total : total);
 }
 
 }  // namespace gotap::testing

@@ -161,4 +161,12 @@ class Caddy {
   Service srv_;
 };
 
+// A traced time.Time as nanoseconds since the Unix epoch, and a time.Duration in
+// nanoseconds; nullopt when the value is not whole. Like traced_bytes, the one place that
+// knows how these look: today time.Time is its struct ({"wall":..,"ext":..,"loc":..}, or
+// the same fields as {"fields":[{"name":..,"value":..}]}) and a Duration its int64; Go's
+// own printing ("2023-11-14 22:13:20.5 +0000 UTC", "1m30s") is accepted too.
+std::optional<int64_t> traced_unix_ns(const nlohmann::json& value);
+std::optional<int64_t> traced_duration_ns(const nlohmann::json& value);
+
 }  // namespace gotap::testing

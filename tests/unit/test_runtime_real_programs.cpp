@@ -121,6 +121,46 @@ TEST_P(RealPrograms, PrometheusQueriesAsSent) {
   EXPECT_TRUE(prom.service().alive());
 }
 
+// Values in registers and on the stack: an instant query at time=T reaches
+// NewInstantQuery(.., qs string, ts time.Time), and a range query
+// NewRangeQuery(.., qs, start, end time.Time, interval time.Duration) (end and interval are
+// passed on the stack), with the times and step the test sent.
+TEST_P(RealPrograms, PrometheusQueryTimesAsSent) {
+  if (auto why = Prometheus::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  TempDir dir("prometheus-times");
+  Prometheus prom(dir);
+  ASSERT_EQ(prom.start(), "");
+  const std::string instant = "github.com/prometheus/prometheus/promql.(*Engine).NewInstantQuery",
+                    range = "github.com/prometheus/prometheus/promql.(*Engine).NewRangeQuery";
+  int answered = 0;
+  std::string out =
+      attached({"trace", "--max-depth", "1", instant, range}, prom.service().pid(), dir, [&] {
+        answered += get_ok(prom.port(), "/api/v1/query?query=up&time=1700000000.25", "success");
+        answered += get_ok(prom.port(),
+                           "/api/v1/query_range?query=vector(2)&start=1700000000&end=1700000600"
+                           "&step=90",
+                           "success");
+      });
+  ASSERT_EQ(answered, 2) << "queries failed while traced";
+  std::vector<json> entries = events_in(out, "entry");
+  ASSERT_EQ(entries.size(), 2u) << out.substr(0, 4000);
+  std::sort(entries.begin(), entries.end(),
+            [](const json& a, const json& b) { return a["ts_ns"] < b["ts_ns"]; });
+  ASSERT_EQ(entries[0]["func"], instant);
+  EXPECT_EQ(arg_value(entries[0], "arg3"), "up");
+  EXPECT_EQ(traced_unix_ns(arg_value(entries[0], "arg4")), 1700000000250000000)
+      << arg_value(entries[0], "arg4");
+  ASSERT_EQ(entries[1]["func"], range);
+  EXPECT_EQ(arg_value(entries[1], "arg3"), "vector(2)");
+  EXPECT_EQ(traced_unix_ns(arg_value(entries[1], "arg4")), 1700000000000000000)
+      << arg_value(entries[1], "arg4");
+  EXPECT_EQ(traced_unix_ns(arg_value(entries[1], "arg5")), 1700000600000000000)
+      << arg_value(entries[1], "arg5");
+  EXPECT_EQ(traced_duration_ns(arg_value(entries[1], "arg6")), 90000000000)
+      << arg_value(entries[1], "arg6");
+  EXPECT_TRUE(prom.service().alive());
+}
+
 std::string key_of(int i) {
   return "gotap/key_" + std::to_string(i);
 }
@@ -394,6 +434,34 @@ TEST_P(RealPrograms, CaddyPathsAndStatusesAsLogged) {
   for (int i = 0; i < 20; ++i) after += get_ok(caddy.port(), "/ok", "ok");
   EXPECT_EQ(after, 20) << "caddy stopped serving after gotap detached";
   EXPECT_TRUE(caddy.service().alive());
+}
+
+// The readers of values (no tracing): each form they accept, against what Go itself says of
+// the same value (time.Unix(1700000000, 250000000).UTC().String(), Duration.String()).
+TEST(RealProgramValues, ReadEveryFormTheyAccept) {
+  const int64_t t = 1700000000250000000;
+  EXPECT_EQ(traced_unix_ns(json::parse(R"({"wall":250000000,"ext":63835596800,"loc":null})")), t);
+  EXPECT_EQ(traced_unix_ns(json::parse(
+                R"({"fields":[{"name":"wall","value":250000000},{"name":"ext","value":63835596800},
+                    {"name":"loc","value":null}]})")),
+            t);
+  // With a monotonic reading: wall = 1<<63 | seconds since 1885 << 30 | nanoseconds.
+  const uint64_t mono = (1ull << 63) | (4382288000ull << 30) | 250000000u;
+  EXPECT_EQ(traced_unix_ns(json{{"wall", mono}, {"ext", 12345}, {"loc", nullptr}}), t);
+  EXPECT_EQ(traced_unix_ns("2023-11-14 22:13:20.25 +0000 UTC"), t);
+  EXPECT_EQ(traced_unix_ns("2023-11-14 23:13:20.25 +0100 CET"), t);
+  EXPECT_EQ(traced_unix_ns(json::parse(R"({"wall":1})")), std::nullopt);
+  EXPECT_EQ(traced_duration_ns(90000000000), 90000000000);
+  EXPECT_EQ(traced_duration_ns("1m30s"), 90000000000);
+  EXPECT_EQ(traced_duration_ns("1.5ms"), 1500000);
+  EXPECT_EQ(traced_duration_ns("2\u00b5s"), 2000);
+  EXPECT_EQ(traced_duration_ns("-1h0m0.5s"), -3600500000000);
+  EXPECT_EQ(traced_duration_ns("soon"), std::nullopt);
+  EXPECT_EQ(traced_bytes(json::parse(R"({"len":2,"cap":8,"elems":[104,105]})")), "hi");
+  EXPECT_EQ(traced_bytes("hi"), "hi");
+  EXPECT_EQ(traced_bytes(json::parse(R"({"len":5,"cap":8,"elems":[],"truncated":true})")),
+            std::nullopt);
+  EXPECT_EQ(traced_bytes(json::parse(R"({"len":3,"cap":8,"elems":[104,105]})")), std::nullopt);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, RealPrograms, ::testing::Values("ebpf", "ptrace"),
