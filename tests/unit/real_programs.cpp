@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include <cctype>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -301,6 +301,12 @@ static json fields_by_name(const json& v) {
     return named;
   }
   return v;
+}
+
+json traced_field(const json& value, const std::string& name) {
+  json f = fields_by_name(value);
+  if (!f.is_object() || !f.contains(name)) return json();
+  return f[name];
 }
 
 std::optional<int64_t> traced_unix_ns(const json& value) {

@@ -161,6 +161,10 @@ class Caddy {
   Service srv_;
 };
 
+// The field `name` of a traced struct value, in either form docs/json.md may give a struct
+// in ({"Name":..} or {"fields":[{"name":"Name","value":..}]}); null when it has none.
+nlohmann::json traced_field(const nlohmann::json& value, const std::string& name);
+
 // A traced time.Time as nanoseconds since the Unix epoch, and a time.Duration in
 // nanoseconds; nullopt when the value is not whole. Like traced_bytes, the one place that
 // knows how these look: today time.Time is its struct ({"wall":..,"ext":..,"loc":..}, or

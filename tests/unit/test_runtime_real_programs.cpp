@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -232,6 +233,23 @@ TEST_P(RealPrograms, EtcdKeysAndRevisionsAsSent) {
   EXPECT_TRUE(etcd.service().alive());
 }
 
+// A hugo site of `pages` markdown pages under content/posts, with minimal layouts and only
+// the page kinds a page needs (no taxonomies, feeds, sitemap, robots.txt or 404 page).
+std::string page_body(int i) {
+  return "body of **page " + std::to_string(i) + "**";
+}
+void write_site(const TempDir& dir, int pages) {
+  write_text(dir / "site/config.toml",
+             "baseURL = \"http://127.0.0.1/\"\ntitle = \"gotap\"\n"
+             "disableKinds = [\"taxonomy\", \"term\", \"RSS\", \"sitemap\", \"robotsTXT\", "
+             "\"404\"]\n");
+  write_text(dir / "site/layouts/_default/single.html", "{{ .Content }}\n");
+  write_text(dir / "site/layouts/_default/list.html", "{{ range .Pages }}{{ .Title }}\n{{ end }}");
+  for (int i = 0; i < pages; ++i)
+    write_text(dir / ("site/content/posts/p" + std::to_string(i) + ".md"),
+               "---\ntitle: \"page " + std::to_string(i) + "\"\n---\n" + page_body(i) + "\n");
+}
+
 // `gotap count -- hugo` building a site of M pages: goldmark parses each page's markdown
 // once, and hugo writes each page it renders once (Site.renderAndWritePage), which is M
 // pages plus the home page and the section's list, as the files it wrote show.
@@ -240,16 +258,7 @@ TEST_P(RealPrograms, HugoBuildCountsPages) {
   if (hugo.empty()) GTEST_SKIP() << "Debian's hugo is not installed (apt install hugo)";
   TempDir dir("hugo");
   constexpr int kPages = 7;
-  write_text(dir / "site/config.toml",
-             "baseURL = \"http://127.0.0.1/\"\ntitle = \"gotap\"\n"
-             "disableKinds = [\"taxonomy\", \"term\", \"RSS\", \"sitemap\", \"robotsTXT\", "
-             "\"404\"]\n");
-  write_text(dir / "site/layouts/_default/single.html", "{{ .Content }}\n");
-  write_text(dir / "site/layouts/_default/list.html", "{{ range .Pages }}{{ .Title }}\n{{ end }}");
-  for (int i = 0; i < kPages; ++i)
-    write_text(dir / ("site/content/posts/p" + std::to_string(i) + ".md"),
-               "---\ntitle: \"page " + std::to_string(i) + "\"\n---\nbody of **page " +
-                   std::to_string(i) + "**\n");
+  write_site(dir, kPages);
   const std::string parse = "github.com/gohugoio/hugo/markup/goldmark.(*goldmarkConverter).Parse",
                     write_page = "github.com/gohugoio/hugo/hugolib.(*Site).renderAndWritePage";
   const std::string out = dir / "gotap.jsonl";
@@ -273,6 +282,36 @@ TEST_P(RealPrograms, HugoBuildCountsPages) {
   EXPECT_EQ((*c.summary)["exit_code"], 0);
   EXPECT_EQ(c.of(parse), static_cast<uint64_t>(kPages)) << read_file(out);
   EXPECT_EQ(c.of(write_page), html) << read_file(out);
+}
+
+// Values in a struct passed in seven registers: goldmark's Parse gets each page's
+// converter.RenderContext, whose Src is the page's markdown after its front matter.
+TEST_P(RealPrograms, HugoParseGetsEachPageSource) {
+  const std::string hugo = debian_program("hugo");
+  if (hugo.empty()) GTEST_SKIP() << "Debian's hugo is not installed (apt install hugo)";
+  TempDir dir("hugo-values");
+  constexpr int kPages = 4;
+  write_site(dir, kPages);
+  const std::string parse = "github.com/gohugoio/hugo/markup/goldmark.(*goldmarkConverter).Parse";
+  const std::string out = dir / "gotap.jsonl";
+  RunResult r = run_command(
+      {gotap_binary(), "trace", "--backend", backend(), "--json", "--max-depth", "1", "-o", out,
+       parse, "--", hugo, "--quiet", "--source", dir / "site", "--destination", dir / "public"},
+      120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<json> entries = events_in(read_file(out), "entry");
+  ASSERT_EQ(entries.size(), static_cast<size_t>(kPages)) << read_file(out).substr(0, 4000);
+  std::multiset<int> pages;  // the page whose body each call got
+  for (const json& e : entries) {
+    const json ctx = arg_value(e, "arg1");
+    std::optional<std::string> src = traced_bytes(traced_field(ctx, "Src"));
+    ASSERT_TRUE(src) << ctx.dump().substr(0, 2000);
+    for (int i = 0; i < kPages; ++i)
+      if (src->find(page_body(i)) != std::string::npos) pages.insert(i);
+  }
+  std::multiset<int> all;
+  for (int i = 0; i < kPages; ++i) all.insert(i);
+  EXPECT_EQ(pages, all);
 }
 
 // `gotap count -- restic backup` of F new files: restic 0.14's archiver hands each regular
