@@ -377,4 +377,46 @@ std::optional<int64_t> traced_duration_ns(const json& value) {
   return std::llround(negative ? -total : total);
 }
 
+void RealProgramTest::SetUp() {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach and BPF)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+}
+
+std::string RealProgramTest::attached(std::vector<std::string> args, pid_t pid, const TempDir& dir,
+                                      const std::function<void()>& drive) {
+  args.insert(args.begin() + 1, {"--backend", backend(), "--json"});
+  const std::string out = dir / ("gotap-" + args[0] + ".jsonl");
+  AttachedGotap tap;
+  std::string why = tap.attach(args, pid, out);
+  EXPECT_TRUE(why.empty()) << why;
+  if (!why.empty()) return "";
+  drive();
+  std::string err;
+  EXPECT_EQ(tap.detach(&err), 0) << err;
+  return read_file(out);
+}
+
+std::string etcd_key(int i) {
+  return "gotap/key_" + std::to_string(i);
+}
+std::string etcd_value(int i) {
+  return "value " + std::to_string(i * 7919);
+}
+
+std::string page_body(int i) {
+  return "body of **page " + std::to_string(i) + "**";
+}
+
+void write_site(const TempDir& dir, int pages) {
+  write_text(dir / "site/config.toml",
+             "baseURL = \"http://127.0.0.1/\"\ntitle = \"gotap\"\n"
+             "disableKinds = [\"taxonomy\", \"term\", \"RSS\", \"sitemap\", \"robotsTXT\", "
+             "\"404\"]\n");
+  write_text(dir / "site/layouts/_default/single.html", "{{ .Content }}\n");
+  write_text(dir / "site/layouts/_default/list.html", "{{ range .Pages }}{{ .Title }}\n{{ end }}");
+  for (int i = 0; i < pages; ++i)
+    write_text(dir / ("site/content/posts/p" + std::to_string(i) + ".md"),
+               "---\ntitle: \"page " + std::to_string(i) + "\"\n---\n" + page_body(i) + "\n");
+}
+
 }  // namespace gotap::testing

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 namespace gotap::testing {
@@ -172,5 +173,27 @@ nlohmann::json traced_field(const nlohmann::json& value, const std::string& name
 // own printing ("2023-11-14 22:13:20.5 +0000 UTC", "1m30s") is accepted too.
 std::optional<int64_t> traced_unix_ns(const nlohmann::json& value);
 std::optional<int64_t> traced_duration_ns(const nlohmann::json& value);
+
+// The real-program tests, once per backend (the parameter): they need root, and a built
+// gotap.
+class RealProgramTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override;
+  const std::string& backend() const { return GetParam(); }
+  // `gotap ARGS... --backend B --json -p PID` around `drive()`; its JSON Lines output
+  // afterwards. gotap must end with 0 once stopped with SIGINT.
+  std::string attached(std::vector<std::string> args, pid_t pid, const TempDir& dir,
+                       const std::function<void()>& drive);
+};
+
+// The keys and values the etcd tests put: "gotap/key_<i>", "value <i*7919>".
+std::string etcd_key(int i);
+std::string etcd_value(int i);
+
+// A hugo site under DIR/site of `pages` markdown pages under content/posts (page i's body
+// is page_body(i)), with minimal layouts and only the page kinds a page needs (no
+// taxonomies, feeds, sitemap, robots.txt or 404 page).
+std::string page_body(int i);
+void write_site(const TempDir& dir, int pages);
 
 }  // namespace gotap::testing
