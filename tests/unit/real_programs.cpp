@@ -159,6 +159,21 @@ json arg_value(const json& entry, const std::string& name) {
 std::optional<std::string> traced_bytes(const json& v) {
   // A quoted form of the bytes (Go's %q, as a JSON string) holds them all.
   if (v.is_string()) return v.get<std::string>();
+  // The value format of the values branch: {"len":N,"cap":C,"bytes":"<hex>"}, "truncated"
+  // or "unreadable" when not all of them were read.
+  if (v.is_object() && v.contains("bytes") && v["bytes"].is_string()) {
+    if (v.value("truncated", false) || v.value("unreadable", false)) return std::nullopt;
+    const std::string hex = v["bytes"].get<std::string>();
+    if (hex.size() % 2 || !v.contains("len") || v["len"] != hex.size() / 2) return std::nullopt;
+    std::string bytes;
+    for (size_t i = 0; i < hex.size(); i += 2) {
+      if (!isxdigit(static_cast<unsigned char>(hex[i])) ||
+          !isxdigit(static_cast<unsigned char>(hex[i + 1])))
+        return std::nullopt;
+      bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+    }
+    return bytes;
+  }
   // docs/json.md: a slice is {"len":N,"cap":C,"elems":[..]}, "truncated" when elements are
   // missing; a [N]byte array is the list of its elements.
   const json* elems = &v;
@@ -350,6 +365,9 @@ std::optional<int64_t> traced_unix_ns(const json& value) {
 
 std::optional<int64_t> traced_duration_ns(const json& value) {
   if (value.is_number_integer()) return value.get<int64_t>();
+  // {"duration":"1m30s","ns":90000000000}: the exact count, and Go's printing of it.
+  if (value.is_object() && value.contains("ns") && value["ns"].is_number_integer())
+    return value["ns"].get<int64_t>();
   if (!value.is_string()) return std::nullopt;
   // Go's Duration.String(): "1h2m3.5s", "1.5ms", "2µs", "0s".
   const std::string s = value.get<std::string>();

@@ -96,8 +96,10 @@ Counts counts_in(const std::string& jsonl);
 nlohmann::json arg_value(const nlohmann::json& entry, const std::string& name);
 
 // The bytes of a traced `[]byte` (or `[N]byte`) value, in the representation docs/json.md
-// documents; nullopt when the value does not hold all of them (not captured, truncated).
-// The one place that knows how bytes look in gotap's JSON: adapt it when that changes.
+// documents (a list of numbers), in the one of the value-format change under way
+// ({"len":N,"bytes":"<hex>"}) or as a JSON string; nullopt when the value does not hold
+// all of them (not captured, truncated). The one place that knows how bytes look in
+// gotap's JSON: adapt it when that changes.
 std::optional<std::string> traced_bytes(const nlohmann::json& value);
 
 // One GET on a connection of its own, answered 200 with `needle` in the body.
@@ -169,8 +171,9 @@ nlohmann::json traced_field(const nlohmann::json& value, const std::string& name
 // A traced time.Time as nanoseconds since the Unix epoch, and a time.Duration in
 // nanoseconds; nullopt when the value is not whole. Like traced_bytes, the one place that
 // knows how these look: today time.Time is its struct ({"wall":..,"ext":..,"loc":..}, or
-// the same fields as {"fields":[{"name":..,"value":..}]}) and a Duration its int64; Go's
-// own printing ("2023-11-14 22:13:20.5 +0000 UTC", "1m30s") is accepted too.
+// the same fields as {"fields":[{"name":..,"value":..}]}) and a Duration its int64 (or
+// {"duration":"1m30s","ns":N}); Go's own printing ("2023-11-14 22:13:20.5 +0000 UTC",
+// "1m30s") is accepted too.
 std::optional<int64_t> traced_unix_ns(const nlohmann::json& value);
 std::optional<int64_t> traced_duration_ns(const nlohmann::json& value);
 

@@ -132,8 +132,8 @@ TEST_P(RealProgramValues, EtcdKeysAndRevisionsAsSent) {
   for (int i = 0; i < kKeys; ++i) {
     const json key = arg_value(entries[i], "arg1"), rev = arg_value(entries[i], "arg2");
     EXPECT_EQ(traced_bytes(key), etcd_key(i)) << "put " << i << ": " << key;
-    EXPECT_EQ(rev.value("main", json()), revisions[i]) << "put " << i << ": " << rev;
-    EXPECT_EQ(rev.value("sub", json()), 0) << rev;
+    EXPECT_EQ(traced_field(rev, "main"), revisions[i]) << "put " << i << ": " << rev;
+    EXPECT_EQ(traced_field(rev, "sub"), 0) << rev;
   }
   EXPECT_EQ(etcd.ctl({"get", etcd_key(1)}), etcd_key(1) + "\n" + etcd_value(1) + "\n");
   EXPECT_TRUE(etcd.service().alive());
@@ -305,9 +305,16 @@ TEST(ValueReaders, ReadEveryFormTheyAccept) {
   EXPECT_EQ(traced_duration_ns("1.5ms"), 1500000);
   EXPECT_EQ(traced_duration_ns("2\u00b5s"), 2000);
   EXPECT_EQ(traced_duration_ns("-1h0m0.5s"), -3600500000000);
+  EXPECT_EQ(traced_duration_ns(json::parse(R"({"duration":"1m30s","ns":90000000000})")),
+            90000000000);
   EXPECT_EQ(traced_duration_ns("soon"), std::nullopt);
   EXPECT_EQ(traced_bytes(json::parse(R"({"len":2,"cap":8,"elems":[104,105]})")), "hi");
   EXPECT_EQ(traced_bytes("hi"), "hi");
+  EXPECT_EQ(traced_bytes(json::parse(R"({"len":3,"cap":8,"bytes":"68690a"})")), "hi\n");
+  EXPECT_EQ(traced_bytes(json::parse(R"({"len":5,"cap":8,"bytes":"6869","truncated":true})")),
+            std::nullopt);
+  EXPECT_EQ(traced_bytes(json::parse(R"({"len":4,"cap":8,"bytes":"","unreadable":true})")),
+            std::nullopt);
   EXPECT_EQ(traced_bytes(json::parse(R"({"len":5,"cap":8,"elems":[],"truncated":true})")),
             std::nullopt);
   EXPECT_EQ(traced_bytes(json::parse(R"({"len":3,"cap":8,"elems":[104,105]})")), std::nullopt);
