@@ -125,6 +125,51 @@ TEST_P(RealPrograms, HugoBuildCountsPages) {
   EXPECT_EQ(c.of(write_page), html) << read_file(out);
 }
 
+// `hugo server` on loopback, attached: each GET of a page, on a connection of its own, runs
+// net/http.(*conn).serve, hugo's file server handler (the closure createEndpoint returns)
+// and net/http.serveFile once.
+TEST_P(RealPrograms, HugoServerCountsRequests) {
+  const std::string hugo = debian_program("hugo");
+  if (hugo.empty()) GTEST_SKIP() << "Debian's hugo is not installed (apt install hugo)";
+  TempDir dir("hugo-server");
+  constexpr int kPages = 4;
+  write_site(dir, kPages);
+  const int port = free_port();
+  Service srv;
+  ASSERT_EQ(srv.start({hugo, "server", "--source", dir / "site", "--bind", "127.0.0.1", "--port",
+                       std::to_string(port), "--appendPort=false", "--baseURL", "http://127.0.0.1/",
+                       "--disableLiveReload", "--watch=false"},
+                      dir / "hugo.log"),
+            "");
+  auto serves = [&](int i) {
+    return get_ok(port, "/posts/p" + std::to_string(i) + "/",
+                  "<strong>page " + std::to_string(i) + "</strong>");
+  };
+  ASSERT_TRUE(wait_until(30000, [&] { return serves(0); })) << read_file(dir / "hugo.log");
+
+  const std::string serve = "net/http.(*conn).serve",
+                    handler =
+                        "github.com/gohugoio/hugo/commands.(*fileServer).createEndpoint.func1.1",
+                    serve_file = "net/http.serveFile";
+  constexpr int kRequests = 12;
+  int answered = 0;
+  std::string out = attached({"count", serve, handler, serve_file}, srv.pid(), dir, [&] {
+    for (int i = 0; i < kRequests; ++i) answered += serves(i % kPages);
+  });
+  ASSERT_EQ(answered, kRequests) << "requests failed while traced";
+  Counts c = counts_in(out);
+  ASSERT_TRUE(c.summary) << out;
+  EXPECT_EQ((*c.summary)["lost"], 0) << out;
+  EXPECT_EQ(c.of(serve), static_cast<uint64_t>(kRequests)) << out;
+  EXPECT_EQ(c.of(handler), static_cast<uint64_t>(kRequests)) << out;
+  EXPECT_EQ(c.of(serve_file), static_cast<uint64_t>(kRequests)) << out;
+
+  int after = 0;
+  for (int i = 0; i < 8; ++i) after += serves(i % kPages);
+  EXPECT_EQ(after, 8) << "hugo server stopped serving after gotap detached";
+  EXPECT_TRUE(srv.alive());
+}
+
 // `gotap count -- restic backup` of F new files: restic 0.14's archiver hands each regular
 // file to its FileSaver once (FileSaver.Save, then saveFile in a worker), as restic's own
 // summary (files_new) confirms.
