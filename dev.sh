@@ -16,9 +16,11 @@ PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
 # The peers gotap's tests and benchmarks compare against (bpftrace, dlv), hyperfine, and
 # chromium (a test renders the flame-graph SVG headless), debuginfod (a test serves a debug
 # file from it on loopback), prometheus (a test scrapes gotap --prometheus with it on
-# loopback): installed for `test` only.
-# man-db: the .deb check reads the installed man page with man.
-TEST_PACKAGES=(bpftrace delve hyperfine chromium debuginfod prometheus man-db)
+# loopback, and traces it), etcd, hugo and restic (Debian's stripped Go programs that
+# test_runtime_real_programs drives on loopback), man-db (the .deb check reads the installed
+# man page): installed for `test` only.
+TEST_PACKAGES=(bpftrace delve hyperfine chromium debuginfod prometheus etcd-server etcd-client
+  hugo restic man-db)
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo

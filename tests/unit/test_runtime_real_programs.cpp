@@ -1,0 +1,222 @@
+// Debian's stripped Go 1.19 programs as a user drives them, once per backend: prometheus
+// answering its HTTP API, etcd serving etcdctl, hugo building a site and restic backing up
+// a directory. Each count must equal exactly what the test made the program do, checked
+// against ground truth gotap did not produce (the requests sent, the program's own output,
+// the files it wrote); every attached program keeps serving after gotap detaches, every
+// launched one exits 0. The values these programs are given: test_runtime_real_values.
+// A test skips only when its program is not installed (dev.sh TEST_PACKAGES).
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/unit/fixtures.h"
+#include "tests/unit/loopback.h"
+#include "tests/unit/real_programs.h"
+
+namespace gotap::testing {
+namespace {
+
+using json = nlohmann::json;
+
+class RealPrograms : public RealProgramTest {};
+
+// Each request to prometheus comes on a fresh connection: net/http.(*conn).serve runs once
+// per request, and the API's query handler (web/api/v1 routes GET /api/v1/query to
+// (*API).query) once per request. All are answered 200, so net/http.NotFound, which
+// prometheus inlines into StripPrefix, httprouter and serveDebug, never runs.
+TEST_P(RealPrograms, PrometheusApiCountsExact) {
+  if (auto why = Prometheus::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  TempDir dir("prometheus-count");
+  Prometheus prom(dir);
+  ASSERT_EQ(prom.start(), "");
+  const std::string serve = "net/http.(*conn).serve",
+                    query = "github.com/prometheus/prometheus/web/api/v1.(*API).query",
+                    not_found = "net/http.NotFound";
+  constexpr int kRequests = 30;
+  int answered = 0;
+  std::string out = attached({"count", serve, query, not_found}, prom.service().pid(), dir, [&] {
+    for (int i = 0; i < kRequests; ++i)
+      answered += get_ok(prom.port(), "/api/v1/query?query=up", "\"status\":\"success\"");
+  });
+  ASSERT_EQ(answered, kRequests) << "requests failed while traced";
+  Counts c = counts_in(out);
+  ASSERT_TRUE(c.summary) << out;
+  EXPECT_EQ((*c.summary)["lost"], 0) << out;
+  EXPECT_EQ(c.of(serve), static_cast<uint64_t>(kRequests)) << out;
+  EXPECT_EQ(c.of(query), static_cast<uint64_t>(kRequests)) << out;
+  // Every request was answered 200: no call of NotFound happened (issue 19 item 5).
+  EXPECT_EQ(c.of(not_found), 0u) << out;
+
+  int after = 0;
+  for (int i = 0; i < 20; ++i) after += get_ok(prom.port(), "/api/v1/query?query=up", "success");
+  EXPECT_EQ(after, 20) << "prometheus stopped serving after gotap detached";
+  EXPECT_TRUE(prom.service().alive());
+}
+
+// K `etcdctl put` then K `etcdctl get`: the gRPC handlers kvServer.Put and kvServer.Range run
+// once per request each.
+TEST_P(RealPrograms, EtcdPutRangeCountsExact) {
+  if (auto why = Etcd::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  TempDir dir("etcd-count");
+  Etcd etcd(dir);
+  ASSERT_EQ(etcd.start(), "");
+  const std::string put = "go.etcd.io/etcd/etcdserver/api/v3rpc.(*kvServer).Put",
+                    range = "go.etcd.io/etcd/etcdserver/api/v3rpc.(*kvServer).Range";
+  constexpr int kKeys = 6;
+  int stored = 0, read_back = 0;
+  std::string out = attached({"count", put, range}, etcd.service().pid(), dir, [&] {
+    for (int i = 0; i < kKeys; ++i)
+      stored += etcd.ctl({"put", etcd_key(i), etcd_value(i)}) == "OK\n";
+    for (int i = 0; i < kKeys; ++i)
+      read_back += etcd.ctl({"get", etcd_key(i)}) == etcd_key(i) + "\n" + etcd_value(i) + "\n";
+  });
+  ASSERT_EQ(stored, kKeys);
+  ASSERT_EQ(read_back, kKeys);
+  Counts c = counts_in(out);
+  ASSERT_TRUE(c.summary) << out;
+  EXPECT_EQ((*c.summary)["lost"], 0) << out;
+  EXPECT_EQ(c.of(put), static_cast<uint64_t>(kKeys)) << out;
+  EXPECT_EQ(c.of(range), static_cast<uint64_t>(kKeys)) << out;
+
+  EXPECT_EQ(etcd.ctl({"get", etcd_key(0)}), etcd_key(0) + "\n" + etcd_value(0) + "\n")
+      << "etcd stopped serving after gotap detached";
+  EXPECT_TRUE(etcd.service().alive());
+}
+
+// `gotap count -- hugo` building a site of M pages: goldmark parses each page's markdown
+// once, and hugo writes each page it renders once (Site.renderAndWritePage), which is M
+// pages plus the home page and the section's list, as the files it wrote show.
+TEST_P(RealPrograms, HugoBuildCountsPages) {
+  const std::string hugo = debian_program("hugo");
+  if (hugo.empty()) GTEST_SKIP() << "Debian's hugo is not installed (apt install hugo)";
+  TempDir dir("hugo");
+  constexpr int kPages = 7;
+  write_site(dir, kPages);
+  const std::string parse = "github.com/gohugoio/hugo/markup/goldmark.(*goldmarkConverter).Parse",
+                    write_page = "github.com/gohugoio/hugo/hugolib.(*Site).renderAndWritePage";
+  const std::string out = dir / "gotap.jsonl";
+  RunResult r = run_command(
+      {gotap_binary(), "count", "--backend", backend(), "--json", "-o", out, parse, write_page,
+       "--", hugo, "--quiet", "--source", dir / "site", "--destination", dir / "public"},
+      120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // What hugo wrote: every page, with its own content.
+  size_t html = 0;
+  for (const auto& f : std::filesystem::recursive_directory_iterator(dir.path() / "public"))
+    html += f.path().extension() == ".html";
+  for (int i = 0; i < kPages; ++i)
+    EXPECT_NE(read_file(dir / ("public/posts/p" + std::to_string(i) + "/index.html"))
+                  .find("<strong>page " + std::to_string(i) + "</strong>"),
+              std::string::npos);
+  ASSERT_EQ(html, static_cast<size_t>(kPages + 2));
+  Counts c = counts_in(read_file(out));
+  ASSERT_TRUE(c.summary) << read_file(out);
+  EXPECT_EQ((*c.summary)["lost"], 0);
+  EXPECT_EQ((*c.summary)["exit_code"], 0);
+  EXPECT_EQ(c.of(parse), static_cast<uint64_t>(kPages)) << read_file(out);
+  EXPECT_EQ(c.of(write_page), html) << read_file(out);
+}
+
+// `hugo server` on loopback, attached: each GET of a page, on a connection of its own, runs
+// net/http.(*conn).serve, hugo's file server handler (the closure createEndpoint returns)
+// and net/http.serveFile once.
+TEST_P(RealPrograms, HugoServerCountsRequests) {
+  const std::string hugo = debian_program("hugo");
+  if (hugo.empty()) GTEST_SKIP() << "Debian's hugo is not installed (apt install hugo)";
+  TempDir dir("hugo-server");
+  constexpr int kPages = 4;
+  write_site(dir, kPages);
+  const int port = free_port();
+  Service srv;
+  ASSERT_EQ(srv.start({hugo, "server", "--source", dir / "site", "--bind", "127.0.0.1", "--port",
+                       std::to_string(port), "--appendPort=false", "--baseURL", "http://127.0.0.1/",
+                       "--disableLiveReload", "--watch=false"},
+                      dir / "hugo.log"),
+            "");
+  auto serves = [&](int i) {
+    return get_ok(port, "/posts/p" + std::to_string(i) + "/",
+                  "<strong>page " + std::to_string(i) + "</strong>");
+  };
+  ASSERT_TRUE(wait_until(30000, [&] { return serves(0); })) << read_file(dir / "hugo.log");
+
+  const std::string serve = "net/http.(*conn).serve",
+                    handler =
+                        "github.com/gohugoio/hugo/commands.(*fileServer).createEndpoint.func1.1",
+                    serve_file = "net/http.serveFile";
+  constexpr int kRequests = 12;
+  int answered = 0;
+  std::string out = attached({"count", serve, handler, serve_file}, srv.pid(), dir, [&] {
+    for (int i = 0; i < kRequests; ++i) answered += serves(i % kPages);
+  });
+  ASSERT_EQ(answered, kRequests) << "requests failed while traced";
+  Counts c = counts_in(out);
+  ASSERT_TRUE(c.summary) << out;
+  EXPECT_EQ((*c.summary)["lost"], 0) << out;
+  EXPECT_EQ(c.of(serve), static_cast<uint64_t>(kRequests)) << out;
+  EXPECT_EQ(c.of(handler), static_cast<uint64_t>(kRequests)) << out;
+  EXPECT_EQ(c.of(serve_file), static_cast<uint64_t>(kRequests)) << out;
+
+  int after = 0;
+  for (int i = 0; i < 8; ++i) after += serves(i % kPages);
+  EXPECT_EQ(after, 8) << "hugo server stopped serving after gotap detached";
+  EXPECT_TRUE(srv.alive());
+}
+
+// `gotap count -- restic backup` of F new files: restic 0.14's archiver hands each regular
+// file to its FileSaver once (FileSaver.Save, then saveFile in a worker), as restic's own
+// summary (files_new) confirms.
+TEST_P(RealPrograms, ResticBackupCountsFiles) {
+  const std::string restic = debian_program("restic");
+  if (restic.empty()) GTEST_SKIP() << "Debian's restic is not installed (apt install restic)";
+  TempDir dir("restic");
+  constexpr int kFiles = 9;
+  for (int i = 0; i < kFiles; ++i)
+    write_text(dir / ((i % 3 ? "data/" : "data/sub/") + std::string("f") + std::to_string(i)),
+               "contents of file " + std::to_string(i) + "\n");
+  write_text(dir / "password", "gotap-test-password\n");
+  const std::vector<std::string> repo = {"-r", dir / "repo", "--password-file", dir / "password"};
+  std::vector<std::string> init = {restic};
+  init.insert(init.end(), repo.begin(), repo.end());
+  init.push_back("init");
+  RunResult ri = run_command(init, 60);
+  ASSERT_EQ(ri.exit_code, 0) << ri.err;
+
+  const std::string save = "github.com/restic/restic/internal/archiver.(*FileSaver).Save",
+                    save_file = "github.com/restic/restic/internal/archiver.(*FileSaver).saveFile";
+  const std::string out = dir / "gotap.jsonl";
+  std::vector<std::string> argv = {gotap_binary(), "count", "--backend", backend(),
+                                   "--json",       "-o",    out,         save,
+                                   save_file,      "--",    restic};
+  argv.insert(argv.end(), repo.begin(), repo.end());
+  argv.insert(argv.end(), {"backup", "--json", dir / "data"});
+  RunResult r = run_command(argv, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::optional<int64_t> files_new;
+  std::istringstream lines(r.out);
+  for (std::string l; std::getline(lines, l);) {
+    json j = json::parse(l, nullptr, false);
+    if (j.is_object() && j.value("message_type", "") == "summary")
+      files_new = j["files_new"].get<int64_t>();
+  }
+  ASSERT_EQ(files_new, kFiles) << r.out;
+  Counts c = counts_in(read_file(out));
+  ASSERT_TRUE(c.summary) << read_file(out);
+  EXPECT_EQ((*c.summary)["lost"], 0);
+  EXPECT_EQ((*c.summary)["exit_code"], 0);
+  EXPECT_EQ(c.of(save), static_cast<uint64_t>(kFiles)) << read_file(out);
+  EXPECT_EQ(c.of(save_file), static_cast<uint64_t>(kFiles)) << read_file(out);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, RealPrograms, ::testing::Values("ebpf", "ptrace"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace gotap::testing
