@@ -215,8 +215,13 @@ json ValueDecoder::decode_param(const ParamLoc& p, const RegState& regs) {
   out["name"] = p.name;
   out["type"] = p.type_name;
   // Where the plan does not know where (part of) a value is, nothing is shown for it; the
-  // same for ArgInfo's "more arguments follow" mark ("...", abi.h).
-  if (!covers(p.loc, p.size) || p.name == "...") {
+  // same for ArgInfo's "more arguments follow" mark ("...", abi.h). A typed value's pieces are
+  // the ABI's assignment of its fields, which leaves padding out: a struct passed in
+  // registers has fewer piece bytes than its size (hugo's converter.RenderContext). ArgInfo's
+  // untyped words have no padding, so there the pieces must add up to the size.
+  const bool typed = p.type && env_.types && env_.types->get(p.type);
+  const bool located = typed ? !p.loc.pieces.empty() || p.size == 0 : covers(p.loc, p.size);
+  if (!located || p.name == "...") {
     out["value"] = json{{"raw", json::array()}, {"location", "unknown"}};
     return out;
   }
@@ -225,7 +230,7 @@ json ValueDecoder::decode_param(const ParamLoc& p, const RegState& regs) {
     out["value"] = json{{"unreadable", true}};
     return out;
   }
-  if (p.type && env_.types && env_.types->get(p.type)) {
+  if (typed) {
     out["value"] = decode(p.type, *bytes);
     return out;
   }
