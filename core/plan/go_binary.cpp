@@ -1,6 +1,7 @@
 #include "core/plan/go_binary.h"
 
 #include "core/binary/debuginfo.h"
+#include "core/binary/moduledata.h"
 
 #include <elf.h>
 
@@ -66,9 +67,17 @@ Result<std::unique_ptr<GoBinary>> GoBinary::open(const std::string& path, const 
   auto bi = read_buildinfo(*b->elf_);
   if (!bi) return bi.error();
   b->buildinfo_ = std::move(*bi);
-  auto pcln = Pclntab::load(*b->elf_);
+  auto pcln = Pclntab::load(*b->elf_, b->buildinfo_.version);
   if (!pcln) return pcln.error();
   b->pclntab_ = std::move(*pcln);
+  const GoVersion& go = b->buildinfo_.version;
+  if (go.major > 1 || (go.major == 1 && go.minor > kNewestKnownGoMinor))
+    b->warnings_.push_back(fmt::format(
+        "{} is newer than the newest Go release gotap knows (go1.{}): runtime structures are "
+        "read as go1.{}'s where they check out; results are best effort",
+        go.raw, kNewestKnownGoMinor, kNewestKnownGoMinor));
+  if (!b->pclntab_.type_data_problem().empty())
+    b->warnings_.push_back(b->pclntab_.type_data_problem());
   // Corrupt DWARF is not fatal: the pclntab and the ABI still give a complete plan.
   auto dw = DwarfInfo::load(*b->elf_);
   if (dw) {
