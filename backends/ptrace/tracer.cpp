@@ -312,9 +312,10 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
     std::lock_guard<std::mutex> lock(fstate_mu_);
     ++fs.count;
   }
-  if (opts_.mode == Mode::Count) return;
+  // Count keeps the frame only to recognise the refire after morestack (as eBPF tracks it).
+  if (opts_.mode == Mode::Count && !f.entry_refires) return;
   pending_[key] = {role.func, ts, tid};
-  if (opts_.mode == Mode::Latency) return;
+  if (opts_.mode == Mode::Count || opts_.mode == Mode::Latency) return;
   CallEntry ev{CallSite{ts, proc_->pid(), tid, goid, f.name}};
   RegState rs = reg_state(r, tid, fs.needs_xmm, entry_sp);
   for (const auto& p : f.args) ev.args.push_back(param(*dec_, p, rs));
@@ -324,8 +325,8 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
 
 void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
                        uint64_t ts) {
-  if (opts_.mode == Mode::Count) return;
   const FuncPlan& f = plan_.funcs[role.func];
+  if (opts_.mode == Mode::Count && !f.entry_refires) return;
   FuncState& fs = fstate_[role.func];
   uint64_t sp = r.rsp + s.sp_delta;
   auto gi = gr_->current(r, fs.abi_internal);
@@ -337,6 +338,7 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
     entry = it->second;
     pending_.erase(it);
   }
+  if (opts_.mode == Mode::Count) return;  // the frame is closed: a later entry is a new call
   // Trace keeps the histogram too when --prometheus serves it.
   if (entry && (opts_.mode == Mode::Latency || opts_.metrics)) {
     std::lock_guard<std::mutex> lock(fstate_mu_);
