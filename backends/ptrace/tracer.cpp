@@ -229,7 +229,7 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     goroutines_ = std::make_unique<GoroutineEvents>(
         sink_, proc_->pid(),
         [this](uint64_t pc) { return pc >= bias_ ? bin_.func_name(pc - bias_) : std::string(); },
-        wait_reason_names(plan_.go), !plan_.go.at_least(1, 21));
+        plan_.wait_reasons, !plan_.go.at_least(1, 21));
   }
   const std::string why =
       taken ? fmt::format(

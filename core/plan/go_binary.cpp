@@ -2,6 +2,8 @@
 
 #include "core/binary/debuginfo.h"
 #include "core/binary/moduledata.h"
+#include "core/binary/wait_reason_table.h"
+#include "core/model/wait_reasons.h"
 
 #include <elf.h>
 
@@ -443,6 +445,8 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
   plan.pie = elf_->is_pie();
   plan.regabi = regabi();
   plan.offsets = offsets_;
+  plan.wait_reasons = wait_reason_names(buildinfo_.version);
+  if (plan.wait_reasons.empty()) plan.wait_reasons = read_wait_reason_table(*elf_);
   plan.tls_g_offset = tls_g_offset_;
   plan.warnings = warnings_;
 
