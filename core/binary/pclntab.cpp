@@ -322,6 +322,23 @@ bool PclntabParser::try_moduledata(uint64_t addr) {
   }
   uint64_t minpc = w(L.minpc), maxpc = w(L.maxpc), text = w(L.text), etext = w(L.etext);
   if (minpc > maxpc || text > minpc || etext < text) return false;
+  // Where section headers exist, the ranges the moduledata names lie inside the sections of
+  // those names (inside, not equal: an external link merges C's .data/.bss/.text in).
+  if (layout_ != Layout::V12) {
+    struct Range {
+      const char* section;
+      uint64_t lo, hi;
+    };
+    const Range ranges[] = {{".text", text, etext},
+                            {".noptrdata", w(192), w(200)},
+                            {".data", w(208), w(216)},
+                            {".bss", w(224), w(232)},
+                            {".noptrbss", w(240), w(248)}};
+    for (const Range& r : ranges) {
+      const ElfSection* s = elf_.section(r.section);
+      if (s && (r.lo > r.hi || r.lo < s->addr || r.hi > s->addr + s->size)) return false;
+    }
+  }
   // The first function's entry is minpc.
   if (layout_ == Layout::V118 || layout_ == Layout::V120) {
     auto off0 = le32(t_.data_, functab_off_);

@@ -165,6 +165,38 @@ TEST(Moduledata, PerturbedWordsAreRefused) {
   EXPECT_GT(clean_arginfo, 100u);
 }
 
+// A moduledata whose data/bss ranges disagree with the section headers is not the
+// moduledata: nothing is read from it (the function table still loads from the pclntab).
+TEST(Moduledata, RangesOutsideTheirSectionsAreRefused) {
+  auto fx = go127("stripped");
+  if (fx.empty()) GTEST_SKIP() << "no Go 1.27 fixtures under " << testing::fixtures_dir();
+  auto orig = ElfFile::open(fx[0].path);
+  ASSERT_TRUE(orig.ok());
+  auto t0 = Pclntab::load(**orig, *GoVersion::parse("go1.27.3"));
+  ASSERT_TRUE(t0.ok());
+  ASSERT_NE(t0->moduledata().addr, 0u);
+  auto md_off = (*orig)->vaddr_to_offset(t0->moduledata().addr);
+  ASSERT_TRUE(md_off);
+  const std::vector<uint8_t> clean = bytes_of(fx[0].path);
+  // text/etext, noptrdata/enoptrdata, data/edata, bss/ebss, noptrbss/enoptrbss.
+  for (int field : {176, 184, 192, 200, 208, 216, 224, 232, 240, 248}) {
+    SCOPED_TRACE("word " + std::to_string(field));
+    std::vector<uint8_t> b = clean;
+    uint64_t v;
+    std::memcpy(&v, &b[*md_off + field], 8);
+    v += uint64_t(1) << 32;
+    std::memcpy(&b[*md_off + field], &v, 8);
+    auto elf = ElfFile::from_bytes(b);
+    ASSERT_TRUE(elf.ok());
+    auto t = Pclntab::load(**elf, *GoVersion::parse("go1.27.3"));
+    ASSERT_TRUE(t.ok()) << t.error().what();
+    EXPECT_EQ(t->moduledata().addr, 0u);
+    EXPECT_EQ(t->moduledata().types, 0u);
+    EXPECT_EQ(t->moduledata().gofunc, 0u);
+    EXPECT_EQ(t->num_funcs(), t0->num_funcs());
+  }
+}
+
 // A binary that says go1.28 (the 1.27 fixture with its build-info version patched): the
 // layout that checks out is used, and a warning names the version.
 TEST(Moduledata, NewerReleaseIsBestEffortWithAWarning) {
