@@ -17,7 +17,8 @@ PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
 # chromium (a test renders the flame-graph SVG headless), debuginfod (a test serves a debug
 # file from it on loopback), prometheus (a test scrapes gotap --prometheus with it on
 # loopback): installed for `test` only.
-TEST_PACKAGES=(bpftrace delve hyperfine chromium debuginfod prometheus)
+# man-db: the .deb check reads the installed man page with man.
+TEST_PACKAGES=(bpftrace delve hyperfine chromium debuginfod prometheus man-db)
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -73,6 +74,11 @@ case "${1:-}" in
   deps) deps ;;
   build) deps && build ;;
   demo) demo ;;
-  test) deps "${TEST_PACKAGES[@]}" && exec tests/run.sh ;;
+  # npm fetches esbuild, a real Go binary the tests read; a machine may already have it
+  # with its own Node.js (whose package Debian's npm would conflict with).
+  test)
+    if command -v npm >/dev/null; then deps "${TEST_PACKAGES[@]}"; else deps "${TEST_PACKAGES[@]}" npm; fi
+    exec tests/run.sh
+    ;;
   *) echo "usage: $0 demo|test|deps|build" >&2; exit 2 ;;
 esac

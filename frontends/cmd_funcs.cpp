@@ -33,11 +33,14 @@ std::string params_text(const std::vector<ParamLoc>& ps) {
 }
 
 void print_text(const ProbePlan& plan) {
-  std::cout << fmt::format("{:<50} {:>12} {:>12} {:<8} {:>4}  {}\n", "FUNCTION", "ENTRY", "PROBE",
-                           "KIND", "RETS", "ARGS -> RESULTS");
+  // The name column fits the longest name (Go's generic and closure names run long).
+  size_t width = 8;
+  for (const auto& f : plan.funcs) width = std::max(width, printable(f.name).size());
+  std::cout << fmt::format("{:<{}} {:>12} {:>12} {:<8} {:>4}  {}\n", "FUNCTION", width, "ENTRY",
+                           "PROBE", "KIND", "RETS", "ARGS -> RESULTS");
   for (const auto& f : plan.funcs) {
     std::string res = params_text(f.results);
-    std::cout << fmt::format("{:<50} {:>12} {:>12} {:<8} {:>4}  ({}){}", printable(f.name),
+    std::cout << fmt::format("{:<{}} {:>12} {:>12} {:<8} {:>4}  ({}){}", printable(f.name), width,
                              f.entry ? hex(f.entry) : "inlined",
                              f.entry_probe ? hex(f.entry_probe) : "-", f.entry_probe_kind,
                              f.ret_sites.size(), params_text(f.args),

@@ -4,18 +4,21 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
 
 #include "core/backend.h"
 #include "core/events/live_metrics.h"
 #include "core/output/goroutine_views.h"
+#include "core/output/line_cap.h"
 #include "core/output/output_views.h"
 #include "core/output/record.h"
 #include "core/output/value_text.h"
 #include "core/plan/go_binary.h"
 #include "core/sys/spawn.h"
 #include "frontends/commands.h"
+#include "frontends/fault_injection.h"
 #include "frontends/options.h"
 #include "frontends/prometheus_exporter.h"
 #include "frontends/reader_gone.h"
@@ -37,9 +40,9 @@ void install_stop_handlers() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
 }
 
-// The name the binary label of --prometheus series gives: the file's base name, also for
-// -p PID (where `path` is /proc/PID/exe).
-std::string binary_label(const std::string& path, int pid) {
+// The file a traced process runs: for -p PID (where `path` is /proc/PID/exe) the path the
+// kernel names, as the process sees it, without " (deleted)"; otherwise `path` itself.
+std::string real_binary_path(const std::string& path, int pid) {
   std::string p = path;
   if (pid > 0) {
     char buf[4096];
@@ -48,6 +51,12 @@ std::string binary_label(const std::string& path, int pid) {
     const std::string deleted = " (deleted)";
     if (p.size() > deleted.size() && p.ends_with(deleted)) p.resize(p.size() - deleted.size());
   }
+  return p;
+}
+
+// The name the binary label of --prometheus series gives: the file's base name.
+std::string binary_label(const std::string& path, int pid) {
+  std::string p = real_binary_path(path, pid);
   size_t slash = p.rfind('/');
   return slash == std::string::npos ? p : p.substr(slash + 1);
 }
@@ -96,6 +105,8 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
                                                  "pointer/struct depth to decode")(
       "max-elems", po::value<int>()->default_value(16), "slice/map elements to decode")(
       "max-str", po::value<int>()->default_value(64), "string bytes to decode")(
+      "max-line", po::value<int>()->default_value(static_cast<int>(kDefaultMaxLine)),
+      "bytes of decoded values per event; more are cut and marked (0: no cap)")(
       "stack", po::value<int>()->default_value(0), "a stack of N frames per event (ptrace)")(
       "no-inline", "do not probe inlined call sites")(
       "format", po::value<std::string>(), kOutputFormats)("args",
@@ -141,7 +152,10 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   std::string root;
   if (command == "graph") {
     root = patterns[0];
-    if (root.find_first_of("*?[") != std::string::npos || root.rfind("re:", 0) == 0)
+    // `(*` is a pointer receiver, not a glob (docs/cli.md): `net/http.(*conn).serve` is a name.
+    std::string bare = root;
+    for (size_t at; (at = bare.find("(*")) != std::string::npos;) bare.erase(at, 2);
+    if (bare.find_first_of("*?[") != std::string::npos || root.rfind("re:", 0) == 0)
       return usage_error("graph's ROOT is one function's name, not a pattern");
     if (patterns.size() == 1) patterns.push_back(package_of(root) + ".*");
   }
@@ -176,7 +190,9 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   opts.max_elems = (*vm)["max-elems"].as<int>();
   opts.max_str = (*vm)["max-str"].as<int>();
   opts.stack_depth = (*vm)["stack"].as<int>();
-  if (opts.max_depth < 0 || opts.max_elems < 0 || opts.max_str < 0 || opts.stack_depth < 0)
+  const int max_line = (*vm)["max-line"].as<int>();
+  if (opts.max_depth < 0 || opts.max_elems < 0 || opts.max_str < 0 || opts.stack_depth < 0 ||
+      max_line < 0)
     return usage_error("limits must not be negative");
 
   std::string path;
@@ -237,11 +253,17 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   std::unique_ptr<EventSink> sink = command == "graph" && format == "graph"
                                         ? make_graph_writer(out->fp, root, vm->count("args") > 0)
                                         : make_output(format, out->fp);
-  sink = std::make_unique<ReaderGuard>(std::move(sink), out->fp);
+  auto guard_owned = std::make_unique<ReaderGuard>(std::move(sink), out->fp);
+  const ReaderGuard* guard = guard_owned.get();
+  sink = std::move(guard_owned);
   if (record->fp) {
-    Event info = {{"command", command}, {"binary", path}, {"patterns", patterns}};
+    Event info = {{"command", command},
+                  {"binary", real_binary_path(path, opts.target.pid)},
+                  {"patterns", patterns}};
     sink = make_tee(std::move(sink), make_record_writer(record->fp, info));
   }
+  // Outermost: the output and the record get the same, capped, events.
+  sink = make_line_cap(std::move(sink), static_cast<size_t>(max_line));
   // Listening before the target starts: a port in use fails before anything is traced.
   LiveMetrics metrics;
   std::unique_ptr<PrometheusExporter> exporter;
@@ -259,11 +281,22 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   }
   if (goroutines_cmd && (!selection.goids.empty() || !selection.under.empty()))
     sink = make_goroutine_filter(std::move(sink), std::move(selection));
+  sink = maybe_failing_sink(std::move(sink));
   install_stop_handlers();
   catch_sigpipe();
-  auto r = (*backend)->run(*plan, opts, *sink);
-  sink->flush();
+  // An exception here is gotap's failure, not bad input: exit 1 (the backends have removed
+  // their probes before it reaches this point).
+  Result<void> r;
+  try {
+    r = (*backend)->run(*plan, opts, *sink);
+    sink->flush();
+  } catch (const std::exception& e) {
+    return report_error(runtime_error("{}", e.what()));
+  }
   if (!r) return report_error(r.error());
+  // The probes are out: a write that failed (not the reader leaving) is a failure.
+  if (int err = guard->write_error())
+    return report_error(runtime_error("cannot write the output: {}", std::strerror(err)));
   if (exporter) exporter->linger(linger_s);
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,8 +46,15 @@ Result<OutputFile> open_output(const po::variables_map& vm, const char* option, 
     return f;
   }
   const std::string path = vm[option].as<std::string>();
-  f.owned.reset(std::fopen(path.c_str(), "w"));
-  if (!f.owned) return errno_error(ErrorKind::BadInput, "cannot write {}", path);
+  // Events hold the traced program's memory, secrets included: readable by the owner only,
+  // as perf.data is. An existing file keeps its mode; O_TRUNC empties it as "w" did.
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return errno_error(ErrorKind::BadInput, "cannot write {}", path);
+  f.owned.reset(fdopen(fd, "w"));
+  if (!f.owned) {
+    close(fd);
+    return errno_error(ErrorKind::BadInput, "cannot write {}", path);
+  }
   f.fp = f.owned.get();
   return f;
 }

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 
 #include "core/backend.h"
@@ -59,23 +60,31 @@ void ReaderGuard::mark_gone() {
   stop_requested().store(true);
 }
 
+void ReaderGuard::on_write_failed(int err) {
+  if (!g_sigpipe.load() && err != EPIPE && err != 0 && write_error_.load() == 0)
+    write_error_.store(err);
+  mark_gone();
+}
+
 void ReaderGuard::emit(const Event& ev) {
   if (g_sigpipe.load()) mark_gone();
   if (gone_.load()) {
-    if (ev.value("event", "") == "summary") {
+    if (ev.value("event", "") == "summary" && write_error_.load() == 0) {
       std::fprintf(stderr, "gotap: the output's reader went away; tracing stopped\n");
       make_text_writer(stderr)->emit(ev);
     }
     return;
   }
+  errno = 0;
   inner_->emit(ev);
-  if (std::ferror(out_) || g_sigpipe.load()) mark_gone();
+  if (std::ferror(out_) || g_sigpipe.load()) on_write_failed(errno);
 }
 
 void ReaderGuard::flush() {
   if (gone_.load()) return;
+  errno = 0;
   inner_->flush();
-  if (std::ferror(out_)) mark_gone();
+  if (std::ferror(out_)) on_write_failed(errno);
 }
 
 }  // namespace gotap::cli

@@ -17,7 +17,8 @@ void catch_sigpipe();
 
 // Wraps the sink that writes to `out`. A failed write, SIGPIPE, or (for pipes and sockets)
 // the reader's end closing while nothing is written requests the stop; from then on events
-// are dropped, and the summary goes to stderr as text.
+// are dropped, and (the reader gone) the summary goes to stderr as text. A write that fails
+// otherwise (a full disk) is kept in write_error() for the front end to report.
 class ReaderGuard : public EventSink {
  public:
   ReaderGuard(std::unique_ptr<EventSink> inner, std::FILE* out);
@@ -25,13 +26,19 @@ class ReaderGuard : public EventSink {
   void emit(const Event& ev) override;
   void flush() override;
   bool gone() const { return gone_.load(); }
+  // A write that failed for another reason than the reader leaving (ENOSPC, EIO, EFBIG):
+  // its errno, or 0. The trace stops as for a reader gone, but it is a failure (exit 1).
+  int write_error() const { return write_error_.load(); }
 
  private:
   void mark_gone();
+  // After a failed write: the reader left (EPIPE, SIGPIPE) or the write failed.
+  void on_write_failed(int err);
   std::unique_ptr<EventSink> inner_;
   std::FILE* out_;
   std::atomic<bool> gone_{false};
   std::atomic<bool> done_{false};
+  std::atomic<int> write_error_{0};
   std::thread watcher_;
 };
 

@@ -3,7 +3,9 @@
 #   format check -> Go toolchains -> build -> Go fixtures (every toolchain x flavour) -> ASan+UBSan unit tests
 #   -> libFuzzer targets (briefly) -> the full suite (unit, golden, runtime tests per backend).
 # Environment: GOTAP_GO_CACHE (toolchains), GOTAP_FUZZ_SECONDS (default 20 per target),
-#   GOTAP_SKIP_ASAN=1 / GOTAP_SKIP_FUZZ=1 to shorten a local run.
+#   GOTAP_SKIP_ASAN=1 / GOTAP_SKIP_FUZZ=1 to shorten a local run (refused when CI is set).
+# On a machine that can run everything (root), a test that skips fails the run unless
+# tests/allowed-skips.txt accepts its reason (tests/tools/check-skips.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -11,6 +13,23 @@ jobs=$(nproc)
 export GOTAP_GO_CACHE=${GOTAP_GO_CACHE:-$HOME/.cache/gotap/go}
 
 step() { printf '\n==== %s\n' "$*"; }
+
+# A stage left out is said, and CI cannot leave one out.
+skip_stage() {
+  if [ -n "${CI:-}" ]; then
+    echo "run.sh: $1 is set, but CI runs every stage" >&2
+    exit 1
+  fi
+  printf '\n==== SKIPPED: %s (%s=1): this run proves less than CI does\n' "$2" "$1" >&2
+}
+
+# ctest with its results checked for skips; $1 is the JUnit file's name.
+ctest_checked() {
+  local junit=$1
+  shift
+  ctest --output-junit "$junit" "$@"
+  python3 "$root/tests/tools/check-skips.py" "$junit" "$root/tests/allowed-skips.txt"
+}
 
 step "clang-format check"
 files=$(git ls-files '*.cpp' '*.h' '*.c' 2>/dev/null | grep -v '^bpf/vmlinux' || true)
@@ -29,9 +48,8 @@ ninja -C build -j "$jobs"
 
 step "Go fixtures"
 tests/tools/build-fixtures.sh "$root/build/fixtures"
-if [ -x tests/tools/fetch-real-binaries.sh ]; then
-  tests/tools/fetch-real-binaries.sh "$root/build/fixtures" || echo "run.sh: real-world binaries unavailable; their tests will skip" >&2
-fi
+# Real programs (Debian packages, npm): their tests need them, so a failed fetch fails the run.
+tests/tools/fetch-real-binaries.sh "$root/build/fixtures"
 
 if [ "${GOTAP_SKIP_ASAN:-0}" != 1 ]; then
   step "ASan+UBSan build of the unit tests"
@@ -39,7 +57,9 @@ if [ "${GOTAP_SKIP_ASAN:-0}" != 1 ]; then
     -DGOTAP_FIXTURES_DIR="$root/build/fixtures" >/dev/null
   ninja -C build-asan -j "$jobs"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest -LE runtime --output-on-failure -j "$jobs")
+    ctest_checked "$root/build-asan/junit.xml" -LE runtime --output-on-failure -j "$jobs")
+else
+  skip_stage GOTAP_SKIP_ASAN "ASan+UBSan build of the unit tests"
 fi
 
 if [ "${GOTAP_SKIP_FUZZ:-0}" != 1 ]; then
@@ -48,6 +68,8 @@ if [ "${GOTAP_SKIP_FUZZ:-0}" != 1 ]; then
     -DGOTAP_FUZZ=ON -DGOTAP_SANITIZE=ON -DGOTAP_BACKEND_PTRACE=OFF -DGOTAP_BACKEND_EBPF=OFF >/dev/null
   ninja -C build-fuzz -j "$jobs" $(cd build-fuzz && ninja -t targets all | awk -F: '/^fuzz_[a-z_]*:/ {print $1}')
   tests/tools/run-fuzzers.sh build-fuzz "$root/build/fixtures" "${GOTAP_FUZZ_SECONDS:-20}"
+else
+  skip_stage GOTAP_SKIP_FUZZ "libFuzzer targets"
 fi
 
 # The README's first command, as a new user runs it; it also builds the demo binaries the
@@ -61,4 +83,4 @@ tests/tools/check-deb.sh "$root/build" ${demo:+"$demo"}
 
 step "test suite"
 cd build
-ctest --output-on-failure -j "$jobs"
+ctest_checked "$root/build/junit.xml" --output-on-failure -j "$jobs"

@@ -2,9 +2,11 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,7 +15,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -29,6 +33,8 @@
 #include "core/events/live_metrics.h"
 #include "core/events/typed_events.h"
 #include "core/model/wait_reasons.h"
+#include "core/sys/fd.h"
+#include "core/sys/uprobe_holders.h"
 #include "gotap.skel.h"
 
 namespace gotap::ebpf {
@@ -126,6 +132,9 @@ struct Session {
   std::unique_ptr<EventDecoder> decoder;
   std::unique_ptr<GoroutineEvents> goroutines;
   uint64_t events = 0;
+  uint64_t samples = 0;  // ring buffer records handled, for the flush per batch
+  // An exception out of decoding or the output: the trace ends, probes removed, exit 1.
+  std::optional<std::string> failed;
   // Read by --prometheus scrapes on the exporter's thread too.
   std::atomic<uint64_t> decode_failures{0};
 };
@@ -182,8 +191,7 @@ bool on_goroutine_sample(Session& s, const void* data, size_t size) {
   return true;
 }
 
-int on_sample(void* ctx, void* data, size_t size) {
-  auto* s = static_cast<Session*>(ctx);
+int handle_sample(Session* s, void* data, size_t size) {
   if (size >= offsetof(gotap_event, data)) {
     uint32_t func_id = static_cast<const gotap_event*>(data)->func_id;
     if (func_id == GOTAP_FUNC_GSTATUS || func_id == GOTAP_FUNC_GCREATE ||
@@ -200,6 +208,59 @@ int on_sample(void* ctx, void* data, size_t size) {
   s->sink.emit(e);
   ++s->events;
   return 0;
+}
+
+// libbpf's callback, called from C: nothing may unwind through it. A failure is kept and
+// stops the consumption (a negative return); run_session then detaches and reports it.
+int on_sample(void* ctx, void* data, size_t size) {
+  auto* s = static_cast<Session*>(ctx);
+  if (s->failed) return -1;
+  ++s->samples;
+  try {
+    return handle_sample(s, data, size);
+  } catch (const std::exception& e) {
+    s->failed = e.what();
+  } catch (...) {
+    s->failed = "unknown exception";
+  }
+  return -1;
+}
+
+// Whether a ptrace tracer (a gotap, a debugger) is attached to pid now.
+bool ptrace_attached(int pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("TracerPid:", 0) == 0) return std::strtol(line.c_str() + 10, nullptr, 10) != 0;
+  return false;
+}
+
+// Functions (func_id -> site) whose entry holds an int3 in pid's memory that neither the
+// file has nor a uprobe put there, while a ptrace tracer is attached. With none attached,
+// such an int3 is a killed gotap's: a uprobe on top works (the kernel takes the instruction
+// from the file), and removing the uprobe puts the file's byte back.
+std::map<uint32_t, uint64_t> held_entries(const BinaryView& bin, const ProbeConfig& cfg, int pid,
+                                          const std::string& path) {
+  std::map<uint32_t, uint64_t> out;
+  if (!ptrace_attached(pid)) return out;
+  const uint64_t bias = bin.load_bias(pid).value_or(0);
+  sys::Fd mem(open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDONLY | O_CLOEXEC));
+  if (mem.get() < 0) return out;
+  std::optional<std::map<uint64_t, std::string>> uprobes;
+  for (const auto& site : cfg.sites) {
+    const uint32_t id = site.probe.func_id;
+    if (id >= cfg.funcs.size() || site.addr != cfg.funcs[id].plan->entry_probe) continue;
+    uint8_t now = 0;
+    if (pread(mem.get(), &now, 1, static_cast<off_t>(site.addr + bias)) != 1 || now != 0xCC)
+      continue;
+    auto file = bin.elf->read(site.addr, 1);
+    if (file.empty() || file[0] == 0xCC) continue;
+    if (!uprobes) uprobes = sys::uprobe_holders(path);
+    auto off = bin.elf->vaddr_to_offset(site.addr);
+    if (off && uprobes->count(*off)) continue;
+    out.emplace(id, site.addr);
+  }
+  return out;
 }
 
 std::string target_text(const TraceOptions& opts, int pid, const std::string& path) {
@@ -262,6 +323,32 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     path = "/proc/" + std::to_string(filter_pid) + "/exe";
   } else if (!opts.target.all) {
     return make_error("no target: give a pid, a command or --all");
+  }
+
+  // Sites another tracer holds with an int3 of its own (a ptrace gotap, a debugger): a uprobe
+  // there would go when that tracer puts its byte back. A function whose entry is held is
+  // not traced at all, as under ptrace (docs/cli.md, "Sites another tracer holds"). Other
+  // uprobes are no obstacle: the kernel shares a site between them.
+  if (opts.target.pid > 0) {
+    auto held = held_entries(bin, cfg, filter_pid, path);
+    if (!held.empty()) {
+      std::set<uint32_t> funcs;
+      for (const auto& [id, why] : held) funcs.insert(id);
+      std::erase_if(sites,
+                    [&](const Site& s) { return funcs.count(cfg.sites[s.cookie].probe.func_id); });
+      const std::string first = cfg.funcs[held.begin()->first].plan->name;
+      if (sites.empty()) {
+        target.terminate();
+        return runtime_error(
+            "no probe could be placed: the entry of {} already holds an int3: another tracer "
+            "(ptrace or a debugger) is on it",
+            first);
+      }
+      if (!eo.quiet)
+        std::cerr << "gotap: warning: " << held.size() << " function(s) not traced: their entry "
+                  << "already holds an int3 of another tracer (ptrace or a debugger), e.g. "
+                  << first << "\n";
+    }
   }
 
   // uprobe_multi first: one link for every site. Kernels before 6.6 refuse it; then one
@@ -375,13 +462,23 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   // Until the target exits, the duration ends or a stop is requested.
   const auto t_start = Clock::now();
   bool target_exited = false;
+  uint64_t flushed = 0;
   while (!stop_requested().load()) {
     if (opts.duration_s > 0 &&
         std::chrono::duration<double>(Clock::now() - t_start).count() >= opts.duration_s)
       break;
     if (rb) {
-      // Events arrive without wake-ups (see gotap.bpf.c): poll on a short timer.
+      // Events arrive without wake-ups (see gotap.bpf.c), and ring_buffer__poll reads only
+      // the rings epoll reported: consume whatever came in meanwhile, then hand the batch
+      // to the reader. One flush per 20 ms batch, not per event, keeps a busy trace cheap
+      // while each event reaches the output within ~20 ms (docs/cli.md).
       ring_buffer__poll(rb.get(), 20);
+      ring_buffer__consume(rb.get());
+      if (session.failed) break;
+      if (session.samples != flushed) {
+        sink.flush();
+        flushed = session.samples;
+      }
     } else {
       poll(nullptr, 0, 50);
     }
@@ -395,9 +492,14 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   attachment.detach();
   const double detach_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - t_detach).count();
-  if (rb) ring_buffer__consume(rb.get());
+  if (rb && !session.failed) ring_buffer__consume(rb.get());
   metrics_end.now();
   if (!target_exited) target.terminate();
+  if (session.failed) {
+    sink.flush();
+    return runtime_error("the trace failed after the probes were placed (they are removed): {}",
+                         *session.failed);
+  }
 
   // Aggregates and leftovers.
   std::vector<uint64_t> counters(GOTAP_CNT_NUM, 0);

@@ -186,7 +186,8 @@ Event EventDecoder::decode(const void* data, size_t size) const {
     params.push_back({pc.param->name, pc.param->type_name, value(pc, ev)});
   if (ev.kind == GOTAP_EV_RETURN) {
     CallReturn r{at};
-    if (!(ev.flags & GOTAP_EVF_UNMATCHED)) r.duration_ns = ev.duration_ns;
+    // Nothing holds the goroutine under eBPF: its own time is the wall time.
+    if (!(ev.flags & GOTAP_EVF_UNMATCHED)) r.duration_ns = r.wall_ns = ev.duration_ns;
     r.results = std::move(params);
     return to_event(r);
   }

@@ -52,7 +52,8 @@ struct Builder {
     }
     ValueShape shape = shape_of(p, types);
     pc.shape = shape;
-    if (shape == ValueShape::String && nwords >= 2) {
+    // A []byte's words start like a string's (data, len): its bytes are copied the same way.
+    if ((shape == ValueShape::String || shape == ValueShape::Bytes) && nwords >= 2) {
       pc.string_cap = add_cap(GOTAP_CAP_STRING, pc.words[0], pc.words[1], max_str);
     } else if ((shape == ValueShape::Eface || shape == ValueShape::Iface) && nwords >= 2) {
       if (shape == ValueShape::Iface) pc.itab_cap = add_cap(GOTAP_CAP_ITAB, pc.words[0], -1, 8);
@@ -61,8 +62,8 @@ struct Builder {
     return pc;
   }
 
-  // A struct's string fields (one level): their bytes, for core's decoder. Called after every
-  // parameter has its caps, so that a struct never takes a string's or an interface's.
+  // A struct's string and []byte fields (one level): their bytes, for core's decoder. Called after
+  // every parameter has its caps, so that a struct never takes a string's or an interface's.
   void add_field_caps(ParamCapture& pc) {
     const ParamLoc& p = *pc.param;
     if (pc.shape != ValueShape::Other || !types || !p.type) return;
@@ -72,7 +73,8 @@ struct Builder {
     for (const auto& f : t->fields) {
       const GoType* ft = types->get(f.type);
       uint64_t slot = f.offset / 8;
-      if (!ft || ft->kind != GoKind::String || f.offset % 8 || slot + 1 >= nwords) continue;
+      bool copied = ft && (ft->kind == GoKind::String || is_byte_slice(ft, types));
+      if (!copied || f.offset % 8 || slot + 1 >= nwords) continue;
       int c = add_cap(GOTAP_CAP_STRING, pc.words[slot], pc.words[slot + 1], max_str);
       if (c >= 0) pc.field_caps.push_back({c, static_cast<int>(slot)});
     }

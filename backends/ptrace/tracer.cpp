@@ -22,6 +22,7 @@
 #include "core/events/live_metrics.h"
 #include "core/events/typed_events.h"
 #include "core/model/wait_reasons.h"
+#include "core/sys/uprobe_holders.h"
 
 namespace gotap::ptrace {
 
@@ -175,16 +176,27 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
 
   // A gotap killed earlier left its int3s here: put the original bytes back first, or every
   // site would look taken.
-  Leftovers left = remove_leftovers(proc_->pid(), mem);
+  // Never where a uprobe is: that int3 is another tracer's, now or since the dead gotap.
+  const auto holders = sys::uprobe_holders("/proc/" + std::to_string(proc_->pid()) + "/exe");
+  auto holder_of = [&](uint64_t addr) -> const std::string* {
+    auto off = addr >= bias_ ? elf.vaddr_to_offset(addr - bias_) : std::nullopt;
+    auto it = off ? holders.find(*off) : holders.end();
+    return it == holders.end() ? nullptr : &it->second;
+  };
+  Leftovers left = remove_leftovers(proc_->pid(), mem,
+                                    [&](uint64_t addr) { return holder_of(addr) != nullptr; });
   if (left.restored)
     fmt::print(stderr, "gotap: removed {} probe{} left in pid {} by a gotap that was killed\n",
                left.restored, left.restored == 1 ? "" : "s", proc_->pid());
   net_.set_leftovers(std::move(left.handlers));
 
   fstate_.resize(plan_.funcs.size());
-  // Sites that cannot be probed are counted, and reported once with the first reason.
-  size_t wanted = 0, taken = 0;
-  std::string first_problem;
+  // Sites that cannot be probed are counted, and reported once with the first reason. A site
+  // two functions share (a wrapper's RET that is its target's) is one int3 with two roles, so
+  // failures are counted as they happen, not as wanted minus placed.
+  size_t wanted = 0, taken = 0, failed = 0;
+  std::string first_problem, first_holder;
+  uint8_t first_byte = 0;
   for (size_t i = 0; i < plan_.funcs.size(); ++i) {
     const FuncPlan& f = plan_.funcs[i];
     FuncState& fs = fstate_[i];
@@ -196,11 +208,24 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     auto add = [&](uint64_t pc, SiteRole role, int32_t sp_delta) {
       ++wanted;
       auto r = bps_.add(pc + bias_, role, sp_delta, mem);
-      if (r) return;
-      if (r.error().what().find("already holds an int3") != std::string::npos) ++taken;
+      if (r) return true;
+      ++failed;
+      if (r.error().what().find("already holds an int3") != std::string::npos) {
+        ++taken;
+        if (const std::string* who = holder_of(pc + bias_); who && first_holder.empty())
+          first_holder = fmt::format("{} holds {}", *who, f.name);
+      }
       if (first_problem.empty()) first_problem = fmt::format("{}: {}", f.name, r.error().what());
+      return false;
     };
-    if (f.entry_probe) add(f.entry_probe, {SiteRole::Entry, int(i), -1}, f.frame_size);
+    // Another tracer on the entry: the function is not traced at all, or each of its returns
+    // would show as a call of no length (docs/cli.md, "Sites another tracer holds").
+    if (f.entry_probe && !add(f.entry_probe, {SiteRole::Entry, int(i), -1}, f.frame_size) &&
+        mem.read(f.entry_probe + bias_, &first_byte, 1) && first_byte == 0xCC) {
+      wanted += f.ret_sites.size() + f.tail_jumps.size();
+      failed += f.ret_sites.size() + f.tail_jumps.size();
+      continue;
+    }
     // A RET's frame is torn down: the return address is at RSP.
     for (uint64_t rs : f.ret_sites) add(rs, {SiteRole::Return, int(i), -1}, 0);
     // A tail jump ends the call too (the eBPF backend probes them the same way).
@@ -210,7 +235,6 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
       for (size_t k = 0; k < f.inline_sites.size(); ++k)
         add(f.inline_sites[k].pc, {SiteRole::Inline, int(i), int(k)}, f.inline_sites[k].sp_delta);
   }
-  const size_t placed = bps_.size();
   const GoroutineProbes& gp = plan_.goroutines;
   struct GSite {
     uint64_t pc;
@@ -234,14 +258,14 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   const std::string why =
       taken ? fmt::format(
                   "{} of them already hold an int3: another tracer (a uprobe or a "
-                  "debugger) is on them",
-                  taken)
+                  "debugger) is on them{}",
+                  taken, first_holder.empty() ? "" : "; " + first_holder)
             : "first: " + first_problem;
-  if (wanted && placed == 0)
+  if (wanted && failed == wanted)
     return runtime_error("no probe could be placed ({} sites; {})", wanted, why);
-  if (placed < wanted)
-    fmt::print(stderr, "gotap: warning: {} of {} probe sites not placed ({})\n", wanted - placed,
-               wanted, why);
+  if (failed)
+    fmt::print(stderr, "gotap: warning: {} of {} probe sites not placed ({})\n", failed, wanted,
+               why);
   if (bps_.size() == 0) return runtime_error("no probe could be placed");
 
   uint64_t lo = UINT64_MAX, hi = 0;
@@ -305,7 +329,7 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
           CallSite{ts, proc_->pid(), it->second.tid, goid, plan_.funcs[it->second.func].name},
           it->second.ts}));
     }
-    pending_.erase(it);
+    close_pending(it);
   }
   {
     // After the refire check: a re-entry after morestack is not another call.
@@ -314,7 +338,10 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
   }
   // Count keeps the frame only to recognise the refire after morestack (as eBPF tracks it).
   if (opts_.mode == Mode::Count && !f.entry_refires) return;
-  pending_[key] = {role.func, ts, tid};
+  trap_goid_ = goid;
+  Held& held = held_[goid];
+  ++held.open;
+  pending_[key] = {role.func, ts, tid, held.ns};
   if (opts_.mode == Mode::Count || opts_.mode == Mode::Latency) return;
   CallEntry ev{CallSite{ts, proc_->pid(), tid, goid, f.name}};
   RegState rs = reg_state(r, tid, fs.needs_xmm, entry_sp);
@@ -333,20 +360,30 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
   int64_t goid = gi ? gi->goid : 0;
   CallKey key{goid, gi ? gi->stack_hi - sp : sp};
   std::optional<Pending> entry;
+  uint64_t held_ns = 0;
+  trap_goid_ = goid;
   auto it = pending_.find(key);
   if (it != pending_.end() && it->second.func == role.func) {
     entry = it->second;
-    pending_.erase(it);
+    if (auto h = held_.find(goid); h != held_.end()) held_ns = h->second.ns - entry->held_at;
+    close_pending(it);
   }
   if (opts_.mode == Mode::Count) return;  // the frame is closed: a later entry is a new call
+  // The call's own time: what gotap held the goroutine for since the entry (decoding at the
+  // entry and at nested hits) is not the program's (docs/json.md, wall_ns).
+  const uint64_t wall = entry ? ts - entry->ts : 0;
+  const uint64_t own = wall > held_ns ? wall - held_ns : 0;
   // Trace keeps the histogram too when --prometheus serves it.
   if (entry && (opts_.mode == Mode::Latency || opts_.metrics)) {
     std::lock_guard<std::mutex> lock(fstate_mu_);
-    fs.latency.add(ts - entry->ts);
+    fs.latency.add(own);
   }
   if (opts_.mode == Mode::Latency) return;
   CallReturn ev{CallSite{ts, proc_->pid(), tid, goid, f.name}};
-  if (entry) ev.duration_ns = ts - entry->ts;
+  if (entry) {
+    ev.duration_ns = own;
+    ev.wall_ns = wall;
+  }
   RegState rs = reg_state(r, tid, fs.needs_xmm, sp);
   if (role.kind == SiteRole::Return)
     for (const auto& p : f.results) ev.results.push_back(param(*dec_, p, rs));
@@ -441,6 +478,25 @@ bool Tracer::handle_trap(pid_t tid) {
   const Site* s = trap_site_;
   ++hits_;
   uint64_t ts = now_ns();
+  trap_goid_.reset();
+  try {
+    handle_roles(*s, r, tid, ts);
+  } catch (const std::exception& e) {
+    failed_ = e.what();
+  } catch (...) {
+    failed_ = "unknown exception";
+  }
+  if (test_hold_ns_) std::this_thread::sleep_for(std::chrono::nanoseconds(test_hold_ns_));
+  // The goroutine was held from the hit until now: its open calls leave that out.
+  if (trap_goid_)
+    if (auto h = held_.find(*trap_goid_); h != held_.end()) h->second.ns += now_ns() - ts;
+  // The registers already point at the site's copy (next_event).
+  Process::cont(tid, proc_->take_held_signal(tid));
+  return true;
+}
+
+void Tracer::handle_roles(const Site& site, const user_regs_struct& r, pid_t tid, uint64_t ts) {
+  const Site* s = &site;
   for (const auto& role : s->roles) {
     switch (role.kind) {
       case SiteRole::Entry:
@@ -460,9 +516,25 @@ bool Tracer::handle_trap(pid_t tid) {
         break;
     }
   }
-  // The registers already point at the site's copy (next_event).
-  Process::cont(tid, proc_->take_held_signal(tid));
-  return true;
+}
+
+void Tracer::close_pending(PendingMap::iterator it) {
+  auto h = held_.find(it->first.goid);
+  if (h != held_.end() && --h->second.open == 0) held_.erase(h);
+  pending_.erase(it);
+}
+
+void Tracer::flush_output(bool idle) {
+  // Batches: a flush when the tracer is about to wait (no hit queued), or every 50 ms while
+  // hits keep coming, so that each event reaches the reader within 100 ms at any rate.
+  constexpr uint64_t kFlushNs = 50'000'000;
+  const uint64_t emitted = events_ + (goroutines_ ? goroutines_->events() : 0);
+  if (emitted == flushed_events_) return;
+  const uint64_t now = now_ns();
+  if (!idle && now - last_flush_ns_ < kFlushNs) return;
+  sink_.flush();
+  flushed_events_ = emitted;
+  last_flush_ns_ = now;
 }
 
 void Tracer::loop() {
@@ -477,7 +549,8 @@ void Tracer::loop() {
     return true;
   };
   for (;;) {
-    if (stop_due()) return;
+    if (stop_due() || failed_) return;
+    flush_output(false);
     bool fixed = false;
     WaitStatus ws{};
     // Polling briefly before blocking keeps the tracer on its CPU between hits that come in
@@ -488,7 +561,10 @@ void Tracer::loop() {
         ws = proc_->next_event(-1, false, to_copy, &fixed);
       } while (ws.tid == 0 && now_ns() < until);
     }
-    if (ws.tid == 0) ws = proc_->next_event(-1, true, to_copy, &fixed);
+    if (ws.tid == 0) {
+      flush_output(true);
+      ws = proc_->next_event(-1, true, to_copy, &fixed);
+    }
     if (ws.tid == 0) {  // an exit that cannot be taken yet (Process::next_event)
       usleep(100);
       continue;
@@ -525,6 +601,7 @@ void Tracer::finish_pending() {
     open.emplace_back(CallSite{ts, proc_->pid(), p.tid, k.goid, plan_.funcs[p.func].name}, p.ts);
   for (auto& ev : unfinished_events(std::move(open))) emit(std::move(ev));
   pending_.clear();
+  held_.clear();
 }
 
 void Tracer::detach() {
@@ -554,6 +631,9 @@ void Tracer::detach() {
                    r.error().what());
     }
   }
+  // A normal end leaves nothing a later gotap could take for a dead one's probes. While the
+  // net is still the handler (a job-control stop), its table must stay.
+  if (!net_.armed()) retire_table(proc_->mem(), bps_.scratch());
   proc_->detach_all(rewind, held);
 }
 
@@ -575,6 +655,8 @@ Result<void> Tracer::run() {
   // for at most 20 us of tracer CPU per hit. GOTAP_PTRACE_SPIN_US tunes it (0: off).
   spin_ns_ = 20'000;
   if (const char* e = getenv("GOTAP_PTRACE_SPIN_US")) spin_ns_ = strtoull(e, nullptr, 10) * 1000;
+  // Tests: each hit holds its thread this much longer, as a slow decode would.
+  if (const char* e = getenv("GOTAP_TEST_HOLD_US")) test_hold_ns_ = strtoull(e, nullptr, 10) * 1000;
   if (opts_.duration_s > 0) deadline_ns_ = now_ns() + uint64_t(opts_.duration_s * 1e9);
   GOTAP_TRY(start());
   {
@@ -584,6 +666,9 @@ Result<void> Tracer::run() {
   end_metrics();
   bool gone = proc_->gone();
   detach();
+  if (failed_)
+    return runtime_error("the trace failed after the probes were placed (they are removed): {}",
+                         *failed_);
   finish_pending();
   emit_aggregates();
   if (goroutines_) events_ += goroutines_->events();

@@ -46,13 +46,26 @@ class Tracer {
     int func = -1;
     uint64_t ts = 0;
     pid_t tid = 0;
+    uint64_t held_at = 0;  // held_[goid].ns at the entry
   };
+  // The time gotap held a goroutine stopped at its probe hits, for the goroutines with a
+  // call open: a return's duration leaves out what was held since its entry.
+  struct Held {
+    uint64_t ns = 0;
+    uint32_t open = 0;  // calls of the goroutine in pending_
+  };
+  using PendingMap = std::unordered_map<CallKey, Pending, CallKeyHash>;
 
   Result<void> start();
   Result<void> setup_probes(pid_t stopped);
   void loop();
   // A probe hit, already sent to its copy: trap_site_ and trap_regs_ (as at the int3).
   bool handle_trap(pid_t tid);
+  void handle_roles(const Site& s, const user_regs_struct& r, pid_t tid, uint64_t ts);
+  // Hands what was emitted to the reader: always when `idle`, else at most every 50 ms.
+  void flush_output(bool idle);
+  // Erases a pending call, and its goroutine's held time once it has no call open.
+  void close_pending(PendingMap::iterator it);
   // Arms the safety net through the stopped thread `tid`; false while it must wait.
   bool arm_net(pid_t tid);
   void on_entry(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
@@ -92,12 +105,23 @@ class Tracer {
   // Guards fstate_'s count and latency against --prometheus scrapes on another thread.
   std::mutex fstate_mu_;
   bool metrics_live_ = false;
-  std::unordered_map<CallKey, Pending, CallKeyHash> pending_;
+  PendingMap pending_;
   uint64_t hits_ = 0, events_ = 0;
   uint64_t goid_read_errors_ = 0;  // goroutine probe hits whose g could not be read
   uint64_t deadline_ns_ = 0;
   uint64_t spin_ns_ = 0;
   bool exec_ended_ = false;
+  // An exception out of decoding or the output, caught at the hit: the trace ends, probes
+  // removed, and run() reports it (exit 1).
+  std::optional<std::string> failed_;
+  // Events handed to the sink, and how many of them were flushed: flushed when the tracer
+  // is about to wait, or every 50 ms while hits keep coming (docs/cli.md).
+  std::unordered_map<int64_t, Held> held_;
+  // The goroutine of the hit being handled, once on_entry or on_return read it.
+  std::optional<int64_t> trap_goid_;
+  uint64_t test_hold_ns_ = 0;  // GOTAP_TEST_HOLD_US: a slow decoder, for tests
+  uint64_t flushed_events_ = 0;
+  uint64_t last_flush_ns_ = 0;
 };
 
 // CLOCK_MONOTONIC in nanoseconds (the clock of ts_ns).

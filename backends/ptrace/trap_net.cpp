@@ -93,7 +93,13 @@ std::span<const uint8_t> net_handler_code() {
   return {gotap_trap_net_begin, static_cast<size_t>(gotap_trap_net_end - gotap_trap_net_begin)};
 }
 
-Leftovers remove_leftovers(pid_t pid, TraceeMemory& mem) {
+bool retire_table(TraceeMemory& mem, uint64_t page) {
+  const uint64_t zero = 0;
+  return page && mem.write(page + kNetHeaderOff + offsetof(NetHeader, nsites), &zero, 8);
+}
+
+Leftovers remove_leftovers(pid_t pid, TraceeMemory& mem,
+                           const std::function<bool(uint64_t addr)>& held_by_other) {
   Leftovers out;
   const auto code = net_handler_code();
   for (const sys::Mapping& m : sys::read_maps(pid)) {
@@ -117,6 +123,11 @@ Leftovers remove_leftovers(pid_t pid, TraceeMemory& mem) {
     for (size_t i = 0; i < table.size(); ++i) {
       uint8_t now = 0;
       if (orig[i] == 0xCC || !mem.read(table[i].site, &now, 1) || now != 0xCC) continue;
+      // The dead gotap's int3 went, and another tracer put its own here since.
+      if (held_by_other && held_by_other(table[i].site)) {
+        ++out.held;
+        continue;
+      }
       if (mem.write(table[i].site, &orig[i], 1)) ++out.restored;
     }
   }

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 
@@ -55,12 +56,22 @@ std::span<const uint8_t> net_handler_code();
 // (anonymous executable mappings that start with the handler's code), puts the original
 // bytes back wherever the int3s still are, and says how many it restored. `handlers` maps
 // each page (its handler's address) to the handler it chained to: the program's own.
+// A gotap that ended normally emptied its page's table (retire_table): nothing of it is
+// taken for a dead one's. An int3 that `held_by_other` says is another tracer's (a uprobe
+// at that site) stays, even if the table names its site: kept, and counted in `held`.
 struct Leftovers {
   size_t pages = 0;
   size_t restored = 0;
+  size_t held = 0;
   std::map<uint64_t, uint64_t> handlers;
 };
-Leftovers remove_leftovers(pid_t pid, TraceeMemory& mem);
+Leftovers remove_leftovers(pid_t pid, TraceeMemory& mem,
+                           const std::function<bool(uint64_t addr)>& held_by_other);
+
+// On a normal end, after the int3s are removed and the program's SIGTRAP handler is back:
+// empties the table of the page at `page`, so that no later gotap restores bytes at its
+// sites (where another tracer may have put its own int3 since).
+bool retire_table(TraceeMemory& mem, uint64_t page);
 
 // Makes the page's handler the tracee's SIGTRAP handler, and puts the program's own back.
 // Both inject rt_sigaction(2) into a stopped thread.

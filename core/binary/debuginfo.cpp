@@ -1,10 +1,18 @@
 #include "core/binary/debuginfo.h"
 
+#include <arpa/inet.h>
 #include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <libelf.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
 
 #include <cstdlib>
 #include <filesystem>
@@ -47,7 +55,80 @@ bool has_build_id_path(const std::string& found) {
   return found.find("/.build-id/") != std::string::npos;
 }
 
+// Host and port of an http(s) URL: "http://h:8002/x" -> {"h", "8002"}; IPv6 in brackets.
+std::optional<std::pair<std::string, std::string>> host_port(const std::string& url) {
+  size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return std::nullopt;
+  std::string proto = url.substr(0, scheme);
+  std::string rest = url.substr(scheme + 3);
+  rest = rest.substr(0, rest.find('/'));
+  if (size_t at = rest.rfind('@'); at != std::string::npos) rest = rest.substr(at + 1);
+  std::string host = rest, port = proto == "https" ? "443" : "80";
+  if (!rest.empty() && rest[0] == '[') {
+    size_t close = rest.find(']');
+    if (close == std::string::npos) return std::nullopt;
+    host = rest.substr(1, close - 1);
+    if (close + 1 < rest.size() && rest[close + 1] == ':') port = rest.substr(close + 2);
+  } else if (size_t colon = rest.rfind(':'); colon != std::string::npos) {
+    host = rest.substr(0, colon);
+    port = rest.substr(colon + 1);
+  }
+  if (host.empty() || port.empty()) return std::nullopt;
+  return std::make_pair(host, port);
+}
+
+// Why a TCP connection to host:port fails within two seconds, or "" when it succeeds.
+std::string connect_problem(const std::string& host, const std::string& port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0)
+    return gai_strerror(rc);
+  std::string problem = "no address";
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    int rc = connect(fd, a->ai_addr, a->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      rc = poll(&p, 1, 2000);
+      if (rc == 0) {
+        errno = ETIMEDOUT;
+        rc = -1;
+      } else if (rc > 0) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        errno = err;
+        rc = err ? -1 : 0;
+      }
+    }
+    if (rc == 0)
+      problem.clear();
+    else
+      problem = std::strerror(errno);
+    close(fd);
+    if (problem.empty()) break;
+  }
+  freeaddrinfo(res);
+  return problem;
+}
+
 }  // namespace
+
+std::vector<std::string> unreachable_debuginfod_servers() {
+  std::vector<std::string> out;
+  const char* urls = getenv("DEBUGINFOD_URLS");
+  if (!urls) return out;
+  std::istringstream in(urls);
+  std::string url;
+  while (in >> url) {
+    auto hp = host_port(url);
+    std::string problem = hp ? connect_problem(hp->first, hp->second) : "not an http(s) URL";
+    if (!problem.empty()) out.push_back(url + " does not answer (" + problem + ")");
+  }
+  return out;
+}
 
 std::optional<DebugFile> find_debug_file(const std::string& path,
                                          const std::vector<std::string>& extra_dirs) {

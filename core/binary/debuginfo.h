@@ -23,4 +23,9 @@ struct DebugFile {
 std::optional<DebugFile> find_debug_file(const std::string& path,
                                          const std::vector<std::string>& extra_dirs);
 
+// The servers of DEBUGINFOD_URLS that do not accept a connection, each as "URL does not answer
+// (reason)". libdebuginfod treats an unreachable server like one without the file, so a search that
+// found nothing cannot tell the user why; this is asked only then.
+std::vector<std::string> unreachable_debuginfod_servers();
+
 }  // namespace gotap

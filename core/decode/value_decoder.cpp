@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "core/decode/go_time.h"
+
 namespace gotap {
 
 using nlohmann::json;
@@ -248,11 +250,18 @@ json ValueDecoder::value_at(uint64_t ref, uint64_t addr, int depth) {
   if (t.kind == GoKind::Array && size > kMaxValueRead) {
     // Read only the elements that will be shown.
     const TInfo& e = info(t.elem);
+    if (e.valid && e.size == 1 && (e.kind == GoKind::Uint8 || e.kind == GoKind::Int8)) {
+      std::string b(std::min<uint64_t>(t.len, lim_.max_str), '\0');
+      if (!b.empty() && !mem_.read(addr, b.data(), b.size()))
+        return json{{"addr", hexaddr(addr)}, {"unreadable", true}};
+      return bytes_value(b, t.len, std::nullopt);
+    }
     uint64_t n = std::min<uint64_t>(t.len, lim_.max_elems);
     json arr = json::array();
     for (uint64_t i = 0; i < n && e.size; ++i)
       arr.push_back(value_at(t.elem, addr + i * e.size, depth));
-    return arr;
+    if (static_cast<int64_t>(arr.size()) == t.len) return arr;
+    return json{{"len", t.len}, {"elems", std::move(arr)}, {"truncated", true}};
   }
   if (size > kMaxValueRead) return json{{"addr", hexaddr(addr)}};
   std::vector<uint8_t> buf(size);
@@ -284,6 +293,16 @@ json ValueDecoder::string_value(uint64_t ptr, int64_t len) {
 }
 
 json ValueDecoder::slice_value(uint64_t elem, uint64_t ptr, int64_t len, int64_t cap, int depth) {
+  const TInfo& be = info(elem);
+  if (be.valid && be.size == 1 && (be.kind == GoKind::Uint8 || be.kind == GoKind::Int8)) {
+    // Bytes are read like a string's, up to --max-str, and shown as bytes, not numbers.
+    uint64_t n = len > 0 ? std::min<uint64_t>(len, lim_.max_str) : 0;
+    std::string b(n, '\0');
+    if (n && !mem_.read(ptr, b.data(), n)) b.clear();
+    json out = bytes_value(b, len, cap);
+    if (n && b.empty()) out["unreadable"] = true;
+    return out;
+  }
   json out = {{"len", len}, {"cap", cap}};
   json elems = json::array();
   const TInfo& e = info(elem);
@@ -305,6 +324,67 @@ json ValueDecoder::slice_value(uint64_t elem, uint64_t ptr, int64_t len, int64_t
   out["elems"] = std::move(elems);
   if (shown < len) out["truncated"] = true;
   return out;
+}
+
+json ValueDecoder::bytes_value(std::string_view read, int64_t len, std::optional<int64_t> cap) {
+  json out = {{"len", len}};
+  if (cap) out["cap"] = *cap;
+  std::string hex;
+  hex.reserve(read.size() * 2);
+  for (unsigned char c : read) hex += fmt::format("{:02x}", c);
+  out["bytes"] = std::move(hex);
+  if (static_cast<int64_t>(read.size()) < len) out["truncated"] = true;
+  return out;
+}
+
+void ValueDecoder::add_time(json& obj, const uint8_t* p, size_t n) {
+  if (n < 24) return;
+  // time.Time is {wall uint64; ext int64; loc *Location} in every Go release gotap reads.
+  GoInstant in = go_instant(word(p, n, 0), static_cast<int64_t>(word(p, n, 8)));
+  uint64_t loc = word(p, n, 16);
+  int64_t offset = 0;
+  std::string zone = "UTC";
+  bool known = loc == 0;  // nil is UTC
+  if (!known) {
+    // Location: name string, zone []zone, tx []zoneTrans, extend string, cacheStart,
+    // cacheEnd int64, cacheZone *zone; zone: name string, offset int, isDST bool. Go's
+    // lookup uses the cached zone when the instant is inside its range, and a location
+    // without zones is UTC; other cases need the transition table, left unread here.
+    uint64_t l[13];
+    if (mem_.read(loc, l, sizeof l)) {
+      int64_t nzones = static_cast<int64_t>(l[3]);
+      uint64_t zaddr = 0;
+      auto cstart = static_cast<int64_t>(l[10]), cend = static_cast<int64_t>(l[11]);
+      if (nzones == 0) {
+        known = true;
+      } else if (l[12] && cstart <= in.unix_sec && in.unix_sec < cend) {
+        zaddr = l[12];
+      } else if (nzones == 1) {
+        zaddr = l[2];
+      }
+      uint64_t z[3];
+      if (zaddr && mem_.read(zaddr, z, sizeof z) && z[1] <= 16) {
+        std::string name(z[1], '\0');
+        if (mem_.read(z[0], name.data(), name.size())) {
+          zone = sanitize_utf8(name);
+          offset = static_cast<int64_t>(z[2]);
+          known = true;
+        }
+      }
+    }
+  }
+  if (!known) {
+    offset = 0;
+    zone = "UTC";
+    obj["time_location_unread"] = true;
+  }
+  // Words that are no instant (a torn read, not a real Time) get no reading, only fields.
+  std::string text = format_go_time(in, offset, zone);
+  if (text.empty()) {
+    obj.erase("time_location_unread");
+    return;
+  }
+  obj["time"] = std::move(text);
 }
 
 json ValueDecoder::chan_value(uint64_t hchan) {
@@ -510,6 +590,8 @@ json ValueDecoder::value(uint64_t ref, const uint8_t* p, size_t n, int depth) {
       return sint(4);
     case GoKind::Int:
     case GoKind::Int64:
+      if (t.name == "time.Duration")
+        return json{{"duration", format_go_duration(sint(8))}, {"ns", sint(8)}};
       return sint(8);
     case GoKind::Uint8:
       return uint_(1);
@@ -544,27 +626,36 @@ json ValueDecoder::value(uint64_t ref, const uint8_t* p, size_t n, int depth) {
                          static_cast<int64_t>(word(p, n, 16)), depth);
     }
     case GoKind::Array: {
-      json arr = json::array();
       const TInfo& e = info(t.elem);
+      if (e.valid && e.size == 1 && (e.kind == GoKind::Uint8 || e.kind == GoKind::Int8))
+        return bytes_value(
+            std::string_view(reinterpret_cast<const char*>(p),
+                             std::min<size_t>({n, size_t(t.len), size_t(lim_.max_str)})),
+            t.len, std::nullopt);
+      json arr = json::array();
       int64_t shown = std::min<int64_t>(t.len, lim_.max_elems);
       for (int64_t i = 0; i < shown && e.valid && budget_ > 0; ++i) {
         uint64_t off = i * e.size;
         if (off > n || e.size > n - off) break;
         arr.push_back(value(t.elem, p + off, e.size, depth));
       }
-      return arr;
+      // A whole array is a plain list; one cut short says so, as a slice does.
+      if (static_cast<int64_t>(arr.size()) == t.len) return arr;
+      return json{{"len", t.len}, {"elems", std::move(arr)}, {"truncated", true}};
     }
     case GoKind::Struct: {
-      json obj = json::object();
+      // Names are data in an array, never keys: a field called "addr" or "raw" cannot be
+      // taken for one of gotap's marks, and the array keeps declaration order.
+      json fields = json::array();
       for (const auto& f : t.fields) {
         const TInfo& ft = info(f.type);
         uint64_t sz = ft.size;
-        if (f.offset > n || sz > n - f.offset) {
-          obj[f.name] = json{{"unreadable", true}};
-          continue;
-        }
-        obj[f.name] = value(f.type, p + f.offset, sz, depth);
+        json fv = (f.offset > n || sz > n - f.offset) ? json{{"unreadable", true}}
+                                                      : value(f.type, p + f.offset, sz, depth);
+        fields.push_back(json{{"name", f.name}, {"value", std::move(fv)}});
       }
+      json obj = {{"fields", std::move(fields)}};
+      if (t.name == "time.Time") add_time(obj, p, n);
       return obj;
     }
     case GoKind::Ptr: {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -104,6 +105,10 @@ class ValueDecoder {
   nlohmann::json map_value(const TInfo& t, uint64_t hmap, int depth);
   nlohmann::json iface_value(uint64_t w0, uint64_t data, bool eface, int depth);
   nlohmann::json func_value(uint64_t funcval);
+  // []byte and [N]byte: the bytes read (at most max_str) as hex, with len (and cap).
+  nlohmann::json bytes_value(std::string_view read, int64_t len, std::optional<int64_t> cap);
+  // time.Time's reading as Time.String() prints it, added to its struct object.
+  void add_time(nlohmann::json& obj, const uint8_t* p, size_t n);
   nlohmann::json chan_value(uint64_t hchan);
   static std::string hexaddr(uint64_t v);
 

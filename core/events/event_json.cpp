@@ -46,6 +46,7 @@ Event to_event(const CallEntry& e) {
 Event to_event(const CallReturn& e) {
   Event ev = site_fields("return", e);
   if (e.duration_ns) ev["duration_ns"] = *e.duration_ns;
+  if (e.wall_ns) ev["wall_ns"] = *e.wall_ns;
   ev["results"] = params(e.results);
   if (e.stack) ev["stack"] = *e.stack;
   return ev;

@@ -45,6 +45,9 @@ struct CallReturn : CallSite {
   CallReturn() = default;
   explicit CallReturn(CallSite s) : CallSite(std::move(s)) {}
   std::optional<uint64_t> duration_ns;  // absent when the entry was not seen
+  // ptrace: entry to return as the clock saw it, including the time gotap held the goroutine
+  // stopped (duration_ns leaves that out).
+  std::optional<uint64_t> wall_ns;
   std::vector<Param> results;
   std::optional<Event> stack;
 };

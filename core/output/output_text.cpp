@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -39,16 +41,22 @@ class TextWriter : public EventSink {
  public:
   explicit TextWriter(std::FILE* out) : out_(out) {}
 
+  ~TextWriter() override { print_counts(); }
+
   void emit(const Event& ev) override {
     const std::string kind = ev.value("event", "");
-    if (kind == "entry" || kind == "return" || kind == "unfinished") return call_line(kind, ev);
     if (kind == "count") return count_line(ev);
+    print_counts();
+    if (kind == "entry" || kind == "return" || kind == "unfinished") return call_line(kind, ev);
     if (kind == "latency") return latency_block(ev);
     if (kind == "summary") return summary(ev);
     if (kind == "gstate" || kind == "gcreate" || kind == "gexit") return goroutine_line(kind, ev);
     print(ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
-  void flush() override { std::fflush(out_); }
+  void flush() override {
+    print_counts();
+    std::fflush(out_);
+  }
 
  private:
   void print(const std::string& s) { std::fwrite(s.data(), 1, s.size(), out_); }
@@ -80,8 +88,11 @@ class TextWriter : public EventSink {
             "\n");
     } else if (kind == "return") {
       std::string res = param_list(ev.value("results", Event::array()));
-      print(head + "<- " + fn + (res.empty() ? "" : " = " + res) + "  (" +
-            format_duration(ev.value("duration_ns", uint64_t{0})) + ")\n");
+      // No duration_ns: the entry was not seen (docs/json.md), not a call of no length.
+      const std::string len = ev.contains("duration_ns")
+                                  ? format_duration(ev.value("duration_ns", uint64_t{0}))
+                                  : "unmatched: its entry was not seen";
+      print(head + "<- " + fn + (res.empty() ? "" : " = " + res) + "  (" + len + ")\n");
     } else {
       print(head + "<- " + fn +
             "  (unfinished: " + ev.value("reason", std::string("never returned")) + ")\n");
@@ -92,9 +103,19 @@ class TextWriter : public EventSink {
                           fr.is_string() ? fr.get<std::string>() : value_to_text(fr)));
   }
 
+  // Counts come together at the end of a run: held until the next other event, so that the
+  // column fits the longest name instead of a fixed width that long Go names overflow.
   void count_line(const Event& ev) {
-    header(fmt::format("{:<60} {:>12}\n", "FUNC", "COUNT").c_str());
-    print(fmt::format("{:<60} {:>12}\n", safe_name(ev, "func"), ev.value("count", uint64_t{0})));
+    counts_.emplace_back(safe_name(ev, "func"), ev.value("count", uint64_t{0}));
+  }
+
+  void print_counts() {
+    if (counts_.empty()) return;
+    size_t width = 4;
+    for (const auto& [name, n] : counts_) width = std::max(width, name.size());
+    header(fmt::format("{:<{}} {:>12}\n", "FUNC", width, "COUNT").c_str());
+    for (const auto& [name, n] : counts_) print(fmt::format("{:<{}} {:>12}\n", name, width, n));
+    counts_.clear();
   }
 
   void latency_block(const Event& ev) {
@@ -146,6 +167,7 @@ class TextWriter : public EventSink {
   }
 
   std::FILE* out_;
+  std::vector<std::pair<std::string, uint64_t>> counts_;
   std::string header_;
   uint64_t t0_ = 0;
 };

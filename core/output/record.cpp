@@ -23,6 +23,11 @@ Result<Event> parse_header(const std::string& path, std::istream& in) {
   if (header.is_discarded() || !header.is_object() || header.value("format", "") != "gotap-record")
     return make_error("{}: not a gotap record (made with --record FILE)", path);
   int version = header.value("version", 0);
+  if (version == 1)
+    return make_error(
+        "{}: record version 1 holds values in a format where a struct field can pass for "
+        "gotap's own marks; this gotap reads version {}: record it again",
+        path, kRecordVersion);
   if (version < 1 || version > kRecordVersion)
     return make_error("{}: record version {} is newer than this gotap reads ({})", path, version,
                       kRecordVersion);

@@ -62,19 +62,153 @@ std::string printable(const std::string& s) {
 
 namespace {
 
-std::string join_elems(const nlohmann::json& elems) {
+using nlohmann::json;
+
+std::string text(const json& v);
+
+std::string join_elems(const json& elems) {
   std::string out;
+  if (!elems.is_array()) return out;
   for (const auto& e : elems) {
     if (!out.empty()) out += ", ";
-    out += value_to_text(e);
+    out += text(e);
   }
   return out;
 }
 
-}  // namespace
+std::string str_of(const json& v) {
+  return v.is_string() ? v.get<std::string>()
+                       : v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
-std::string value_to_text(const nlohmann::json& v) {
-  using nlohmann::json;
+int64_t int_of(const json& v) {
+  return v.is_number_integer() ? v.get<int64_t>() : v.is_number() ? int64_t(v.get<double>()) : 0;
+}
+
+bool is_true(const json& v, const char* key) {
+  auto it = v.find(key);
+  return it != v.end() && it->is_boolean() && it->get<bool>();
+}
+
+// ", ...+N" after what was shown of N more elements.
+std::string more(size_t shown, int64_t len) {
+  int64_t rest = len - static_cast<int64_t>(shown);
+  if (rest <= 0) return "";
+  return fmt::format("{}...+{}", shown ? ", " : "", rest);
+}
+
+// Bytes as Go's %q when they are printable text, else as hex (Go's %x with 0x in front).
+std::string bytes_text(const json& v) {
+  std::string hex = str_of(v["bytes"]), raw;
+  auto nib = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    int hi = nib(hex[i]), lo = nib(hex[i + 1]);
+    if (hi < 0 || lo < 0) return "bytes(" + quote_go_string(hex) + ")";
+    raw.push_back(static_cast<char>(hi << 4 | lo));
+  }
+  std::string q = quote_go_string(raw);
+  // Printable: nothing had to be escaped as \xNN or \uNNNN (\n, \t, \" are text).
+  bool printable = true;
+  for (size_t i = 0; i + 1 < q.size(); ++i)
+    if (q[i] == '\\') {
+      if (q[i + 1] == 'x' || q[i + 1] == 'u') printable = false;
+      ++i;
+    }
+  std::string s = raw.empty() ? "\"\"" : printable ? q : "0x" + hex;
+  int64_t len = v.contains("len") ? int_of(v["len"]) : int64_t(raw.size());
+  if (is_true(v, "unreadable")) return fmt::format("<not captured (len {})>", len);
+  if (len > static_cast<int64_t>(raw.size())) s += fmt::format("...+{}", len - int64_t(raw.size()));
+  return s;
+}
+
+std::string struct_text(const json& fields, bool cut) {
+  std::string s = "{";
+  bool first = true;
+  for (const auto& f : fields) {
+    if (!first) s += ", ";
+    first = false;
+    if (f.is_object() && f.contains("name"))
+      s += str_of(f["name"]) + ":" + text(f.value("value", json()));
+    else
+      s += text(f);
+  }
+  if (cut) s += first ? "..." : ", ...";  // fields left out by --max-line
+  return s + "}";
+}
+
+std::string object_text(const json& v) {
+  // gotap's own objects, told apart by their marks: no Go name is ever a key here (a
+  // struct's fields are in "fields"), so a mark cannot be a field. Every accessor checks
+  // the JSON type: a record may hold anything.
+  //
+  // A value left out by the cap on one event's size (--max-line, line_cap.h).
+  if (v.size() == 1 && is_true(v, "truncated")) return "...";
+  if (v.contains("time")) {
+    std::string s = str_of(v["time"]);
+    if (is_true(v, "time_location_unread")) s += " (location not read)";
+    return s;
+  }
+  if (v.contains("duration")) return str_of(v["duration"]);
+  if (v.contains("fields")) return struct_text(v["fields"], is_true(v, "truncated"));
+  if (v.contains("bytes")) return bytes_text(v);
+  if (v.contains("str")) {  // a string cut short or not read
+    if (is_true(v, "unreadable"))
+      return fmt::format("<not captured (len {})>", str_of(v.value("len", json())));
+    std::string s = quote_go_string(str_of(v["str"]));
+    if (is_true(v, "truncated")) s += fmt::format("...(len {})", str_of(v.value("len", json())));
+    return s;
+  }
+  if (v.contains("location") && v["location"] == "unknown") return "<location unknown>";
+  // Untyped words that turned out to be an interface (a stripped binary's ArgInfo words, its
+  // dynamic type found in the runtime's type descriptors): shown as the interface.
+  if (v.contains("type") && v.contains("value"))
+    return str_of(v["type"]) + "(" + text(v["value"]) + ")";
+  if (v.contains("raw")) {
+    // Nothing captured: e.g. a float register, which a BPF program cannot read.
+    if (v["raw"].empty()) return "<not captured>";
+    return "raw" + text(v["raw"]);
+  }
+  if (v.contains("type")) return str_of(v["type"]) + "(?)";
+  if (v.contains("elems")) {  // slice, or an array cut short
+    int64_t len = v.contains("len") ? int_of(v["len"]) : int64_t(v["elems"].size());
+    return "[" + join_elems(v["elems"]) + more(v["elems"].is_array() ? v["elems"].size() : 0, len) +
+           "]";
+  }
+  if (v.contains("entries")) {  // map
+    std::string s = "map[";
+    size_t shown = 0;
+    if (v["entries"].is_array())
+      for (const auto& kv : v["entries"]) {
+        if (shown++) s += ", ";
+        if (kv.is_array() && kv.size() == 2)
+          s += text(kv[0]) + ":" + text(kv[1]);
+        else
+          s += text(kv);
+      }
+    if (v.contains("len")) s += more(shown, int_of(v["len"]));
+    return s + "]";
+  }
+  if (v.contains("func")) return str_of(v["func"]);
+  if (v.contains("addr") && v.contains("cap"))
+    return fmt::format("chan({}, len {}, cap {})", str_of(v["addr"]),
+                       str_of(v.value("len", json())), str_of(v["cap"]));
+  if (v.contains("elem")) return "&" + text(v["elem"]);
+  if (v.contains("addr")) {
+    if (is_true(v, "unreadable")) return "<unreadable at " + str_of(v["addr"]) + ">";
+    return "(*)" + str_of(v["addr"]);
+  }
+  if (v.contains("real") && v.contains("imag")) {
+    bool neg = v["imag"].is_number() && v["imag"].get<double>() < 0;
+    return "(" + v["real"].dump() + (neg ? "" : "+") + v["imag"].dump() + "i)";
+  }
+  if (is_true(v, "unreadable")) return "<unreadable>";
+  // A shape this gotap does not know (a newer record?): shown as JSON, never an error.
+  return v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string text(const json& v) {
   switch (v.type()) {
     case json::value_t::null:
       return "nil";
@@ -89,66 +223,22 @@ std::string value_to_text(const nlohmann::json& v) {
     case json::value_t::array:
       return "[" + join_elems(v) + "]";
     case json::value_t::object:
-      break;
+      return object_text(v);
     default:
       return v.dump(-1, ' ', false, json::error_handler_t::replace);
   }
-  if (v.value("unreadable", false) && v.contains("len"))  // a string whose bytes were not read
-    return fmt::format("<not captured (len {})>", v["len"].dump());
-  if (v.contains("str") && v.contains("len")) {  // a truncated string
-    std::string s = quote_go_string(v["str"].get<std::string>());
-    if (v.value("truncated", false)) s += fmt::format("...(len {})", v["len"].dump());
-    return s;
+}
+
+}  // namespace
+
+std::string value_to_text(const nlohmann::json& v) {
+  // Total: any shape prints something. The accessors above check types, and this is the
+  // last line of defence should one be missed: an event line is never lost to a value.
+  try {
+    return text(v);
+  } catch (const std::exception&) {
+    return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
-  if (v.value("location", "") == "unknown") return "<location unknown>";
-  // Untyped words that turned out to be an interface (a stripped binary's ArgInfo words, its
-  // dynamic type found in the runtime's type descriptors): shown as the interface.
-  if (v.contains("raw") && v.contains("type") && v.contains("value"))
-    return v["type"].get<std::string>() + "(" + value_to_text(v["value"]) + ")";
-  if (v.contains("raw")) {
-    // Nothing captured: e.g. a float register, which a BPF program cannot read.
-    if (v["raw"].empty()) return "<not captured>";
-    return "raw" + value_to_text(v["raw"]);
-  }
-  if (v.contains("type") && v.contains("value") && v.size() == 2)  // interface
-    return v["type"].get<std::string>() + "(" + value_to_text(v["value"]) + ")";
-  if (v.contains("elems") && v.contains("len")) {  // slice
-    std::string s = "[" + join_elems(v["elems"]);
-    if (v.value("truncated", false))
-      s += fmt::format("{}...+{}", v["elems"].empty() ? "" : ", ",
-                       v["len"].get<int64_t>() - int64_t(v["elems"].size()));
-    return s + "]";
-  }
-  if (v.contains("entries") && v.contains("len")) {  // map
-    std::string s = "map[";
-    bool first = true;
-    for (const auto& kv : v["entries"]) {
-      if (!first) s += ", ";
-      first = false;
-      if (kv.is_array() && kv.size() == 2) s += value_to_text(kv[0]) + ":" + value_to_text(kv[1]);
-    }
-    if (v["len"].is_number() && v["len"].get<size_t>() > v["entries"].size()) s += ", ...";
-    return s + "]";
-  }
-  if (v.contains("addr") && v.contains("func")) return v["func"].get<std::string>();
-  if (v.contains("addr") && v.contains("cap") && v.contains("len"))
-    return fmt::format("chan({}, len {}, cap {})", v["addr"].get<std::string>(), v["len"].dump(),
-                       v["cap"].dump());
-  if (v.contains("addr") && v.size() <= 2) {  // pointer
-    if (v.contains("elem")) return "&" + value_to_text(v["elem"]);
-    return "(*)" + v["addr"].get<std::string>();
-  }
-  if (v.contains("real") && v.contains("imag") && v.size() == 2)
-    return "(" + v["real"].dump() + (v["imag"].get<double>() < 0 ? "" : "+") + v["imag"].dump() +
-           "i)";
-  std::string s = "{";  // struct
-  bool first = true;
-  for (auto it = v.begin(); it != v.end(); ++it) {
-    if (!first) s += ", ";
-    first = false;
-    s += it.key() + ":" + value_to_text(it.value());
-  }
-  return s + "}";
 }
 
 std::string format_duration(uint64_t ns) {

@@ -98,6 +98,9 @@ Result<std::unique_ptr<GoBinary>> GoBinary::open(const std::string& path, const 
       } else if (!ddw) {
         b->warnings_.push_back(ddw.error().what() + " (separate debug file ignored)");
       }
+    } else {
+      for (const auto& s : unreachable_debuginfod_servers())
+        b->warnings_.push_back("debuginfod server " + s + "; no debug file could come from it");
     }
   }
 

@@ -11,9 +11,10 @@ of the block, are the output it must print (stdout and stderr together). In that
   - a line that is only "..." matches any number of lines, none included.
 A command's exit status must be 0 unless its output shows "[exit N]" as its last line.
 
-Commands run from REPO_ROOT with bash, one after another, so a file can build on what its
-earlier blocks made. Other blocks (```sh) are not run: README.md's first one is the machine
-setup, which CI itself runs as `./dev.sh test`.
+Commands run from REPO_ROOT with `bash -o pipefail` (so `gotap ... | grep` fails when gotap
+does), one after another, so a file can build on what its earlier blocks made. Other
+blocks (```sh) are not run: README.md's first one is the machine setup, which CI itself runs
+as `./dev.sh test`.
 Exit status: 0 when every block passed, 1 otherwise. A summary line "N passed, N failed"
 ends the output.
 """
@@ -88,7 +89,7 @@ def main():
                 if want and re.fullmatch(r"\[exit (\d+)\]", want[-1].strip() if want else ""):
                     status = int(re.fullmatch(r"\[exit (\d+)\]", want[-1].strip()).group(1))
                     want = want[:-1]
-                r = subprocess.run(["bash", "-c", cmd], cwd=root, stdout=subprocess.PIPE,
+                r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=root, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    timeout=600, env=dict(os.environ, LC_ALL="C.UTF-8"))
                 got = r.stdout.decode("utf-8", "replace").split("\n")

@@ -9,7 +9,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -117,6 +119,26 @@ std::vector<json> events_of(const std::vector<json>& evs, const std::string& kin
   return out;
 }
 
+// A struct field's value by name, through pointers, whatever shape the struct's JSON has
+// (an object of fields, or a list of {"name", "value"}); -1 when it is not there.
+int64_t field_of(const json& v, const std::string& name) {
+  if (v.is_object()) {
+    if (v.contains("elem")) return field_of(v["elem"], name);
+    if (v.contains(name) && v[name].is_number_integer()) return v[name].get<int64_t>();
+    for (const auto& [k, x] : v.items())
+      if (x.is_array() || x.is_object())
+        if (int64_t got = field_of(x, name); got >= 0) return got;
+  } else if (v.is_array()) {
+    for (const auto& x : v) {
+      if (x.is_object() && x.value("name", "") == name && x.contains("value") &&
+          x["value"].is_number_integer())
+        return x["value"].get<int64_t>();
+      if (int64_t got = field_of(x, name); got >= 0) return got;
+    }
+  }
+  return -1;
+}
+
 class PtraceTrace : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -138,7 +160,8 @@ TEST_F(PtraceTrace, AcceptanceValuesEqualGroundTruth) {
     auto entries = events_of(r.events, "entry");
     auto returns = events_of(r.events, "return");
     std::vector<json> calls, rets;
-    for (auto& g : gt) (g["gt"] == "call" ? calls : rets).push_back(g);
+    for (auto& g : gt)  // the fixture prints other functions' ground truth too
+      if (g.value("func", "") == "main.Acceptance") (g["gt"] == "call" ? calls : rets).push_back(g);
     ASSERT_FALSE(calls.empty()) << r.stdout_text;
     ASSERT_EQ(entries.size(), calls.size());
     ASSERT_EQ(returns.size(), rets.size());
@@ -220,6 +243,40 @@ TEST_F(PtraceTrace, CountExactAcrossMorestack) {
   if (refiring == 0) GTEST_SKIP() << "no fixture's plan probes main.grow where it re-fires";
 }
 
+// A site that two functions share (a wrapper's RET that is also its target's, one inlined copy
+// that starts where another does) is one int3 with two roles. It is placed; it was reported as
+// "N of M probe sites not placed (first: )", a warning with no reason and nothing wrong.
+TEST_F(PtraceTrace, SharedSitesAreNotReportedUnplaced) {
+  size_t runs = 0;
+  for (const Fixture& f : all_fixtures("args")) {
+    if (f.flavour != "default") continue;
+    SCOPED_TRACE(f.path);
+    // These packages share sites in the args fixture of every Go version in the matrix.
+    const std::string pattern = "re:^(main|strings|strconv|fmt)\\.";
+    auto bin = GoBinary::open(f.path);
+    ASSERT_TRUE(bin);
+    auto plan = (*bin)->plan({pattern}, PlanOptions{});
+    ASSERT_TRUE(plan);
+    std::map<uint64_t, int> uses;
+    for (const auto& fn : plan->funcs) {
+      std::set<uint64_t> sites(fn.ret_sites.begin(), fn.ret_sites.end());
+      if (fn.entry_probe) sites.insert(fn.entry_probe);
+      for (const auto& in : fn.inline_sites) sites.insert(in.pc);
+      for (uint64_t s : sites) ++uses[s];
+    }
+    size_t shared = 0;
+    for (const auto& [pc, n] : uses) shared += n > 1;
+    if (shared == 0) continue;  // nothing shared in this build: nothing to show
+    testing::RunResult r = testing::run_command(
+        {testing::gotap_binary(), "count", "--backend=ptrace", pattern, "--", f.path}, 180);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err.find("not placed"), std::string::npos) << shared << " shared sites\n" << r.err;
+    EXPECT_NE(r.out.find("main.Acceptance"), std::string::npos) << r.out;
+    ++runs;
+  }
+  if (runs == 0) GTEST_SKIP() << "no args fixture with shared sites built";
+}
+
 TEST_F(PtraceTrace, StressOutputUnchanged) {
   auto fx = all_fixtures("stress");
   if (fx.empty()) GTEST_SKIP() << "no stress fixtures built";
@@ -272,7 +329,11 @@ TEST_F(PtraceTrace, AttachedProcessKeepsRunningAfterDetach) {
     o.duration_s = 0.3;
     TraceRun r = trace(f.path, {"main.processOrder"}, o);
     ASSERT_TRUE(r.ok) << r.error;
-    EXPECT_FALSE(events_of(r.events, "entry").empty());
+    auto entries = events_of(r.events, "entry");
+    // 0.3 s of a 2 ms loop: far more than a handful of calls were traced.
+    EXPECT_GE(entries.size(), 20u);
+    std::vector<int64_t> ids;
+    for (const auto& e : entries) ids.push_back(field_of(e["args"][0]["value"], "ID"));
     auto sum = events_of(r.events, "summary");
     ASSERT_EQ(sum.size(), 1u);
     EXPECT_EQ(sum[0]["ended_by"], "stop");
@@ -285,6 +346,11 @@ TEST_F(PtraceTrace, AttachedProcessKeepsRunningAfterDetach) {
     ASSERT_EQ(waitpid(c, &st, 0), c);
     EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
     EXPECT_EQ(got, want);
+    // The traced calls are the orders the program printed, one after another, each once.
+    for (size_t i = 0; i < ids.size(); ++i) {
+      EXPECT_NE(got.find("order id=" + std::to_string(ids[i]) + " "), std::string::npos) << ids[i];
+      if (i) EXPECT_EQ(ids[i], ids[i - 1] + 1) << "calls traced out of order or twice";
+    }
   }
 }
 

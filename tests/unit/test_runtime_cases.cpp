@@ -26,7 +26,8 @@
 //   "exit_code", "no_unfinished", "event_counts", "min_event_counts", "each_event",
 //   "summary", "calls_match_ground_truth", "may_be_incomplete",
 //   "latency_matches_ground_truth", "unfinished_match_entries",
-//   "inlined_match_ground_truth", "goroutines_match_ground_truth".
+//   "inlined_match_ground_truth", "goroutines_match_ground_truth",
+//   "durations_within_ground_truth".
 // Ground truth is what the fixture prints: {"gt":...} JSON lines, or "gt KIND key=value ..."
 // text lines read as {"gt": KIND, key: value, ...}.
 //
@@ -219,14 +220,24 @@ std::map<std::string, std::vector<json>> by_func(const std::vector<json>& evs,
 }
 
 // Whether the backend captured all of v: no raw words, no truncation, no pointer left
-// unfollowed, no placeholder string.
+// unfollowed, no placeholder string. Only gotap's own marks are looked at: a struct's field
+// names are data in its "fields" array (docs/json.md), never keys, so a field named "raw",
+// "addr" or "truncated" is compared like any other.
 bool complete(const json& v) {
   if (v.is_object()) {
+    if (v.contains("fields")) {
+      if (!v["fields"].is_array()) return false;
+      for (const auto& f : v["fields"])
+        if (!f.is_object() || !complete(f.value("value", json()))) return false;
+      return true;
+    }
     // An interface recognised among untyped words keeps those words in "raw" next to its
     // dynamic type and value: complete when the value is.
     if (v.contains("raw") && v.contains("type") && v.contains("value")) return complete(v["value"]);
     if (v.contains("raw") || v.contains("truncated") || v.contains("unreadable")) return false;
-    if (v.contains("addr") && !v.contains("elem") && !v.contains("func")) return false;
+    // A pointer without its pointee (a chan's or func's address needs none).
+    if (v.contains("addr") && !v.contains("elem") && !v.contains("func") && !v.contains("cap"))
+      return false;
     for (const auto& [k, e] : v.items())
       if (!complete(e)) return false;
   } else if (v.is_array()) {
@@ -238,7 +249,38 @@ bool complete(const json& v) {
   return true;
 }
 
-// v without addresses (they differ from run to run) and with map entries sorted.
+// Compares what the backend captured of `got` with `want`: whole when complete, else field by
+// field through structs, pointees and interface payloads, skipping only the parts not
+// captured. Counts the values compared whole.
+void expect_captured(const json& want, const json& got, const std::string& path, size_t* n) {
+  if (complete(got)) {
+    expect_contains(want, got, path);
+    ++*n;
+    return;
+  }
+  if (!want.is_object() || !got.is_object()) return;
+  if (want.contains("fields") && got.contains("fields")) {
+    const json &wf = want["fields"], &gf = got["fields"];
+    ASSERT_TRUE(wf.is_array() && gf.is_array() && wf.size() == gf.size())
+        << path << ": fields " << wf << " vs " << gf;
+    for (size_t i = 0; i < wf.size(); ++i) {
+      const std::string at = path + "." + wf[i].value("name", "?");
+      EXPECT_EQ(gf[i].value("name", ""), wf[i].value("name", "")) << at << " (declaration order)";
+      expect_captured(wf[i].value("value", json()), gf[i].value("value", json()), at, n);
+    }
+    return;
+  }
+  if (want.contains("elem") && got.contains("elem")) {
+    expect_captured(want["elem"], got["elem"], path + ".elem", n);
+  } else if (want.contains("type") && got.contains("type") && want.contains("value")) {
+    EXPECT_EQ(got["type"], want["type"]) << path << ".type";
+    if (got.contains("value")) expect_captured(want["value"], got["value"], path + ".value", n);
+  }
+}
+
+// v without pointer addresses (they differ from run to run) and with map entries sorted.
+// "addr" is a key of gotap's pointer, chan, func and unreadable-memory objects only (struct
+// fields are in "fields"), so a field named addr stays.
 json normalized(const json& v) {
   if (v.is_array()) {
     json out = json::array();
@@ -340,6 +382,7 @@ void expect_calls_match(const json& spec, const json& incomplete_ok, const CaseR
         if (incomplete_ok.is_object() && !complete(gv)) {
           EXPECT_FALSE(must_be_complete.count(want[k].value("type", "")))
               << where << " (" << want[k]["type"] << ") must be complete: " << gv;
+          expect_captured(want[k]["value"], gv, where, &compared);
           continue;
         }
         expect_contains(want[k]["value"], gv, where);
@@ -347,7 +390,8 @@ void expect_calls_match(const json& spec, const json& incomplete_ok, const CaseR
       }
     }
   }
-  EXPECT_GE(compared, spec.value("min_compared", size_t{0})) << "values compared";
+  // Values are compared, never silently none: at least one unless a case says how many.
+  EXPECT_GE(compared, spec.value("min_compared", size_t{1})) << "values compared";
 }
 
 // The ground truth's calls per function: every function, or only those of `funcs` (each
@@ -394,6 +438,67 @@ void expect_latency_match(const json& spec, const CaseRun& run) {
   }
 }
 
+// "durations_within_ground_truth": {"func": F}. The fixture prints, per call of F, the window
+// its caller measured around the call on CLOCK_MONOTONIC (gotap's clock):
+// "gt window func=F goid=G ms=M start=S end=E", M the least the call lasts. Traced (entry and
+// return events): the calls of each goroutine, in order, lie inside their windows (entry at or
+// after S, return at or before E) and last between M ms and E - S. Timed (a latency event):
+// as many calls, none shorter than the shortest M nor longer than the longest window. Bounds
+// on both sides that no load can break: a duration in the wrong bucket fails.
+void expect_durations_within(const json& spec, const CaseRun& run) {
+  const std::string func = spec.at("func");
+  std::map<int64_t, std::vector<json>> windows;  // by goid, in the order they were printed
+  size_t total = 0;
+  int64_t min_ms = INT64_MAX, max_window = 0;
+  for (const auto& g : run.gt)
+    if (g.value("gt", "") == "window" && g.value("func", "") == func) {
+      windows[g["goid"].get<int64_t>()].push_back(g);
+      min_ms = std::min(min_ms, g["ms"].get<int64_t>());
+      max_window = std::max(max_window, g["end"].get<int64_t>() - g["start"].get<int64_t>());
+      ++total;
+    }
+  ASSERT_GT(total, 0u) << "no gt window lines for " << func << ":\n" << run.result.out;
+  for (auto& [goid, ws] : windows)
+    std::sort(ws.begin(), ws.end(), [](const json& a, const json& b) {
+      return a["start"].get<int64_t>() < b["start"].get<int64_t>();
+    });
+  auto lat = by_func(run.events, "latency")[func];
+  auto returns = by_func(run.events, "return")[func];
+  ASSERT_TRUE(!lat.empty() || !returns.empty()) << "neither calls nor latency of " << func;
+  if (!lat.empty()) {
+    ASSERT_EQ(lat.size(), 1u);
+    EXPECT_EQ(lat[0]["count"].get<size_t>(), total) << lat[0];
+    EXPECT_GE(lat[0]["min_ns"].get<int64_t>(), min_ms * 1000000) << lat[0];
+    EXPECT_LE(lat[0]["max_ns"].get<int64_t>(), max_window) << lat[0];
+  }
+  if (returns.empty()) return;
+  std::map<int64_t, std::vector<json>> entries_of, returns_of;
+  const auto entries = by_func(run.events, "entry")[func];
+  for (const auto& e : entries) entries_of[e["goid"].get<int64_t>()].push_back(e);
+  for (const auto& r : returns) returns_of[r["goid"].get<int64_t>()].push_back(r);
+  size_t checked = 0;
+  for (const auto& [goid, ws] : windows) {
+    const auto& es = entries_of[goid];
+    const auto& rs = returns_of[goid];
+    ASSERT_EQ(es.size(), ws.size()) << "entries of goroutine " << goid;
+    ASSERT_EQ(rs.size(), ws.size()) << "returns of goroutine " << goid;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      const int64_t start = ws[i]["start"], end = ws[i]["end"], ms = ws[i]["ms"];
+      const int64_t entered = es[i]["ts_ns"], returned = rs[i]["ts_ns"];
+      const int64_t dur = rs[i]["duration_ns"];
+      SCOPED_TRACE("goroutine " + std::to_string(goid) + " call " + std::to_string(i) + ": " +
+                   ws[i].dump() + " " + es[i].dump() + " " + rs[i].dump());
+      EXPECT_GE(entered, start);
+      EXPECT_LE(returned, end);
+      EXPECT_GE(dur, ms * 1000000);
+      EXPECT_LE(dur, end - start);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, total);
+  EXPECT_EQ(returns.size(), total);
+}
+
 // "unfinished_match_entries": every unfinished call has the contract's fields, an entry event
 // of the same function entered when it says (same goid, pid, tid), no return, and lasted at
 // least min_duration_ns (default 0).
@@ -422,7 +527,7 @@ void expect_unfinished_match(const json& spec, const CaseRun& run) {
     EXPECT_EQ((*entry)["tid"], u["tid"]) << u;
     for (const auto& r : returns[u["func"]])
       EXPECT_FALSE(r["goid"] == u["goid"] && r["ts_ns"].get<uint64_t>() >= entered &&
-                   r.value("duration_ns", uint64_t{0}) == r["ts_ns"].get<uint64_t>() - entered)
+                   r.value("wall_ns", uint64_t{0}) == r["ts_ns"].get<uint64_t>() - entered)
           << "the unfinished call returned: " << r;
   }
 }
@@ -542,6 +647,8 @@ void expect_run(const json& expect, const std::string& backend, const CaseRun& r
     expect_goroutines_match(expect["goroutines_match_ground_truth"], run);
   if (expect.contains("latency_matches_ground_truth"))
     expect_latency_match(expect["latency_matches_ground_truth"], run);
+  if (expect.contains("durations_within_ground_truth"))
+    expect_durations_within(expect["durations_within_ground_truth"], run);
   if (expect.contains("unfinished_match_entries"))
     expect_unfinished_match(expect["unfinished_match_entries"], run);
   if (expect.contains("inlined_match_ground_truth"))

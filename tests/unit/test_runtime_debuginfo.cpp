@@ -148,6 +148,34 @@ TEST_F(Debuginfo, FoundThroughDebuginfod) {
   fs::remove_all(tmp);
 }
 
+// A DEBUGINFOD_URLS server that does not answer is named once, not passed over in silence:
+// without the line, a stripped binary's missing types look like a missing debug file.
+TEST_F(Debuginfo, UnreachableServerIsNamed) {
+  const Split& s = splits_.front();
+  const fs::path tmp = fs::temp_directory_path() / ("gotap-dbgd-down-" + std::to_string(getpid()));
+  fs::create_directories(tmp);
+  fs::path lone = tmp / "args";
+  fs::copy_file(s.binary, lone, fs::copy_options::overwrite_existing);
+  // Port 1 on loopback: nothing listens there, so the connection is refused at once.
+  const std::string url = "http://127.0.0.1:1";
+  for (const char* cmd : {"info", "funcs"}) {
+    SCOPED_TRACE(cmd);
+    RunResult r = run_command(
+        {"/usr/bin/env", "DEBUGINFOD_URLS=" + url,
+         "DEBUGINFOD_CACHE_PATH=" + (tmp / "cache").string(), gotap_binary(), cmd, lone.string()},
+        60);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const std::string line = "gotap: warning: debuginfod server " + url + " does not answer";
+    EXPECT_NE(r.err.find(line), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find(line), r.err.rfind(line)) << "said more than once:\n" << r.err;
+  }
+  // A binary that found nothing with no server set says nothing about servers.
+  RunResult quiet = run_command(
+      {"/usr/bin/env", "-u", "DEBUGINFOD_URLS", gotap_binary(), "info", lone.string()}, 60);
+  EXPECT_EQ(quiet.err.find("debuginfod"), std::string::npos) << quiet.err;
+  fs::remove_all(tmp);
+}
+
 // Traced, per backend, the split build decodes every value the DWARF build decodes.
 TEST_F(Debuginfo, DecodesWhatTheDwarfBuildDecodes) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace and BPF)";

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -106,6 +107,48 @@ TEST_P(AttachedServer, ExactCountsAndServesAfterDetach) {
   ASSERT_TRUE(count) << out;
   EXPECT_EQ(*count, static_cast<uint64_t>(kRequests));
   expect_serves_after_detach();
+}
+
+// A record of an attached trace names the file the process runs, not /proc/PID/exe (which
+// means nothing once the process is gone), and the files gotap writes hold the program's
+// memory: they are the owner's alone, as perf.data is.
+TEST_P(AttachedServer, RecordNamesTheBinaryAndFilesArePrivate) {
+  const std::string fn = "net/http.(*conn).serve";
+  const std::string rec = (srv_.dir() / "trace.rec").string();
+  std::string out =
+      trace_under_load({"count", "--backend", GetParam(), "--json", "--record", rec, fn});
+  std::istringstream in(read_file(rec));
+  std::string first;
+  ASSERT_TRUE(std::getline(in, first));
+  json header = json::parse(first, nullptr, false);
+  ASSERT_TRUE(header.is_object()) << first;
+  char exe[4096];
+  ssize_t n = readlink(("/proc/" + std::to_string(srv_.pid()) + "/exe").c_str(), exe, sizeof exe);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(header.dump().find("/proc/"), std::string::npos) << header;
+  EXPECT_NE(header.dump().find(std::string(exe, static_cast<size_t>(n))), std::string::npos)
+      << header;
+  for (const std::string& f : {rec, (srv_.dir() / "gotap.out").string()}) {
+    struct stat st {};
+    ASSERT_EQ(stat(f.c_str(), &st), 0) << f;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << f;
+  }
+  EXPECT_NE(out.find("\"count\":" + std::to_string(kRequests)), std::string::npos) << out;
+}
+
+// graph's ROOT may be a pointer-receiver method: `(*` in a name is a receiver, not a glob.
+TEST_P(AttachedServer, GraphTakesAPointerReceiverRoot) {
+  const std::string root = "net/http.(*conn).serve";
+  std::string out =
+      trace_under_load({"graph", "--backend", GetParam(), root, "net/http.(*conn).readRequest"});
+  size_t roots = 0, reads = 0;
+  std::istringstream lines(out);
+  for (std::string l; std::getline(lines, l);) {
+    roots += l.find(root + "() {") != std::string::npos;
+    reads += l.find("net/http.(*conn).readRequest(") != std::string::npos;
+  }
+  EXPECT_EQ(roots, static_cast<size_t>(kRequests)) << out.substr(0, 2000);
+  EXPECT_GE(reads, static_cast<size_t>(kRequests)) << out.substr(0, 2000);
 }
 
 // Attached to a running server, `gotap goroutines` sees each connection's goroutine created

@@ -25,6 +25,7 @@ std::vector<TypedEvent> every_kind() {
   e.stack = Event::array();
   CallReturn r{site("main.f", 2)};
   r.duration_ns = 1;
+  r.wall_ns = 2;
   r.results.push_back({"~r0", "error", nullptr});
   r.stack = Event::array();
   LatencySummary l;

@@ -39,7 +39,27 @@ class FakeMemory : public MemoryReader {
 };
 
 // A tiny type graph: int, string, []int, struct P{X int; S string}, *P, *int, interface{}.
-enum : TypeId { kInt = 1, kString, kSliceInt, kP, kPtrP, kEface, kPtrInt, kMapStrInt, kArr3 };
+enum : TypeId {
+  kInt = 1,
+  kString,
+  kSliceInt,
+  kP,
+  kPtrP,
+  kEface,
+  kPtrInt,
+  kMapStrInt,
+  kArr3,
+  kUint8,
+  kBytes,
+  kArr4Bytes,
+  kMarks,
+  kDuration,
+  kTime,
+  kPtrLoc,
+  kLoc,
+  kUint64,
+  kArrBigBytes,
+};
 
 TypeGraph make_graph() {
   TypeGraph g;
@@ -66,6 +86,40 @@ TypeGraph make_graph() {
        .elem = kInt,
        .key = kString});
   add({.id = kArr3, .name = "[3]int", .kind = GoKind::Array, .size = 24, .elem = kInt, .count = 3});
+  add({.id = kUint8, .name = "uint8", .kind = GoKind::Uint8, .size = 1});
+  // DWARF names a []byte's element through its array field, as the Go compiler writes it.
+  add({.id = kBytes, .name = "[]uint8", .kind = GoKind::Slice, .size = 24, .elem = kUint8});
+  add({.id = kArr4Bytes,
+       .name = "[4]uint8",
+       .kind = GoKind::Array,
+       .size = 4,
+       .elem = kUint8,
+       .count = 4});
+  // A struct whose field names are gotap's marks, in an order that is not sorted.
+  add({.id = kMarks,
+       .name = "main.Marks",
+       .kind = GoKind::Struct,
+       .size = 64,
+       .fields = {{"raw", kBytes, 0},
+                  {"addr", kInt, 24},
+                  {"location", kString, 32},
+                  {"elem", kPtrInt, 48},
+                  {"unreadable", kInt, 56}}});
+  add({.id = kUint64, .name = "uint64", .kind = GoKind::Uint64, .size = 8});
+  add({.id = kArrBigBytes,
+       .name = "[100000]uint8",
+       .kind = GoKind::Array,
+       .size = 100000,
+       .elem = kUint8,
+       .count = 100000});
+  add({.id = kDuration, .name = "time.Duration", .kind = GoKind::Int64, .size = 8});
+  add({.id = kLoc, .name = "time.Location", .kind = GoKind::Struct, .size = 104});
+  add({.id = kPtrLoc, .name = "*time.Location", .kind = GoKind::Ptr, .size = 8, .elem = kLoc});
+  add({.id = kTime,
+       .name = "time.Time",
+       .kind = GoKind::Struct,
+       .size = 24,
+       .fields = {{"wall", kUint64, 0}, {"ext", kInt, 8}, {"loc", kPtrLoc, 16}}});
   g.index();
   return g;
 }
@@ -142,7 +196,8 @@ TEST(ValueDecoder, ScalarsStringsSlicesStructsPointers) {
   EXPECT_EQ(sl, json({{"len", 3}, {"cap", 4}, {"elems", {10, 20, 30}}}));
   json p = d.decode_param(reg_param("p", kPtrP, 8, {ireg(6, 0)}), rs)["value"];
   EXPECT_EQ(p["addr"], "0x3000");
-  EXPECT_EQ(p["elem"], json({{"X", 7}, {"S", "hello"}}));
+  EXPECT_EQ(p["elem"], json::parse(R"({"fields":[{"name":"X","value":7},
+                                              {"name":"S","value":"hello"}]})"));
   EXPECT_TRUE(d.decode_param(reg_param("nil", kPtrP, 8, {ireg(7, 0)}), rs)["value"].is_null());
   // A stack-resident argument.
   m.put_u64s(0x7000, {0xdead, 1, 2, 3});
@@ -213,7 +268,8 @@ TEST(ValueDecoder, InterfacesThroughTypeDescriptors) {
               json({{"type", "int"}, {"value", 42}}));
     json pv = d.decode_interface(kTypes + 0x300, 0x9100, true);
     EXPECT_EQ(pv["type"], "*main.P");
-    EXPECT_EQ(pv["value"]["elem"], json({{"X", -5}, {"S", "hi"}}));
+    EXPECT_EQ(pv["value"]["elem"], json::parse(R"({"fields":[{"name":"X","value":-5},
+                                                         {"name":"S","value":"hi"}]})"));
     // iface: itab {inter, type, ...}
     put_rtype(m, v, 0x500, GoKind::Interface, 16, false, "error", 0x1040);
     m.put_u64s(0xB000, {kTypes + 0x500, kTypes + 0x300, 0, 0});
@@ -233,6 +289,94 @@ TEST(ValueDecoder, InterfacesThroughTypeDescriptors) {
                                           60));
     EXPECT_FALSE(d.guess_interface(kTypes + 0x600, 1).has_value());
   }
+}
+
+// Field names are data: a struct whose fields are named like gotap's marks decodes like any
+// other, in declaration order (issue 19 item 4).
+TEST(ValueDecoder, StructFieldsNamedLikeMarksInDeclarationOrder) {
+  TypeGraph g = make_graph();
+  FakeMemory m;
+  m.put_str(0x1000, std::string("r\0w", 3));
+  m.put_str(0x1100, "loc");
+  m.put_u64s(0x1200, {77});
+  // raw []byte{0x1000, 3, 8}, addr 5, location "loc", elem &77, unreadable 1
+  m.put_u64s(0x3000, {0x1000, 3, 8, 5, 0x1100, 3, 0x1200, 1});
+  ValueDecoder d(m, env_for(&g, ver(22)), DecodeLimits{});
+  json v = d.decode_at(kMarks, 0x3000);
+  json want = json::parse(R"({"fields":[
+      {"name":"raw","value":{"len":3,"cap":8,"bytes":"720077"}},
+      {"name":"addr","value":5},
+      {"name":"location","value":"loc"},
+      {"name":"elem","value":{"addr":"0x1200","elem":77}},
+      {"name":"unreadable","value":1}]})");
+  EXPECT_EQ(v, want);
+}
+
+TEST(ValueDecoder, BytesAndArraysCutShortAreMarked) {
+  TypeGraph g = make_graph();
+  FakeMemory m;
+  m.put_str(0x1000, "hello, world");
+  DecodeLimits lim;
+  lim.max_str = 5;
+  lim.max_elems = 2;
+  ValueDecoder d(m, env_for(&g, ver(22)), lim);
+  uint64_t sl[3] = {0x1000, 12, 16};
+  // []byte: read up to --max-str like a string, exact bytes as hex, cut marked.
+  EXPECT_EQ(d.decode(kBytes, {reinterpret_cast<uint8_t*>(sl), 24}),
+            json({{"len", 12}, {"cap", 16}, {"bytes", "68656c6c6f"}, {"truncated", true}}));
+  // A []byte whose bytes cannot be read says so.
+  uint64_t bad[3] = {0xdead0000, 3, 3};
+  json u = d.decode(kBytes, {reinterpret_cast<uint8_t*>(bad), 24});
+  EXPECT_EQ(u["unreadable"], true);
+  EXPECT_EQ(u["len"], 3);
+  // [4]byte: whole.
+  uint8_t a4[4] = {0xde, 0xad, 0xbe, 0xef};
+  EXPECT_EQ(d.decode(kArr4Bytes, {a4, 4}), json({{"len", 4}, {"bytes", "deadbeef"}}));
+  // [4]byte beyond --max-str: cut at it and marked.
+  DecodeLimits three;
+  three.max_str = 3;
+  ValueDecoder short_str(m, env_for(&g, ver(22)), three);
+  EXPECT_EQ(short_str.decode(kArr4Bytes, {a4, 4}),
+            json({{"len", 4}, {"bytes", "deadbe"}, {"truncated", true}}));
+  // An array too large to read at once: only the bytes shown are read.
+  m.put_str(0x40000, std::string(100000, 'z'));
+  EXPECT_EQ(short_str.decode_at(kArrBigBytes, 0x40000),
+            json({{"len", 100000}, {"bytes", "7a7a7a"}, {"truncated", true}}));
+  // [3]int beyond --max-elems: cut and marked like a slice, not a shorter plain list.
+  int64_t a3[3] = {1, 2, 3};
+  EXPECT_EQ(d.decode(kArr3, {reinterpret_cast<uint8_t*>(a3), 24}),
+            json({{"len", 3}, {"elems", {1, 2}}, {"truncated", true}}));
+  ValueDecoder whole(m, env_for(&g, ver(22)), DecodeLimits{});
+  EXPECT_EQ(whole.decode(kArr3, {reinterpret_cast<uint8_t*>(a3), 24}), json({1, 2, 3}));
+}
+
+TEST(ValueDecoder, DurationAndTimeAsGoPrintsThem) {
+  TypeGraph g = make_graph();
+  FakeMemory m;
+  ValueDecoder d(m, env_for(&g, ver(22)), DecodeLimits{});
+  int64_t ns = 300000000000;  // 5m0s, etcd's lookbackDelta
+  EXPECT_EQ(d.decode(kDuration, {reinterpret_cast<uint8_t*>(&ns), 8}),
+            json({{"duration", "5m0s"}, {"ns", 300000000000}}));
+  // time.Date(2026, 11, 24, 19, 40, 5, 500000000, time.UTC): no monotonic reading, so wall
+  // holds the nanoseconds and ext the seconds since year 1; loc nil is UTC.
+  uint64_t t[3] = {500000000, 63931146005ull, 0};
+  json tv = d.decode(kTime, {reinterpret_cast<uint8_t*>(t), 24});
+  EXPECT_EQ(tv["time"], "2026-11-24 19:40:05.5 +0000 UTC");
+  ASSERT_EQ(tv["fields"].size(), 3u);
+  EXPECT_EQ(tv["fields"][0]["name"], "wall");
+  EXPECT_EQ(tv["fields"][1]["value"], 63931146005ll);
+  // A location that cannot be read: UTC, marked.
+  uint64_t t2[3] = {0, 63931146005ull, 0xdead0000};
+  json tv2 = d.decode(kTime, {reinterpret_cast<uint8_t*>(t2), 24});
+  EXPECT_EQ(tv2["time"], "2026-11-24 19:40:05 +0000 UTC");
+  EXPECT_EQ(tv2["time_location_unread"], true);
+  // A location with a cached zone covering the instant: CET, +1h.
+  m.put_str(0x5000, "CET");
+  m.put_u64s(0x5100, {0x5000, 3, 3600, 0});  // zone{name, offset, isDST}
+  m.put_u64s(0x6000, {0, 0, 0x5100, 1, 1, 0, 0, 0, 0, 0, 0, 1ull << 40, 0x5100});
+  uint64_t t3[3] = {0, 63931146005ull, 0x6000};
+  EXPECT_EQ(d.decode(kTime, {reinterpret_cast<uint8_t*>(t3), 24})["time"],
+            "2026-11-24 20:40:05 +0100 CET");
 }
 
 TEST(ValueDecoder, BucketMap) {

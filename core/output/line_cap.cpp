@@ -1,0 +1,136 @@
+#include "core/output/line_cap.h"
+
+#include <string>
+
+namespace gotap {
+
+namespace {
+
+using nlohmann::json;
+
+size_t size_of(const json& v) {
+  return v.dump(-1, ' ', false, json::error_handler_t::replace).size();
+}
+
+// Cuts v to what `budget` bytes allow, spending them; returns whether anything was cut.
+bool cut(json& v, long& budget);
+
+// Keeps the elements of `list` that fit; returns whether some were left out.
+bool cut_list(json& list, long& budget) {
+  if (!list.is_array()) return false;
+  bool any = false;
+  size_t keep = 0;
+  for (; keep < list.size(); ++keep) {
+    if (budget <= 0) break;
+    any |= cut(list[keep], budget);
+  }
+  if (keep < list.size()) {
+    list.erase(list.begin() + static_cast<std::ptrdiff_t>(keep), list.end());
+    return true;
+  }
+  return any;
+}
+
+bool cut(json& v, long& budget) {
+  if (v.is_array()) {
+    // A plain array becomes the marked shape of one cut short (docs/json.md).
+    const size_t len = v.size();
+    json elems = v;
+    if (!cut_list(elems, budget)) {
+      return false;
+    }
+    v = json{{"len", len}, {"elems", std::move(elems)}, {"truncated", true}};
+    return true;
+  }
+  if (!v.is_object()) {
+    budget -= static_cast<long>(size_of(v));
+    return false;
+  }
+  bool any = false;
+  budget -= 16;  // the object's own marks, roughly
+  for (const char* list : {"elems", "entries", "fields"}) {
+    auto it = v.find(list);
+    if (it == v.end() || !it->is_array()) continue;
+    if (std::string(list) == "entries") {
+      // Entries are [k, v] pairs: a pair is kept or left out whole.
+      size_t keep = 0;
+      for (; keep < it->size() && budget > 0; ++keep)
+        budget -= static_cast<long>(size_of((*it)[keep]));
+      if (keep < it->size()) {
+        it->erase(it->begin() + static_cast<std::ptrdiff_t>(keep), it->end());
+        any = true;
+      }
+    } else if (std::string(list) == "fields") {
+      // Fields past the budget are left out (the struct is marked), name and all: a struct
+      // of many fields would otherwise stay large.
+      size_t keep = 0;
+      for (; keep < it->size() && budget > 0; ++keep) {
+        json& f = (*it)[keep];
+        if (!f.is_object() || !f.contains("value") || !f.contains("name")) continue;
+        budget -= static_cast<long>(size_of(f["name"])) + 20;
+        any |= cut(f["value"], budget);
+      }
+      if (keep < it->size()) {
+        it->erase(it->begin() + static_cast<std::ptrdiff_t>(keep), it->end());
+        any = true;
+      }
+    } else {
+      any |= cut_list(*it, budget);
+    }
+  }
+  for (const char* inner : {"elem", "value"}) {
+    auto it = v.find(inner);
+    if (it == v.end()) continue;
+    if (budget <= 0 && std::string(inner) == "elem") {
+      v.erase(inner);
+      any = true;
+    } else {
+      any |= cut(*it, budget);
+    }
+  }
+  for (auto& [k, x] : v.items())
+    if (k != "elems" && k != "entries" && k != "fields" && k != "elem" && k != "value")
+      budget -= static_cast<long>(k.size() + size_of(x));
+  if (any) v["truncated"] = true;
+  return any;
+}
+
+class LineCap : public EventSink {
+ public:
+  LineCap(std::unique_ptr<EventSink> inner, size_t max) : inner_(std::move(inner)), max_(max) {}
+  void emit(const Event& ev) override {
+    if (!max_) return inner_->emit(ev);
+    inner_->emit(cap_event_values(ev, max_));
+  }
+  void flush() override { inner_->flush(); }
+
+ private:
+  std::unique_ptr<EventSink> inner_;
+  size_t max_;
+};
+
+}  // namespace
+
+Event cap_event_values(const Event& ev, size_t max_bytes) {
+  if (!ev.is_object()) return ev;
+  auto args = ev.find("args"), results = ev.find("results");
+  if (args == ev.end() && results == ev.end()) return ev;
+  if (size_of(ev) <= max_bytes) return ev;
+  Event out = ev;
+  long budget = static_cast<long>(max_bytes);
+  bool any = false;
+  for (const char* key : {"args", "results"}) {
+    auto it = out.find(key);
+    if (it == out.end() || !it->is_array()) continue;
+    for (auto& p : *it)
+      if (p.is_object() && p.contains("value")) any |= cut(p["value"], budget);
+  }
+  if (any) out["truncated"] = true;
+  return out;
+}
+
+std::unique_ptr<EventSink> make_line_cap(std::unique_ptr<EventSink> inner, size_t max_bytes) {
+  return std::make_unique<LineCap>(std::move(inner), max_bytes);
+}
+
+}  // namespace gotap

@@ -1,0 +1,23 @@
+// Who else has a uprobe on a file: the kernel lists every BPF link, and uprobe_multi links
+// (Linux >= 6.8) and perf-event uprobe links (>= 6.6) name their file and offsets
+// (BPF_OBJ_GET_INFO_BY_FD). An int3 at one of those offsets is theirs, never a dead gotap's:
+// gotap must neither put the original byte back there nor probe the site (docs/design.md,
+// "Probes gotap does not own").
+//
+// Not seen: uprobes made without BPF (perf probe, tracefs uprobe_events); their int3s show
+// as taken sites all the same, they are only not named.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace gotap::sys {
+
+// File offset -> who holds it ("BPF program NAME, link ID"), for the uprobes on the file
+// that `exe` (a path, e.g. /proc/PID/exe) names, compared by device and inode.
+std::map<uint64_t, std::string> uprobe_holders(const std::string& exe);
+
+}  // namespace gotap::sys

@@ -1,0 +1,129 @@
+// Probes gotap does not own (docs/cli.md, "Sites another tracer holds"), on Debian's stripped
+// rclone serving loopback requests one at a time, attached by pid:
+// - a ptrace trace that ended normally leaves nothing that a later gotap takes for a dead
+//   gotap's probes: a later ptrace trace finds an eBPF count's uprobe on the function's entry,
+//   leaves it alone and exits 1 naming who holds it; the eBPF count goes on counting every
+//   request;
+// - an eBPF count after a ptrace gotap was killed (its int3s still in the program, no tracer
+//   attached) is not refused: the killed gotap's int3s hold nothing, and it counts every
+//   request.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/unit/fixtures.h"
+#include "tests/unit/loopback.h"
+
+namespace gotap::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Runs once per request (net/http's serverHandler, which rclone's router sits behind).
+const char* const kFunc = "net/http.serverHandler.ServeHTTP";
+
+class Ownership : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach and BPF)";
+    if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+    if (auto why = RcloneServer::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+    std::string err = srv_.start("gotap-owners");
+    ASSERT_TRUE(err.empty()) << err;
+  }
+  void TearDown() override { srv_.stop(); }
+  RcloneServer srv_;
+};
+
+TEST_F(Ownership, AnotherTracersUprobeSurvivesALaterPtraceTrace) {
+  const std::string pid = std::to_string(srv_.pid());
+  // 1. A ptrace trace that sees two requests and ends normally (its duration).
+  Child first = spawn(
+      {gotap_binary(), "trace", "--backend", "ptrace", "--json", "-d", "2", "-p", pid, kFunc});
+  ASSERT_GT(first.pid, 0);
+  std::string err1 = read_until(first.err, "Tracing ", 60000);
+  ASSERT_NE(err1.find("Tracing "), std::string::npos) << err1;
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(srv_.serves_page());
+  const std::string out1 = read_all(first.out);
+  int st = 0;
+  waitpid(first.pid, &st, 0);
+  close(first.out);
+  close(first.err);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  EXPECT_EQ(events_in(out1, "entry").size(), 2u) << out1.substr(0, 400);
+
+  // 2. An eBPF count of the same function, left running.
+  Child count = spawn({gotap_binary(), "count", "--backend", "ebpf", "--json", "-p", pid, kFunc});
+  ASSERT_GT(count.pid, 0);
+  std::string cerr = read_until(count.err, "Tracing ", 60000);
+  ASSERT_NE(cerr.find("Tracing "), std::string::npos) << cerr;
+
+  // 3. A ptrace trace of it: the entry holds the uprobe's int3, which is not a dead gotap's.
+  RunResult r = run_command(
+      {gotap_binary(), "trace", "--backend", "ptrace", "-d", "2", "-p", pid, kFunc}, 30);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err.find("removed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("already hold an int3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("BPF program 'gotap_probe'"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+
+  // 4. Every request made now is counted by the eBPF count.
+  const int kRequests = 10;
+  for (int i = 0; i < kRequests; ++i)
+    ASSERT_TRUE(served_ok(http_get(srv_.port(), RcloneServer::kPage), RcloneServer::kBody));
+  kill(count.pid, SIGINT);
+  const std::string cout = read_all(count.out);
+  waitpid(count.pid, &st, 0);
+  close(count.out);
+  close(count.err);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  auto counts = events_in(cout, "count");
+  ASSERT_EQ(counts.size(), 1u) << cout;
+  EXPECT_EQ(counts[0].value("func", ""), kFunc);
+  EXPECT_EQ(counts[0].value("count", -1), kRequests) << cout;
+  EXPECT_TRUE(srv_.serves_page());
+}
+
+TEST_F(Ownership, EbpfCountsAfterAPtraceGotapWasKilled) {
+  const std::string pid = std::to_string(srv_.pid());
+  Child dead =
+      spawn({gotap_binary(), "trace", "--backend", "ptrace", "-o", "/dev/null", "-p", pid, kFunc});
+  ASSERT_GT(dead.pid, 0);
+  std::string err = read_until(dead.err, "Tracing ", 60000);
+  ASSERT_NE(err.find("Tracing "), std::string::npos) << err;
+  kill(dead.pid, SIGKILL);
+  int st = 0;
+  waitpid(dead.pid, &st, 0);
+  close(dead.out);
+  close(dead.err);
+  ASSERT_TRUE(srv_.serves_page());  // the safety net steps over the dead gotap's int3s
+
+  Child count = spawn({gotap_binary(), "count", "--backend", "ebpf", "--json", "-p", pid, kFunc});
+  ASSERT_GT(count.pid, 0);
+  std::string cerr = read_until(count.err, "Tracing ", 60000);
+  ASSERT_NE(cerr.find("Tracing "), std::string::npos) << cerr;
+  const int kRequests = 10;
+  for (int i = 0; i < kRequests; ++i)
+    ASSERT_TRUE(served_ok(http_get(srv_.port(), RcloneServer::kPage), RcloneServer::kBody));
+  kill(count.pid, SIGINT);
+  const std::string cout = read_all(count.out);
+  waitpid(count.pid, &st, 0);
+  close(count.out);
+  close(count.err);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  auto counts = events_in(cout, "count");
+  ASSERT_EQ(counts.size(), 1u) << cout;
+  EXPECT_EQ(counts[0].value("count", -1), kRequests) << cout;
+  EXPECT_TRUE(srv_.serves_page());
+}
+
+}  // namespace
+}  // namespace gotap::testing
