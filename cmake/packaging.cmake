@@ -42,7 +42,7 @@ set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "tracer for Go programs: arguments, result
 set(CPACK_PACKAGE_DESCRIPTION [[
 gotap traces Go programs on Linux x86-64: what a function was called with
 and what it returned, how long each call took per goroutine, and where every
-probe goes. It reads Go binaries from Go 1.17 to 1.26, stripped or not, PIE
+probe goes. It reads Go binaries from Go 1.17 to 1.27, stripped or not, PIE
 or not, with or without cgo, and never uses uretprobes, so it does not crash
 Go programs. It traces with eBPF uprobes when the kernel allows it, and with
 ptrace otherwise.]])

@@ -55,6 +55,10 @@ nlohmann::json info_json(const GoBinary& b) {
   nlohmann::json sigs = nlohmann::json::object();
   for (const auto& [source, n] : b.signature_counts()) sigs[source] = n;
   j["signatures"] = sigs;
+  // The moduledata layout the type data was read with, and what gotap could not read and why
+  // (the same lines trace and funcs print on stderr).
+  j["moduledata_layout"] = pc.moduledata_layout();
+  j["warnings"] = b.warnings();
   return j;
 }
 

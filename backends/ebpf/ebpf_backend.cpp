@@ -414,7 +414,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
                                                    opts.max_str, func_name);
   if (goroutines) {
     session.goroutines = std::make_unique<GoroutineEvents>(
-        sink, filter_pid, func_name, wait_reason_names(plan.go), !plan.go.at_least(1, 21));
+        sink, filter_pid, func_name, plan.wait_reasons, !plan.go.at_least(1, 21));
   }
 
   std::unique_ptr<ring_buffer, void (*)(ring_buffer*)> rb(nullptr, &ring_buffer__free);

@@ -253,7 +253,7 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     goroutines_ = std::make_unique<GoroutineEvents>(
         sink_, proc_->pid(),
         [this](uint64_t pc) { return pc >= bias_ ? bin_.func_name(pc - bias_) : std::string(); },
-        wait_reason_names(plan_.go), !plan_.go.at_least(1, 21));
+        plan_.wait_reasons, !plan_.go.at_least(1, 21));
   }
   const std::string why =
       taken ? fmt::format(
@@ -336,12 +336,13 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
     std::lock_guard<std::mutex> lock(fstate_mu_);
     ++fs.count;
   }
-  if (opts_.mode == Mode::Count) return;
+  // Count keeps the frame only to recognise the refire after morestack (as eBPF tracks it).
+  if (opts_.mode == Mode::Count && !f.entry_refires) return;
   trap_goid_ = goid;
   Held& held = held_[goid];
   ++held.open;
   pending_[key] = {role.func, ts, tid, held.ns};
-  if (opts_.mode == Mode::Latency) return;
+  if (opts_.mode == Mode::Count || opts_.mode == Mode::Latency) return;
   CallEntry ev{CallSite{ts, proc_->pid(), tid, goid, f.name}};
   RegState rs = reg_state(r, tid, fs.needs_xmm, entry_sp);
   for (const auto& p : f.args) ev.args.push_back(param(*dec_, p, rs));
@@ -351,8 +352,8 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
 
 void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
                        uint64_t ts) {
-  if (opts_.mode == Mode::Count) return;
   const FuncPlan& f = plan_.funcs[role.func];
+  if (opts_.mode == Mode::Count && !f.entry_refires) return;
   FuncState& fs = fstate_[role.func];
   uint64_t sp = r.rsp + s.sp_delta;
   auto gi = gr_->current(r, fs.abi_internal);
@@ -367,6 +368,7 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
     if (auto h = held_.find(goid); h != held_.end()) held_ns = h->second.ns - entry->held_at;
     close_pending(it);
   }
+  if (opts_.mode == Mode::Count) return;  // the frame is closed: a later entry is a new call
   // The call's own time: what gotap held the goroutine for since the entry (decoding at the
   // entry and at nested hits) is not the program's (docs/json.md, wall_ns).
   const uint64_t wall = entry ? ts - entry->ts : 0;

@@ -20,7 +20,7 @@ T load(const uint8_t* p) {
 
 }  // namespace
 
-uint64_t descriptor_size(GoKind kind, bool swiss_maps) {
+uint64_t descriptor_size(GoKind kind, bool swiss_maps, bool map_strides) {
   switch (kind) {
     case GoKind::Struct:     // PkgPath Name, Fields []StructField
     case GoKind::Interface:  // PkgPath Name, Methods []Imethod
@@ -35,8 +35,10 @@ uint64_t descriptor_size(GoKind kind, bool swiss_maps) {
     case GoKind::Func:
       return kFuncTypeSize;
     case GoKind::Map:
-      // Key, Elem, Group/Bucket, Hasher; then GroupSize, SlotSize, ElemOff, Flags (swiss) or
-      // KeySize, ValueSize, BucketSize, Flags.
+      // Key, Elem, Group/Bucket, Hasher; then GroupSize, KeysOff, KeyStride, ElemsOff,
+      // ElemStride, ElemOff, Flags (1.27), GroupSize, SlotSize, ElemOff, Flags (swiss, 1.24+)
+      // or KeySize, ValueSize, BucketSize, Flags.
+      if (swiss_maps && map_strides) return kTypeSize + 32 + 48 + 8;
       return swiss_maps ? kTypeSize + 32 + 24 + 8 : kTypeSize + 32 + 8;
     case GoKind::Invalid:
       return 0;
@@ -70,7 +72,7 @@ MethodTables MethodTables::scan(const ElfFile& elf, const Pclntab& pcln, const R
     if (!(p[20] & kTflagUncommon)) continue;
     GoKind kind = descriptor_kind(p, env.go);
     if (kind == GoKind::Invalid) continue;
-    uint64_t ksize = descriptor_size(kind, env.swiss_maps);
+    uint64_t ksize = descriptor_size(kind, env.swiss_maps, env.go.at_least(1, 27));
     if (off + ksize + kUncommonSize > n) continue;
     const uint8_t* u = p + ksize;
     uint16_t mcount = load<uint16_t>(u + 4), xcount = load<uint16_t>(u + 6);

@@ -49,6 +49,7 @@ class MethodTables {
 };
 
 // Size of the kind-specific descriptor that the uncommon type follows (0: unknown kind).
-uint64_t descriptor_size(GoKind kind, bool swiss_maps);
+// map_strides: the 1.27 map descriptor (KeysOff, KeyStride, ElemsOff, ElemStride, ElemOff).
+uint64_t descriptor_size(GoKind kind, bool swiss_maps, bool map_strides);
 
 }  // namespace gotap

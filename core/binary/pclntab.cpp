@@ -1,10 +1,13 @@
 #include "core/binary/pclntab.h"
 
 #include <elf.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
+
+#include "core/binary/moduledata.h"
 
 namespace gotap {
 
@@ -108,7 +111,7 @@ std::optional<uint32_t> uvarint(Bytes d, uint64_t& pos) {
 
 class PclntabParser {
  public:
-  PclntabParser(const ElfFile& elf, Pclntab& t) : elf_(elf), t_(t) {}
+  PclntabParser(const ElfFile& elf, Pclntab& t, const GoVersion& go) : elf_(elf), t_(t), go_(go) {}
 
   Result<void> run();
 
@@ -121,9 +124,11 @@ class PclntabParser {
   Result<void> choose_text_start();
   Result<void> parse_functab();
   void mark_wrappers();
+  void check_gofunc();
 
   const ElfFile& elf_;
   Pclntab& t_;
+  const GoVersion& go_;
   Layout layout_ = Layout::V120;
   uint64_t nfunc_ = 0;
   uint64_t header_text_start_ = 0;
@@ -131,10 +136,10 @@ class PclntabParser {
   bool parsed_ = false;       // locate() parsed a scanned candidate completely
 };
 
-Result<Pclntab> Pclntab::load(const ElfFile& elf) {
+Result<Pclntab> Pclntab::load(const ElfFile& elf, const GoVersion& go) {
   Pclntab t;
   t.elf_ = &elf;
-  PclntabParser p(elf, t);
+  PclntabParser p(elf, t, go);
   GOTAP_TRY(p.run());
   return t;
 }
@@ -151,7 +156,28 @@ Result<void> PclntabParser::parse_all() {
   GOTAP_TRY(choose_text_start());
   GOTAP_TRY(parse_functab());
   mark_wrappers();
+  check_gofunc();
   return {};
+}
+
+// moduledata.gofunc is the base of every 1.18+ funcdata offset: a wrong one (a word of a
+// layout gotap misjudged) turns ArgInfo and inline trees into garbage. The ArgInfo of a
+// spread of functions must parse under it, or it is not used.
+void PclntabParser::check_gofunc() {
+  if (!t_.md_.gofunc) return;
+  const auto& funcs = t_.funcs_;
+  const size_t step = std::max<size_t>(1, funcs.size() / 64);
+  for (size_t i = 0; i < funcs.size(); i += step) {
+    const PclnFunc& f = funcs[i];
+    if (!t_.funcdata(f, kFuncdataArgInfo) || t_.arg_info(f)) continue;
+    std::string why = fmt::format(
+        "runtime.moduledata at {:#x}: gofunc {:#x} does not check out (the ArgInfo of {} does "
+        "not parse): argument info (ArgInfo) and inline trees are unavailable",
+        t_.md_.addr, t_.md_.gofunc, f.name);
+    t_.md_.gofunc = 0;
+    if (t_.type_data_problem_.empty()) t_.type_data_problem_ = why;
+    return;
+  }
 }
 
 Result<void> PclntabParser::locate() {
@@ -161,6 +187,7 @@ Result<void> PclntabParser::locate() {
       if (!plausible_header(d)) return make_error("{}: {} has no valid header", elf_.path(), name);
       t_.addr_ = s->addr;
       t_.data_ = d;
+      t_.from_section_ = true;
       return {};
     }
   }
@@ -196,7 +223,7 @@ Result<void> PclntabParser::locate() {
         trial.elf_ = &elf_;
         trial.addr_ = seg.vaddr + off;
         trial.data_ = cand;
-        PclntabParser p(elf_, trial);
+        PclntabParser p(elf_, trial, go_);
         if (p.parse_all().ok()) {
           t_ = std::move(trial);
           parsed_ = true;
@@ -260,21 +287,22 @@ Result<void> PclntabParser::parse_header() {
   return {};
 }
 
-// Word offsets of the moduledata fields per layout (1.2 means Go 1.8-1.15 here).
+// Byte offsets of the moduledata fields that locate the function table, per layout (1.2
+// means Go 1.8-1.15 here). The type-data words that follow moved between releases that share
+// a pclntab layout: core/binary/moduledata.cpp reads those (1.18+).
 struct MdLayout {
-  int pcheader, funcnametab, ftab, minpc, maxpc, text, etext, types, etypes, rodata, gofunc;
+  int pcheader, funcnametab, ftab, minpc, maxpc, text, etext, types, etypes;
 };
 
 static MdLayout md_layout(Layout l) {
   switch (l) {
     case Layout::V12:
-      return {0, -1, 24, 80, 88, 96, 104, 200, 208, -1, -1};
+      return {0, -1, 24, 80, 88, 96, 104, 200, 208};
     case Layout::V116:
-      return {0, 8, 128, 160, 168, 176, 184, 280, 288, -1, -1};
+      return {0, 8, 128, 160, 168, 176, 184, 280, 288};
     case Layout::V118:
-      return {0, 8, 128, 160, 168, 176, 184, 280, 288, 296, 304};
     case Layout::V120:
-      return {0, 8, 128, 160, 168, 176, 184, 296, 304, 312, 320};
+      return {0, 8, 128, 160, 168, 176, 184, -1, -1};
   }
   return {};
 }
@@ -294,6 +322,23 @@ bool PclntabParser::try_moduledata(uint64_t addr) {
   }
   uint64_t minpc = w(L.minpc), maxpc = w(L.maxpc), text = w(L.text), etext = w(L.etext);
   if (minpc > maxpc || text > minpc || etext < text) return false;
+  // Where section headers exist, the ranges the moduledata names lie inside the sections of
+  // those names (inside, not equal: an external link merges C's .data/.bss/.text in).
+  if (layout_ != Layout::V12) {
+    struct Range {
+      const char* section;
+      uint64_t lo, hi;
+    };
+    const Range ranges[] = {{".text", text, etext},
+                            {".noptrdata", w(192), w(200)},
+                            {".data", w(208), w(216)},
+                            {".bss", w(224), w(232)},
+                            {".noptrbss", w(240), w(248)}};
+    for (const Range& r : ranges) {
+      const ElfSection* s = elf_.section(r.section);
+      if (s && (r.lo > r.hi || r.lo < s->addr || r.hi > s->addr + s->size)) return false;
+    }
+  }
   // The first function's entry is minpc.
   if (layout_ == Layout::V118 || layout_ == Layout::V120) {
     auto off0 = le32(t_.data_, functab_off_);
@@ -309,10 +354,24 @@ bool PclntabParser::try_moduledata(uint64_t addr) {
   md.maxpc = maxpc;
   md.text = text;
   md.etext = etext;
-  md.types = w(L.types);
-  md.etypes = w(L.etypes);
-  md.rodata = w(L.rodata);
-  md.gofunc = w(L.gofunc);
+  if (layout_ == Layout::V118 || layout_ == Layout::V120) {
+    PclntabExtent ext{t_.addr_, t_.data_.size(), t_.from_section_};
+    ModuledataTypeFields f =
+        read_moduledata_types(elf_, addr, layout_ == Layout::V118 ? 118 : 120, go_, ext);
+    md.types = f.types;
+    md.etypes = f.etypes;
+    md.rodata = f.rodata;
+    md.gofunc = f.gofunc;
+    t_.md_layout_ = f.layout;
+    t_.type_data_problem_ = f.problem;
+  } else {
+    // Before 1.18 only types/etypes are read: keep them when they are a range of file data.
+    uint64_t types = w(L.types), etypes = w(L.etypes);
+    if (types && etypes > types && !elf_.read(types, etypes - types).empty()) {
+      md.types = types;
+      md.etypes = etypes;
+    }
+  }
   return true;
 }
 
@@ -737,9 +796,17 @@ std::optional<std::vector<ArgInfoItem>> Pclntab::arg_info(const PclnFunc& f) con
       case 0xfb:
         out.push_back({ArgInfoItem::OffsetTooLarge, 0, 0});
         break;
-      default:
+      default: {
         if (i >= d.size()) return std::nullopt;
-        out.push_back({ArgInfoItem::Word, o, d[i++]});
+        uint8_t size = d[i++];
+        // A word of the argument frame: 1-8 bytes inside _func.args (when known; assembly
+        // declares its frame by hand, `$0-0` for runtime.procyield(uint32)). Anything else
+        // means the bytes are not this function's ArgInfo (a wrong funcdata base).
+        constexpr uint8_t kFlagAsm = 4;
+        bool frame_known = f.args >= 0 && !(f.flag & kFlagAsm);
+        if (size == 0 || size > 8 || (frame_known && o + size > f.args)) return std::nullopt;
+        out.push_back({ArgInfoItem::Word, o, size});
+      }
     }
   }
   return std::nullopt;  // no end marker: not ArgInfo

@@ -1,5 +1,5 @@
 // Go's pclntab (function table) and the moduledata that locates it, for every layout from
-// Go 1.2 through 1.26. Works on stripped binaries: the pclntab is always present.
+// Go 1.2 through 1.27. Works on stripped binaries: the pclntab is always present.
 // Layout: Go's src/runtime/symtab.go and src/debug/gosym/pclntab.go.
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/binary/elf_file.h"
+#include "core/model/go_version.h"
 #include "core/model/result.h"
 
 namespace gotap {
@@ -76,13 +77,18 @@ struct ArgInfoItem {
 class Pclntab {
  public:
   // Finds the pclntab (section, or a scan of read-only segments when there are no section
-  // headers), the moduledata, and parses the function table.
-  static Result<Pclntab> load(const ElfFile& elf);
+  // headers), the moduledata, and parses the function table. `go` (from the build info)
+  // picks the moduledata layout; unknown, every layout is tried and checked.
+  static Result<Pclntab> load(const ElfFile& elf, const GoVersion& go = {});
 
   // "1.2", "1.16", "1.18" or "1.20": the layout, named after the first release that used it.
   const std::string& format() const { return format_; }
   uint64_t addr() const { return addr_; }
   const Moduledata& moduledata() const { return md_; }
+  // The moduledata layout whose type-data words checked out ("1.18" ... "1.27"; "" before
+  // 1.18 or when none did), and why none did ("" when one did or there is no moduledata).
+  const std::string& moduledata_layout() const { return md_layout_; }
+  const std::string& type_data_problem() const { return type_data_problem_; }
   // The base of 1.18+ entry offsets: moduledata.text (runtime.text, which with cgo is not
   // the start of .text), else the header's textStart, else the runtime.text symbol.
   uint64_t text_start() const { return text_start_; }
@@ -134,8 +140,10 @@ class Pclntab {
   const ElfFile* elf_ = nullptr;
   std::string format_;
   uint64_t addr_ = 0;
-  Bytes data_;  // the whole pclntab
+  Bytes data_;                 // the whole pclntab
+  bool from_section_ = false;  // data_ is exactly its section
   Moduledata md_;
+  std::string md_layout_, type_data_problem_;
   uint64_t text_start_ = 0;
   uint32_t quantum_ = 1;
   std::string text_source_;

@@ -123,12 +123,27 @@ std::optional<RType> read_rtype(MemoryReader& mem, const RtypeEnv& env, uint64_t
       t.key = mem.u64(addr + 48).value_or(0);
       t.elem = mem.u64(addr + 56).value_or(0);
       t.swiss = env.swiss_maps;
-      if (t.swiss) {
-        uint64_t w[3];
+      if (t.swiss && env.go.at_least(1, 27)) {
+        // 1.27 (internal/abi/map.go): GroupSize, KeysOff, KeyStride, ElemsOff, ElemStride,
+        // ElemOff, Flags, so that GOEXPERIMENT=mapsplitgroup's KKKKVVVV groups read alike.
+        uint64_t w[5];
         if (mem.read(addr + 80, w, sizeof w)) {
           t.group_size = w[0];
-          t.slot_size = w[1];
-          t.elem_off = w[2];
+          t.keys_off = w[1];
+          t.key_stride = w[2];
+          t.elems_off = w[3];
+          t.elem_stride = w[4];
+        }
+        t.map_flags = mem.u32(addr + 128).value_or(0);
+      } else if (t.swiss) {
+        // 1.24-1.26: GroupSize, SlotSize, ElemOff, Flags; slots follow the 8-byte ctrl word.
+        uint64_t w[3];
+        if (mem.read(addr + 80, w, sizeof w) && w[1]) {
+          t.group_size = w[0];
+          t.keys_off = 8;
+          t.key_stride = w[1];
+          t.elems_off = 8 + w[2];
+          t.elem_stride = w[1];
         }
         t.map_flags = mem.u32(addr + 104).value_or(0);
       } else {

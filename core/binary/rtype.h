@@ -91,9 +91,11 @@ struct RType {
   uint64_t elem = 0;  // Ptr, Slice, Array, Chan, Map (value)
   uint64_t key = 0;   // Map
   int64_t len = 0;    // Array
-  // Map layout (swiss: group_size/slot_size/elem_off; bucket maps: key_size/value_size/
-  // bucket_size). map_flags as in the map type descriptor.
-  uint64_t group_size = 0, slot_size = 0, elem_off = 0;
+  // Map layout (swiss: group_size and where slot i's key and elem are in a group,
+  // keys_off + i * key_stride and elems_off + i * elem_stride, which 1.27's descriptor states
+  // and earlier ones imply from the slot size and elem offset; bucket maps: key_size/
+  // value_size/bucket_size). map_flags as in the map type descriptor.
+  uint64_t group_size = 0, keys_off = 0, key_stride = 0, elems_off = 0, elem_stride = 0;
   uint8_t key_size = 0, value_size = 0;
   uint16_t bucket_size = 0;
   uint32_t map_flags = 0;

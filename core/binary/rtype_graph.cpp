@@ -17,7 +17,7 @@ std::string RtypeGraphBuilder::full_name(const RType& r, std::string name) {
   // The descriptor's string uses the package's name ("*json.SyntaxError"), DWARF its path
   // ("*encoding/json.SyntaxError"). Named types carry their path in the uncommon type.
   if ((r.tflag & kTflagNamed) && (r.tflag & kTflagUncommon)) {
-    uint64_t u = r.addr + descriptor_size(r.kind, env_.swiss_maps);
+    uint64_t u = r.addr + descriptor_size(r.kind, env_.swiss_maps, env_.go.at_least(1, 27));
     auto off = mem_.u32(u);
     auto dot = name.find('.');
     if (off && *off && dot != std::string::npos && name.find('[') > dot) {

@@ -448,11 +448,13 @@ json ValueDecoder::map_value(const TInfo& t, uint64_t h, int depth) {
   // Layout: from the map's descriptor, else derived from the key and value types.
   uint64_t ks = k.size, vs = v.size;
   bool ind_k = ks > 128, ind_v = vs > 128;
-  uint64_t slot = 0, elem_off = 0, group = 0, bucket = 0;
+  uint64_t keys_off = 8, key_stride = 0, elems_off = 0, elem_stride = 0, group = 0, bucket = 0;
   if (swiss) {
-    if (r && r->slot_size) {
-      slot = r->slot_size;
-      elem_off = r->elem_off;
+    if (r && r->key_stride) {
+      keys_off = r->keys_off;
+      key_stride = r->key_stride;
+      elems_off = r->elems_off;
+      elem_stride = r->elem_stride;
       group = r->group_size;
       ind_k = r->map_flags & 4;
       ind_v = r->map_flags & 8;
@@ -460,8 +462,11 @@ json ValueDecoder::map_value(const TInfo& t, uint64_t h, int depth) {
       uint64_t kss = ind_k ? 8 : ks, vss = ind_v ? 8 : vs;
       uint64_t va = ind_v ? 8 : (env_.types ? env_.types->align_of(t.elem) : 8);
       uint64_t ka = ind_k ? 8 : (env_.types ? env_.types->align_of(t.key) : 8);
-      elem_off = align_up(kss, va);
-      slot = align_up(elem_off + vss, std::max(ka, va));
+      // Interleaved slots after the 8-byte ctrl word (every release's default layout).
+      uint64_t elem_off = align_up(kss, va);
+      uint64_t slot = align_up(elem_off + vss, std::max(ka, va));
+      key_stride = elem_stride = slot;
+      elems_off = keys_off + elem_off;
       group = 8 + 8 * slot;
     }
   } else {
@@ -517,8 +522,7 @@ json ValueDecoder::map_value(const TInfo& t, uint64_t h, int depth) {
         if (!ctrl) break;
         for (int i = 0; i < 8 && !full(); ++i) {
           if ((*ctrl >> (8 * i)) & 0x80) continue;
-          uint64_t sa = ga + 8 + i * slot;
-          add_entry(sa, sa + elem_off);
+          add_entry(ga + keys_off + i * key_stride, ga + elems_off + i * elem_stride);
         }
       }
     }

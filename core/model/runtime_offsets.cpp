@@ -4,13 +4,14 @@ namespace gotap {
 
 // Offsets of runtime.g and runtime.m fields on linux/amd64 by release. Rows marked
 // "DWARF" were read from the DWARF of binaries built with that toolchain (go 1.19.8,
-// 1.21.13, 1.22.12, 1.23.5, 1.24.4, 1.26.10; tests/unit/test_runtime_offsets.cpp re-checks
+// 1.21.13, 1.22.12, 1.23.5, 1.24.4, 1.26.10, 1.27.3; tests/unit/test_runtime_offsets.cpp re-checks
 // them against every fixture with DWARF). The others are inferred from the runtime sources.
 RuntimeOffsets runtime_offsets_for(const GoVersion& v) {
-  RuntimeOffsets o;  // stack 0/8, stackguard0 16, m 48: unchanged from 1.17 to 1.26 (DWARF)
+  RuntimeOffsets o;  // stack 0/8, stackguard0 16, m 48: unchanged from 1.17 to 1.27 (DWARF)
   if (v.at_least(1, 26)) {
-    // DWARF 1.26: gobuf lost its ret word (1.25), which moves atomicstatus/goid back and
-    // m.procid/m.curg down by 8; new g fields before parentGoid keep it at 280.
+    // DWARF 1.26 and 1.27 (same g; 1.27 changed m only after curg): gobuf lost its ret word (1.25),
+    // which moves atomicstatus/goid back and m.procid/m.curg down by 8; new g fields before
+    // parentGoid keep it at 280.
     o.g_atomicstatus = 144;
     o.g_goid = 152;
     o.g_parent_goid = 280;

@@ -265,6 +265,7 @@ std::vector<std::string> wait_reason_names(const GoVersion& v) {
     case 24:
       return all(kGo1_24);
     case 26:
+    case 27:  // go1.27.3's runtime2.go declares the same list as 1.26's
       return all(kGo1_26);
     default:
       return {};

@@ -1,6 +1,9 @@
 #include "core/plan/go_binary.h"
 
 #include "core/binary/debuginfo.h"
+#include "core/binary/moduledata.h"
+#include "core/binary/wait_reason_table.h"
+#include "core/model/wait_reasons.h"
 
 #include <elf.h>
 
@@ -67,9 +70,17 @@ Result<std::unique_ptr<GoBinary>> GoBinary::open(const std::string& path, const 
   auto bi = read_buildinfo(*b->elf_);
   if (!bi) return bi.error();
   b->buildinfo_ = std::move(*bi);
-  auto pcln = Pclntab::load(*b->elf_);
+  auto pcln = Pclntab::load(*b->elf_, b->buildinfo_.version);
   if (!pcln) return pcln.error();
   b->pclntab_ = std::move(*pcln);
+  const GoVersion& go = b->buildinfo_.version;
+  if (go.major > 1 || (go.major == 1 && go.minor > kNewestKnownGoMinor))
+    b->warnings_.push_back(fmt::format(
+        "{} is newer than the newest Go release gotap knows (go1.{}): runtime structures are "
+        "read as go1.{}'s where they check out; results are best effort",
+        go.raw, kNewestKnownGoMinor, kNewestKnownGoMinor));
+  if (!b->pclntab_.type_data_problem().empty())
+    b->warnings_.push_back(b->pclntab_.type_data_problem());
   // Corrupt DWARF is not fatal: the pclntab and the ABI still give a complete plan.
   auto dw = DwarfInfo::load(*b->elf_);
   if (dw) {
@@ -489,6 +500,8 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
   plan.pie = elf_->is_pie();
   plan.regabi = regabi();
   plan.offsets = offsets_;
+  plan.wait_reasons = wait_reason_names(buildinfo_.version);
+  if (plan.wait_reasons.empty()) plan.wait_reasons = read_wait_reason_table(*elf_);
   plan.tls_g_offset = tls_g_offset_;
   plan.warnings = warnings_;
 

@@ -76,6 +76,9 @@ struct ProbePlan {
   bool pie = false;
   bool regabi = true;
   RuntimeOffsets offsets;
+  // runtime.waitReasonStrings: gotap's table for the release, else read from the binary
+  // (core/binary/wait_reason_table.h); empty when neither has it.
+  std::vector<std::string> wait_reasons;
   // How the backends find the current g: R14 (ABIInternal code) or the TLS slot at
   // FS_base + tls_g_offset (ABI0 / cgo / Go < 1.17).
   int64_t tls_g_offset = -8;

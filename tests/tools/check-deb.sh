@@ -5,7 +5,7 @@
 #
 #   tests/tools/check-deb.sh BUILD_DIR [GO_BINARY]
 #
-# GO_BINARY is any Go executable for `gotap info` (default: the stripped Go 1.26 demo
+# GO_BINARY is any Go executable for `gotap info` (default: the stripped Go 1.27 demo
 # fixture in BUILD_DIR). Installing needs root; without it the check is skipped (exit 0).
 # Exit status: 0 passed or skipped, 1 failed, 2 bad usage.
 set -euo pipefail
@@ -34,7 +34,7 @@ command -v cpack >/dev/null || fail "cpack not found (it comes with cmake)"
 
 build_dir=$(cd "$1" && pwd)
 [ -f "$build_dir/CPackConfig.cmake" ] || fail "$build_dir has no CPackConfig.cmake; configure it with cmake first"
-go_bin=${2:-$build_dir/fixtures/1.26/stripped/demo}
+go_bin=${2:-$build_dir/fixtures/1.27/stripped/demo}
 [ -f "$go_bin" ] || fail "no Go binary at $go_bin (build the fixtures, or pass one as GO_BINARY)"
 go_bin=$(realpath "$go_bin")
 

@@ -5,7 +5,7 @@
 # Nothing that names the mirror is left behind: the apt state lives in a temporary
 # directory that is removed on exit.
 #
-# usage: fetch-go.sh [CACHE_DIR] [VERSION...]   (default versions: 1.19 1.21 1.22 1.23 1.24 1.26)
+# usage: fetch-go.sh [CACHE_DIR] [VERSION...]   (default versions: 1.19 1.21 1.22 1.23 1.24 1.26 1.27)
 # Prints one "VERSION GOROOT" line per toolchain it has on stdout, nothing else. Missing
 # toolchains are reported on stderr. Running it again is cheap and changes nothing.
 set -euo pipefail
@@ -13,7 +13,7 @@ set -euo pipefail
 cache=${1:-${GOTAP_GO_CACHE:-$HOME/.cache/gotap/go}}
 shift || true
 versions=("$@")
-[ ${#versions[@]} -gt 0 ] || versions=(1.19 1.21 1.22 1.23 1.24 1.26)
+[ ${#versions[@]} -gt 0 ] || versions=(1.19 1.21 1.22 1.23 1.24 1.26 1.27)
 mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
 # An older version of this script kept its apt state (which names the mirror) here.

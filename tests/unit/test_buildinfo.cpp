@@ -25,7 +25,7 @@ std::string go_cache() {
 
 // A `go` command of any cached toolchain (newer ones read every older format).
 std::string go_tool() {
-  for (const char* v : {"1.26", "1.24", "1.23", "1.22", "1.21", "1.19"}) {
+  for (const char* v : {"1.27", "1.26", "1.24", "1.23", "1.22", "1.21", "1.19"}) {
     std::string p = go_cache() + "/" + v + "/bin/go";
     if (testing::file_exists(p)) return p;
   }

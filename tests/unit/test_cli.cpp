@@ -186,6 +186,45 @@ TEST_F(Cli, CorruptPclntab) {
   fs::remove(p);
 }
 
+// A binary of a Go release newer than gotap knows (a stripped 1.27 fixture patched to say
+// go1.28): funcs works and says so in exactly one "gotap: warning:" line; info lists the
+// same warning and the layout it read the binary with.
+TEST_F(Cli, NewerGoReleaseIsOneWarning) {
+  std::string src;
+  for (const auto& f : all_fixtures("basic"))
+    if (f.go_version == "1.27" && f.flavour == "stripped") src = f.path;
+  if (src.empty()) GTEST_SKIP() << "no Go 1.27 fixtures built (tests/tools/build-fixtures.sh)";
+  std::string b = read_file(src);
+  size_t patched = 0;
+  for (size_t p = b.find("go1.27."); p != std::string::npos; p = b.find("go1.27.", p + 1)) {
+    b.replace(p, 7, "go1.28.");
+    ++patched;
+  }
+  ASSERT_GT(patched, 0u);
+  std::string p = temp_path("go128");
+  write_bytes(p, b);
+  auto r = run_command({gotap_binary(), "funcs", p, "main.*"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("gotap: warning: go1.28.", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("newer than the newest Go release gotap knows (go1.27)"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("main.main"), std::string::npos);
+  auto i = run_command({gotap_binary(), "info", "--json", p});
+  fs::remove(p);
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  auto j = nlohmann::json::parse(i.out);
+  EXPECT_EQ(j["moduledata_layout"], "1.27");
+  ASSERT_EQ(j["warnings"].size(), 1u);
+  EXPECT_NE(j["warnings"][0].get<std::string>().find("newer"), std::string::npos);
+  // The unpatched binary: no warning at all.
+  auto k = run_command({gotap_binary(), "info", "--json", src});
+  ASSERT_EQ(k.exit_code, 0) << k.err;
+  auto jk = nlohmann::json::parse(k.out);
+  EXPECT_EQ(jk["moduledata_layout"], "1.27");
+  EXPECT_TRUE(jk["warnings"].empty());
+}
+
 // `funcs`' columns line up whatever the names' lengths: runtime's method and closure names run
 // past any fixed width (issue: columns misaligned on long names).
 TEST_F(Cli, FuncsColumnsLineUpOnLongNames) {
