@@ -305,19 +305,42 @@ std::vector<ParamLoc> args_from_arginfo(const std::vector<ArgInfoItem>& items,
   int64_t spill_start = INT64_MAX;
   for (const auto& s : spills) spill_start = std::min(spill_start, s.spill_offset - kArgFrameStart);
 
+  // ArgInfo encodes offsets in one byte: past 0xfa a word is only "offset too large". After a
+  // known 8-byte word of the same argument, the next word starts 8 bytes further (no Go type
+  // is aligned to more than 8 on amd64), and the morestack path's spill of that slot tells
+  // its register and width; etcd's processInternalRaftRequestOnce has its context's second
+  // word there, behind a large stack argument.
+  if (regabi)
+    for (auto& words : args)
+      for (size_t k = 1; k < words.size(); ++k) {
+        if (words[k].offset >= 0 || words[k - 1].offset < 0 || words[k - 1].size != 8) continue;
+        const int64_t at = words[k - 1].offset + 8;
+        auto it = std::find_if(spills.begin(), spills.end(), [&](const RegSpill& s) {
+          return s.spill_offset == kArgFrameStart + at;
+        });
+        if (it != spills.end() && it->reg.size > 0 && it->reg.size <= 8)
+          words[k] = Word{at, static_cast<uint32_t>(it->reg.size)};
+      }
+
   std::vector<ParamLoc> out;
   int64_t max_offset_seen = -1;
   for (size_t i = 0; i < args.size(); ++i) {
     ParamLoc p;
     p.name = fmt::format("arg{}", i);
     const auto& words = args[i];
-    uint64_t lo = UINT64_MAX, hi = 0;
+    uint64_t lo = UINT64_MAX, hi = 0, unknown = 0;
     for (const auto& w : words) {
-      if (w.offset < 0) continue;
+      if (w.offset < 0) {
+        ++unknown;
+        continue;
+      }
       lo = std::min<uint64_t>(lo, w.offset);
       hi = std::max<uint64_t>(hi, w.offset + w.size);
     }
-    p.size = lo == UINT64_MAX ? 0 : hi - lo;
+    // A word whose offset ArgInfo could not encode still belongs to the value: counting it
+    // (at most 8 bytes) keeps the known words from passing for the whole value, so the
+    // decoders say where it is unknown instead of showing part of it as all of it.
+    p.size = (lo == UINT64_MAX ? 0 : hi - lo) + 8 * unknown;
     p.type_name = words.empty()       ? "empty"
                   : words.size() == 1 ? fmt::format("word{}", words[0].size * 8)
                                       : fmt::format("words{}", words.size());
@@ -365,7 +388,7 @@ std::vector<ParamLoc> args_from_arginfo(const std::vector<ArgInfoItem>& items,
     if (all_stack) {
       LocPiece whole = p.loc.pieces.front();
       whole.value_offset = 0;
-      whole.size = static_cast<uint32_t>(p.size);
+      whole.size = static_cast<uint32_t>(hi - lo);
       whole.stack_offset = kArgFrameStart + static_cast<int64_t>(lo);
       p.loc.pieces.assign(1, whole);
     }

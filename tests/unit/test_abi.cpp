@@ -350,6 +350,48 @@ std::vector<std::string> all_func_names(const ElfFile& elf, const DwarfInfo& dw)
   return names;
 }
 
+// ArgInfo encodes a word's offset in one byte; past 0xfa it only says "offset too large".
+// etcd's processInternalRaftRequestOnce(ctx, r) has a large stack argument first in the
+// frame, so its context's second word is such a word: the plan showed one word as the whole
+// interface. A word after a known 8-byte word of the same argument is 8 bytes further, and
+// the morestack path's spill of that slot names its register.
+TEST(ArgInfo, WordPastTheEncodableOffsetsComesFromItsSpill) {
+  using K = ArgInfoItem::Kind;
+  auto word = [](uint8_t off, uint8_t size) { return ArgInfoItem{K::Word, off, size}; };
+  const std::vector<ArgInfoItem> items = {
+      word(0xe8, 8),  // the receiver, in rax
+      ArgInfoItem{K::StartAgg, 0, 0},
+      word(0xf0, 8),
+      ArgInfoItem{K::OffsetTooLarge, 0, 0},
+      ArgInfoItem{K::EndAgg, 0, 0},  // the interface, in rbx and rcx
+      word(0, 8),                    // a stack argument first in the frame
+  };
+  auto spill = [](uint8_t reg, int64_t off) {
+    LocPiece p;
+    p.kind = LocPiece::IntReg;
+    p.reg = reg;
+    p.size = 8;
+    return RegSpill{p, off};
+  };
+  // rax, rbx, rcx spilled at 8 + 0xe8, 8 + 0xf0, 8 + 0xf8 (offsets from the entry RSP).
+  std::vector<RegSpill> spills = {spill(0, 8 + 0xe8), spill(1, 8 + 0xf0), spill(2, 8 + 0xf8)};
+  auto got = args_from_arginfo(items, spills, true);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[1].size, 16u);
+  ASSERT_EQ(got[1].loc.pieces.size(), 2u);
+  EXPECT_EQ(got[1].loc.pieces[0].reg, 1);
+  EXPECT_EQ(got[1].loc.pieces[1].reg, 2);
+  EXPECT_EQ(got[1].loc.pieces[1].value_offset, 8u);
+  EXPECT_EQ(got[1].loc.pieces[1].size, 8u);
+
+  // Without the spill the second word stays unknown, and the value is not shown as one word.
+  spills.pop_back();
+  got = args_from_arginfo(items, spills, true);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[1].size, 16u);
+  EXPECT_EQ(got[1].loc.pieces.size(), 1u);
+}
+
 TEST(AbiVsDwarf, EntryLocationsAgree) {
   auto fixtures = fixtures_with("stripped");
   if (fixtures.empty()) GTEST_SKIP() << "no signatures fixtures under " << testing::fixtures_dir();
