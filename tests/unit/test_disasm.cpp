@@ -1,5 +1,7 @@
 // The Zydis-based function analysis against `go tool objdump` of the same toolchain: RET
 // sites, the stack-check prologue, the `push rbp` entry probe and the morestack spills.
+#include <algorithm>
+#include <cctype>
 #include <map>
 #include <optional>
 #include <regex>
@@ -220,7 +222,14 @@ TEST(Disasm, MatchesGoObjdump) {
     for (const auto& of : parse_objdump(read_file(od_path))) {
       if (of.insns.empty()) continue;
       const bool is_main = starts_with(of.name, "main.");
-      if (of.undecoded) {
+      // Go 1.27's objdump decodes some VEX instructions, with wrong lengths: `c5 f8 77` is
+      // VZEROUPPER (3 bytes), listed as 5 bytes, after which it lists a RET's byte as part of
+      // an ANDL. So a listing with VEX mnemonics is no reference either.
+      const bool vex = std::any_of(of.insns.begin(), of.insns.end(), [](const ObjInsn& i) {
+        return i.text.size() > 1 && i.text[0] == 'V' && std::isupper(i.text[1]) &&
+               i.text.rfind("VERR", 0) != 0 && i.text.rfind("VERW", 0) != 0;
+      });
+      if (of.undecoded || vex) {
         // Go's x86asm does not know VEX/EVEX instructions and resynchronises byte by byte,
         // so its listing is no reference there. Only the runtime's assembly has them.
         EXPECT_FALSE(is_main) << of.name;
