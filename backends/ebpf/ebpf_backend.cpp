@@ -255,7 +255,7 @@ std::map<uint32_t, uint64_t> held_entries(const BinaryView& bin, const ProbeConf
       continue;
     auto file = bin.elf->read(site.addr, 1);
     if (file.empty() || file[0] == 0xCC) continue;
-    if (!uprobes) uprobes = sys::uprobe_holders(path);
+    if (!uprobes) uprobes = sys::uprobe_holders(path, pid);
     auto off = bin.elf->vaddr_to_offset(site.addr);
     if (off && uprobes->count(*off)) continue;
     out.emplace(id, site.addr);

@@ -76,7 +76,7 @@ bool same_file(const std::string& path, const struct stat& want) {
 
 }  // namespace
 
-std::map<uint64_t, std::string> uprobe_holders(const std::string& exe) {
+std::map<uint64_t, std::string> uprobe_holders(const std::string& exe, pid_t pid) {
   std::map<uint64_t, std::string> out;
   struct stat want {};
   if (stat(exe.c_str(), &want) != 0) return out;
@@ -105,6 +105,10 @@ std::map<uint64_t, std::string> uprobe_holders(const std::string& exe) {
       info.uprobe_multi.offsets = reinterpret_cast<uint64_t>(offsets.data());
       info.uprobe_multi.count = n;
       if (!link_info(fd.get(), info) || info.type != kLinkTypeUprobeMulti) continue;
+      // Another process's tracer: two traces of two processes of one binary do not meet.
+      if (pid > 0 && info.uprobe_multi.pid != 0 &&
+          info.uprobe_multi.pid != static_cast<uint32_t>(pid))
+        continue;
       offsets.resize(std::min<uint32_t>(n, info.uprobe_multi.count));
     } else if (info.type == kLinkTypePerfEvent) {
       info = LinkInfo{};

@@ -17,7 +17,9 @@
 namespace gotap::sys {
 
 // File offset -> who holds it ("BPF program NAME, link ID"), for the uprobes on the file
-// that `exe` (a path, e.g. /proc/PID/exe) names, compared by device and inode.
-std::map<uint64_t, std::string> uprobe_holders(const std::string& exe);
+// that `exe` (a path, e.g. /proc/PID/exe) names, compared by device and inode, that can
+// have an int3 in process `pid`: a uprobe_multi link made for another pid writes none there
+// (the kernel installs it only in that process), so it is left out. 0: every link.
+std::map<uint64_t, std::string> uprobe_holders(const std::string& exe, pid_t pid = 0);
 
 }  // namespace gotap::sys

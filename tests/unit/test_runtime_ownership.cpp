@@ -125,5 +125,58 @@ TEST_F(Ownership, EbpfCountsAfterAPtraceGotapWasKilled) {
   EXPECT_TRUE(srv_.serves_page());
 }
 
+// Two processes of one binary: an eBPF count of the first (a uprobe_multi link made for its
+// pid) writes no int3 into the second, so it is no holder there. A ptrace gotap killed in the
+// second left its int3s; the next ptrace trace of the second puts those bytes back and
+// traces, instead of taking them for the first one's uprobes and refusing every site.
+TEST_F(Ownership, AnotherProcesssUprobesAreNoHoldersHere) {
+  RcloneServer other;
+  std::string serr = other.start("gotap-owners-2");
+  ASSERT_TRUE(serr.empty()) << serr;
+  const std::string pid = std::to_string(srv_.pid());
+  Child dead =
+      spawn({gotap_binary(), "trace", "--backend", "ptrace", "-o", "/dev/null", "-p", pid, kFunc});
+  ASSERT_GT(dead.pid, 0);
+  std::string err = read_until(dead.err, "Tracing ", 60000);
+  ASSERT_NE(err.find("Tracing "), std::string::npos) << err;
+  ASSERT_TRUE(srv_.serves_page());
+  kill(dead.pid, SIGKILL);
+  int st = 0;
+  waitpid(dead.pid, &st, 0);
+  close(dead.out);
+  close(dead.err);
+
+  Child count = spawn({gotap_binary(), "count", "--backend", "ebpf", "--json", "-p",
+                       std::to_string(other.pid()), kFunc});
+  ASSERT_GT(count.pid, 0);
+  std::string cerr = read_until(count.err, "Tracing ", 60000);
+  ASSERT_NE(cerr.find("Tracing "), std::string::npos) << cerr;
+
+  Child again = spawn({gotap_binary(), "count", "--backend", "ptrace", "--json", "-p", pid, kFunc});
+  ASSERT_GT(again.pid, 0);
+  std::string aerr = read_until(again.err, "Tracing ", 60000);
+  EXPECT_NE(aerr.find("Tracing "), std::string::npos) << aerr;
+  const int kRequests = 5;
+  for (int i = 0; i < kRequests; ++i) {
+    EXPECT_TRUE(srv_.serves_page());
+    EXPECT_TRUE(other.serves_page());
+  }
+  for (Child* c : {&again, &count}) {
+    kill(c->pid, SIGINT);
+    const std::string out = read_all(c->out);
+    aerr += read_all(c->err);
+    waitpid(c->pid, &st, 0);
+    close(c->out);
+    close(c->err);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st << "\n" << aerr;
+    auto counts = events_in(out, "count");
+    ASSERT_EQ(counts.size(), 1u) << out << aerr;
+    EXPECT_EQ(counts[0].value("count", -1), kRequests) << out;
+  }
+  EXPECT_TRUE(srv_.serves_page());
+  EXPECT_TRUE(other.serves_page());
+  other.stop();
+}
+
 }  // namespace
 }  // namespace gotap::testing
