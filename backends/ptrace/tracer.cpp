@@ -177,7 +177,8 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   // A gotap killed earlier left its int3s here: put the original bytes back first, or every
   // site would look taken.
   // Never where a uprobe is: that int3 is another tracer's, now or since the dead gotap.
-  const auto holders = sys::uprobe_holders("/proc/" + std::to_string(proc_->pid()) + "/exe");
+  const auto holders =
+      sys::uprobe_holders("/proc/" + std::to_string(proc_->pid()) + "/exe", proc_->pid());
   auto holder_of = [&](uint64_t addr) -> const std::string* {
     auto off = addr >= bias_ ? elf.vaddr_to_offset(addr - bias_) : std::nullopt;
     auto it = off ? holders.find(*off) : holders.end();
@@ -281,12 +282,15 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   if (!arm_net(stopped)) net_wanted_ = true;
   GOTAP_TRY(bps_.insert_all(mem));
 
+  // The thread that ran the injected syscalls is resumed before the banner: scripts act on
+  // the banner, and a gotap killed while that thread still sat in its ptrace-stop would leave
+  // it to take the single-step's SIGTRAP, which is no int3 of ours, so Go's handler dies of it.
+  Process::cont(stopped, proc_->take_held_signal(stopped));
   fmt::print(stderr, "{}\n",
              tracing_banner(plan_.funcs.size(), bps_.size(), "ptrace",
                             fmt::format("pid {}", proc_->pid()), goroutines_ != nullptr));
   std::fflush(stderr);
   begin_metrics();
-  Process::cont(stopped, proc_->take_held_signal(stopped));
   return {};
 }
 
