@@ -11,32 +11,16 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/tools/private-apt.sh
+. "$here/private-apt.sh"
 newest=$(sed -n 's/^\[ ${#versions\[@\]} -gt 0 \] || versions=(\(.*\))$/\1/p' "$here/fetch-go.sh" |
   tr ' ' '\n' | sort -t. -k2,2n | tail -1)
 [ -n "$newest" ] || { echo "check-newest-go: no default versions in fetch-go.sh" >&2; exit 1; }
 
-uri=""
-for f in /etc/apt/sources.list.d/*.sources; do
-  [ -f "$f" ] || continue
-  uri=$(awk '/^URIs:/ {for (i = 2; i <= NF; i++) if ($i !~ /security/) {print $i; exit}}' "$f")
-  [ -n "$uri" ] && break
-done
-if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
-  uri=$(awk '$1 == "deb" && $0 !~ /security/ {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; exit}}' /etc/apt/sources.list)
-fi
-[ -n "$uri" ] || { echo "check-newest-go: skipped: no Debian source entry in /etc/apt"; exit 77; }
-
+uri=$(system_uri) || { echo "check-newest-go: skipped: no Debian source entry in /etc/apt"; exit 77; }
 apt_root=$(mktemp -d)
 trap 'rm -rf "$apt_root"' EXIT
-mkdir -p "$apt_root/lists/partial" "$apt_root/archives/partial" "$apt_root/etc/preferences.d" \
-  "$apt_root/etc/apt.conf.d"
-echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri sid main" \
-  >"$apt_root/etc/sources.list"
-apt_opts=(-o "Dir::Etc::sourcelist=$apt_root/etc/sources.list" -o "Dir::Etc::sourceparts=-"
-  -o "Dir::Etc::preferencesparts=$apt_root/etc/preferences.d"
-  -o "Dir::Etc::parts=$apt_root/etc/apt.conf.d" -o "Dir::State::Lists=$apt_root/lists"
-  -o "Dir::Cache=$apt_root" -o "Dir::State::status=/dev/null" -o "APT::Sandbox::User=root"
-  -o "Debug::NoLocking=1" -o "Acquire::Retries=3" -o "Acquire::Check-Valid-Until=false")
+private_apt "$apt_root" "$uri" sid
 if ! apt-get "${apt_opts[@]}" -qq update >/dev/null 2>"$apt_root/update.err" ||
   grep -q '^[EW]:' "$apt_root/update.err"; then
   echo "check-newest-go: skipped: apt cannot reach the Debian archive"

@@ -10,6 +10,9 @@
 # toolchains are reported on stderr. Running it again is cheap and changes nothing.
 set -euo pipefail
 
+# shellcheck source=tests/tools/private-apt.sh
+. "$(dirname "${BASH_SOURCE[0]}")/private-apt.sh"
+
 cache=${1:-${GOTAP_GO_CACHE:-$HOME/.cache/gotap/go}}
 shift || true
 versions=("$@")
@@ -26,21 +29,6 @@ suite_for() {
     1.24) echo trixie ;;
     *) echo sid ;;
   esac
-}
-
-# The mirror URI of the system's main Debian entry (deb822 or one-line format).
-system_uri() {
-  local f uri=""
-  for f in /etc/apt/sources.list.d/*.sources; do
-    [ -f "$f" ] || continue
-    uri=$(awk '/^URIs:/ {for (i = 2; i <= NF; i++) if ($i !~ /security/) {print $i; exit}}' "$f")
-    [ -n "$uri" ] && break
-  done
-  if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
-    uri=$(awk '$1 == "deb" && $0 !~ /security/ {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; exit}}' /etc/apt/sources.list)
-  fi
-  [ -n "$uri" ] || { echo "fetch-go: no Debian source entry found in /etc/apt" >&2; return 1; }
-  echo "$uri"
 }
 
 # Debian's GOROOT (/usr/lib/go-V) links src, pkg/include, lib, ... into /usr/share/go-V,
@@ -67,23 +55,12 @@ missing=()
 for v in "${versions[@]}"; do usable "$cache/$v" || missing+=("$v"); done
 
 if [ ${#missing[@]} -gt 0 ]; then
-  uri=$(system_uri)
+  uri=$(system_uri) || { echo "fetch-go: no Debian source entry found in /etc/apt" >&2; exit 1; }
   apt_root=$(mktemp -d "$cache/.apt.XXXXXX")
   trap 'rm -rf "$apt_root"' EXIT
-  mkdir -p "$apt_root/lists/partial" "$apt_root/archives/partial" "$apt_root/etc/preferences.d" \
-    "$apt_root/etc/apt.conf.d" "$apt_root/debs"
-  keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-  for v in "${missing[@]}"; do suite_for "$v"; done | sort -u | while read -r suite; do
-    echo "deb [signed-by=$keyring] $uri $suite main"
-  done >"$apt_root/etc/sources.list"
-  # The archives of older toolchains' suites may carry an expired Valid-Until (a stored copy
-  # of the registry): the signatures are still checked.
-  apt_opts=(-o "Dir::Etc::sourcelist=$apt_root/etc/sources.list" -o "Dir::Etc::sourceparts=-"
-    -o "Dir::Etc::preferencesparts=$apt_root/etc/preferences.d"
-    -o "Dir::Etc::parts=$apt_root/etc/apt.conf.d" -o "Dir::State::Lists=$apt_root/lists"
-    -o "Dir::Cache=$apt_root" -o "Dir::State::status=/dev/null" -o "APT::Sandbox::User=root"
-    -o "APT::Get::List-Cleanup=0" -o "Debug::NoLocking=1" -o "Acquire::Retries=3"
-    -o "Acquire::Check-Valid-Until=false")
+  mapfile -t suites < <(for v in "${missing[@]}"; do suite_for "$v"; done | sort -u)
+  private_apt "$apt_root" "$uri" "${suites[@]}"
+  mkdir -p "$apt_root/debs"
   apt-get "${apt_opts[@]}" -qq update >/dev/null 2>"$apt_root/update.err" ||
     { echo "fetch-go: apt-get update had errors:" >&2; cat "$apt_root/update.err" >&2; }
 
