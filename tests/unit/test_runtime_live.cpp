@@ -15,9 +15,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -152,6 +154,26 @@ class LiveTrace : public ::testing::TestWithParam<std::string> {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
 
+  // Serves requests (at most 20, 200 ms apart) until gotap ends by itself, as it must after
+  // the failure `why`; its exit status and stderr, or nullopt (a failure recorded) when it
+  // did not end.
+  std::optional<std::pair<int, std::string>> serve_until_exit(Child& tap, const char* why) {
+    int st = -1;
+    for (int i = 0; i < 20 && st == -1; ++i) {
+      EXPECT_TRUE(served_ok(http_get(srv_.port(), RcloneServer::kPage), RcloneServer::kBody));
+      st = wait_for(tap.pid, 200);
+    }
+    if (st == -1) {
+      ADD_FAILURE() << "gotap did not end on " << why;
+      end_child(tap);
+      return std::nullopt;
+    }
+    tap.pid = -1;
+    std::string err = read_until(tap.err, "\n\n", 1000);
+    end_child(tap);
+    return std::make_pair(st, err);
+  }
+
   RcloneServer srv_;
 };
 
@@ -255,19 +277,9 @@ TEST_P(LiveTrace, FailureAfterProbesAreInLeavesTheCodeAsInItsFile) {
   // Mid-trace the probes are in the code: the comparison sees them.
   const TextCompare during = compare_text(srv_.pid());
   EXPECT_GT(during.differing, 0u) << "no probe seen in the program's code while tracing";
-  int st = -1;
-  for (int i = 0; i < 20 && st == -1; ++i) {
-    EXPECT_TRUE(served_ok(http_get(srv_.port(), RcloneServer::kPage), RcloneServer::kBody));
-    st = wait_for(tap.pid, 200);
-  }
-  if (st == -1) {
-    ADD_FAILURE() << "gotap did not end on the injected failure";
-    end_child(tap);
-    return;
-  }
-  tap.pid = -1;
-  const std::string err = read_until(tap.err, "\n\n", 1000);
-  end_child(tap);
+  auto ended = serve_until_exit(tap, "the injected failure");
+  if (!ended) return;
+  const auto& [st, err] = *ended;
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << "status " << st << ": " << err;
   EXPECT_EQ(err.rfind("gotap: ", 0), 0u) << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
@@ -285,19 +297,9 @@ TEST_P(LiveTrace, WriteErrorEndsTheTraceWithExitOne) {
   ASSERT_GT(tap.pid, 0);
   wait_tracing(tap.err);
   if (HasFatalFailure()) return end_child(tap);
-  int st = -1;
-  for (int i = 0; i < 20 && st == -1; ++i) {
-    EXPECT_TRUE(served_ok(http_get(srv_.port(), RcloneServer::kPage), RcloneServer::kBody));
-    st = wait_for(tap.pid, 200);
-  }
-  if (st == -1) {
-    ADD_FAILURE() << "gotap did not end on the failed write";
-    end_child(tap);
-    return;
-  }
-  tap.pid = -1;
-  const std::string err = read_until(tap.err, "\n\n", 1000);
-  end_child(tap);
+  auto ended = serve_until_exit(tap, "the failed write");
+  if (!ended) return;
+  const auto& [st, err] = *ended;
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << "status " << st << ": " << err;
   EXPECT_EQ(err, "gotap: cannot write the output: No space left on device\n");
   const TextCompare after = compare_text(srv_.pid());

@@ -30,6 +30,19 @@ using Clock = std::chrono::steady_clock;
 // Runs once per request (net/http's serverHandler, which rclone's router sits behind).
 const char* const kFunc = "net/http.serverHandler.ServeHTTP";
 
+// Ends a gotap as Ctrl-C does and returns what it printed on stdout; it must exit 0.
+std::string interrupt(Child& c) {
+  kill(c.pid, SIGINT);
+  const std::string out = read_all(c.out);
+  const std::string err = read_all(c.err);
+  int st = 0;
+  waitpid(c.pid, &st, 0);
+  close(c.out);
+  close(c.err);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st << "\n" << err;
+  return out;
+}
+
 class Ownership : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -79,12 +92,7 @@ TEST_F(Ownership, AnotherTracersUprobeSurvivesALaterPtraceTrace) {
   const int kRequests = 10;
   for (int i = 0; i < kRequests; ++i)
     ASSERT_TRUE(served_ok(http_get(srv_.port(), RcloneServer::kPage), RcloneServer::kBody));
-  kill(count.pid, SIGINT);
-  const std::string cout = read_all(count.out);
-  waitpid(count.pid, &st, 0);
-  close(count.out);
-  close(count.err);
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  const std::string cout = interrupt(count);
   auto counts = events_in(cout, "count");
   ASSERT_EQ(counts.size(), 1u) << cout;
   EXPECT_EQ(counts[0].value("func", ""), kFunc);
@@ -113,12 +121,7 @@ TEST_F(Ownership, EbpfCountsAfterAPtraceGotapWasKilled) {
   const int kRequests = 10;
   for (int i = 0; i < kRequests; ++i)
     ASSERT_TRUE(served_ok(http_get(srv_.port(), RcloneServer::kPage), RcloneServer::kBody));
-  kill(count.pid, SIGINT);
-  const std::string cout = read_all(count.out);
-  waitpid(count.pid, &st, 0);
-  close(count.out);
-  close(count.err);
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  const std::string cout = interrupt(count);
   auto counts = events_in(cout, "count");
   ASSERT_EQ(counts.size(), 1u) << cout;
   EXPECT_EQ(counts[0].value("count", -1), kRequests) << cout;
@@ -162,13 +165,7 @@ TEST_F(Ownership, AnotherProcesssUprobesAreNoHoldersHere) {
     EXPECT_TRUE(other.serves_page());
   }
   for (Child* c : {&again, &count}) {
-    kill(c->pid, SIGINT);
-    const std::string out = read_all(c->out);
-    aerr += read_all(c->err);
-    waitpid(c->pid, &st, 0);
-    close(c->out);
-    close(c->err);
-    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st << "\n" << aerr;
+    const std::string out = interrupt(*c);
     auto counts = events_in(out, "count");
     ASSERT_EQ(counts.size(), 1u) << out << aerr;
     EXPECT_EQ(counts[0].value("count", -1), kRequests) << out;
