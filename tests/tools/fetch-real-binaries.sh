@@ -5,9 +5,11 @@
 #   OUT_DIR/real/<name>/<binary>.version      go version BINARY (newest toolchain)
 #   OUT_DIR/real/<name>/<binary>.origin       where it came from (package and version)
 # Sources: Debian packages of the running release (apt-get download, system apt setup) and
-# esbuild's prebuilt binary from the npm registry (npm pack). A source that is unreachable
-# is reported and skipped. Existing binaries are kept; dumps are refreshed when gosymdump
-# changed.
+# Go binaries prebuilt with many Go releases from the npm registry (npm pack): esbuild's, at
+# versions pinned to the Go release that built them, and buf's. A Debian package or the
+# newest esbuild that cannot be fetched is reported and skipped; a pinned npm version that
+# cannot be fetched is reported and makes the script fail (exit 1) once the others are done.
+# Existing binaries are kept; dumps are refreshed when gosymdump changed.
 #
 # usage: fetch-real-binaries.sh OUT_DIR
 set -euo pipefail
@@ -47,20 +49,42 @@ for entry in "${debian[@]}"; do
   fetched+=("$dest")
 done
 
-dest="$out/real/esbuild/esbuild"
-if [ ! -f "$dest" ]; then
-  if command -v npm >/dev/null &&
-    (cd "$tmp" && npm pack --silent @esbuild/linux-x64 >"$tmp/npm.out" 2>/dev/null); then
-    tgz="$tmp/$(tail -1 "$tmp/npm.out")"
-    mkdir -p "$tmp/esbuild" "$(dirname "$dest")"
-    tar -xzf "$tgz" -C "$tmp/esbuild"
-    cp "$tmp/esbuild/package/bin/esbuild" "$dest"
-    echo "npm $(basename "$tgz" .tgz)" >"$dest.origin"
-  else
-    echo "fetch-real-binaries: cannot fetch @esbuild/linux-x64 with npm" >&2
+# name  npm-package@version  path-in-package: esbuild's prebuilt binary, newest (the current
+# Go release) and pinned builds by Go releases Debian ships no toolchain for (1.17.5, 1.18.1,
+# 1.20.4, 1.25.4), and buf, a go1.27.3 binary. The pinned ones are exact: a failed fetch
+# fails the script, so that the tests of those releases never run without their binary.
+npm_bins=(
+  "esbuild @esbuild/linux-x64 bin/esbuild"
+  "esbuild-go1.17 esbuild-linux-64@0.14.8 bin/esbuild"
+  "esbuild-go1.18 esbuild-linux-64@0.14.39 bin/esbuild"
+  "esbuild-go1.20 @esbuild/linux-x64@0.17.19 bin/esbuild"
+  "esbuild-go1.25 @esbuild/linux-x64@0.27.0 bin/esbuild"
+  "buf @bufbuild/buf-linux-x64@1.75.0 bin/buf"
+)
+
+failed=0
+for entry in "${npm_bins[@]}"; do
+  read -r name spec path <<<"$entry"
+  dest="$out/real/$name/$(basename "$path")"
+  if [ ! -f "$dest" ]; then
+    mkdir -p "$tmp/$name"
+    if command -v npm >/dev/null &&
+      (cd "$tmp/$name" && npm pack --silent "$spec" >"$tmp/$name/npm.out" 2>/dev/null); then
+      tgz="$tmp/$name/$(tail -1 "$tmp/$name/npm.out")"
+      mkdir -p "$tmp/$name/x" "$(dirname "$dest")"
+      tar -xzf "$tgz" -C "$tmp/$name/x"
+      cp "$tmp/$name/x/package/$path" "$dest"
+      echo "npm $(basename "$tgz" .tgz)" >"$dest.origin"
+    else
+      echo "fetch-real-binaries: cannot fetch $spec with npm" >&2
+      # A pinned version (an @ after the name's first character: a scoped name starts with
+      # one) is what a test of that Go release needs; the newest esbuild is a convenience.
+      if [[ ${spec:1} == *@* ]]; then failed=1; fi
+      continue
+    fi
   fi
-fi
-[ -f "$dest" ] && fetched+=("$dest")
+  fetched+=("$dest")
+done
 
 read -r gosymdump goroot < <("$here/build-fixtures.sh" --gosymdump "$out")
 for bin in "${fetched[@]}"; do
@@ -75,3 +99,4 @@ for bin in "${fetched[@]}"; do
   printf '%-24s %4s MB  %-24s %s\n' "${bin#"$out"/}" "$(($(stat -c %s "$bin") / 1048576))" \
     "$ver" "$(cat "$bin.origin")"
 done
+exit "$failed"
