@@ -97,7 +97,8 @@ struct gotap_probe {
 /* The goroutine probes' func_ids, past every planned function's: runtime.casgstatus
  * (words gp, old, new, return address; cap 0 gp's goid, cap 1 when present gp's waitreason byte),
  * runtime.newproc1's entry (words fn, callergp,
- * callerpc; cap 0 fn's code pointer, cap 1 callergp's goid) and its RETs (word newg; cap 0
+ * callerpc, from RBX and RCX, or RDI and RSI in Go 1.17; cap 0 fn's code pointer, cap 1
+ * callergp's goid) and its RETs (word newg; cap 0
  * newg's goid). */
 #define GOTAP_FUNC_GSTATUS 0xfffffff0u
 #define GOTAP_FUNC_GCREATE 0xfffffff1u

@@ -181,8 +181,12 @@ bool on_goroutine_sample(Session& s, const void* data, size_t size) {
     s.goroutines->on_status(ev.ts_ns, int(ev.tid), cap[0], uint32_t(ev.words[1]),
                             uint32_t(ev.words[2]), good(rc) ? int(cap[rc] & 0xff) : -1,
                             origin ? &*origin : nullptr, ev.nwords >= 4 ? ev.words[3] : 0);
-  } else if (ev.func_id == GOTAP_FUNC_GCREATE && ok[0] && ok[1] && ev.nwords >= 3) {
-    s.goroutines->on_create(ev.ts_ns, int(ev.tid), cap[1], cap[0], ev.words[2]);
+  } else if (ev.func_id == GOTAP_FUNC_GCREATE && ok[0] && ev.nwords >= 3) {
+    // Without a known newproc1 signature there is no parent to read (probe_config.cpp).
+    const bool known = s.plan.goroutines.create_gp_arg != GoroutineProbes::kNoArg;
+    if (known && !ok[1]) return false;
+    s.goroutines->on_create(ev.ts_ns, int(ev.tid), known ? cap[1] : 0, cap[0],
+                            known ? ev.words[2] : 0);
   } else if (ev.func_id == GOTAP_FUNC_GCREATED && ok[0]) {
     s.goroutines->on_created(ev.ts_ns, int(ev.tid), cap[0]);
   } else {

@@ -1,6 +1,7 @@
 #include "backends/ebpf/probe_config.h"
 
 #include <algorithm>
+#include <array>
 #include <optional>
 
 #include "backends/ebpf/value_kind.h"
@@ -156,15 +157,17 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
 }
 
 void add_goroutine_sites(ProbeConfig& cfg, const ProbePlan& plan) {
-  // Both are ABIInternal Go functions: arguments in RAX, RBX, RCX. Entry only, no state:
-  // the INLINE path of the BPF program emits one event per hit.
-  auto site = [&](uint64_t addr, uint32_t id) -> gotap_probe& {
+  // Both are ABIInternal Go functions: arguments in RAX, RBX, RCX, RDI, RSI (the gotap_reg
+  // order is the ABI's). Entry only, no state: the INLINE path of the BPF program emits one
+  // event per hit. Words 0 to 2 are (gp, old, new) and (fn, callergp, callerpc).
+  auto site = [&](uint64_t addr, uint32_t id,
+                  std::array<uint8_t, 3> regs = {GOTAP_RAX, GOTAP_RBX, GOTAP_RCX}) -> gotap_probe& {
     SiteConfig s;
     s.addr = addr;
     s.probe.func_id = id;
     s.probe.flags = GOTAP_PROBE_INLINE;
     Builder b{s.probe, 0, nullptr};
-    for (uint8_t r : {GOTAP_RAX, GOTAP_RBX, GOTAP_RCX}) b.add_word({GOTAP_SRC_REG, r, 0, 0});
+    for (uint8_t r : regs) b.add_word({GOTAP_SRC_REG, r, 0, 0});
     cfg.sites.push_back(std::move(s));
     return cfg.sites.back().probe;
   };
@@ -189,9 +192,15 @@ void add_goroutine_sites(ProbeConfig& cfg, const ProbePlan& plan) {
       cfg.gstatus_origin_cap = deref(p, 0, o.offset, static_cast<int>(o.size));
   }
   if (plan.goroutines.create) {
-    gotap_probe& p = site(plan.goroutines.create, GOTAP_FUNC_GCREATE);
-    deref(p, 0, 0);     // funcval.fn: the goroutine's start function
-    deref(p, 1, goid);  // the parent's goid
+    // Go 1.17's newproc1(fn, argp, narg, callergp, callerpc) has them in RDI and RSI. An
+    // unknown signature reads RAX into both, and the backend ignores them (no parent).
+    const GoroutineProbes& g = plan.goroutines;
+    const bool known = g.create_gp_arg <= GOTAP_RSI && g.create_pc_arg <= GOTAP_RSI;
+    gotap_probe& p = site(g.create, GOTAP_FUNC_GCREATE,
+                          {GOTAP_RAX, known ? g.create_gp_arg : uint8_t(GOTAP_RAX),
+                           known ? g.create_pc_arg : uint8_t(GOTAP_RAX)});
+    deref(p, 0, 0);                // funcval.fn: the goroutine's start function
+    if (known) deref(p, 1, goid);  // the parent's goid
   }
   for (uint64_t ret : plan.goroutines.created) {
     gotap_probe& p = site(ret, GOTAP_FUNC_GCREATED);

@@ -427,8 +427,9 @@ void Tracer::on_inline(const Site& s, const SiteRole& role, const user_regs_stru
   emit(to_event(ev));
 }
 
-// casgstatus(gp, old, new) and newproc1(fn, callergp, callerpc): ABIInternal, so RAX, RBX,
-// RCX; the goids are read from the g structures they point to.
+// casgstatus(gp, old, new) and newproc1(fn, callergp, callerpc) (Go 1.17: newproc1(fn, argp,
+// narg, callergp, callerpc)): ABIInternal, so RAX, RBX, RCX (RDI, RSI); the goids are read
+// from the g structures they point to.
 void Tracer::on_goroutine(const SiteRole& role, const user_regs_struct& r, pid_t tid, uint64_t ts) {
   if (!goroutines_) return;
   const uint64_t goid_off = plan_.offsets.g_goid;
@@ -468,13 +469,18 @@ void Tracer::on_goroutine(const SiteRole& role, const user_regs_struct& r, pid_t
     goroutines_->on_created(ts, tid, goid);
     return;
   }
+  // newproc1's callergp and callerpc: RBX and RCX from Go 1.18, RDI and RSI in Go 1.17.
+  const RegState rs = reg_state(r, tid, false, r.rsp);
+  auto arg = [&](uint8_t i) -> uint64_t { return i < kNumIntRegs ? rs.gp[i] : 0; };
+  const uint64_t callergp = arg(plan_.goroutines.create_gp_arg);
   uint64_t start_pc = 0;
-  if (!r.rax || !r.rbx || !proc_->mem().read(r.rax, &start_pc, 8) ||
-      !proc_->mem().read(r.rbx + goid_off, &goid, 8)) {
+  const bool has_gp = plan_.goroutines.create_gp_arg < kNumIntRegs;
+  if (!r.rax || !proc_->mem().read(r.rax, &start_pc, 8) ||
+      (has_gp && (!callergp || !proc_->mem().read(callergp + goid_off, &goid, 8)))) {
     ++goid_read_errors_;
     return;
   }
-  goroutines_->on_create(ts, tid, goid, start_pc, r.rcx);
+  goroutines_->on_create(ts, tid, goid, start_pc, arg(plan_.goroutines.create_pc_arg));
 }
 
 bool Tracer::arm_net(pid_t tid) {

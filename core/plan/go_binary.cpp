@@ -482,7 +482,25 @@ Result<GoroutineProbes> GoBinary::goroutine_probes() const {
       *addr = p.entry_probe;
       if (addr == &g.create) g.created = p.ret_sites;
       if (addr == &g.status) g.status_sp_delta = p.frame_size;
-      if (addr == &g.create) g.create_sp_delta = p.frame_size;
+      if (addr == &g.create) {
+        g.create_sp_delta = p.frame_size;
+        // Go 1.17's newproc1(fn, argp, narg, callergp, callerpc) *g has 40 bytes of
+        // arguments (narg's int32 padded to 8), 1.18's newproc1(fn, callergp, callerpc) *g
+        // 24; _func.args counts the *g result too in later releases (48, 32: seen on 1.25
+        // and 1.27). The size is the binary's own, so a build whose version string gotap
+        // cannot read still gets the right registers.
+        if (f->args == 40 || f->args == 48) {
+          g.create_gp_arg = 3;
+          g.create_pc_arg = 4;
+        } else if (f->args != 24 && f->args != 32) {
+          g.warnings.push_back(fmt::format(
+              "runtime.newproc1 has {} bytes of arguments, neither Go 1.17's 40 nor 1.18+'s "
+              "24 (with its result 48 or 32): goroutines are shown without their parent and "
+              "creator",
+              f->args));
+          g.create_gp_arg = g.create_pc_arg = GoroutineProbes::kNoArg;
+        }
+      }
     }
     if (!*addr) return make_error("{} has no {}: cannot trace goroutines", elf_->path(), name);
   }

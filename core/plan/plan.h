@@ -63,11 +63,20 @@ struct GoroutineProbes {
   uint64_t status = 0;  // runtime.casgstatus(gp, oldval, newval): every status change
   // SP delta at that probe: the return address (its caller) is at RSP + status_sp_delta.
   int32_t status_sp_delta = 0;
-  uint64_t create = 0;  // runtime.newproc1(fn, callergp, callerpc, ...): every go statement
+  uint64_t create = 0;  // runtime.newproc1(fn, ..., callergp, callerpc): every go statement
   int32_t create_sp_delta = 0;
+  // Which ABIInternal integer argument (0 RAX, 1 RBX, 2 RCX, 3 RDI, 4 RSI) of newproc1 holds
+  // callergp and callerpc: Go 1.18+ has newproc1(fn, callergp, callerpc), Go 1.17
+  // newproc1(fn, argp, narg, callergp, callerpc).
+  // kNoArg: newproc1's signature is not one gotap knows; creations then have no parent or
+  // creator (never values read from the wrong register), and `warnings` says so.
+  static constexpr uint8_t kNoArg = 0xff;
+  uint8_t create_gp_arg = 1;
+  uint8_t create_pc_arg = 2;
   // newproc1's RET sites, where RAX is the new g: up to Go 1.23 its goid is set only after
   // the status change that makes it runnable.
   std::vector<uint64_t> created;
+  std::vector<std::string> warnings;  // once each, for the user
 };
 
 struct ProbePlan {
