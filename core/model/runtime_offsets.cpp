@@ -5,7 +5,8 @@ namespace gotap {
 // Offsets of runtime.g and runtime.m fields on linux/amd64 by release. Rows marked
 // "DWARF" were read from the DWARF of binaries built with that toolchain (go 1.19.8,
 // 1.21.13, 1.22.12, 1.23.5, 1.24.4, 1.26.10, 1.27.3; tests/unit/test_runtime_offsets.cpp re-checks
-// them against every fixture with DWARF). The others are inferred from the runtime sources.
+// them against every fixture with DWARF). 1.25 was read from the machine code of a go1.25.4
+// binary; the others are inferred from the runtime sources.
 RuntimeOffsets runtime_offsets_for(const GoVersion& v) {
   RuntimeOffsets o;  // stack 0/8, stackguard0 16, m 48: unchanged from 1.17 to 1.27 (DWARF)
   if (v.at_least(1, 26)) {
@@ -21,12 +22,15 @@ RuntimeOffsets runtime_offsets_for(const GoVersion& v) {
     o.m_procid = 64;
     o.m_curg = 184;
   } else if (v.at_least(1, 25)) {
-    // Not measured: the 1.26 layout minus the g fields 1.26 added after sig. parentGoid is
-    // left unknown rather than guessed.
+    // Read from the code of esbuild 0.27.0's go1.25.4 build (no toolchain to take DWARF
+    // from): gopark stores the reason at g+176, newproc1 parentGoid, gopc and startpc at
+    // 272, 280 and 296, 8 below where 1.26 stores them (1.26 added a g field before them).
     o.g_atomicstatus = 144;
     o.g_goid = 152;
-    o.g_parent_goid = 0;
-    o.g_waitreason = 0;  // not measured either, and there is no name table for 1.25
+    o.g_parent_goid = 272;
+    o.g_waitreason = 176;
+    o.g_gopc = 280;
+    o.g_startpc = 296;
     o.m_procid = 64;
     o.m_curg = 184;
   } else if (v.at_least(1, 23)) {
