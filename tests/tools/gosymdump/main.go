@@ -150,6 +150,8 @@ func wrapperFuncID(version string) int {
 		return 23
 	case minor >= 22: // FuncID_corostart
 		return 22
+	case minor == 17: // FuncID_jmpdefer, gone in 1.18, sat before Wrapper in 1.17's list
+		return 22
 	default:
 		return 21
 	}
