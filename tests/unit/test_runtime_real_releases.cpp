@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -151,6 +152,38 @@ std::map<std::string, int> check_goroutines(const Release& r, const std::vector<
   return by_creator;
 }
 
+// `gotap info --json` on each: the Go release gotap reads is the one debug/buildinfo (or
+// the runtime's version string) names, the pclntab format and moduledata layout are that
+// release's (docs/design.md, "Go releases"), method tables give signatures, and nothing
+// is left unread (no warning).
+TEST(RealReleasesInfo, EachReleaseReadsItsOwnLayout) {
+  std::vector<std::tuple<Release, std::string, std::string>> want;  // pclntab, moduledata
+  for (const Release& r : esbuilds()) {
+    const std::string minor = r.go.substr(4, 2);
+    want.push_back({r,
+                    minor == "17"   ? "1.16"
+                    : minor == "18" ? "1.18"
+                                    : "1.20",
+                    minor == "17"   ? ""
+                    : minor == "18" ? "1.18"
+                                    : "1." + minor});
+  }
+  want.push_back({kBuf, "1.20", "1.27"});
+  for (const auto& [r, pclntab, layout] : want) {
+    SCOPED_TRACE(r.dir);
+    expect_fetched(r);
+    RunResult res = run_command({gotap_binary(), "info", "--json", r.path()}, 60);
+    ASSERT_EQ(res.exit_code, 0) << res.err;
+    json info = json::parse(res.out, nullptr, false);
+    ASSERT_TRUE(info.is_object()) << res.out;
+    EXPECT_EQ(info.value("go_version", ""), r.go);
+    EXPECT_EQ(info.value("pclntab", ""), pclntab);
+    EXPECT_EQ(info.value("moduledata_layout", ""), layout);
+    EXPECT_EQ(info["warnings"], json::array());
+    EXPECT_GT(info["signatures"].value("method-table", 0), 1000) << info.dump();
+  }
+}
+
 class RealReleases : public RealProgramTest {};
 
 constexpr const char* kParse = "github.com/evanw/esbuild/internal/js_parser.Parse";
@@ -246,6 +279,46 @@ TEST_P(RealReleases, BufFormatCountsFiles) {
 
   auto by_creator = check_goroutines(kBuf, traced("goroutines", backend(), dir, {}, argv));
   EXPECT_EQ(by_creator["sync.(*WaitGroup).Go"], kFiles);
+}
+
+// gotap attached to esbuild in watch mode (--watch=forever: 0.17 and later, so Go 1.20 and
+// 1.25): the watcher goroutine, created before the attach, shows where it came from when it
+// next wakes, read from its g (startpc, gopc and, from Go 1.21, parentGoid): esbuild's
+// (*watcher).start starts it with a `go func()` on the main goroutine, which runs the build.
+TEST_P(RealReleases, AttachedWatcherShowsItsOrigin) {
+  const std::string start = "github.com/evanw/esbuild/pkg/api.(*watcher).start";
+  for (const Release& r : {esbuilds()[2], esbuilds()[3]}) {
+    SCOPED_TRACE(r.dir);
+    expect_fetched(r);
+    TempDir dir("esbuild-watch");
+    std::vector<std::string> argv = {r.path()};
+    for (const auto& f : write_modules(dir, 1)) argv.push_back(f);
+    argv.insert(argv.end(), {"--bundle", "--outdir=" + (dir / "out"), "--watch=forever"});
+    Service srv;
+    ASSERT_EQ(srv.start(argv, dir / "esbuild.log"), "");
+    ASSERT_TRUE(wait_until(30000, [&] {
+      return read_file(dir / "esbuild.log").find("watching for changes") != std::string::npos;
+    })) << read_file(dir / "esbuild.log");
+    // The watcher polls the files a few times a second.
+    std::string out = attached({"goroutines"}, srv.pid(), dir, [] { sleep(2); });
+    const std::set<std::string> names = gosym_names(r);
+    int seen = 0;
+    for (const json& e : events_in(out, "gstate")) {
+      if (!e.contains("func")) continue;
+      SCOPED_TRACE(e.dump());
+      EXPECT_TRUE(names.count(e["func"].get<std::string>()));
+      EXPECT_TRUE(names.count(e.value("created_by", "")));
+      if (e["func"] != start + ".func1") continue;
+      ++seen;
+      EXPECT_EQ(e.value("created_by", ""), start);
+      if (r.go >= "go1.21")
+        EXPECT_EQ(e.value("parent_goid", int64_t{-1}), 1);
+      else
+        EXPECT_FALSE(e.contains("parent_goid"));  // no g.parentGoid before Go 1.21
+    }
+    EXPECT_EQ(seen, 1) << out;
+    EXPECT_TRUE(srv.alive()) << "esbuild stopped watching after gotap detached";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, RealReleases, ::testing::Values("ebpf", "ptrace"),
