@@ -391,5 +391,34 @@ TEST(Plan, InlineSites) {
   }
 }
 
+// runtime.newproc1's callergp and callerpc, per release's sources: Go 1.17's
+// newproc1(fn, argp, narg, callergp, callerpc) has them 4th and 5th (RDI, RSI), 1.18 on
+// newproc1(fn, callergp, callerpc) 2nd and 3rd (RBX, RCX). The fixtures are 1.19 and later;
+// the npm binaries (tests/tools/fetch-real-binaries.sh) add 1.17, 1.18, 1.20 and 1.25.
+TEST(Plan, NewprocArgumentsPerRelease) {
+  std::vector<std::pair<std::string, std::string>> bins;  // path, Go version
+  for (const Fixture& fx : all_fixtures("basic"))
+    if (fx.flavour == "stripped") bins.push_back({fx.path, "go" + fx.go_version});
+  for (const auto& rb : testing::real_binaries()) {
+    auto ref = nlohmann::json::parse(read_file(rb.path + ".gosym.json"), nullptr, false);
+    if (ref.is_object()) bins.push_back({rb.path, ref.value("go_version", "")});
+  }
+  if (bins.empty()) GTEST_SKIP() << "no fixtures (run tests/tools/build-fixtures.sh)";
+  bool saw_117 = false;
+  for (const auto& [path, go] : bins) {
+    SCOPED_TRACE(path + " " + go);
+    auto bin = GoBinary::open(path);
+    ASSERT_TRUE(bin.ok()) << bin.error().what();
+    auto g = (*bin)->goroutine_probes();
+    ASSERT_TRUE(g.ok()) << g.error().what();
+    EXPECT_TRUE(g->warnings.empty()) << g->warnings.front();
+    const bool is_117 = go.rfind("go1.17", 0) == 0 && (go.size() == 6 || go[6] == '.');
+    saw_117 |= is_117;
+    EXPECT_EQ(g->create_gp_arg, is_117 ? 3 : 1);
+    EXPECT_EQ(g->create_pc_arg, is_117 ? 4 : 2);
+  }
+  if (!testing::real_binaries().empty()) EXPECT_TRUE(saw_117) << "no Go 1.17 npm binary";
+}
+
 }  // namespace
 }  // namespace gotap
