@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -61,6 +62,40 @@ TEST(WaitReasonTable, PlanReadsThemForAReleaseWithoutATable) {
   auto want = wait_reason_names(*GoVersion::parse("go1.27.3"));
   ASSERT_FALSE(want.empty());
   EXPECT_EQ(plan->wait_reasons, want);
+}
+
+// The stripped programs Debian and npm ship (tests/tools/fetch-real-binaries.sh): their
+// table is found by scanning; it equals gotap's for a release it has one of (Debian's 1.19,
+// esbuild's 1.26, buf's 1.27), and for the others (esbuild built by 1.17, 1.18, 1.20, 1.25)
+// it is a whole table: the runtime's order from "" and "GC assist marking", with the reasons
+// every release has. test_runtime_real_releases checks that the names land on the right
+// goroutines.
+TEST(WaitReasonTable, RealBinariesHaveTheirs) {
+  auto bins = testing::real_binaries();
+  if (bins.empty()) GTEST_SKIP() << "no real-world binaries under " << testing::fixtures_dir();
+  size_t without_table = 0;
+  for (const auto& b : bins) {
+    SCOPED_TRACE(b.path);
+    auto elf = ElfFile::open(b.path);
+    ASSERT_TRUE(elf.ok());
+    auto bin = GoBinary::open(b.path);
+    ASSERT_TRUE(bin.ok()) << bin.error().what();
+    auto read = read_wait_reason_table(**elf);
+    auto want = wait_reason_names((*bin)->buildinfo().version);
+    if (!want.empty()) {
+      EXPECT_EQ(read, want);
+      continue;
+    }
+    ++without_table;
+    ASSERT_GE(read.size(), 27u);  // Go 1.17 has 27, up to "debug call"
+    EXPECT_EQ(read[0], "");
+    EXPECT_EQ(read[1], "GC assist marking");
+    EXPECT_EQ(read[2], "IO wait");
+    for (const char* r : {"chan receive", "chan send", "select", "sleep", "semacquire",
+                          "force gc (idle)", "GC sweep wait", "finalizer wait"})
+      EXPECT_NE(std::find(read.begin(), read.end(), r), read.end()) << r;
+  }
+  EXPECT_GT(without_table, 0u) << "no npm binary of a release without a table was fetched";
 }
 
 TEST(WaitReasonTable, NotAGoBinaryGivesNothing) {
