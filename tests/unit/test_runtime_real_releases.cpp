@@ -6,6 +6,7 @@
 // parents that exist, and wait reasons in the runtime's words. Both backends' counts agree.
 // Their symbols against debug/gosym: Pclntab.RealBinariesMatchGosym and
 // FuncsGolden.RealBinariesMatchGosym / CliMatchesGosym, which read every fetched binary.
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -285,7 +286,8 @@ TEST_P(RealReleases, BufFormatCountsFiles) {
 // 1.25): the watcher goroutine, created before the attach, shows where it came from when it
 // next wakes, read from its g (startpc, gopc and, from Go 1.21, parentGoid): esbuild's
 // (*watcher).start starts it with a `go func()` on the main goroutine, which runs the build.
-TEST_P(RealReleases, AttachedWatcherShowsItsOrigin) {
+// Its last wait reason is the one the runtime itself prints for it in a SIGQUIT dump.
+TEST_P(RealReleases, AttachedWatcherShowsOriginAndReason) {
   const std::string start = "github.com/evanw/esbuild/pkg/api.(*watcher).start";
   for (const Release& r : {esbuilds()[2], esbuilds()[3]}) {
     SCOPED_TRACE(r.dir);
@@ -303,6 +305,7 @@ TEST_P(RealReleases, AttachedWatcherShowsItsOrigin) {
     std::string out = attached({"goroutines"}, srv.pid(), dir, [] { sleep(2); });
     const std::set<std::string> names = gosym_names(r);
     int seen = 0;
+    int64_t watcher = -1;
     for (const json& e : events_in(out, "gstate")) {
       if (!e.contains("func")) continue;
       SCOPED_TRACE(e.dump());
@@ -310,6 +313,7 @@ TEST_P(RealReleases, AttachedWatcherShowsItsOrigin) {
       EXPECT_TRUE(names.count(e.value("created_by", "")));
       if (e["func"] != start + ".func1") continue;
       ++seen;
+      watcher = e["goid"].get<int64_t>();
       EXPECT_EQ(e.value("created_by", ""), start);
       if (r.go >= "go1.21")
         EXPECT_EQ(e.value("parent_goid", int64_t{-1}), 1);
@@ -318,6 +322,25 @@ TEST_P(RealReleases, AttachedWatcherShowsItsOrigin) {
     }
     EXPECT_EQ(seen, 1) << out;
     EXPECT_TRUE(srv.alive()) << "esbuild stopped watching after gotap detached";
+    // The watcher's last wait as gotap named it is the one the runtime's own goroutine dump
+    // (SIGQUIT: "goroutine N gp=.. m=.. [REASON]:") names, unless it was running then.
+    std::string last_reason;
+    for (const json& e : events_in(out, "gstate"))
+      if (e["goid"] == watcher && e["to"] == "waiting") last_reason = e.value("reason", "?");
+    ASSERT_FALSE(last_reason.empty()) << out;
+    kill(srv.pid(), SIGQUIT);
+    const std::string head = "goroutine " + std::to_string(watcher) + " ";
+    std::string dump;
+    ASSERT_TRUE(wait_until(10000, [&] {
+      dump = read_file(dir / "esbuild.log");
+      size_t at = dump.find(head);
+      return at != std::string::npos && dump.find("]:", at) != std::string::npos;
+    })) << dump;
+    size_t at = dump.find(head), open = dump.find('[', at), close = dump.find("]:", at);
+    ASSERT_LT(open, close);
+    std::string dumped = dump.substr(open + 1, close - open - 1);
+    dumped = dumped.substr(0, dumped.find(','));  // "sleep, 2 minutes"
+    if (dumped != "running" && dumped != "runnable") EXPECT_EQ(last_reason, dumped);
   }
 }
 
