@@ -76,8 +76,9 @@ case "${1:-}" in
   deps) deps ;;
   build) deps && build ;;
   demo) demo ;;
-  # npm fetches esbuild, a real Go binary the tests read; a machine may already have it
-  # with its own Node.js (whose package Debian's npm would conflict with).
+  # npm fetches real Go binaries the tests read (esbuild built by Go 1.17 to 1.26, buf by
+  # 1.27); a machine may already have it with its own Node.js (whose package Debian's npm
+  # would conflict with).
   test)
     if command -v npm >/dev/null; then deps "${TEST_PACKAGES[@]}"; else deps "${TEST_PACKAGES[@]}" npm; fi
     exec tests/run.sh
