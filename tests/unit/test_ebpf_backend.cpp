@@ -17,6 +17,7 @@
 
 #include "backends/ebpf/ebpf_backend.h"
 #include "backends/ebpf/event_decoder.h"
+#include "backends/ebpf/probe_config.h"
 #include "core/plan/go_binary.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/loopback.h"
@@ -458,6 +459,43 @@ TEST(EventDecoder, CapturedValuesThroughCoresDecoder) {
 }
 
 // The per-site perf-event fallback (kernels before 6.6) gives the same exact counts.
+// newproc1's entry probe reads fn, callergp and callerpc into words 0 to 2 from the
+// registers the plan names: RBX and RCX (Go 1.18+), RDI and RSI (Go 1.17); for a signature
+// gotap does not know, none, and no parent goid is read.
+TEST(EbpfGoroutineSites, NewprocArgumentsFromThePlan) {
+  auto create_site = [](uint8_t gp, uint8_t pc) {
+    ProbePlan plan;
+    plan.offsets.g_goid = 152;
+    plan.goroutines.create = 0x401000;
+    plan.goroutines.created = {0x401100};
+    plan.goroutines.create_gp_arg = gp;
+    plan.goroutines.create_pc_arg = pc;
+    ProbeConfig cfg;
+    add_goroutine_sites(cfg, plan);
+    for (const auto& s : cfg.sites)
+      if (s.probe.func_id == GOTAP_FUNC_GCREATE) return s.probe;
+    ADD_FAILURE() << "no newproc1 entry site";
+    return gotap_probe{};
+  };
+  auto regs = [](const gotap_probe& p) {
+    std::vector<int> r;
+    for (int i = 0; i < p.nwords; ++i)
+      r.push_back(p.words[i].src == GOTAP_SRC_REG ? p.words[i].reg : -1);
+    return r;
+  };
+  gotap_probe modern = create_site(1, 2), go117 = create_site(3, 4),
+              unknown = create_site(GoroutineProbes::kNoArg, GoroutineProbes::kNoArg);
+  EXPECT_EQ(regs(modern), (std::vector<int>{GOTAP_RAX, GOTAP_RBX, GOTAP_RCX}));
+  EXPECT_EQ(regs(go117), (std::vector<int>{GOTAP_RAX, GOTAP_RDI, GOTAP_RSI}));
+  for (const gotap_probe* p : {&modern, &go117}) {
+    ASSERT_GE(p->ncaps, 2);
+    EXPECT_EQ(p->caps[1].kind, GOTAP_CAP_DEREF);
+    EXPECT_EQ(p->caps[1].word, 1);   // callergp
+    EXPECT_EQ(p->caps[1].off, 152);  // its goid
+  }
+  EXPECT_EQ(unknown.ncaps, 1);  // fn's code pointer only
+}
+
 TEST(EbpfBackend, PerSiteFallback) {
   REQUIRE_EBPF();
   auto fixtures = latency_fixtures();
