@@ -96,7 +96,7 @@ for bin in "${fetched[@]}"; do
   fi
   ver=$(grep -o '"go_version":"[^"]*","go_version_source":"[^"]*"' "$bin.gosym.json" |
     sed 's/"go_version":"\([^"]*\)","go_version_source":"\([^"]*\)"/\1 (\2)/')
-  printf '%-24s %4s MB  %-24s %s\n' "${bin#"$out"/}" "$(($(stat -c %s "$bin") / 1048576))" \
+  printf '%-30s %4s MB  %-24s %s\n' "${bin#"$out"/}" "$(($(stat -c %s "$bin") / 1048576))" \
     "$ver" "$(cat "$bin.origin")"
 done
 exit "$failed"
