@@ -117,6 +117,8 @@ struct gotap_inflight {
   gotap_u64 ts;
   gotap_u32 pid;
   gotap_u32 tid;
+  gotap_u32 flags; /* GOTAP_INFLIGHT_* (gotap_limits.h) */
+  gotap_u32 pad;
 };
 
 enum gotap_event_kind { GOTAP_EV_ENTRY = 0, GOTAP_EV_RETURN = 1 };
