@@ -12,8 +12,8 @@ struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
   __uint(max_entries, 1); /* resized to the number of probe sites */
   __type(key, __u32);
-  __type(value, struct gotap_word);
-} err_words SEC(".maps");
+  __type(value, struct gotap_site_extra);
+} site_extra SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -41,8 +41,9 @@ struct {
 /* At a RET of a function with an error result: counts the call as failed when the error's
  * itab word is not zero. */
 static __always_inline void count_error(struct pt_regs* ctx, __u32 idx, __u32 func) {
-  struct gotap_word* w = bpf_map_lookup_elem(&err_words, &idx);
-  if (!w) return;
+  struct gotap_site_extra* x = bpf_map_lookup_elem(&site_extra, &idx);
+  if (!x) return;
+  struct gotap_word* w = &x->err;
   __u64 v = 0;
   if (w->src == GOTAP_SRC_REG) {
     __u64 regs[16];

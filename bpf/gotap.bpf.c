@@ -106,6 +106,7 @@ static __always_inline void load_regs(struct pt_regs* ctx, __u64* r) {
 }
 
 #include "call_limits.h"
+#include "stack_walk.h"
 
 /* The current goroutine's g: R14 in ABIInternal code, else the TLS slot below FS base. */
 static __always_inline __u64 current_g(struct pt_regs* ctx, __u8 flags) {
@@ -188,7 +189,9 @@ static __always_inline void emit(struct pt_regs* ctx, struct gotap_probe* p, __u
     }
   }
   ev->data_len = off;
-  __u64 size = offsetof(struct gotap_event, data) + (off & (2 * GOTAP_DATA_MAX - 1));
+  ev->nstack = walk_stack(ctx, idx, ev, off);
+  __u64 size = offsetof(struct gotap_event, data) + (off & (2 * GOTAP_DATA_MAX - 1)) +
+               ev->nstack * sizeof(__u64);
   if (size > sizeof(*ev)) size = sizeof(*ev);
   /* Waking the reader per event costs more than the probe itself; user space polls every
    * few milliseconds anyway, so wake it only when the buffer fills up. */

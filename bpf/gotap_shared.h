@@ -144,7 +144,7 @@ struct gotap_event {
   gotap_u16 pad;
   gotap_u16 cap_len[GOTAP_MAX_CAPS]; /* bytes copied per cap (0 on failure) */
   gotap_u16 cap_ok;                  /* bit i: cap i was read */
-  gotap_u16 pad2;
+  gotap_u16 nstack; /* --stack: return addresses after the copied bytes (gotap_limits.h) */
   gotap_u64 words[GOTAP_MAX_WORDS];
   gotap_u8 data[2 * GOTAP_DATA_MAX]; /* 2x so the verifier can bound off + len */
 };

@@ -107,7 +107,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
       "max-str", po::value<int>()->default_value(64), "string bytes to decode")(
       "max-line", po::value<int>()->default_value(static_cast<int>(kDefaultMaxLine)),
       "bytes of decoded values per event; more are cut and marked (0: no cap)")(
-      "stack", po::value<int>()->default_value(0), "a stack of N frames per event (ptrace)")(
+      "stack", po::value<int>()->default_value(0), "a stack of N frames per event")(
       "no-inline", "do not probe inlined call sites")(
       "format", po::value<std::string>(), kOutputFormats)("args",
                                                           "graph: show each call's arguments")(

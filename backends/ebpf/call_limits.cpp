@@ -7,25 +7,32 @@
 
 #include "backends/ebpf/aggregates.h"
 #include "gotap.skel.h"
+#include "gotap_limits.h"
 
 namespace gotap::ebpf {
 
-void size_limit_maps(gotap_bpf* skel, const ProbeConfig& cfg, uint32_t rate_per_s) {
+void size_limit_maps(gotap_bpf* skel, const ProbeConfig& cfg, uint32_t rate_per_s,
+                     uint32_t stack_depth) {
   const uint32_t nsites = std::max<uint32_t>(1, static_cast<uint32_t>(cfg.sites.size()));
   const uint32_t nfuncs = std::max<uint32_t>(1, static_cast<uint32_t>(cfg.funcs.size()));
   skel->rodata->rate_per_s = rate_per_s;
-  bpf_map__set_max_entries(skel->maps.err_words, nsites);
+  skel->rodata->stack_depth = stack_depth;
+  bpf_map__set_max_entries(skel->maps.site_extra, nsites);
   bpf_map__set_max_entries(skel->maps.errors, nfuncs);
   bpf_map__set_max_entries(skel->maps.rate_state, nfuncs);
   bpf_map__set_max_entries(skel->maps.rate_dropped, nfuncs);
 }
 
-Result<void> write_err_words(gotap_bpf* skel, const ProbeConfig& cfg) {
-  const int fd = bpf_map__fd(skel->maps.err_words);
+Result<void> write_site_extra(gotap_bpf* skel, const ProbeConfig& cfg) {
+  const int fd = bpf_map__fd(skel->maps.site_extra);
   for (uint32_t i = 0; i < cfg.sites.size(); ++i) {
-    if (cfg.sites[i].err_word.src == GOTAP_SRC_NONE) continue;
-    if (bpf_map_update_elem(fd, &i, &cfg.sites[i].err_word, BPF_ANY) != 0)
-      return errno_error(ErrorKind::Runtime, "cannot configure the error check of probe {}", i);
+    const SiteConfig& s = cfg.sites[i];
+    if (s.err_word.src == GOTAP_SRC_NONE && s.ret_off == 0) continue;  // the map's zeroes
+    gotap_site_extra x{};
+    x.err = s.err_word;
+    x.ret_off = s.ret_off;
+    if (bpf_map_update_elem(fd, &i, &x, BPF_ANY) != 0)
+      return errno_error(ErrorKind::Runtime, "cannot configure probe {}", i);
   }
   return {};
 }

@@ -81,7 +81,7 @@ std::string last_libbpf_line() {
 }
 
 Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode mode, int tgid,
-                           bool multi, bool live, uint32_t rate, const EbpfOptions& eo) {
+                           bool multi, bool live, uint32_t rate, int stack, const EbpfOptions& eo) {
   libbpf_log().clear();
   Skel skel(gotap_bpf__open());
   if (!skel) return errno_error(ErrorKind::Runtime, "cannot open the BPF object");
@@ -105,7 +105,8 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
                            mode == Mode::Latency || live ? nfuncs * GOTAP_NBUCKETS : 1);
   bpf_map__set_max_entries(skel->maps.events,
                            mode == Mode::Trace ? static_cast<uint32_t>(eo.ringbuf_bytes) : 4096);
-  size_limit_maps(skel.get(), cfg, mode == Mode::Trace ? rate : 0);
+  size_limit_maps(skel.get(), cfg, mode == Mode::Trace ? rate : 0,
+                  mode == Mode::Trace ? static_cast<uint32_t>(stack) : 0);
 
   bpf_program* used = eo.empty_program ? skel->progs.gotap_empty : skel->progs.gotap_probe;
   bpf_program* unused = eo.empty_program ? skel->progs.gotap_probe : skel->progs.gotap_empty;
@@ -123,7 +124,7 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
     if (bpf_map_update_elem(fd, &i, &cfg.sites[i].probe, BPF_ANY) != 0)
       return errno_error(ErrorKind::Runtime, "cannot configure probe {}", i);
   }
-  if (auto r = write_err_words(skel.get(), cfg); !r) return r.error();
+  if (auto r = write_site_extra(skel.get(), cfg); !r) return r.error();
   return skel;
 }
 
@@ -364,7 +365,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   // Count keeps its own in-kernel counts; trace and latency add them for --prometheus.
   const bool live = opts.metrics && mode != Mode::Count;
   if (!eo.force_per_site) {
-    auto s = open_and_load(plan, cfg, mode, filter_pid, true, live, opts.rate_per_s, eo);
+    auto s = open_and_load(plan, cfg, mode, filter_pid, true, live, opts.rate_per_s,
+                           opts.stack_depth, eo);
     if (s) {
       bpf_program* prog = eo.empty_program ? (*s)->progs.gotap_empty : (*s)->progs.gotap_probe;
       auto a = Attachment::multi(prog, path, sites, filter_pid);
@@ -379,7 +381,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     }
   }
   if (!skel) {
-    auto s = open_and_load(plan, cfg, mode, filter_pid, false, live, opts.rate_per_s, eo);
+    auto s = open_and_load(plan, cfg, mode, filter_pid, false, live, opts.rate_per_s,
+                           opts.stack_depth, eo);
     if (!s) {
       target.terminate();
       return s.error();
@@ -416,6 +419,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   };
   session.decoder = std::make_unique<EventDecoder>(cfg, bin.types, bin.elf, bin.rt, bias,
                                                    opts.max_str, func_name);
+  if (opts.stack_depth > 0) session.decoder->set_stack(&bin, opts.stack_depth);
   if (goroutines) {
     session.goroutines = std::make_unique<GoroutineEvents>(
         sink, filter_pid, func_name, plan.wait_reasons, !plan.go.at_least(1, 21));

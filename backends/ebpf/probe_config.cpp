@@ -132,6 +132,7 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
       // Params of both kinds live in f.args / f.results; entries capture the arguments.
       cfg.sites.push_back(
           make_site(f.entry_probe, id, flags, words ? &f.args : nullptr, false, max_str, types));
+      cfg.sites.back().ret_off = f.frame_size;
     }
     if (fc.traced_returns || fc.has_error) {
       uint8_t flags = base | GOTAP_PROBE_RET;
@@ -161,6 +162,7 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
         cfg.sites.push_back(
             make_site(site.pc, id, base | GOTAP_PROBE_INLINE, nullptr, false, 0, types));
         cfg.sites.back().inlined_in = site.outer;
+        cfg.sites.back().ret_off = site.sp_delta;
         ++cfg.inline_sites;
       }
     }

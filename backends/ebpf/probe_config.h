@@ -35,8 +35,10 @@ struct SiteConfig {
   std::vector<ParamCapture> params;  // args at an entry, results at a RET
   std::string inlined_in;            // an inlined copy's outer function
   // A RET of a function with an error result (GOTAP_PROBE_ERRCHECK): where the error's itab
-  // word is; src GOTAP_SRC_NONE elsewhere. The loader writes it into the err_words map.
+  // word is; src GOTAP_SRC_NONE elsewhere. The loader writes it into the site_extra map.
   gotap_word err_word{};
+  // --stack: the hit function's return address is at RSP + ret_off (the pcsp delta).
+  int32_t ret_off = 0;
 };
 
 struct FuncConfig {

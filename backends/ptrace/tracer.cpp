@@ -444,18 +444,7 @@ void Tracer::on_inline(const Site& s, const SiteRole& role, const user_regs_stru
     ev.inlined_in = f.inline_sites[role.inline_idx].outer;
   if (opts_.stack_depth > 0) {
     nlohmann::json st = stack_of(r, s.addr, r.rsp + s.sp_delta);
-    // The site is the call's mark, an instruction of the caller's frame: the inlined callee
-    // is not in the pclntab's frames there, so it goes on top, as the frame being entered.
-    if (st.is_array() && !st.empty() && st[0].value("func", "") != f.name) {
-      nlohmann::json top = {{"pc", st[0].value("pc", "")}, {"func", f.name}};
-      if (!f.file.empty()) {
-        top["file"] = f.file;
-        top["line"] = f.line;
-      }
-      top["inlined"] = true;
-      st.insert(st.begin(), std::move(top));
-      if (static_cast<int>(st.size()) > opts_.stack_depth) st.erase(st.end() - 1);
-    }
+    put_inlined_callee_on_top(st, f, opts_.stack_depth);
     ev.stack = std::move(st);
   }
   emit(to_event(ev));
