@@ -28,6 +28,7 @@
 #include "backends/ebpf/event_decoder.h"
 #include "backends/ebpf/insn_filter.h"
 #include "backends/ebpf/probe_config.h"
+#include "backends/ebpf/prog_stats.h"
 #include "backends/ebpf/target.h"
 #include "core/events/goroutine_events.h"
 #include "core/events/latency.h"
@@ -500,6 +501,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   }
 
   const auto t_detach = Clock::now();
+  bpf_program* prog = eo.empty_program ? skel->progs.gotap_empty : skel->progs.gotap_probe;
+  const std::optional<ProgStats> stats = prog_stats(bpf_program__fd(prog));
   attachment.detach();
   const double detach_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - t_detach).count();
@@ -589,6 +592,10 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
                {"skipped_sites", refused.size()},
                {"attach_ms", attach_ms},
                {"detach_ms", detach_ms}};
+  if (stats) {
+    sum.extra["bpf_run_ns"] = stats->run_ns;
+    sum.extra["bpf_runs"] = stats->runs;
+  }
   if (opts.rate_per_s && mode == Mode::Trace) {
     uint64_t limited = 0;
     for (uint32_t f = 0; f < cfg.funcs.size(); ++f) limited += read_rate_limited(skel.get(), f);
