@@ -55,7 +55,7 @@ trap 'echo "$prev" >/proc/sys/kernel/bpf_stats_enabled; rm -f "$out"' EXIT
 per_run() {
   "$gotap" trace --backend=ebpf --json "$@" main.leaf -- "$bin" deep "$calls" 2>/dev/null |
     python3 -c 'import json, sys
-s = [json.loads(l) for l in sys.stdin if l.startswith("{\"event\":\"summary\"") or "\"summary\"" in l]
+s = [json.loads(l) for l in sys.stdin if l.startswith("{")]
 s = [e for e in s if e.get("event") == "summary"][-1]
 print("ns %.1f" % (s["bpf_run_ns"] / s["bpf_runs"]))'
 }
