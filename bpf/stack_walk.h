@@ -30,7 +30,8 @@ static __always_inline int put_pc(struct gotap_event* ev, __u32 pos, __u64 pc) {
  * is the same slot, so the walk continues from the record it saved. */
 static __always_inline __u32 walk_stack(struct pt_regs* ctx, __u32 idx, struct gotap_event* ev,
                                         __u32 off) {
-  if (stack_depth < 2 || off > GOTAP_DATA_MAX) return 0;
+  /* The goroutine probes' events (casgstatus, newproc1) carry no stack. */
+  if (stack_depth < 2 || off > GOTAP_DATA_MAX || ev->func_id >= GOTAP_FUNC_GSTATUS) return 0;
   __u32 want = stack_depth - 1;
   if (want > GOTAP_MAX_STACK) want = GOTAP_MAX_STACK;
   struct gotap_site_extra* x = bpf_map_lookup_elem(&site_extra, &idx);
