@@ -105,6 +105,9 @@ static __always_inline void load_regs(struct pt_regs* ctx, __u64* r) {
   r[GOTAP_RSP] = ctx->sp;
 }
 
+#include "call_limits.h"
+#include "stack_walk.h"
+
 /* The current goroutine's g: R14 in ABIInternal code, else the TLS slot below FS base. */
 static __always_inline __u64 current_g(struct pt_regs* ctx, __u8 flags) {
   if (!(flags & GOTAP_PROBE_TLS_G)) return ctx->r14;
@@ -186,7 +189,9 @@ static __always_inline void emit(struct pt_regs* ctx, struct gotap_probe* p, __u
     }
   }
   ev->data_len = off;
-  __u64 size = offsetof(struct gotap_event, data) + (off & (2 * GOTAP_DATA_MAX - 1));
+  ev->nstack = walk_stack(ctx, idx, ev, off);
+  __u64 size = offsetof(struct gotap_event, data) + (off & (2 * GOTAP_DATA_MAX - 1)) +
+               ev->nstack * sizeof(__u64);
   if (size > sizeof(*ev)) size = sizeof(*ev);
   /* Waking the reader per event costs more than the probe itself; user space polls every
    * few milliseconds anyway, so wake it only when the buffer fills up. */
@@ -219,6 +224,12 @@ int gotap_probe(struct pt_regs* ctx) {
   __u8 flags = p->flags;
   int is_ret = flags & GOTAP_PROBE_RET;
 
+  if (flags & GOTAP_PROBE_ERRCHECK) {
+    count_error(ctx, idx, func);
+    /* count mode probes such a RET for the error alone */
+    if (mode == GOTAP_MODE_COUNT && !(flags & GOTAP_PROBE_TRACK)) return 0;
+  }
+
   /* The common count case needs no goroutine state at all. */
   if (mode == GOTAP_MODE_COUNT && !(flags & GOTAP_PROBE_TRACK)) {
     __u64* c = bpf_map_lookup_elem(&counts, &func);
@@ -247,7 +258,8 @@ int gotap_probe(struct pt_regs* ctx) {
       __u64* c = bpf_map_lookup_elem(&counts, &func);
       if (c) *c += 1;
     }
-    if (mode == GOTAP_MODE_TRACE) emit(ctx, p, idx, pid_tgid, goid, now, 0, GOTAP_EV_ENTRY, 0);
+    if (mode == GOTAP_MODE_TRACE && rate_allows(func, now))
+      emit(ctx, p, idx, pid_tgid, goid, now, 0, GOTAP_EV_ENTRY, 0);
     return 0;
   }
 
@@ -262,26 +274,32 @@ int gotap_probe(struct pt_regs* ctx) {
       __u64* c = bpf_map_lookup_elem(&counts, &func);
       if (c) *c += 1;
     }
-    struct gotap_inflight in = {now, (__u32)(pid_tgid >> 32), (__u32)pid_tgid};
+    struct gotap_inflight in = {now, (__u32)(pid_tgid >> 32), (__u32)pid_tgid, 0, 0};
+    int report = mode == GOTAP_MODE_TRACE && rate_allows(func, now);
+    if (mode == GOTAP_MODE_TRACE && !report) in.flags = GOTAP_INFLIGHT_DROPPED;
     if (bpf_map_update_elem(&inflight, &key, &in, BPF_ANY)) bump(GOTAP_CNT_INFLIGHT_FULL);
-    if (mode == GOTAP_MODE_TRACE) emit(ctx, p, idx, pid_tgid, goid, now, 0, GOTAP_EV_ENTRY, 0);
+    if (report) emit(ctx, p, idx, pid_tgid, goid, now, 0, GOTAP_EV_ENTRY, 0);
     return 0;
   }
 
   struct gotap_inflight* start = bpf_map_lookup_elem(&inflight, &key);
   __u64 dur = 0;
   __u8 evflags = 0;
+  int dropped = 0;
   if (start) {
     dur = now - start->ts;
+    dropped = start->flags & GOTAP_INFLIGHT_DROPPED;
     bpf_map_delete_elem(&inflight, &key);
   } else {
     bump(GOTAP_CNT_UNMATCHED_RET);
     evflags = GOTAP_EVF_UNMATCHED;
+    /* A return alone is a call reported too: it takes a token of its own. */
+    dropped = mode == GOTAP_MODE_TRACE && !rate_allows(func, now);
   }
   if (mode == GOTAP_MODE_LATENCY || live_metrics) {
     if (start) record_latency(func, dur);
   }
-  if (mode == GOTAP_MODE_TRACE) {
+  if (mode == GOTAP_MODE_TRACE && !dropped) {
     emit(ctx, p, idx, pid_tgid, goid, now, dur, GOTAP_EV_RETURN, evflags);
   }
   return 0;

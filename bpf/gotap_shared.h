@@ -118,6 +118,8 @@ struct gotap_inflight {
   gotap_u64 ts;
   gotap_u32 pid;
   gotap_u32 tid;
+  gotap_u32 flags; /* GOTAP_INFLIGHT_* (gotap_limits.h) */
+  gotap_u32 pad;
 };
 
 enum gotap_event_kind { GOTAP_EV_ENTRY = 0, GOTAP_EV_RETURN = 1 };
@@ -143,7 +145,7 @@ struct gotap_event {
   gotap_u16 pad;
   gotap_u16 cap_len[GOTAP_MAX_CAPS]; /* bytes copied per cap (0 on failure) */
   gotap_u16 cap_ok;                  /* bit i: cap i was read */
-  gotap_u16 pad2;
+  gotap_u16 nstack; /* --stack: return addresses after the copied bytes (gotap_limits.h) */
   gotap_u64 words[GOTAP_MAX_WORDS];
   gotap_u8 data[2 * GOTAP_DATA_MAX]; /* 2x so the verifier can bound off + len */
 };

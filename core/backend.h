@@ -33,6 +33,9 @@ struct TraceOptions {
   int max_elems = 16;
   int max_str = 64;
   int stack_depth = 0;  // --stack N
+  // --rate N (trace): at most N reported calls per second per function, an entry and its
+  // return counting as one; 0: no limit. The calls left out are counted (rate_limited).
+  uint32_t rate_per_s = 0;
   // --prometheus: the backend publishes its per-function counters here while probes are live
   // (LiveMetrics::begin) and stops before it frees them (end). Null when not asked for.
   LiveMetrics* metrics = nullptr;

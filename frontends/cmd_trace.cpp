@@ -107,7 +107,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
       "max-str", po::value<int>()->default_value(64), "string bytes to decode")(
       "max-line", po::value<int>()->default_value(static_cast<int>(kDefaultMaxLine)),
       "bytes of decoded values per event; more are cut and marked (0: no cap)")(
-      "stack", po::value<int>()->default_value(0), "a stack of N frames per event (ptrace)")(
+      "stack", po::value<int>()->default_value(0), "a stack of N frames per event")(
       "no-inline", "do not probe inlined call sites")(
       "format", po::value<std::string>(), kOutputFormats)("args",
                                                           "graph: show each call's arguments")(
@@ -121,6 +121,9 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   } else if (command == "trace" || command == "graph") {
     desc.add_options()("goroutines", "also trace goroutine states, creation and exit");
   }
+  if (command == "trace")
+    desc.add_options()("rate", po::value<int64_t>(),
+                       "at most N calls per second per function; the rest are counted");
   const bool prometheus_cmd = command != "graph";
   if (prometheus_cmd) {
     desc.add_options()("prometheus", po::value<std::string>(),
@@ -190,6 +193,11 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   opts.max_elems = (*vm)["max-elems"].as<int>();
   opts.max_str = (*vm)["max-str"].as<int>();
   opts.stack_depth = (*vm)["stack"].as<int>();
+  if (vm->count("rate")) {
+    const int64_t rate = (*vm)["rate"].as<int64_t>();
+    if (rate < 1 || rate > 1'000'000'000) return usage_error("--rate must be 1 to 1000000000");
+    opts.rate_per_s = static_cast<uint32_t>(rate);
+  }
   const int max_line = (*vm)["max-line"].as<int>();
   if (opts.max_depth < 0 || opts.max_elems < 0 || opts.max_str < 0 || opts.stack_depth < 0 ||
       max_line < 0)

@@ -64,10 +64,28 @@ class Collector : public prometheus::Collectable {
                            "How long calls took (latency and trace; bounds as in gotap latency).",
                            MetricType::Histogram,
                            {}};
+    MetricFamily errors{"gotap_call_errors_total",
+                        "Calls that returned a non-nil error (functions with an error result).",
+                        MetricType::Counter,
+                        {}};
+    MetricFamily limited{"gotap_rate_limited_total",
+                         "Calls --rate left out of the events (not lost: never sent).",
+                         MetricType::Counter,
+                         {}};
     for (const FuncMetrics& f : s.funcs) {
       ClientMetric c = metric({{"func", f.func}});
       c.counter.value = static_cast<double>(f.calls);
       calls.metric.push_back(std::move(c));
+      if (f.failed) {
+        ClientMetric e = metric({{"func", f.func}});
+        e.counter.value = static_cast<double>(*f.failed);
+        errors.metric.push_back(std::move(e));
+      }
+      if (f.rate_limited) {
+        ClientMetric r = metric({{"func", f.func}});
+        r.counter.value = static_cast<double>(*f.rate_limited);
+        limited.metric.push_back(std::move(r));
+      }
       if (!f.timed) continue;
       ClientMetric h = metric({{"func", f.func}});
       // Counted from the buckets, not the separate total, so that _count always equals the
@@ -90,6 +108,8 @@ class Collector : public prometheus::Collectable {
     std::vector<MetricFamily> out;
     out.push_back(std::move(calls));
     if (!durations.metric.empty()) out.push_back(std::move(durations));
+    if (!errors.metric.empty()) out.push_back(std::move(errors));
+    if (!limited.metric.empty()) out.push_back(std::move(limited));
     if (goroutines_) {
       MetricFamily g{"gotap_goroutines",
                      "Goroutines in each state, of those seen since the trace began.",

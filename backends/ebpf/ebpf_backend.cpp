@@ -24,9 +24,11 @@
 
 #include "backends/ebpf/aggregates.h"
 #include "backends/ebpf/attach.h"
+#include "backends/ebpf/call_limits.h"
 #include "backends/ebpf/event_decoder.h"
 #include "backends/ebpf/insn_filter.h"
 #include "backends/ebpf/probe_config.h"
+#include "backends/ebpf/prog_stats.h"
 #include "backends/ebpf/target.h"
 #include "core/events/goroutine_events.h"
 #include "core/events/latency.h"
@@ -36,6 +38,7 @@
 #include "core/sys/fd.h"
 #include "core/sys/uprobe_holders.h"
 #include "gotap.skel.h"
+#include "gotap_limits.h"
 
 namespace gotap::ebpf {
 
@@ -79,7 +82,7 @@ std::string last_libbpf_line() {
 }
 
 Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode mode, int tgid,
-                           bool multi, bool live, const EbpfOptions& eo) {
+                           bool multi, bool live, uint32_t rate, int stack, const EbpfOptions& eo) {
   libbpf_log().clear();
   Skel skel(gotap_bpf__open());
   if (!skel) return errno_error(ErrorKind::Runtime, "cannot open the BPF object");
@@ -103,6 +106,8 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
                            mode == Mode::Latency || live ? nfuncs * GOTAP_NBUCKETS : 1);
   bpf_map__set_max_entries(skel->maps.events,
                            mode == Mode::Trace ? static_cast<uint32_t>(eo.ringbuf_bytes) : 4096);
+  size_limit_maps(skel.get(), cfg, mode == Mode::Trace ? rate : 0,
+                  mode == Mode::Trace ? static_cast<uint32_t>(stack) : 0);
 
   bpf_program* used = eo.empty_program ? skel->progs.gotap_empty : skel->progs.gotap_probe;
   bpf_program* unused = eo.empty_program ? skel->progs.gotap_probe : skel->progs.gotap_empty;
@@ -120,6 +125,7 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
     if (bpf_map_update_elem(fd, &i, &cfg.sites[i].probe, BPF_ANY) != 0)
       return errno_error(ErrorKind::Runtime, "cannot configure probe {}", i);
   }
+  if (auto r = write_site_extra(skel.get(), cfg); !r) return r.error();
   return skel;
 }
 
@@ -364,7 +370,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   // Count keeps its own in-kernel counts; trace and latency add them for --prometheus.
   const bool live = opts.metrics && mode != Mode::Count;
   if (!eo.force_per_site) {
-    auto s = open_and_load(plan, cfg, mode, filter_pid, true, live, eo);
+    auto s = open_and_load(plan, cfg, mode, filter_pid, true, live, opts.rate_per_s,
+                           opts.stack_depth, eo);
     if (s) {
       bpf_program* prog = eo.empty_program ? (*s)->progs.gotap_empty : (*s)->progs.gotap_probe;
       auto a = Attachment::multi(prog, path, sites, filter_pid);
@@ -379,7 +386,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     }
   }
   if (!skel) {
-    auto s = open_and_load(plan, cfg, mode, filter_pid, false, live, eo);
+    auto s = open_and_load(plan, cfg, mode, filter_pid, false, live, opts.rate_per_s,
+                           opts.stack_depth, eo);
     if (!s) {
       target.terminate();
       return s.error();
@@ -416,6 +424,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   };
   session.decoder = std::make_unique<EventDecoder>(cfg, bin.types, bin.elf, bin.rt, bias,
                                                    opts.max_str, func_name);
+  if (opts.stack_depth > 0) session.decoder->set_stack(&bin, opts.stack_depth);
   if (goroutines) {
     session.goroutines = std::make_unique<GoroutineEvents>(
         sink, filter_pid, func_name, plan.wait_reasons, !plan.go.at_least(1, 21));
@@ -442,6 +451,9 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
             FuncMetrics m;
             m.func = cfg.funcs[f].plan->name;
             m.calls = read_percpu_u64(counts_fd, f);
+            m.failed = read_failed(skel.get(), cfg, f);
+            if (opts.rate_per_s && mode == Mode::Trace)
+              m.rate_limited = read_rate_limited(skel.get(), f);
             if (mode != Mode::Count) {
               m.timed = true;
               m.latency = read_latency(stats_fd, hist_fd, f);
@@ -493,6 +505,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   }
 
   const auto t_detach = Clock::now();
+  bpf_program* prog = eo.empty_program ? skel->progs.gotap_empty : skel->progs.gotap_probe;
+  const std::optional<ProgStats> stats = prog_stats(bpf_program__fd(prog));
   attachment.detach();
   const double detach_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - t_detach).count();
@@ -515,7 +529,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     int fd = bpf_map__fd(skel->maps.counts);
     std::vector<FuncCount> counts;
     for (uint32_t f = 0; f < cfg.funcs.size(); ++f)
-      counts.push_back({cfg.funcs[f].plan->name, read_percpu_u64(fd, f)});
+      counts.push_back(
+          {cfg.funcs[f].plan->name, read_percpu_u64(fd, f), read_failed(skel.get(), cfg, f)});
     for (const auto& ev : count_events(std::move(counts))) {
       sink.emit(ev);
       ++session.events;
@@ -525,7 +540,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     int hfd = bpf_map__fd(skel->maps.lat_hist);
     std::vector<FuncLatency> latencies;
     for (uint32_t f = 0; f < cfg.funcs.size(); ++f)
-      latencies.push_back({cfg.funcs[f].plan->name, read_latency(sfd, hfd, f)});
+      latencies.push_back(
+          {cfg.funcs[f].plan->name, read_latency(sfd, hfd, f), read_failed(skel.get(), cfg, f)});
     for (const auto& ev : latency_events(std::move(latencies))) {
       sink.emit(ev);
       ++session.events;
@@ -540,8 +556,9 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     std::vector<CallUnfinished> open;
     while (bpf_map_get_next_key(fd, prev, &next) == 0) {
       gotap_inflight in{};
+      // A call --rate left out is not reported at all, unfinished or not.
       if (bpf_map_lookup_elem(fd, &next, &in) == 0 && next.func_id < cfg.funcs.size() &&
-          cfg.funcs[next.func_id].traced_returns)
+          cfg.funcs[next.func_id].traced_returns && !(in.flags & GOTAP_INFLIGHT_DROPPED))
         open.emplace_back(CallSite{end_ns, int(in.pid), int(in.tid), int64_t(next.goid),
                                    cfg.funcs[next.func_id].plan->name},
                           in.ts);
@@ -579,6 +596,15 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
                {"skipped_sites", refused.size()},
                {"attach_ms", attach_ms},
                {"detach_ms", detach_ms}};
+  if (stats) {
+    sum.extra["bpf_run_ns"] = stats->run_ns;
+    sum.extra["bpf_runs"] = stats->runs;
+  }
+  if (opts.rate_per_s && mode == Mode::Trace) {
+    uint64_t limited = 0;
+    for (uint32_t f = 0; f < cfg.funcs.size(); ++f) limited += read_rate_limited(skel.get(), f);
+    sum.extra["rate_limited"] = limited;
+  }
   sink.emit(to_event(sum));
   sink.flush();
   return {};

@@ -9,6 +9,7 @@
 
 #include "core/events/typed_events.h"
 #include "core/plan/plan.h"
+#include "core/plan/stack_symbols.h"
 
 namespace gotap::ebpf {
 
@@ -98,7 +99,7 @@ class EventMemory : public MemoryReader {
 EventDecoder::EventDecoder(const ProbeConfig& cfg, const TypeGraph* types, const ElfFile* elf,
                            RtypeEnv rt, uint64_t bias, int max_str,
                            std::function<std::string(uint64_t)> func_name)
-    : cfg_(cfg), mem_(std::make_unique<EventMemory>(elf, bias)), max_str_(max_str) {
+    : cfg_(cfg), mem_(std::make_unique<EventMemory>(elf, bias)), max_str_(max_str), bias_(bias) {
   DecodeEnv env;
   env.types = types;
   env.func_name = std::move(func_name);
@@ -184,8 +185,23 @@ Event EventDecoder::decode(const void* data, size_t size) const {
   std::vector<Param> params;
   for (const auto& pc : site.params)
     params.push_back({pc.param->name, pc.param->type_name, value(pc, ev)});
+  std::optional<Event> stack;
+  if (stack_bin_ && stack_depth_ > 0) {
+    // The probed pc, then the return addresses the kernel sent after the copied bytes.
+    std::vector<uint64_t> pcs = {site.addr + bias_};
+    for (size_t i = 0; i < ev.nstack; ++i) {
+      const size_t at_byte = size_t{ev.data_len} + i * 8;
+      if (header + at_byte + 8 > size) break;
+      uint64_t pc = 0;
+      std::memcpy(&pc, ev.data + at_byte, 8);
+      pcs.push_back(pc);
+    }
+    stack = symbolize(*stack_bin_, bias_, pcs, stack_depth_);
+    if (site.probe.flags & GOTAP_PROBE_INLINE) put_inlined_callee_on_top(*stack, f, stack_depth_);
+  }
   if (ev.kind == GOTAP_EV_RETURN) {
     CallReturn r{at};
+    r.stack = std::move(stack);
     // Nothing holds the goroutine under eBPF: its own time is the wall time.
     if (!(ev.flags & GOTAP_EVF_UNMATCHED)) r.duration_ns = r.wall_ns = ev.duration_ns;
     r.results = std::move(params);
@@ -193,6 +209,7 @@ Event EventDecoder::decode(const void* data, size_t size) const {
   }
   CallEntry e{at};
   e.args = std::move(params);
+  e.stack = std::move(stack);
   if (site.probe.flags & GOTAP_PROBE_INLINE) {
     e.inlined = true;
     e.inlined_in = site.inlined_in;

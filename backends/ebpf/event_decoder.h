@@ -13,6 +13,7 @@
 #include "core/binary/rtype.h"
 #include "core/decode/value_decoder.h"
 #include "core/events/events.h"
+#include "core/plan/binary_view.h"
 
 namespace gotap::ebpf {
 
@@ -30,6 +31,11 @@ class EventDecoder {
 
   // nullopt-like: an empty object when the record is malformed (wrong size, unknown probe).
   Event decode(const void* data, size_t size) const;
+  // --stack N: symbolize the return addresses the kernel walked through `bin`.
+  void set_stack(const BinaryView* bin, int depth) {
+    stack_bin_ = bin;
+    stack_depth_ = depth;
+  }
 
  private:
   nlohmann::json value(const ParamCapture& pc, const gotap_event& ev) const;
@@ -39,6 +45,9 @@ class EventDecoder {
   std::unique_ptr<EventMemory> mem_;
   std::unique_ptr<ValueDecoder> dec_;
   int max_str_;
+  uint64_t bias_;
+  const BinaryView* stack_bin_ = nullptr;
+  int stack_depth_ = 0;
 };
 
 }  // namespace gotap::ebpf

@@ -5,6 +5,8 @@
 #include <optional>
 
 #include "backends/ebpf/value_kind.h"
+#include "core/plan/error_result.h"
+#include "gotap_limits.h"
 
 namespace gotap::ebpf {
 
@@ -117,6 +119,8 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
       uncount = f.morestack_call;
     const bool track = mode == Mode::Count && f.entry_refires && !uncount;
     fc.traced_returns = f.entry_probe != 0 && (mode != Mode::Count || track);
+    const std::optional<LocPiece> err = error_word(f);
+    fc.has_error = err && f.entry_probe != 0 && !f.ret_sites.empty();
     if (uncount) {
       cfg.sites.push_back(
           make_site(*uncount, id, base | GOTAP_PROBE_UNCOUNT, nullptr, false, 0, types));
@@ -129,17 +133,29 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
       // Params of both kinds live in f.args / f.results; entries capture the arguments.
       cfg.sites.push_back(
           make_site(f.entry_probe, id, flags, words ? &f.args : nullptr, false, max_str, types));
+      cfg.sites.back().ret_off = f.frame_size;
     }
-    if (fc.traced_returns) {
+    if (fc.traced_returns || fc.has_error) {
       uint8_t flags = base | GOTAP_PROBE_RET;
-      if (mode == Mode::Count) flags |= GOTAP_PROBE_TRACK;
-      std::vector<uint64_t> rets = f.ret_sites;
-      // A tail jump leaves the function like a RET; the results are not set up there.
-      for (uint64_t a : rets)
+      if (mode == Mode::Count && fc.traced_returns) flags |= GOTAP_PROBE_TRACK;
+      gotap_word ew{};
+      if (fc.has_error) {
+        flags |= GOTAP_PROBE_ERRCHECK;
+        ew = err->kind == LocPiece::IntReg
+                 ? gotap_word{GOTAP_SRC_REG, err->reg, 0, 0}
+                 : gotap_word{GOTAP_SRC_STACK, 0, 0, static_cast<int32_t>(err->stack_offset)};
+      }
+      for (uint64_t a : f.ret_sites) {
         cfg.sites.push_back(
             make_site(a, id, flags, words ? &f.results : nullptr, true, max_str, types));
-      for (uint64_t a : f.tail_jumps)
-        cfg.sites.push_back(make_site(a, id, flags, nullptr, true, 0, types));
+        cfg.sites.back().err_word = ew;
+      }
+      // A tail jump leaves the function like a RET; the results are not set up there (the
+      // function jumped to returns them: a failure there is not counted).
+      if (fc.traced_returns)
+        for (uint64_t a : f.tail_jumps)
+          cfg.sites.push_back(make_site(a, id, static_cast<uint8_t>(flags & ~GOTAP_PROBE_ERRCHECK),
+                                        nullptr, true, 0, types));
     }
     // Inlined copies have no RET: their entries count and trace, but have no latency.
     if (f.inline_probed && mode != Mode::Latency) {
@@ -147,6 +163,7 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
         cfg.sites.push_back(
             make_site(site.pc, id, base | GOTAP_PROBE_INLINE, nullptr, false, 0, types));
         cfg.sites.back().inlined_in = site.outer;
+        cfg.sites.back().ret_off = site.sp_delta;
         ++cfg.inline_sites;
       }
     }

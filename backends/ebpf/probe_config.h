@@ -34,11 +34,17 @@ struct SiteConfig {
   gotap_probe probe{};
   std::vector<ParamCapture> params;  // args at an entry, results at a RET
   std::string inlined_in;            // an inlined copy's outer function
+  // A RET of a function with an error result (GOTAP_PROBE_ERRCHECK): where the error's itab
+  // word is; src GOTAP_SRC_NONE elsewhere. The loader writes it into the site_extra map.
+  gotap_word err_word{};
+  // --stack: the hit function's return address is at RSP + ret_off (the pcsp delta).
+  int32_t ret_off = 0;
 };
 
 struct FuncConfig {
   const FuncPlan* plan = nullptr;
   bool traced_returns = false;  // RET sites are probed
+  bool has_error = false;       // its RETs count failed calls (FAILED, errors map)
 };
 
 struct ProbeConfig {
@@ -60,7 +66,8 @@ constexpr int kIfacePayloadBytes = 16;
 
 // `max_str` bounds each string copy (and the per-event budget bounds them all). `types` (the
 // DWARF types, may be null) tells strings and interfaces apart from other two-word values.
-// Count mode probes the plan's morestack calls, where there are any, instead of RETs.
+// Count mode probes the plan's morestack calls, where there are any, instead of RETs, and
+// the RETs of functions with an error result for that result alone.
 ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
                                const TypeGraph* types = nullptr);
 

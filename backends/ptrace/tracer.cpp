@@ -22,6 +22,7 @@
 #include "core/events/live_metrics.h"
 #include "core/events/typed_events.h"
 #include "core/model/wait_reasons.h"
+#include "core/plan/error_result.h"
 #include "core/sys/uprobe_holders.h"
 
 namespace gotap::ptrace {
@@ -95,6 +96,8 @@ void Tracer::begin_metrics() {
       m.calls = fstate_[i].count;
       m.timed = opts_.mode != Mode::Count;
       if (m.timed) m.latency = fstate_[i].latency;
+      if (fstate_[i].err) m.failed = fstate_[i].failed;
+      if (rate_.enabled()) m.rate_limited = rate_.dropped(i);
       snap.funcs.push_back(std::move(m));
     }
     // Every hit is handled while its thread waits: nothing is ever dropped.
@@ -192,6 +195,8 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   net_.set_leftovers(std::move(left.handlers));
 
   fstate_.resize(plan_.funcs.size());
+  rate_ = RateLimit(opts_.rate_per_s, plan_.funcs.size());
+  for (size_t i = 0; i < plan_.funcs.size(); ++i) fstate_[i].err = error_word(plan_.funcs[i]);
   // Sites that cannot be probed are counted, and reported once with the first reason. A site
   // two functions share (a wrapper's RET that is its target's) is one int3 with two roles, so
   // failures are counted as they happen, not as wanted minus placed.
@@ -328,7 +333,7 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
     // The same frame entered again without a return: a re-entry after morestack, or the
     // previous call never returned (panic).
     if (f.entry_refires && it->second.func == role.func) return;
-    if (opts_.mode == Mode::Trace) {
+    if (opts_.mode == Mode::Trace && !it->second.dropped) {
       emit(to_event(CallUnfinished{
           CallSite{ts, proc_->pid(), it->second.tid, goid, plan_.funcs[it->second.func].name},
           it->second.ts}));
@@ -347,6 +352,10 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
   ++held.open;
   pending_[key] = {role.func, ts, tid, held.ns};
   if (opts_.mode == Mode::Count || opts_.mode == Mode::Latency) return;
+  if (!rate_allows(role.func, ts)) {
+    pending_[key].dropped = true;
+    return;
+  }
   CallEntry ev{CallSite{ts, proc_->pid(), tid, goid, f.name}};
   RegState rs = reg_state(r, tid, fs.needs_xmm, entry_sp);
   for (const auto& p : f.args) ev.args.push_back(param(*dec_, p, rs));
@@ -357,8 +366,9 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
 void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
                        uint64_t ts) {
   const FuncPlan& f = plan_.funcs[role.func];
-  if (opts_.mode == Mode::Count && !f.entry_refires) return;
   FuncState& fs = fstate_[role.func];
+  if (role.kind == SiteRole::Return && fs.err) check_error(s, fs, r);
+  if (opts_.mode == Mode::Count && !f.entry_refires) return;
   uint64_t sp = r.rsp + s.sp_delta;
   auto gi = gr_->current(r, fs.abi_internal);
   int64_t goid = gi ? gi->goid : 0;
@@ -383,6 +393,8 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
     fs.latency.add(own);
   }
   if (opts_.mode == Mode::Latency) return;
+  // A call is reported whole or not at all; a return alone takes a token of its own.
+  if (entry ? entry->dropped : !rate_allows(role.func, ts)) return;
   CallReturn ev{CallSite{ts, proc_->pid(), tid, goid, f.name}};
   if (entry) {
     ev.duration_ns = own;
@@ -395,6 +407,28 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
   emit(to_event(ev));
 }
 
+void Tracer::check_error(const Site& s, FuncState& fs, const user_regs_struct& r) {
+  const LocPiece& w = *fs.err;
+  uint64_t v = 0;
+  if (w.kind == LocPiece::IntReg) {
+    const unsigned long long* gp[kNumIntRegs] = {&r.rax, &r.rbx, &r.rcx, &r.rdi, &r.rsi,
+                                                 &r.r8,  &r.r9,  &r.r10, &r.r11};
+    if (w.reg >= kNumIntRegs) return;
+    v = *gp[w.reg];
+  } else if (!proc_->mem().read(r.rsp + s.sp_delta + w.stack_offset, &v, 8)) {
+    return;
+  }
+  if (!v) return;
+  std::lock_guard<std::mutex> lock(fstate_mu_);
+  ++fs.failed;
+}
+
+bool Tracer::rate_allows(int func, uint64_t ts) {
+  if (!rate_.enabled()) return true;
+  std::lock_guard<std::mutex> lock(fstate_mu_);
+  return rate_.allow(static_cast<size_t>(func), ts);
+}
+
 void Tracer::on_inline(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
                        uint64_t ts) {
   const FuncPlan& f = plan_.funcs[role.func];
@@ -402,7 +436,7 @@ void Tracer::on_inline(const Site& s, const SiteRole& role, const user_regs_stru
     std::lock_guard<std::mutex> lock(fstate_mu_);
     ++fstate_[role.func].count;
   }
-  if (opts_.mode != Mode::Trace) return;
+  if (opts_.mode != Mode::Trace || !rate_allows(role.func, ts)) return;
   auto gi = gr_->current(r, true);
   CallEntry ev{CallSite{ts, proc_->pid(), tid, gi ? gi->goid : 0, f.name}};
   ev.inlined = true;
@@ -410,18 +444,7 @@ void Tracer::on_inline(const Site& s, const SiteRole& role, const user_regs_stru
     ev.inlined_in = f.inline_sites[role.inline_idx].outer;
   if (opts_.stack_depth > 0) {
     nlohmann::json st = stack_of(r, s.addr, r.rsp + s.sp_delta);
-    // The site is the call's mark, an instruction of the caller's frame: the inlined callee
-    // is not in the pclntab's frames there, so it goes on top, as the frame being entered.
-    if (st.is_array() && !st.empty() && st[0].value("func", "") != f.name) {
-      nlohmann::json top = {{"pc", st[0].value("pc", "")}, {"func", f.name}};
-      if (!f.file.empty()) {
-        top["file"] = f.file;
-        top["line"] = f.line;
-      }
-      top["inlined"] = true;
-      st.insert(st.begin(), std::move(top));
-      if (static_cast<int>(st.size()) > opts_.stack_depth) st.erase(st.end() - 1);
-    }
+    put_inlined_callee_on_top(st, f, opts_.stack_depth);
     ev.stack = std::move(st);
   }
   emit(to_event(ev));
@@ -623,7 +646,8 @@ void Tracer::finish_pending() {
   uint64_t ts = now_ns();
   std::vector<CallUnfinished> open;
   for (const auto& [k, p] : pending_)
-    open.emplace_back(CallSite{ts, proc_->pid(), p.tid, k.goid, plan_.funcs[p.func].name}, p.ts);
+    if (!p.dropped)
+      open.emplace_back(CallSite{ts, proc_->pid(), p.tid, k.goid, plan_.funcs[p.func].name}, p.ts);
   for (auto& ev : unfinished_events(std::move(open))) emit(std::move(ev));
   pending_.clear();
   held_.clear();
@@ -666,8 +690,12 @@ void Tracer::emit_aggregates() {
   std::vector<FuncCount> counts;
   std::vector<FuncLatency> latencies;
   for (size_t i = 0; i < plan_.funcs.size(); ++i) {
-    if (opts_.mode == Mode::Count) counts.push_back({plan_.funcs[i].name, fstate_[i].count});
-    if (opts_.mode == Mode::Latency) latencies.push_back({plan_.funcs[i].name, fstate_[i].latency});
+    std::optional<uint64_t> failed;
+    if (fstate_[i].err) failed = fstate_[i].failed;
+    if (opts_.mode == Mode::Count)
+      counts.push_back({plan_.funcs[i].name, fstate_[i].count, failed});
+    if (opts_.mode == Mode::Latency)
+      latencies.push_back({plan_.funcs[i].name, fstate_[i].latency, failed});
   }
   for (auto& ev : count_events(std::move(counts))) emit(std::move(ev));
   for (auto& ev : latency_events(std::move(latencies))) emit(std::move(ev));
@@ -710,6 +738,7 @@ Result<void> Tracer::run() {
   }
   sum.ended_by = exec_ended_ ? "exec" : gone ? "exit" : "stop";
   sum.extra = {{"hits", hits_}, {"goid_read_errors", goid_read_errors_}};
+  if (rate_.enabled()) sum.extra["rate_limited"] = rate_.dropped_total();
   sum.ts_ns = now_ns();
   sum.events = events_;
   emit(to_event(sum));

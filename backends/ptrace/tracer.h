@@ -22,6 +22,7 @@
 #include "core/decode/value_decoder.h"
 #include "core/events/goroutine_events.h"
 #include "core/events/latency.h"
+#include "core/events/rate_limit.h"
 
 namespace gotap::ptrace {
 
@@ -41,12 +42,17 @@ class Tracer {
     bool needs_xmm = false;
     uint64_t count = 0;
     LatencySummary latency;
+    // The itab word of the error result (core/plan/error_result.h), and the calls that
+    // returned a non-nil error.
+    std::optional<LocPiece> err;
+    uint64_t failed = 0;
   };
   struct Pending {
     int func = -1;
     uint64_t ts = 0;
     pid_t tid = 0;
     uint64_t held_at = 0;  // held_[goid].ns at the entry
+    bool dropped = false;  // --rate left the entry out: the return goes too
   };
   // The time gotap held a goroutine stopped at its probe hits, for the goroutines with a
   // call open: a return's duration leaves out what was held since its entry.
@@ -74,6 +80,10 @@ class Tracer {
                  uint64_t ts);
   void on_inline(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
                  uint64_t ts);
+  // At a RET: counts the call as failed when its error result is not nil.
+  void check_error(const Site& s, FuncState& fs, const user_regs_struct& r);
+  // --rate: whether a call of func may be reported now (counted when not).
+  bool rate_allows(int func, uint64_t ts);
   void on_goroutine(const SiteRole& role, const user_regs_struct& r, pid_t tid, uint64_t ts);
   RegState reg_state(const user_regs_struct& r, pid_t tid, bool xmm, uint64_t sp);
   nlohmann::json stack_of(const user_regs_struct& r, uint64_t pc, uint64_t ret_slot);
@@ -106,6 +116,7 @@ class Tracer {
   std::mutex fstate_mu_;
   bool metrics_live_ = false;
   PendingMap pending_;
+  RateLimit rate_{0, 0};  // guarded by fstate_mu_ (scrapes read its counts)
   uint64_t hits_ = 0, events_ = 0;
   uint64_t goid_read_errors_ = 0;  // goroutine probe hits whose g could not be read
   uint64_t deadline_ns_ = 0;

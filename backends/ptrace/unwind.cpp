@@ -29,25 +29,4 @@ std::vector<uint64_t> walk_frames(TraceeMemory& mem, const user_regs_struct& reg
   return pcs;
 }
 
-nlohmann::json symbolize(const BinaryView& bin, uint64_t bias, const std::vector<uint64_t>& pcs,
-                         int max) {
-  nlohmann::json out = nlohmann::json::array();
-  for (size_t i = 0; i < pcs.size() && static_cast<int>(out.size()) < max; ++i) {
-    const std::string pc = fmt::format("{:#x}", pcs[i]);
-    // Return addresses point after the call: look up the call instruction itself.
-    auto frames = bin.frames_at(pcs[i] - bias - (i > 0 ? 1 : 0), max - out.size());
-    if (frames.empty()) out.push_back({{"pc", pc}, {"func", "?"}});
-    for (auto& f : frames) {
-      nlohmann::json fr = {{"pc", pc}, {"func", std::move(f.func)}};
-      if (!f.file.empty()) {
-        fr["file"] = std::move(f.file);
-        fr["line"] = f.line;
-      }
-      if (f.inlined) fr["inlined"] = true;
-      out.push_back(std::move(fr));
-    }
-  }
-  return out;
-}
-
 }  // namespace gotap::ptrace

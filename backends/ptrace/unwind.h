@@ -12,6 +12,7 @@
 
 #include "backends/ptrace/memory.h"
 #include "core/plan/binary_view.h"
+#include "core/plan/stack_symbols.h"
 
 namespace gotap::ptrace {
 
@@ -20,8 +21,6 @@ namespace gotap::ptrace {
 std::vector<uint64_t> walk_frames(TraceeMemory& mem, const user_regs_struct& regs,
                                   uint64_t ret_addr_slot, int max);
 
-// [{"func","file","line","pc"}, ...] innermost first; inlined calls become frames of their own.
-nlohmann::json symbolize(const BinaryView& bin, uint64_t bias, const std::vector<uint64_t>& pcs,
-                         int max);
+// The frames of those pcs: symbolize() of core/plan/stack_symbols.h, shared with eBPF.
 
 }  // namespace gotap::ptrace

@@ -59,22 +59,26 @@ Event to_event(const CallUnfinished& e) {
 }
 
 Event to_event(const FuncCount& e) {
-  return {{"event", "count"}, {"func", e.func}, {"count", e.count}};
+  Event ev = {{"event", "count"}, {"func", e.func}, {"count", e.count}};
+  if (e.failed) ev["failed"] = *e.failed;
+  return ev;
 }
 
 Event to_event(const FuncLatency& e) {
   const LatencySummary& s = e.latency;
-  return {{"event", "latency"},
-          {"func", e.func},
-          {"count", s.count},
-          {"min_ns", s.min_ns},
-          {"max_ns", s.max_ns},
-          {"avg_ns", s.count ? s.sum_ns / s.count : 0},
-          {"p50_ns", percentile(s, 0.50)},
-          {"p90_ns", percentile(s, 0.90)},
-          {"p99_ns", percentile(s, 0.99)},
-          {"buckets", buckets(log2_buckets(s))},
-          {"fine_buckets", buckets(fine_buckets(s))}};
+  Event ev = {{"event", "latency"},
+              {"func", e.func},
+              {"count", s.count},
+              {"min_ns", s.min_ns},
+              {"max_ns", s.max_ns},
+              {"avg_ns", s.count ? s.sum_ns / s.count : 0},
+              {"p50_ns", percentile(s, 0.50)},
+              {"p90_ns", percentile(s, 0.90)},
+              {"p99_ns", percentile(s, 0.99)},
+              {"buckets", buckets(log2_buckets(s))},
+              {"fine_buckets", buckets(fine_buckets(s))}};
+  if (e.failed) ev["failed"] = *e.failed;
+  return ev;
 }
 
 Event to_event(const RunSummary& s) {

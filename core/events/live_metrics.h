@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -24,6 +25,8 @@ struct FuncMetrics {
   // Whether durations were measured (latency, trace); count measures none.
   bool timed = false;
   LatencySummary latency;
+  std::optional<uint64_t> failed;        // calls whose error result was not nil, when it has one
+  std::optional<uint64_t> rate_limited;  // calls --rate left out, when it is given
 };
 
 struct MetricsSnapshot {

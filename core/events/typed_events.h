@@ -60,14 +60,17 @@ struct CallUnfinished : CallSite {
   uint64_t entry_ts_ns = 0;
 };
 
+// `failed`: calls whose `error` result was not nil; absent for a function without one.
 struct FuncCount {
   std::string func;
   uint64_t count = 0;
+  std::optional<uint64_t> failed;
 };
 
 struct FuncLatency {
   std::string func;
   LatencySummary latency;
+  std::optional<uint64_t> failed;
 };
 
 // The `summary` event that ends every run.

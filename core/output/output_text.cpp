@@ -106,21 +106,34 @@ class TextWriter : public EventSink {
   // Counts come together at the end of a run: held until the next other event, so that the
   // column fits the longest name instead of a fixed width that long Go names overflow.
   void count_line(const Event& ev) {
-    counts_.emplace_back(safe_name(ev, "func"), ev.value("count", uint64_t{0}));
+    CountRow row{safe_name(ev, "func"), ev.value("count", uint64_t{0}), "-"};
+    if (ev.contains("failed")) row.failed = std::to_string(ev.value("failed", uint64_t{0}));
+    counts_.push_back(std::move(row));
   }
 
   void print_counts() {
     if (counts_.empty()) return;
     size_t width = 4;
-    for (const auto& [name, n] : counts_) width = std::max(width, name.size());
-    header(fmt::format("{:<{}} {:>12}\n", "FUNC", width, "COUNT").c_str());
-    for (const auto& [name, n] : counts_) print(fmt::format("{:<{}} {:>12}\n", name, width, n));
+    // FAILED (calls whose error result was not nil) once any function has an error result;
+    // "-" for those without one.
+    bool failed = false;
+    for (const auto& r : counts_) {
+      width = std::max(width, r.name.size());
+      failed = failed || r.failed != "-";
+    }
+    header(failed ? fmt::format("{:<{}} {:>12} {:>12}\n", "FUNC", width, "COUNT", "FAILED").c_str()
+                  : fmt::format("{:<{}} {:>12}\n", "FUNC", width, "COUNT").c_str());
+    for (const auto& r : counts_)
+      print(failed ? fmt::format("{:<{}} {:>12} {:>12}\n", r.name, width, r.count, r.failed)
+                   : fmt::format("{:<{}} {:>12}\n", r.name, width, r.count));
     counts_.clear();
   }
 
   void latency_block(const Event& ev) {
-    print(fmt::format("{}: count {}  min {}  p50 {}  p90 {}  p99 {}  max {}\n",
-                      safe_name(ev, "func"), ev.value("count", uint64_t{0}),
+    const std::string failed =
+        ev.contains("failed") ? fmt::format("  failed {}", ev.value("failed", uint64_t{0})) : "";
+    print(fmt::format("{}: count {}{}  min {}  p50 {}  p90 {}  p99 {}  max {}\n",
+                      safe_name(ev, "func"), ev.value("count", uint64_t{0}), failed,
                       format_duration(ev.value("min_ns", uint64_t{0})),
                       format_duration(ev.value("p50_ns", uint64_t{0})),
                       format_duration(ev.value("p90_ns", uint64_t{0})),
@@ -167,7 +180,12 @@ class TextWriter : public EventSink {
   }
 
   std::FILE* out_;
-  std::vector<std::pair<std::string, uint64_t>> counts_;
+  struct CountRow {
+    std::string name;
+    uint64_t count = 0;
+    std::string failed;  // "-": the function has no error result
+  };
+  std::vector<CountRow> counts_;
   std::string header_;
   uint64_t t0_ = 0;
 };

@@ -57,5 +57,21 @@ TEST(TextWriter, CountsWithoutSummaryStillPrint) {
   EXPECT_NE(out.find(" 3\n"), std::string::npos) << out;
 }
 
+// A function with an error result has a failed count; one without shows "-". Without any,
+// the table keeps its two columns.
+TEST(TextWriter, FailedColumnOnlyWhenSomeFunctionHasAnErrorResult) {
+  std::string out = render({
+      {{"event", "count"}, {"func", "main.mayFail"}, {"count", 30}, {"failed", 10}},
+      {{"event", "count"}, {"func", "main.plain"}, {"count", 30}},
+  });
+  EXPECT_NE(out.find("FUNC                COUNT       FAILED\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("main.mayFail           30           10\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("main.plain             30            -\n"), std::string::npos) << out;
+  out = render({{{"event", "count"}, {"func", "main.plain"}, {"count", 30}}});
+  EXPECT_EQ(out.find("FAILED"), std::string::npos) << out;
+  out = render({{{"event", "latency"}, {"func", "main.mayFail"}, {"count", 30}, {"failed", 10}}});
+  EXPECT_NE(out.find("main.mayFail: count 30  failed 10  min"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace gotap::testing

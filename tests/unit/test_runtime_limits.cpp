@@ -1,0 +1,192 @@
+// Failed calls per function and --rate, once per backend, against the errors fixture's own
+// account (tests/fixtures/errors: "gt calls func=F made=N failed=M"):
+// - count and latency give `failed` (JSON) / FAILED (text) equal to the calls whose error
+//   result the program saw non-nil, for a pointer in an error interface (main.mayFail) and a
+//   second result (main.parse); a function without an error result has none ("-");
+//   --prometheus serves gotap_call_errors_total with the same numbers;
+// - trace --rate N reports at most N calls in any second of the events' clock, each one
+//   whole (entry and return), and counts the rest: reported + rate_limited == made, 0 lost.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/unit/fixtures.h"
+#include "tests/unit/loopback.h"
+
+namespace gotap::testing {
+namespace {
+
+using json = nlohmann::json;
+
+struct Truth {
+  uint64_t made = 0;
+  std::optional<uint64_t> failed;
+};
+
+// The fixture's "gt calls func=F made=N [failed=M]" lines.
+std::map<std::string, Truth> ground_truth(const std::string& out) {
+  std::map<std::string, Truth> t;
+  static const std::regex re(R"(gt calls func=(\S+) made=(\d+)(?: failed=(\d+))?)");
+  for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it) {
+    Truth& x = t[(*it)[1]];
+    x.made = std::stoull((*it)[2]);
+    if ((*it)[3].matched) x.failed = std::stoull((*it)[3]);
+  }
+  return t;
+}
+
+// Builds with DWARF: the plan knows the result types there (stripped ones have no results).
+std::vector<Fixture> dwarf_fixtures() {
+  std::vector<Fixture> out;
+  for (auto& f : all_fixtures("errors"))
+    if (f.flavour == "default" || f.flavour == "pie" || f.flavour == "cgo") out.push_back(f);
+  return out;
+}
+
+class Limits : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace and BPF)";
+    if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  }
+};
+
+TEST_P(Limits, FailedCallsMatchGroundTruth) {
+  auto fixtures = dwarf_fixtures();
+  ASSERT_FALSE(fixtures.empty()) << "no errors fixture with DWARF built in " << fixtures_dir();
+  for (const auto& fx : fixtures) {
+    SCOPED_TRACE(fx.label());
+    for (const char* cmd : {"count", "latency"}) {
+      SCOPED_TRACE(cmd);
+      RunResult r =
+          run_command({gotap_binary(), cmd, "--backend", GetParam(), "--json", "main.mayFail",
+                       "main.parse", "main.plain", "--", fx.path, "fail", "300"});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      auto gt = ground_truth(r.out);
+      ASSERT_EQ(gt.size(), 3u) << r.out.substr(0, 2000);
+      ASSERT_TRUE(gt["main.mayFail"].failed && *gt["main.mayFail"].failed > 0);
+      int seen = 0;
+      for (const auto& ev : events_in(r.out, cmd)) {
+        const std::string func = ev.value("func", "");
+        if (!gt.count(func)) continue;
+        ++seen;
+        SCOPED_TRACE(ev.dump());
+        EXPECT_EQ(ev.value("count", uint64_t{0}), gt[func].made);
+        if (gt[func].failed) {
+          ASSERT_TRUE(ev.contains("failed"));
+          EXPECT_EQ(ev["failed"].get<uint64_t>(), *gt[func].failed);
+        } else {
+          EXPECT_FALSE(ev.contains("failed"));
+        }
+      }
+      EXPECT_EQ(seen, 3);
+    }
+  }
+}
+
+TEST_P(Limits, FailedColumnInText) {
+  auto fixtures = dwarf_fixtures();
+  ASSERT_FALSE(fixtures.empty()) << "no errors fixture with DWARF built in " << fixtures_dir();
+  const Fixture& fx = fixtures.back();
+  RunResult r = run_command({gotap_binary(), "count", "--backend", GetParam(), "main.mayFail",
+                             "main.plain", "--", fx.path, "fail", "30"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // 30 calls, i%3 == 0 failing: 10.
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(FUNC +COUNT +FAILED\n)"))) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(main\.mayFail +30 +10\n)"))) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(main\.plain +30 +-\n)"))) << r.out;
+}
+
+TEST_P(Limits, FailedCallsInPrometheus) {
+  auto fixtures = dwarf_fixtures();
+  ASSERT_FALSE(fixtures.empty()) << "no errors fixture with DWARF built in " << fixtures_dir();
+  const Fixture& fx = fixtures.back();
+  const int port = free_port();
+  Child c = spawn({gotap_binary(), "count", "--backend", GetParam(), "--prometheus",
+                   "127.0.0.1:" + std::to_string(port), "--prometheus-linger", "60", "main.mayFail",
+                   "main.parse", "main.plain", "--", fx.path, "fail", "300"});
+  ASSERT_GT(c.pid, 0);
+  // The program's 300 calls: 100 of mayFail fail, 60 of parse. Scrapes until gotap exits:
+  // it lingers until a scrape has read the final values, so the last answer holds them.
+  const std::regex may(R"(gotap_call_errors_total\{[^}]*func="main\.mayFail"[^}]*\} 100\b)");
+  const std::regex parse(R"(gotap_call_errors_total\{[^}]*func="main\.parse"[^}]*\} 60\b)");
+  std::string last;
+  int status = 0;
+  for (int i = 0; i < 600 && waitpid(c.pid, &status, WNOHANG) == 0; ++i) {
+    if (auto resp = http_get(port, "/metrics")) last = *resp;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(std::regex_search(last, may) && std::regex_search(last, parse)) << last;
+  EXPECT_EQ(last.find("func=\"main.plain\"} ", last.find("gotap_call_errors_total")),
+            std::string::npos)
+      << "main.plain has no error result: " << last;
+  read_all(c.out);
+  std::string err = read_all(c.err);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << err;
+}
+
+// main.hot from one goroutine at `per_s` calls a second for 3 s, traced with --rate 100.
+TEST_P(Limits, RateReportsAtMostNPerSecondAndCountsTheRest) {
+  auto fixtures = all_fixtures("errors");
+  ASSERT_FALSE(fixtures.empty()) << "no errors fixture built in " << fixtures_dir();
+  // ptrace stops the program at each hit (a few us): a lower call rate keeps it paced.
+  const std::string per_s = GetParam() == "ebpf" ? "200000" : "20000";
+  constexpr uint64_t kRate = 100;
+  for (const auto& fx : fixtures) {
+    if (fx.flavour != "default" && fx.flavour != "stripped") continue;
+    SCOPED_TRACE(fx.label());
+    RunResult r =
+        run_command({gotap_binary(), "trace", "--backend", GetParam(), "--json", "--rate",
+                     std::to_string(kRate), "main.hot", "--", fx.path, "hot", "3", per_s});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto gt = ground_truth(r.out);
+    ASSERT_TRUE(gt.count("main.hot")) << r.out.substr(0, 2000);
+    const uint64_t made = gt["main.hot"].made;
+    std::map<uint64_t, uint64_t> per_second;
+    uint64_t entries = 0, returns = 0;
+    for (const auto& ev : events_in(r.out, "entry")) {
+      ++entries;
+      ++per_second[ev.value("ts_ns", uint64_t{0}) / 1'000'000'000];
+    }
+    for (const auto& ev : events_in(r.out, "return")) {
+      ++returns;
+      // Every reported return has its entry: a call is reported whole.
+      EXPECT_TRUE(ev.contains("duration_ns")) << ev.dump();
+    }
+    EXPECT_EQ(entries, returns);
+    EXPECT_TRUE(events_in(r.out, "unfinished").empty());
+    for (const auto& [sec, n] : per_second) EXPECT_LE(n, kRate) << "second " << sec;
+    // Three seconds of calls span 3 or 4 seconds of the clock, each with its 100.
+    EXPECT_GE(entries, 2 * kRate);
+    auto sums = events_in(r.out, "summary");
+    ASSERT_EQ(sums.size(), 1u);
+    EXPECT_EQ(sums[0].value("lost", uint64_t{1}), 0u);
+    ASSERT_TRUE(sums[0].contains("rate_limited")) << sums[0].dump();
+    EXPECT_EQ(entries + sums[0]["rate_limited"].get<uint64_t>(), made) << sums[0].dump();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Limits, ::testing::Values("ebpf", "ptrace"),
+                         [](const auto& info) { return info.param; });
+
+TEST(LimitsCli, RateMustBePositive) {
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  for (const char* bad : {"0", "-5", "x"}) {
+    RunResult r = run_command({gotap_binary(), "trace", "--rate", bad, "main.hot", "--", "true"});
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace gotap::testing
