@@ -22,6 +22,7 @@
 #include "core/events/live_metrics.h"
 #include "core/events/typed_events.h"
 #include "core/model/wait_reasons.h"
+#include "core/sys/timing.h"
 #include "core/sys/uprobe_holders.h"
 
 namespace gotap::ptrace {
@@ -268,6 +269,7 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     fmt::print(stderr, "gotap: warning: {} of {} probe sites not placed ({})\n", failed, wanted,
                why);
   if (bps_.size() == 0) return runtime_error("no probe could be placed");
+  sys::timing_mark("ptrace: read and decode the sites");
 
   uint64_t lo = UINT64_MAX, hi = 0;
   for (const auto& seg : elf.segments()) {
@@ -277,10 +279,12 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   }
   syscall_at_ = elf.entry() + bias_;
   GOTAP_TRY(bps_.place_scratch(*proc_, stopped, syscall_at_, lo, hi));
+  sys::timing_mark("ptrace: map and write the scratch pages");
   // The safety net goes up before the first int3 (attached), or once the Go runtime has
   // installed its own SIGTRAP handler (launched: at a later hit, handle_trap).
   if (!arm_net(stopped)) net_wanted_ = true;
   GOTAP_TRY(bps_.insert_all(mem));
+  sys::timing_mark("ptrace: armed");
 
   // The thread that ran the injected syscalls is resumed before the banner: scripts act on
   // the banner, and a gotap killed while that thread still sat in its ptrace-stop would leave
@@ -684,7 +688,9 @@ Result<void> Tracer::run() {
   }
   end_metrics();
   bool gone = proc_->gone();
+  sys::timing_mark("ptrace: traced");
   detach();
+  sys::timing_mark("ptrace: detached");
   if (failed_)
     return runtime_error("the trace failed after the probes were placed (they are removed): {}",
                          *failed_);
