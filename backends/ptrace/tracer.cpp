@@ -274,8 +274,9 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   uint64_t lo = UINT64_MAX, hi = 0;
   for (const auto& seg : elf.segments()) {
     if (seg.type != 1 /* PT_LOAD */) continue;
+    // The whole image: a copied instruction may address data as well as code.
     lo = std::min(lo, seg.vaddr + bias_);
-    if (seg.flags & 1 /* PF_X */) hi = std::max(hi, seg.vaddr + seg.memsz + bias_);
+    hi = std::max(hi, seg.vaddr + seg.memsz + bias_);
   }
   syscall_at_ = elf.entry() + bias_;
   GOTAP_TRY(bps_.place_scratch(*proc_, stopped, syscall_at_, lo, hi));
