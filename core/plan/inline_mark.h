@@ -38,6 +38,10 @@ struct CodeBlocks {
   std::vector<int64_t> block_start;
   std::vector<std::vector<int32_t>> preds;
   std::vector<int32_t> idom;
+  // Each block's interval in a depth-first walk of the dominator tree (-1: unreachable): a
+  // dominates b when a's interval holds b's. The chooser asks once per instruction and
+  // inlined call; walking up idom instead took 44% of planning a whole binary (caddy).
+  std::vector<int32_t> dom_in, dom_out;
   // Whether every path from the entry to block b passes block a (a == b included); false
   // when b is unreachable.
   bool dominates(int32_t a, int32_t b) const;
