@@ -213,7 +213,7 @@ InlineMarkChoice choose_inline_site(const CodeBlocks& code, const InlineFacts& f
   for (int64_t j = 0; j < n; ++j) {
     const uint64_t pc = code.insns[j].pc;
     const int32_t blk = code.block_of[j];
-    const int32_t at = facts.node_at(pc);
+    const int32_t at = facts.insn_node.empty() ? facts.node_at(pc) : facts.insn_node[j];
     if (facts.within(at, node)) {
       if (blk == B) {
         body_here = true;

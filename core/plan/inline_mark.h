@@ -52,6 +52,9 @@ CodeBlocks decode_blocks(Bytes code, uint64_t entry);
 struct InlineFacts {
   // The innermost inline-tree node at pc (-1: the outer function's own code).
   std::function<int32_t(uint64_t)> node_at;
+  // node_at of each instruction of the CodeBlocks, when filled: asked once per instruction
+  // and node, it is worth computing once per instruction.
+  std::vector<int32_t> insn_node;
   // Whether the chain of nodes from `node` outwards contains `wanted`.
   std::function<bool(int32_t node, int32_t wanted)> within;
   // Whether the instructions at a and b have the same file and line.
