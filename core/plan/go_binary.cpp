@@ -7,9 +7,14 @@
 
 #include <elf.h>
 
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
+#include <functional>
 #include <map>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 #include "core/binary/rtype_graph.h"
@@ -17,6 +22,7 @@
 #include "core/plan/disasm.h"
 #include "core/plan/inline_mark.h"
 #include "core/plan/pattern.h"
+#include "core/sys/timing.h"
 
 namespace gotap {
 
@@ -331,6 +337,33 @@ std::vector<InlineSite> GoBinary::inline_sites(std::string_view name,
   return out;
 }
 
+namespace {
+
+// How many threads planning uses: every CPU gotap may run on, at most 8.
+size_t plan_threads() {
+  cpu_set_t set;
+  size_t n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  return std::clamp<size_t>(n, 1, 8);
+}
+
+// Runs fn(i) for each i in [0, n) on every CPU: threads take the next few items as they
+// finish (function sizes vary a thousandfold), so callers keep each item's results apart
+// and take them back in order. One thread when n is too small to be worth more.
+void parallel_for(size_t n, const std::function<void(size_t)>& fn) {
+  const size_t threads = n < 256 ? 1 : plan_threads();
+  std::atomic<size_t> next{0};
+  auto run = [&] {
+    constexpr size_t kChunk = 16;
+    for (size_t lo; (lo = next.fetch_add(kChunk)) < n;)
+      for (size_t i = lo; i < std::min(n, lo + kChunk); ++i) fn(i);
+  };
+  std::vector<std::jthread> pool;
+  for (size_t k = 1; k < threads; ++k) pool.emplace_back(run);
+  run();
+}
+
+}  // namespace
+
 std::map<std::string_view, GoBinary::SitesOf> GoBinary::inline_sites_of(
     const std::set<std::string_view>& names) const {
   const auto& nodes = inline_nodes();
@@ -346,11 +379,28 @@ std::map<std::string_view, GoBinary::SitesOf> GoBinary::inline_sites_of(
   }
   std::map<std::string_view, SitesOf> out;
   for (std::string_view name : names) out[name];
-  for (const auto& [outer, wanted] : by_outer)
-    sites_in(outer, wanted, [&](std::string_view callee, InlineSite&& s, bool probed) {
-      SitesOf& of = out.find(callee)->second;
-      (probed ? of.probed : of.skipped).push_back(std::move(s));
-    });
+  // The outer functions are independent (sites_in only reads the binary): they go to every
+  // CPU, and their sites are taken back in order, so the lists are the ones a single pass
+  // gives.
+  struct Found {
+    std::string_view callee;
+    InlineSite site;
+    bool probed;
+  };
+  std::vector<std::pair<uint32_t, const std::set<int32_t>*>> work;
+  for (const auto& [outer, wanted] : by_outer) work.push_back({outer, &wanted});
+  std::vector<std::vector<Found>> found(work.size());
+  parallel_for(work.size(), [&](size_t i) {
+    sites_in(work[i].first, *work[i].second,
+             [&](std::string_view callee, InlineSite&& s, bool probed) {
+               found[i].push_back({callee, std::move(s), probed});
+             });
+  });
+  for (auto& share : found)
+    for (Found& f : share) {
+      SitesOf& of = out.find(f.callee)->second;
+      (f.probed ? of.probed : of.skipped).push_back(std::move(f.site));
+    }
   auto by_pc = [](const InlineSite& a, const InlineSite& b) { return a.pc < b.pc; };
   for (auto& [name, of] : out) {
     std::sort(of.probed.begin(), of.probed.end(), by_pc);
@@ -385,6 +435,9 @@ const MethodTables* GoBinary::method_tables() const {
 }
 
 void GoBinary::add_method_types(const std::vector<MethodSignature>& sigs) const {
+  // Functions are planned on several threads; plan() adds every matched method's types
+  // before, so that here they are found, not added, but two threads must never add at once.
+  std::lock_guard lock(types_mu_);
   if (!rtypes_) rtypes_ = std::make_unique<TypeGraph>();
   ElfMemoryReader mem(*elf_, 0);
   RtypeGraphBuilder b(*rtypes_, mem, rtype_env());
@@ -609,7 +662,9 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
   }
   std::set<std::string_view> callees(inlined.begin(), inlined.end());
   for (uint32_t i : matched) callees.insert(funcs[i].name);
+  sys::timing_mark("plan: match");
   auto sites = inline_sites_of(callees);
+  sys::timing_mark("plan: inline sites");
   // A name two functions share gets the same sites in each, as inline_sites gave them:
   // copied, but moved on its last use.
   std::map<std::string_view, int> uses;
@@ -625,11 +680,16 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
       fp.inline_skipped = of.skipped;
     }
   };
-  for (uint32_t i : matched) {
-    const PclnFunc& f = funcs[i];
-    FuncPlan fp = plan_func(f, plan.warnings);
-    take_sites(fp, f.name);
-    plan.funcs.push_back(std::move(fp));
+  // Functions are planned independently too (plan_func reads the binary, and the method
+  // tables' types were all added above): on every CPU, their warnings kept in order.
+  const std::vector<uint32_t> order(matched.begin(), matched.end());
+  std::vector<FuncPlan> planned(order.size());
+  std::vector<std::vector<std::string>> warned(order.size());
+  parallel_for(order.size(), [&](size_t j) { planned[j] = plan_func(funcs[order[j]], warned[j]); });
+  for (auto& w : warned) plan.warnings.insert(plan.warnings.end(), w.begin(), w.end());
+  for (size_t j = 0; j < order.size(); ++j) {
+    take_sites(planned[j], funcs[order[j]].name);
+    plan.funcs.push_back(std::move(planned[j]));
   }
   for (std::string_view name : inlined) {
     FuncPlan fp;
@@ -640,6 +700,7 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
     take_sites(fp, name);
     plan.funcs.push_back(std::move(fp));
   }
+  sys::timing_mark("plan: functions");
   std::stable_sort(plan.funcs.begin(), plan.funcs.end(), [](const FuncPlan& a, const FuncPlan& b) {
     if (a.name != b.name) return a.name < b.name;
     return a.entry < b.entry;

@@ -132,6 +132,7 @@ class GoBinary {
   mutable std::once_flag methods_once_;
   mutable std::unique_ptr<MethodTables> methods_;
   mutable std::unique_ptr<TypeGraph> rtypes_;
+  mutable std::mutex types_mu_;  // add_method_types
 };
 
 }  // namespace gotap

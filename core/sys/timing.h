@@ -7,7 +7,8 @@
 
 namespace gotap::sys {
 
-// "gotap: timing: PHASE +X ms (Y ms)" when GOTAP_TIMING is set and not "0".
+// "gotap: timing: PHASE +X ms, cpu +C ms (Y ms, cpu D ms)" when GOTAP_TIMING is set and not
+// "0": wall and CPU time (all threads) since the previous mark, and since the start.
 void timing_mark(std::string_view phase);
 
 }  // namespace gotap::sys
