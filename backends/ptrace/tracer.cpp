@@ -196,6 +196,12 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   // Sites that cannot be probed are counted, and reported once with the first reason. A site
   // two functions share (a wrapper's RET that is its target's) is one int3 with two roles, so
   // failures are counted as they happen, not as wanted minus placed.
+  // A large plan reads the executable's code once, not one system call per site.
+  SnapshotReader code(mem);
+  if (plan_.funcs.size() > 256)
+    for (const auto& seg : elf.segments())
+      if (seg.type == 1 /* PT_LOAD */ && (seg.flags & 1 /* PF_X */))
+        code.add(seg.vaddr + bias_, seg.vaddr + seg.memsz + bias_);
   size_t wanted = 0, taken = 0, failed = 0;
   std::string first_problem, first_holder;
   uint8_t first_byte = 0;
@@ -209,7 +215,7 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
           if (pc.kind == LocPiece::FloatReg) fs.needs_xmm = true;
     auto add = [&](uint64_t pc, SiteRole role, int32_t sp_delta) {
       ++wanted;
-      auto r = bps_.add(pc + bias_, role, sp_delta, mem);
+      auto r = bps_.add(pc + bias_, role, sp_delta, code);
       if (r) return true;
       ++failed;
       if (r.error().what().find("already holds an int3") != std::string::npos) {
@@ -248,7 +254,7 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   for (uint64_t pc : gp.created) gsites.push_back({pc, SiteRole::GCreated, 0});
   for (auto [pc, kind, sp_delta] : gsites) {
     if (!pc) continue;
-    auto r = bps_.add(pc + bias_, {kind, -1, -1}, sp_delta, mem);
+    auto r = bps_.add(pc + bias_, {kind, -1, -1}, sp_delta, code);
     if (!r) return runtime_error("cannot probe the goroutine scheduler: {}", r.error().what());
   }
   if (gp.status) {
