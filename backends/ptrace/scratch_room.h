@@ -2,7 +2,7 @@
 // RIP-relative instructions must reach what they address with a rel32, so the mapping lies
 // within 2 GiB of the whole executable image. Below the image is the first choice, as close
 // as it fits; a non-PIE binary at 0x400000 has only 4 MiB there, less than a whole binary's
-// copies (caddy: 172,005 sites, 8.4 MiB), so above the image is the next: between its last
+// copies (caddy: 145,589 sites, 7 MiB), so above the image is the next: between its last
 // mapping and the brk heap's start (the heap only grows up), or above the heap with room
 // left for it to grow. Nothing is placed next to another mapping (a guard gap), where a
 // neighbour could merge with it or grow into it.
