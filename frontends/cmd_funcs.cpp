@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -10,6 +13,7 @@
 #include "core/output/value_text.h"
 #include "core/plan/go_binary.h"
 #include "core/plan/plan.h"
+#include "core/sys/timing.h"
 #include "frontends/commands.h"
 #include "frontends/options.h"
 
@@ -73,21 +77,37 @@ int cmd_funcs(const Args& args) {
   }
   auto pos = positionals(*vm, "args");
   if (pos.empty()) return usage_error("funcs needs a BINARY (see gotap funcs --help)");
+  sys::timing_mark("start");
   auto bin = GoBinary::open(pos[0], open_options(*vm));
   if (!bin) return report_error(bin.error());
+  sys::timing_mark("open the binary");
   std::vector<std::string> patterns(pos.begin() + 1, pos.end());
   if (patterns.empty()) patterns.push_back("*");
   PlanOptions opts;
   opts.probe_inline_sites = !vm->count("no-inline");
   auto plan = (*bin)->plan(patterns, opts);
   if (!plan) return report_error(plan.error());
+  sys::timing_mark("plan");
   if (vm->count("json")) {
-    std::string out;
-    for (const auto& f : plan->funcs) {
-      out += to_json(f).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-      out += '\n';
+    // A whole binary's plan is tens of MB of JSON: each CPU prints a contiguous share of the
+    // functions, and the shares are written in order.
+    const auto& funcs = plan->funcs;
+    const size_t shares =
+        funcs.size() < 1024 ? 1 : std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+    std::vector<std::string> out(shares);
+    auto print = [&](size_t k) {
+      for (size_t i = funcs.size() * k / shares; i < funcs.size() * (k + 1) / shares; ++i) {
+        out[k] += to_json(funcs[i]).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        out[k] += '\n';
+      }
+    };
+    {
+      std::vector<std::jthread> threads;
+      for (size_t k = 1; k < shares; ++k) threads.emplace_back(print, k);
+      print(0);
     }
-    std::fwrite(out.data(), 1, out.size(), stdout);
+    for (const std::string& o : out) std::fwrite(o.data(), 1, o.size(), stdout);
+    sys::timing_mark("print");
     for (const auto& w : plan->warnings) std::cerr << "gotap: warning: " << printable(w) << "\n";
   } else {
     print_text(*plan);

@@ -17,6 +17,7 @@
 #include "core/output/value_text.h"
 #include "core/plan/go_binary.h"
 #include "core/sys/spawn.h"
+#include "core/sys/timing.h"
 #include "frontends/commands.h"
 #include "frontends/fault_injection.h"
 #include "frontends/options.h"
@@ -216,13 +217,16 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     // The file the backend will run (core/sys/spawn.h): the plan must be of that one.
     if (std::string found = sys::find_on_path(path); !found.empty()) path = found;
   }
+  sys::timing_mark("start");
   auto bin = GoBinary::open(path, open_options(*vm));
   if (!bin) return report_error(bin.error());
+  sys::timing_mark("open the binary");
   PlanOptions popts;
   // --under follows calls from entry to return; an inlined copy has no return to close it.
   popts.probe_inline_sites = !vm->count("no-inline") && !goroutines_cmd;
   auto plan = (*bin)->plan(patterns, popts);
   if (!plan) return report_error(plan.error());
+  sys::timing_mark("plan");
   if (goroutines_cmd || vm->count("goroutines")) {
     // Goroutine ids and addresses belong to one process.
     if (opts.target.all)
@@ -302,6 +306,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   } catch (const std::exception& e) {
     return report_error(runtime_error("{}", e.what()));
   }
+  sys::timing_mark("run, detach and summary");
   if (!r) return report_error(r.error());
   // The probes are out: a write that failed (not the reader leaving) is a failure.
   if (int err = guard->write_error())

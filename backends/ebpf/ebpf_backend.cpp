@@ -36,6 +36,7 @@
 #include "core/events/typed_events.h"
 #include "core/model/wait_reasons.h"
 #include "core/sys/fd.h"
+#include "core/sys/timing.h"
 #include "core/sys/uprobe_holders.h"
 #include "gotap.skel.h"
 #include "gotap_limits.h"
@@ -465,6 +466,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     metrics_end.m = opts.metrics;
   }
 
+  sys::timing_mark("ebpf: armed");
   if (!eo.quiet) {
     std::cerr << tracing_banner(cfg.funcs.size(), cfg.sites.size(), "ebpf",
                                 target_text(opts, filter_pid, bin.path()), goroutines)
@@ -504,10 +506,12 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     }
   }
 
+  sys::timing_mark("ebpf: traced");
   const auto t_detach = Clock::now();
   bpf_program* prog = eo.empty_program ? skel->progs.gotap_empty : skel->progs.gotap_probe;
   const std::optional<ProgStats> stats = prog_stats(bpf_program__fd(prog));
   attachment.detach();
+  sys::timing_mark("ebpf: detached");
   const double detach_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - t_detach).count();
   if (rb && !session.failed) ring_buffer__consume(rb.get());

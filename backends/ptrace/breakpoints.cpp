@@ -8,7 +8,9 @@
 
 #include <Zydis/Zydis.h>
 
+#include "backends/ptrace/scratch_room.h"
 #include "backends/ptrace/trap_net.h"
+#include "core/sys/proc_maps.h"
 
 namespace gotap::ptrace {
 
@@ -183,33 +185,30 @@ Result<std::vector<uint8_t>> Breakpoints::build_scratch(uint64_t base) {
 }
 
 Result<void> Breakpoints::place_scratch(Process& proc, pid_t tid, uint64_t syscall_at,
-                                        uint64_t near_lo, uint64_t near_hi) {
+                                        uint64_t image_lo, uint64_t image_hi) {
   if (sites_.empty()) return {};
   uint64_t size = scratch_size_for(sites_.size());
-  // Below the executable: within rel32 reach of its code (for RIP-relative operands), away
-  // from the heap (brk grows up from the end of the executable) and from Go's arenas
-  // (0xc000000000).
-  uint64_t base = (near_lo & ~(kPage - 1));
+  const ScratchRoom room = ScratchRoom::of(proc.pid(), image_lo, image_hi);
   uint64_t got = 0;
-  for (int k = 1; k <= 256 && !got; ++k) {
-    uint64_t step = uint64_t(k) * 0x10000;
-    if (base < size + step + 0x10000) break;
-    uint64_t hint = base - size - step;
+  for (uint64_t hint : scratch_spots(sys::read_maps(proc.pid()), room, size)) {
     auto r = proc.inject_syscall(
         tid, syscall_at, SYS_mmap,
         {hint, size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
          static_cast<uint64_t>(-1), 0});
     if (!r) return r.error();
     int64_t v = static_cast<int64_t>(*r);
-    if (v < 0 && v > -4096) continue;
+    if (v < 0 && v > -4096) continue;  // taken since the maps were read: the next spot
     got = *r;
-    int64_t dist = static_cast<int64_t>(near_hi - got);
-    if (got != hint && (dist > (1ll << 31) - (1 << 20) || dist < -(1ll << 31))) {
-      (void)proc.inject_syscall(tid, syscall_at, SYS_munmap, {got, size});
-      got = 0;
-    }
+    // A kernel before 4.17 takes MAP_FIXED_NOREPLACE's address as a mere hint.
+    if (got == hint || scratch_within_reach(got, size, room)) break;
+    (void)proc.inject_syscall(tid, syscall_at, SYS_munmap, {got, size});
+    got = 0;
   }
-  if (!got) return runtime_error("cannot map a scratch page in the tracee near {:#x}", near_lo);
+  if (!got)
+    return runtime_error(
+        "cannot map {} KiB of scratch pages in the tracee within 2 GiB of its image [{:#x}, "
+        "{:#x})",
+        size / 1024, image_lo, image_hi);
   scratch_ = got;
   scratch_size_ = size;
   auto img = build_scratch(got);

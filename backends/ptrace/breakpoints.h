@@ -54,10 +54,12 @@ class Breakpoints {
   size_t size() const { return sites_.size(); }
   const std::unordered_map<uint64_t, Site>& sites() const { return sites_; }
 
-  // Maps a scratch page near [near_lo, near_hi) with a syscall injected into the stopped
-  // thread `tid` (at `syscall_at`), and writes the trap handler and the out-of-line copies.
-  Result<void> place_scratch(Process& proc, pid_t tid, uint64_t syscall_at, uint64_t near_lo,
-                             uint64_t near_hi);
+  // Maps the scratch pages within rel32 reach of the executable's image [image_lo, image_hi)
+  // (every PT_LOAD, at run time; scratch_room.h says where) with a syscall injected into the
+  // stopped thread `tid` (at `syscall_at`), and writes the trap handler and the out-of-line
+  // copies.
+  Result<void> place_scratch(Process& proc, pid_t tid, uint64_t syscall_at, uint64_t image_lo,
+                             uint64_t image_hi);
   uint64_t scratch() const { return scratch_; }
   bool in_scratch(uint64_t pc) const {
     return scratch_ && pc >= scratch_ && pc < scratch_ + scratch_size_;

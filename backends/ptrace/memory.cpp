@@ -4,6 +4,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <string>
 
 namespace gotap::ptrace {
@@ -38,6 +39,21 @@ bool TraceeMemory::write_fast(uint64_t addr, const void* buf, size_t n) {
 bool TraceeMemory::write(uint64_t addr, const void* buf, size_t n) {
   if (!fd_) return false;
   return pwrite(fd_.get(), buf, n, static_cast<off_t>(addr)) == static_cast<ssize_t>(n);
+}
+
+void SnapshotReader::add(uint64_t lo, uint64_t hi) {
+  if (hi <= lo || hi - lo > (1ull << 30)) return;
+  std::vector<uint8_t> bytes(hi - lo);
+  if (live_.read(lo, bytes.data(), bytes.size())) ranges_.emplace_back(lo, std::move(bytes));
+}
+
+bool SnapshotReader::read(uint64_t addr, void* buf, size_t n) {
+  for (const auto& [lo, bytes] : ranges_)
+    if (addr >= lo && addr - lo <= bytes.size() && n <= bytes.size() - (addr - lo)) {
+      std::memcpy(buf, bytes.data() + (addr - lo), n);
+      return true;
+    }
+  return live_.read(addr, buf, n);
 }
 
 }  // namespace gotap::ptrace

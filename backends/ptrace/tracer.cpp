@@ -23,6 +23,7 @@
 #include "core/events/typed_events.h"
 #include "core/model/wait_reasons.h"
 #include "core/plan/error_result.h"
+#include "core/sys/timing.h"
 #include "core/sys/uprobe_holders.h"
 
 namespace gotap::ptrace {
@@ -200,6 +201,12 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   // Sites that cannot be probed are counted, and reported once with the first reason. A site
   // two functions share (a wrapper's RET that is its target's) is one int3 with two roles, so
   // failures are counted as they happen, not as wanted minus placed.
+  // A large plan reads the executable's code once, not one system call per site.
+  SnapshotReader code(mem);
+  if (plan_.funcs.size() > 256)
+    for (const auto& seg : elf.segments())
+      if (seg.type == 1 /* PT_LOAD */ && (seg.flags & 1 /* PF_X */))
+        code.add(seg.vaddr + bias_, seg.vaddr + seg.memsz + bias_);
   size_t wanted = 0, taken = 0, failed = 0;
   std::string first_problem, first_holder;
   uint8_t first_byte = 0;
@@ -213,7 +220,7 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
           if (pc.kind == LocPiece::FloatReg) fs.needs_xmm = true;
     auto add = [&](uint64_t pc, SiteRole role, int32_t sp_delta) {
       ++wanted;
-      auto r = bps_.add(pc + bias_, role, sp_delta, mem);
+      auto r = bps_.add(pc + bias_, role, sp_delta, code);
       if (r) return true;
       ++failed;
       if (r.error().what().find("already holds an int3") != std::string::npos) {
@@ -252,7 +259,7 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   for (uint64_t pc : gp.created) gsites.push_back({pc, SiteRole::GCreated, 0});
   for (auto [pc, kind, sp_delta] : gsites) {
     if (!pc) continue;
-    auto r = bps_.add(pc + bias_, {kind, -1, -1}, sp_delta, mem);
+    auto r = bps_.add(pc + bias_, {kind, -1, -1}, sp_delta, code);
     if (!r) return runtime_error("cannot probe the goroutine scheduler: {}", r.error().what());
   }
   if (gp.status) {
@@ -273,19 +280,23 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     fmt::print(stderr, "gotap: warning: {} of {} probe sites not placed ({})\n", failed, wanted,
                why);
   if (bps_.size() == 0) return runtime_error("no probe could be placed");
+  sys::timing_mark("ptrace: read and decode the sites");
 
   uint64_t lo = UINT64_MAX, hi = 0;
   for (const auto& seg : elf.segments()) {
     if (seg.type != 1 /* PT_LOAD */) continue;
+    // The whole image: a copied instruction may address data as well as code.
     lo = std::min(lo, seg.vaddr + bias_);
-    if (seg.flags & 1 /* PF_X */) hi = std::max(hi, seg.vaddr + seg.memsz + bias_);
+    hi = std::max(hi, seg.vaddr + seg.memsz + bias_);
   }
   syscall_at_ = elf.entry() + bias_;
   GOTAP_TRY(bps_.place_scratch(*proc_, stopped, syscall_at_, lo, hi));
+  sys::timing_mark("ptrace: map and write the scratch pages");
   // The safety net goes up before the first int3 (attached), or once the Go runtime has
   // installed its own SIGTRAP handler (launched: at a later hit, handle_trap).
   if (!arm_net(stopped)) net_wanted_ = true;
   GOTAP_TRY(bps_.insert_all(mem));
+  sys::timing_mark("ptrace: armed");
 
   // The thread that ran the injected syscalls is resumed before the banner: scripts act on
   // the banner, and a gotap killed while that thread still sat in its ptrace-stop would leave
@@ -718,7 +729,9 @@ Result<void> Tracer::run() {
   }
   end_metrics();
   bool gone = proc_->gone();
+  sys::timing_mark("ptrace: traced");
   detach();
+  sys::timing_mark("ptrace: detached");
   if (failed_)
     return runtime_error("the trace failed after the probes were placed (they are removed): {}",
                          *failed_);

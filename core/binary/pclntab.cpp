@@ -659,16 +659,49 @@ std::optional<std::pair<std::string_view, int32_t>> Pclntab::file_line(const Pcl
                                                                        uint64_t pc) const {
   auto line = pcvalue(f.pcln, f.entry, pc);
   auto fileno = pcvalue(f.pcfile, f.entry, pc);
-  if (!line || !fileno || *fileno < 0) return std::nullopt;
+  if (!line || !fileno) return std::nullopt;
+  auto name = file_name(f, *fileno);
+  if (!name) return std::nullopt;
+  return std::make_pair(*name, *line);
+}
+
+FuncPcTables::FuncPcTables(const Pclntab& t, const PclnFunc& f)
+    : t_(t),
+      f_(f),
+      sp_(t.decode_pcvalue(f.pcsp, f.entry, UINT64_MAX)),
+      line_(t.decode_pcvalue(f.pcln, f.entry, UINT64_MAX)),
+      file_(t.decode_pcvalue(f.pcfile, f.entry, UINT64_MAX)) {}
+
+std::optional<int32_t> FuncPcTables::at(const Runs& runs, uint64_t pc) const {
+  // pcvalue's answer: the value of the first run that ends after pc.
+  if (pc < f_.entry) return std::nullopt;
+  auto it = std::upper_bound(
+      runs.begin(), runs.end(), pc,
+      [](uint64_t v, const std::pair<uint64_t, int32_t>& r) { return v < r.first; });
+  if (it == runs.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::pair<std::string_view, int32_t>> FuncPcTables::file_line(uint64_t pc) const {
+  auto line = at(line_, pc);
+  auto fileno = at(file_, pc);
+  if (!line || !fileno) return std::nullopt;
+  auto name = t_.file_name(f_, *fileno);
+  if (!name) return std::nullopt;
+  return std::make_pair(*name, *line);
+}
+
+std::optional<std::string_view> Pclntab::file_name(const PclnFunc& f, int32_t fileno) const {
+  if (fileno < 0) return std::nullopt;
   uint64_t name_off;
   if (format_ == "1.2") {
     // {nfiles, off[nfiles]}: file numbers start at 1, offsets are from the pclntab start.
-    if (*fileno < 1 || static_cast<uint32_t>(*fileno) >= nfiles_) return std::nullopt;
-    auto o = le32(data_, filetab_off_ + 4 * uint64_t(*fileno));
+    if (fileno < 1 || static_cast<uint32_t>(fileno) >= nfiles_) return std::nullopt;
+    auto o = le32(data_, filetab_off_ + 4 * uint64_t(fileno));
     if (!o) return std::nullopt;
     name_off = *o;
   } else {
-    auto o = le32(data_, cu_off_ + 4 * (uint64_t(f.cu_offset) + uint64_t(*fileno)));
+    auto o = le32(data_, cu_off_ + 4 * (uint64_t(f.cu_offset) + uint64_t(fileno)));
     if (!o || *o == UINT32_MAX) return std::nullopt;
     name_off = filetab_off_ + *o;
   }
@@ -676,7 +709,7 @@ std::optional<std::pair<std::string_view, int32_t>> Pclntab::file_line(const Pcl
   const char* p = reinterpret_cast<const char*>(data_.data() + name_off);
   const void* nul = std::memchr(p, 0, data_.size() - name_off);
   if (!nul) return std::nullopt;
-  return std::make_pair(std::string_view(p, static_cast<const char*>(nul) - p), *line);
+  return std::string_view(p, static_cast<const char*>(nul) - p);
 }
 
 uint32_t Pclntab::pcdata(const PclnFunc& f, int i) const {

@@ -121,6 +121,8 @@ class Pclntab {
   std::optional<int32_t> sp_delta(const PclnFunc& f, uint64_t pc) const;
   std::optional<std::pair<std::string_view, int32_t>> file_line(const PclnFunc& f,
                                                                 uint64_t pc) const;
+  // The name of file number `fileno` of f's compilation unit.
+  std::optional<std::string_view> file_name(const PclnFunc& f, int32_t fileno) const;
   // pcdata table offset i (0 = none), funcdata i as an absolute vaddr (nullopt = none).
   uint32_t pcdata(const PclnFunc& f, int i) const;
   std::optional<uint64_t> funcdata(const PclnFunc& f, int i) const;
@@ -156,6 +158,24 @@ class Pclntab {
   std::vector<PclnFunc> funcs_;
   std::vector<uint32_t> by_name_;  // indices of non-wrapper funcs_, sorted by name
   friend class PclntabParser;
+};
+
+// One function's SP, line and file tables decoded once, for many questions about the same
+// function: each Pclntab::sp_delta or file_line decodes its tables from the function's
+// start, which made the inline-site chooser quadratic in a large function's size. Same
+// answers as those.
+class FuncPcTables {
+ public:
+  FuncPcTables(const Pclntab& t, const PclnFunc& f);
+  std::optional<int32_t> sp_delta(uint64_t pc) const { return at(sp_, pc); }
+  std::optional<std::pair<std::string_view, int32_t>> file_line(uint64_t pc) const;
+
+ private:
+  using Runs = std::vector<std::pair<uint64_t, int32_t>>;  // (end pc, value)
+  std::optional<int32_t> at(const Runs& runs, uint64_t pc) const;
+  const Pclntab& t_;
+  const PclnFunc& f_;
+  Runs sp_, line_, file_;
 };
 
 template <typename Fn>

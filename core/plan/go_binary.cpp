@@ -7,9 +7,14 @@
 
 #include <elf.h>
 
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
+#include <functional>
 #include <map>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 #include "core/binary/rtype_graph.h"
@@ -17,6 +22,7 @@
 #include "core/plan/disasm.h"
 #include "core/plan/inline_mark.h"
 #include "core/plan/pattern.h"
+#include "core/sys/timing.h"
 
 namespace gotap {
 
@@ -194,7 +200,7 @@ const std::vector<GoBinary::InlineNode>& GoBinary::inline_nodes() const {
 }
 
 void GoBinary::sites_in(uint32_t outer, const std::set<int32_t>& wanted,
-                        std::vector<InlineSite>& out, std::vector<InlineSite>* skipped) const {
+                        const SiteSink& emit) const {
   const auto& funcs = pclntab_.all_funcs();
   const bool parent_from_pc = pclntab_.format() == "1.20";
   const PclnFunc& f = funcs[outer];
@@ -220,14 +226,29 @@ void GoBinary::sites_in(uint32_t outer, const std::set<int32_t>& wanted,
     int32_t par = index_at(n.parent_pc);
     return par == idx ? -1 : par;
   };
-  // The chooser asks for parents once per instruction and node: look each up once.
+  // The chooser asks for parents once per instruction and node: look each up once, in a
+  // table by index when the indices are small (they count the tree's nodes).
   std::unordered_map<int32_t, int32_t> parents;
-  for (const auto& n : tree) parents[n.index] = parent(n.index);
+  int32_t max_index = -1;
+  for (const auto& n : tree) {
+    parents[n.index] = parent(n.index);
+    max_index = std::max(max_index, n.index);
+  }
+  std::vector<int32_t> parent_of;
+  if (max_index >= 0 && static_cast<size_t>(max_index) <= 4 * tree.size() + 64) {
+    parent_of.assign(static_cast<size_t>(max_index) + 1, -1);
+    for (auto [idx, par] : parents)
+      if (idx >= 0) parent_of[idx] = par;
+  }
   auto within = [&](int32_t idx, int32_t want) {
     for (int depth = 0; idx >= 0 && depth < 64; ++depth) {
       if (idx == want) return true;
-      auto p = parents.find(idx);
-      idx = p == parents.end() ? -1 : p->second;
+      if (!parent_of.empty()) {
+        idx = static_cast<size_t>(idx) < parent_of.size() ? parent_of[idx] : -1;
+      } else {
+        auto p = parents.find(idx);
+        idx = p == parents.end() ? -1 : p->second;
+      }
     }
     return false;
   };
@@ -237,11 +258,15 @@ void GoBinary::sites_in(uint32_t outer, const std::set<int32_t>& wanted,
   InlineFacts facts;
   facts.node_at = index_at;
   facts.within = within;
-  // Lines are asked for many times per instruction (once per node): decode each pc once.
+  facts.insn_node.reserve(code.insns.size());
+  for (const CodeInsn& in : code.insns) facts.insn_node.push_back(index_at(in.pc));
+  // Lines are asked for many times per instruction (once per node): the tables are decoded
+  // once, and each pc's line looked up once.
+  const FuncPcTables tables(pclntab_, f);
   std::unordered_map<uint64_t, std::optional<std::pair<std::string_view, int32_t>>> lines;
   auto line_at = [&](uint64_t pc) -> const std::optional<std::pair<std::string_view, int32_t>>& {
     auto it = lines.find(pc);
-    if (it == lines.end()) it = lines.emplace(pc, pclntab_.file_line(f, pc)).first;
+    if (it == lines.end()) it = lines.emplace(pc, tables.file_line(pc)).first;
     return it->second;
   };
   facts.same_line = [&](uint64_t a, uint64_t b) {
@@ -265,17 +290,13 @@ void GoBinary::sites_in(uint32_t outer, const std::set<int32_t>& wanted,
       choice.reason = "another call of the same function shares its call-site mark";
     }
     s.pc = n.parent_pc;
-    s.sp_delta = pclntab_.sp_delta(f, s.pc).value_or(0);
-    if (auto fl = pclntab_.file_line(f, n.parent_pc)) {
+    s.sp_delta = tables.sp_delta(s.pc).value_or(0);
+    if (const auto& fl = line_at(n.parent_pc)) {
       s.file = std::string(fl->first);
       s.line = fl->second;
     }
-    if (choice.ok) {
-      out.push_back(std::move(s));
-    } else if (skipped) {
-      s.skip_reason = choice.reason;
-      skipped->push_back(std::move(s));
-    }
+    if (!choice.ok) s.skip_reason = choice.reason;
+    emit(n.name, std::move(s), choice.ok);
   }
 }
 
@@ -284,14 +305,10 @@ GoBinary::InlineStats GoBinary::inline_stats() const {
   const auto& nodes = inline_nodes();
   std::map<uint32_t, std::set<int32_t>> by_outer;
   for (const auto& n : nodes) by_outer[n.outer].insert(n.node);
-  std::vector<InlineSite> probed, skipped;
-  for (const auto& [outer, wanted] : by_outer) {
-    probed.clear();
-    skipped.clear();
-    sites_in(outer, wanted, probed, &skipped);
-    st.probed += probed.size();
-    st.skipped += skipped.size();
-  }
+  for (const auto& [outer, wanted] : by_outer)
+    sites_in(outer, wanted, [&](std::string_view, InlineSite&&, bool probed) {
+      ++(probed ? st.probed : st.skipped);
+    });
   return st;
 }
 
@@ -306,11 +323,89 @@ std::vector<InlineSite> GoBinary::inline_sites(std::string_view name,
     std::set<int32_t> wanted;
     for (; it != nodes.end() && it->callee == name && it->outer == outer; ++it)
       wanted.insert(it->node);
-    sites_in(outer, wanted, out, skipped);
+    sites_in(outer, wanted, [&](std::string_view, InlineSite&& s, bool probed) {
+      if (probed) {
+        out.push_back(std::move(s));
+      } else if (skipped) {
+        skipped->push_back(std::move(s));
+      }
+    });
   }
   auto by_pc = [](const InlineSite& a, const InlineSite& b) { return a.pc < b.pc; };
   std::sort(out.begin(), out.end(), by_pc);
   if (skipped) std::sort(skipped->begin(), skipped->end(), by_pc);
+  return out;
+}
+
+namespace {
+
+// How many threads planning uses: every CPU gotap may run on, at most 8.
+size_t plan_threads() {
+  cpu_set_t set;
+  size_t n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  return std::clamp<size_t>(n, 1, 8);
+}
+
+// Runs fn(i) for each i in [0, n) on every CPU: threads take the next few items as they
+// finish (function sizes vary a thousandfold), so callers keep each item's results apart
+// and take them back in order. One thread when n is too small to be worth more.
+void parallel_for(size_t n, const std::function<void(size_t)>& fn) {
+  const size_t threads = n < 256 ? 1 : plan_threads();
+  std::atomic<size_t> next{0};
+  auto run = [&] {
+    constexpr size_t kChunk = 16;
+    for (size_t lo; (lo = next.fetch_add(kChunk)) < n;)
+      for (size_t i = lo; i < std::min(n, lo + kChunk); ++i) fn(i);
+  };
+  std::vector<std::jthread> pool;
+  for (size_t k = 1; k < threads; ++k) pool.emplace_back(run);
+  run();
+}
+
+}  // namespace
+
+std::map<std::string_view, GoBinary::SitesOf> GoBinary::inline_sites_of(
+    const std::set<std::string_view>& names) const {
+  const auto& nodes = inline_nodes();
+  // The nodes of every name, by outer function. Within one name, sites_in then sees the
+  // outer functions in ascending order and each one's nodes in ascending order, as
+  // inline_sites does: the lists below come out in its order, and sort the same.
+  std::map<uint32_t, std::set<int32_t>> by_outer;
+  for (std::string_view name : names) {
+    auto it =
+        std::lower_bound(nodes.begin(), nodes.end(), name,
+                         [](const InlineNode& n, std::string_view v) { return n.callee < v; });
+    for (; it != nodes.end() && it->callee == name; ++it) by_outer[it->outer].insert(it->node);
+  }
+  std::map<std::string_view, SitesOf> out;
+  for (std::string_view name : names) out[name];
+  // The outer functions are independent (sites_in only reads the binary): they go to every
+  // CPU, and their sites are taken back in order, so the lists are the ones a single pass
+  // gives.
+  struct Found {
+    std::string_view callee;
+    InlineSite site;
+    bool probed;
+  };
+  std::vector<std::pair<uint32_t, const std::set<int32_t>*>> work;
+  for (const auto& [outer, wanted] : by_outer) work.push_back({outer, &wanted});
+  std::vector<std::vector<Found>> found(work.size());
+  parallel_for(work.size(), [&](size_t i) {
+    sites_in(work[i].first, *work[i].second,
+             [&](std::string_view callee, InlineSite&& s, bool probed) {
+               found[i].push_back({callee, std::move(s), probed});
+             });
+  });
+  for (auto& share : found)
+    for (Found& f : share) {
+      SitesOf& of = out.find(f.callee)->second;
+      (f.probed ? of.probed : of.skipped).push_back(std::move(f.site));
+    }
+  auto by_pc = [](const InlineSite& a, const InlineSite& b) { return a.pc < b.pc; };
+  for (auto& [name, of] : out) {
+    std::sort(of.probed.begin(), of.probed.end(), by_pc);
+    std::sort(of.skipped.begin(), of.skipped.end(), by_pc);
+  }
   return out;
 }
 
@@ -340,6 +435,9 @@ const MethodTables* GoBinary::method_tables() const {
 }
 
 void GoBinary::add_method_types(const std::vector<MethodSignature>& sigs) const {
+  // Functions are planned on several threads; plan() adds every matched method's types
+  // before, so that here they are found, not added, but two threads must never add at once.
+  std::lock_guard lock(types_mu_);
   if (!rtypes_) rtypes_ = std::make_unique<TypeGraph>();
   ElfMemoryReader mem(*elf_, 0);
   RtypeGraphBuilder b(*rtypes_, mem, rtype_env());
@@ -580,11 +678,36 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
       if (auto sig = methods_->find(funcs[i].entry)) sigs.push_back(std::move(*sig));
     add_method_types(sigs);
   }
-  for (uint32_t i : matched) {
-    const PclnFunc& f = funcs[i];
-    FuncPlan fp = plan_func(f, plan.warnings);
-    fp.inline_sites = inline_sites(f.name, &fp.inline_skipped);
-    plan.funcs.push_back(std::move(fp));
+  std::set<std::string_view> callees(inlined.begin(), inlined.end());
+  for (uint32_t i : matched) callees.insert(funcs[i].name);
+  sys::timing_mark("plan: match");
+  auto sites = inline_sites_of(callees);
+  sys::timing_mark("plan: inline sites");
+  // A name two functions share gets the same sites in each, as inline_sites gave them:
+  // copied, but moved on its last use.
+  std::map<std::string_view, int> uses;
+  for (uint32_t i : matched) ++uses[funcs[i].name];
+  for (std::string_view name : inlined) ++uses[name];
+  auto take_sites = [&](FuncPlan& fp, std::string_view name) {
+    SitesOf& of = sites.find(name)->second;
+    if (--uses[name] == 0) {
+      fp.inline_sites = std::move(of.probed);
+      fp.inline_skipped = std::move(of.skipped);
+    } else {
+      fp.inline_sites = of.probed;
+      fp.inline_skipped = of.skipped;
+    }
+  };
+  // Functions are planned independently too (plan_func reads the binary, and the method
+  // tables' types were all added above): on every CPU, their warnings kept in order.
+  const std::vector<uint32_t> order(matched.begin(), matched.end());
+  std::vector<FuncPlan> planned(order.size());
+  std::vector<std::vector<std::string>> warned(order.size());
+  parallel_for(order.size(), [&](size_t j) { planned[j] = plan_func(funcs[order[j]], warned[j]); });
+  for (auto& w : warned) plan.warnings.insert(plan.warnings.end(), w.begin(), w.end());
+  for (size_t j = 0; j < order.size(); ++j) {
+    take_sites(planned[j], funcs[order[j]].name);
+    plan.funcs.push_back(std::move(planned[j]));
   }
   for (std::string_view name : inlined) {
     FuncPlan fp;
@@ -592,9 +715,10 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
     fp.entry_probe_kind = "inline";
     fp.abi = plan.regabi ? "internal" : "abi0";
     fp.args_source = "none";
-    fp.inline_sites = inline_sites(name, &fp.inline_skipped);
+    take_sites(fp, name);
     plan.funcs.push_back(std::move(fp));
   }
+  sys::timing_mark("plan: functions");
   std::stable_sort(plan.funcs.begin(), plan.funcs.end(), [](const FuncPlan& a, const FuncPlan& b) {
     if (a.name != b.name) return a.name < b.name;
     return a.entry < b.entry;

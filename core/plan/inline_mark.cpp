@@ -14,14 +14,9 @@ int64_t CodeBlocks::index_of(uint64_t pc) const {
 }
 
 bool CodeBlocks::dominates(int32_t a, int32_t b) const {
-  if (b < 0 || b >= static_cast<int32_t>(idom.size())) return false;
-  if (b != 0 && idom[b] < 0) return false;  // unreachable
-  for (int guard = 0; guard <= static_cast<int>(idom.size()); ++guard) {
-    if (a == b) return true;
-    if (b == 0) return false;
-    b = idom[b];
-  }
-  return false;
+  const auto n = static_cast<int32_t>(dom_in.size());
+  if (a < 0 || b < 0 || a >= n || b >= n || dom_in[a] < 0 || dom_in[b] < 0) return false;
+  return dom_in[a] <= dom_in[b] && dom_out[b] <= dom_out[a];
 }
 
 namespace {
@@ -96,6 +91,26 @@ void build_dominators(CodeBlocks& c) {
     }
   }
   c.idom[0] = -1;
+  // The dominator tree's intervals, iteratively (a function may have thousands of blocks).
+  std::vector<std::vector<int32_t>> kids(nb);
+  for (int32_t b = 1; b < nb; ++b)
+    if (c.idom[b] >= 0) kids[c.idom[b]].push_back(b);
+  c.dom_in.assign(nb, -1);
+  c.dom_out.assign(nb, -1);
+  int32_t clock = 0;
+  std::vector<std::pair<int32_t, size_t>> walk = {{0, 0}};
+  c.dom_in[0] = clock++;
+  while (!walk.empty()) {
+    auto& [b, k] = walk.back();
+    if (k < kids[b].size()) {
+      int32_t s = kids[b][k++];
+      c.dom_in[s] = clock++;
+      walk.push_back({s, 0});
+    } else {
+      c.dom_out[b] = clock++;
+      walk.pop_back();
+    }
+  }
 }
 
 }  // namespace
@@ -198,7 +213,7 @@ InlineMarkChoice choose_inline_site(const CodeBlocks& code, const InlineFacts& f
   for (int64_t j = 0; j < n; ++j) {
     const uint64_t pc = code.insns[j].pc;
     const int32_t blk = code.block_of[j];
-    const int32_t at = facts.node_at(pc);
+    const int32_t at = facts.insn_node.empty() ? facts.node_at(pc) : facts.insn_node[j];
     if (facts.within(at, node)) {
       if (blk == B) {
         body_here = true;

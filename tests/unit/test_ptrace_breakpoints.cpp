@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/ptrace/breakpoints.h"
+#include "backends/ptrace/scratch_room.h"
 #include "backends/ptrace/trap_net.h"
 
 namespace gotap::ptrace {
@@ -73,6 +74,88 @@ TEST(Breakpoints, RefusesExistingInt3) {
   CodeMemory mem(0x401000, {0xCC});
   Breakpoints bps;
   EXPECT_FALSE(bps.add(0x401000, {}, 0, mem).ok());
+}
+
+sys::Mapping mapping(uint64_t start, uint64_t end) {
+  sys::Mapping m;
+  m.start = start;
+  m.end = end;
+  return m;
+}
+
+// Whether [base, base + size) keeps the guard gap from every mapping.
+bool clear_of(const std::vector<sys::Mapping>& maps, uint64_t base, uint64_t size) {
+  for (const auto& m : maps)
+    if (base < m.end + kScratchGuard && m.start < base + size + kScratchGuard) return false;
+  return true;
+}
+
+// Debian's caddy as mapped (non-PIE at 0x400000, its heap about 1 GiB above): the copies of
+// all its 172,005 sites (8.4 MiB) do not fit in the 4 MiB below the image, where gotap looked
+// alone and failed with "cannot map a scratch page"; they go right above the image instead,
+// below the heap. A small plan still goes below.
+TEST(Breakpoints, ScratchGoesAboveANonPieImageWhenBelowIsTooSmall) {
+  const std::vector<sys::Mapping> maps = {
+      mapping(0x400000, 0x14f7000),        mapping(0x14f7000, 0x270e000),
+      mapping(0x270e000, 0x2766000),       mapping(0x3c3b5000, 0x3c3d6000),
+      mapping(0xc000000000, 0xc004000000), mapping(0x7f5ee0000000, 0x7f5ef0000000)};
+  ScratchRoom room;
+  room.image_lo = 0x400000;
+  room.image_hi = 0x2766000;
+  room.brk_start = 0x3c3b5000;
+  room.brk = 0x3c3d6000;
+  const uint64_t whole = Breakpoints::scratch_size_for(172005);
+  EXPECT_GT(whole, room.image_lo);
+  auto spots = scratch_spots(maps, room, whole);
+  ASSERT_FALSE(spots.empty());
+  EXPECT_EQ(spots[0], 0x2766000u + kScratchGuard);
+  for (uint64_t s : spots) {
+    EXPECT_TRUE(clear_of(maps, s, whole)) << std::hex << s;
+    EXPECT_TRUE(scratch_within_reach(s, whole, room)) << std::hex << s;
+    // Never in the heap's way.
+    EXPECT_TRUE(s + whole <= room.brk_start || s >= room.brk + kScratchBrkRoom) << std::hex << s;
+  }
+  const uint64_t small = Breakpoints::scratch_size_for(1000);
+  spots = scratch_spots(maps, room, small);
+  ASSERT_FALSE(spots.empty());
+  EXPECT_EQ(spots[0], 0x400000u - kScratchGuard - small);
+}
+
+// A heap right above the image and no room below: above the heap's room, still in reach. No
+// room at all within 2 GiB: nothing, and gotap says so instead of mapping out of reach.
+TEST(Breakpoints, ScratchLeavesTheHeapRoomToGrow) {
+  ScratchRoom room;
+  room.image_lo = 0x400000;
+  room.image_hi = 0x2766000;
+  room.brk_start = 0x2800000;
+  room.brk = 0x2900000;
+  const std::vector<sys::Mapping> maps = {mapping(0x400000, 0x2766000),
+                                          mapping(0x2800000, 0x2900000)};
+  const uint64_t size = Breakpoints::scratch_size_for(172005);
+  auto spots = scratch_spots(maps, room, size);
+  ASSERT_FALSE(spots.empty());
+  EXPECT_EQ(spots[0], room.brk + kScratchBrkRoom);
+  EXPECT_TRUE(scratch_within_reach(spots[0], size, room));
+  // Everything within reach taken.
+  const std::vector<sys::Mapping> full = {mapping(0x10000, 0x100000000)};
+  EXPECT_TRUE(scratch_spots(full, room, size).empty());
+  // An image too large for any rel32 to span it.
+  room.image_hi = room.image_lo + (3ull << 30);
+  EXPECT_TRUE(scratch_spots(maps, room, size).empty());
+}
+
+// A PIE image high in the address space with its heap right above: below, as before.
+TEST(Breakpoints, ScratchGoesBelowAPieImage) {
+  ScratchRoom room;
+  room.image_lo = 0x555555554000;
+  room.image_hi = 0x555557000000;
+  room.brk_start = 0x555558000000;
+  room.brk = room.brk_start;
+  const std::vector<sys::Mapping> maps = {mapping(room.image_lo, room.image_hi)};
+  const uint64_t size = Breakpoints::scratch_size_for(172005);
+  auto spots = scratch_spots(maps, room, size);
+  ASSERT_FALSE(spots.empty());
+  EXPECT_EQ(spots[0], room.image_lo - kScratchGuard - size);
 }
 
 // Reads this process's own memory.

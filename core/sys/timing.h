@@ -1,0 +1,14 @@
+// Phase times for profiling (GOTAP_TIMING=1): each mark prints, on stderr, the time since the
+// previous mark and since gotap started, so that a slow command shows where its time went
+// (opening the binary, planning, placing the probes, detaching). Off, a mark costs one load.
+#pragma once
+
+#include <string_view>
+
+namespace gotap::sys {
+
+// "gotap: timing: PHASE +X ms, cpu +C ms (Y ms, cpu D ms)" when GOTAP_TIMING is set and not
+// "0": wall and CPU time (all threads) since the previous mark, and since the start.
+void timing_mark(std::string_view phase);
+
+}  // namespace gotap::sys
