@@ -198,7 +198,9 @@ TEST_P(Faults, ServerSurvivesEveryWayGotapEnds) {
   load_.clear();
   std::string where;
   for (const auto& f : failures_) where += "\n  " + f;
-  EXPECT_EQ(load_failed_.load(), 0) << load_ok_.load() << " requests served; failed:" << where;
+  EXPECT_EQ(load_failed_.load(), 0)
+      << load_ok_.load() << " requests served; failed:" << where << "\nthe server said:\n"
+      << (load_failed_.load() ? srv_.output() : "");
   EXPECT_GT(load_ok_.load(), 0);
 }
 
