@@ -7,19 +7,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <cstring>
 #include <fstream>
 #include <string>
 
+#include "backends/ptrace/inject_stub.h"
 #include "core/sys/spawn.h"
 
 namespace gotap::ptrace {
 
 namespace {
 
-constexpr long kSeizeOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC;
+// TRACESYSGOOD: the syscall stops of an injection (inject_stub.h) carry SIGTRAP | 0x80, which
+// a tracer that dies there does not leave the thread to take as a signal.
+constexpr long kSeizeOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD;
 
 std::vector<pid_t> list_tasks(pid_t pid) {
   std::vector<pid_t> out;
@@ -47,6 +51,16 @@ WaitStatus wait_any(pid_t which) {
 }
 
 }  // namespace
+
+void Process::inject_step() {
+  static const std::string die_at = [] {
+    const char* e = getenv("GOTAP_TEST_DIE_AT");
+    return std::string(e ? e : "");
+  }();
+  if (die_at.empty()) return;
+  ++inject_steps_;
+  if (die_at == std::string(inject_phase_) + ":" + std::to_string(inject_steps_)) raise(SIGKILL);
+}
 
 bool WaitStatus::exited() const {
   return WIFEXITED(raw) || WIFSIGNALED(raw);
@@ -272,6 +286,94 @@ Result<void> Process::interrupt_and_wait(pid_t tid, const TrapFix& fix_trap) {
 
 Result<uint64_t> Process::inject_syscall(pid_t tid, uint64_t code_addr, long nr,
                                          std::initializer_list<uint64_t> args) {
+  if (!stub_searched_) {
+    stub_area_ = find_stub_area(pid_, *mem_);
+    stub_searched_ = true;
+  }
+  if (!stub_area_) return inject_by_step(tid, code_addr, nr, args);
+  const uint64_t stub = stub_area_;
+  user_regs_struct saved{};
+  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &saved) != 0)
+    return errno_error(ErrorKind::Runtime, "PTRACE_GETREGS");
+  user_regs_struct back = resume_point(saved);
+  // The stub is in place before the thread is sent to it.
+  if (!mem_->write(stub, syscall_stub(back).data(), kStubSize))
+    return runtime_error("cannot write {:#x}", stub);
+  inject_step();
+  user_regs_struct r = back;
+  r.rip = stub;
+  r.rax = nr;
+  unsigned long long* slots[] = {&r.rdi, &r.rsi, &r.rdx, &r.r10, &r.r8, &r.r9};
+  size_t i = 0;
+  for (uint64_t a : args)
+    if (i < 6) *slots[i++] = a;
+  Result<uint64_t> out = runtime_error("syscall injection failed");
+  bool entered = false, done = false;
+  if (::ptrace(PTRACE_SETREGS, tid, nullptr, &r) == 0) {
+    inject_step();
+    int sig = 0;
+    for (int stops = 0; stops < 1000 && !done; ++stops) {
+      if (::ptrace(PTRACE_SYSCALL, tid, nullptr, reinterpret_cast<void*>(long(sig))) != 0) break;
+      inject_step();
+      sig = 0;
+      WaitStatus ws = wait_any(tid);
+      inject_step();
+      if (ws.exited()) {
+        note_exit(ws);
+        return runtime_error("thread {} exited during syscall injection", tid);
+      }
+      if (!ws.stopped()) continue;
+      if (ws.stop_sig() == (SIGTRAP | 0x80)) {
+        __ptrace_syscall_info info{};
+        if (::ptrace(PTRACE_GET_SYSCALL_INFO, tid, reinterpret_cast<void*>(sizeof info), &info) <=
+            0)
+          break;
+        const uint64_t at = info.instruction_pointer;
+        if (info.op == PTRACE_SYSCALL_INFO_ENTRY && at == stub + kStubSyscallEnd &&
+            info.entry.nr == uint64_t(nr)) {
+          entered = true;
+        } else if (info.op == PTRACE_SYSCALL_INFO_EXIT && entered) {
+          out = static_cast<uint64_t>(info.exit.rval);
+          done = true;
+        } else if (info.op == PTRACE_SYSCALL_INFO_EXIT && !entered && at == stub) {
+          // The exit of a syscall the thread was stopped in (execve at an exec stop): its
+          // result went to rax. Our registers again, before the stub runs.
+          if (::ptrace(PTRACE_SETREGS, tid, nullptr, &r) != 0) break;
+          inject_step();
+        }
+        continue;
+      }
+      if (ws.event() != 0) continue;  // an interrupt or group stop: on with the stub
+      if (ws.stop_sig() == SIGTRAP && fix_trap_) {
+        // An int3's SIGTRAP that was still queued at the stop: the thread resumes as a hit
+        // taken then does, the stub's way back rewritten before the thread can reach it.
+        if (fix_trap_(tid, back) && mem_->write(stub, syscall_stub(back).data(), kStubSize)) {
+          inject_step();
+          continue;
+        }
+      }
+      // Any other signal is the program's, delivered now: its handler runs at the stub and
+      // returns there (Go's finds no Go code at that pc, and does nothing it would not do
+      // in a syscall). Held instead, it would be lost if gotap died before resuming.
+      sig = ws.stop_sig();
+    }
+  }
+  // Back where it was, with its registers, as the stub would have left it. A thread that
+  // did not finish the syscall is sent back too: the stub is zeroed next.
+  if (::ptrace(PTRACE_SETREGS, tid, nullptr, &back) != 0 && done)
+    out = errno_error(ErrorKind::Runtime, "PTRACE_SETREGS");
+  inject_step();
+  static const std::array<uint8_t, kStubSize> kZero{};
+  mem_->write(stub, kZero.data(), kZero.size());
+  inject_step();
+  if (!done && out) out = runtime_error("syscall injection failed");
+  return out;
+}
+
+// Without a stub area (no vDSO): `syscall` written at code_addr and single-stepped. A tracer
+// that dies meanwhile leaves the thread with borrowed registers.
+Result<uint64_t> Process::inject_by_step(pid_t tid, uint64_t code_addr, long nr,
+                                         std::initializer_list<uint64_t> args) {
   user_regs_struct saved{}, r{};
   if (::ptrace(PTRACE_GETREGS, tid, nullptr, &saved) != 0)
     return errno_error(ErrorKind::Runtime, "PTRACE_GETREGS");
@@ -279,6 +381,7 @@ Result<uint64_t> Process::inject_syscall(pid_t tid, uint64_t code_addr, long nr,
   if (!mem_->read(code_addr, orig, 2)) return runtime_error("cannot read {:#x}", code_addr);
   static const uint8_t kSyscall[2] = {0x0f, 0x05};
   if (!mem_->write(code_addr, kSyscall, 2)) return runtime_error("cannot write {:#x}", code_addr);
+  inject_step();
   r = saved;
   r.rip = code_addr;
   r.rax = nr;
@@ -289,9 +392,12 @@ Result<uint64_t> Process::inject_syscall(pid_t tid, uint64_t code_addr, long nr,
     if (i < 6) *slots[i++] = a;
   Result<uint64_t> out = runtime_error("syscall injection failed");
   if (::ptrace(PTRACE_SETREGS, tid, nullptr, &r) == 0) {
+    inject_step();
     for (int tries = 0; tries < 100; ++tries) {
       if (::ptrace(PTRACE_SINGLESTEP, tid, nullptr, nullptr) != 0) break;
+      inject_step();
       WaitStatus ws = wait_any(tid);
+      inject_step();
       if (ws.exited()) {
         note_exit(ws);
         return runtime_error("thread {} exited during syscall injection", tid);
@@ -307,7 +413,9 @@ Result<uint64_t> Process::inject_syscall(pid_t tid, uint64_t code_addr, long nr,
     }
   }
   mem_->write(code_addr, orig, 2);
+  inject_step();
   ::ptrace(PTRACE_SETREGS, tid, nullptr, &saved);
+  inject_step();
   return out;
 }
 

@@ -59,10 +59,23 @@ class Process {
   // is a probe hit, which must not be resumed as if it were not.
   Result<void> interrupt_and_wait(pid_t tid, const TrapFix& fix_trap = nullptr);
 
-  // Runs syscall `nr` in the stopped thread `tid`, using a `syscall` instruction written
-  // temporarily at `code_addr` (an address no other thread executes). Returns rax.
+  // Runs syscall `nr` in the stopped thread `tid` and returns its result, leaving the thread
+  // as it was. Through a self-restoring stub (inject_stub.h) when the process has room for
+  // one; else with a `syscall` instruction written temporarily at `code_addr` (an address no
+  // other thread executes) and single-stepped.
   Result<uint64_t> inject_syscall(pid_t tid, uint64_t code_addr, long nr,
                                   std::initializer_list<uint64_t> args);
+
+  // Test hook: GOTAP_TEST_DIE_AT=PHASE:N makes gotap kill itself (SIGKILL) right after the
+  // Nth step (a ptrace request, a wait or a write of the tracee) of the injections made
+  // while `phase` ("attach" or "detach") is set, as a tracer that dies there would.
+  // `fix_trap`: what a thread's registers become when an int3's SIGTRAP that was queued
+  // before its stop turns up during an injection (as in detach_all).
+  void set_inject_phase(const char* phase, TrapFix fix_trap = nullptr) {
+    inject_phase_ = phase;
+    inject_steps_ = 0;
+    fix_trap_ = std::move(fix_trap);
+  }
 
   // A signal that arrived while a thread was held for injection; delivered on its next resume.
   int take_held_signal(pid_t tid);
@@ -103,6 +116,14 @@ class Process {
   std::unique_ptr<TraceeMemory> mem_;
   std::unordered_set<pid_t> threads_;
   std::unordered_map<pid_t, int> held_signals_;
+  const char* inject_phase_ = "";
+  int inject_steps_ = 0;
+  void inject_step();
+  TrapFix fix_trap_;
+  uint64_t stub_area_ = 0;
+  bool stub_searched_ = false;
+  Result<uint64_t> inject_by_step(pid_t tid, uint64_t code_addr, long nr,
+                                  std::initializer_list<uint64_t> args);
 };
 
 }  // namespace gotap::ptrace

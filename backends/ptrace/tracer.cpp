@@ -290,6 +290,7 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     hi = std::max(hi, seg.vaddr + seg.memsz + bias_);
   }
   syscall_at_ = elf.entry() + bias_;
+  proc_->set_inject_phase("attach");
   GOTAP_TRY(bps_.place_scratch(*proc_, stopped, syscall_at_, lo, hi));
   sys::timing_mark("ptrace: map and write the scratch pages");
   // The safety net goes up before the first int3 (attached), or once the Go runtime has
@@ -686,6 +687,7 @@ void Tracer::detach() {
     pid_t t = proc_->threads().count(proc_->pid()) ? proc_->pid() : *proc_->threads().begin();
     if (proc_->interrupt_and_wait(t, rewind)) {
       held = t;
+      proc_->set_inject_phase("detach", rewind);
       if (auto r = net_.disarm(*proc_, t, syscall_at_); !r)
         fmt::print(stderr, "gotap: warning: the program's SIGTRAP handler was not restored: {}\n",
                    r.error().what());

@@ -30,6 +30,15 @@ int free_port();
 std::optional<std::string> http_get(int port, const std::string& path);
 bool served_ok(const std::optional<std::string>& r, const std::string& body);
 
+// The bytes of the program's executable mappings, from /proc/PID/mem, next to the same
+// ranges of its file: equal when no int3 (gotap's or a uprobe's) is left in them.
+struct TextCompare {
+  size_t bytes = 0;
+  size_t differing = 0;
+  std::string first;  // the first difference, for failure messages
+};
+TextCompare compare_text(pid_t pid);
+
 // Debian's rclone (tests/tools/fetch-real-binaries.sh), or "" when it was not fetched.
 std::string rclone_path();
 
@@ -65,6 +74,9 @@ class RcloneServer {
 
   // Whether one GET of kPage, on a connection of its own, is answered with kBody.
   bool serves_page() const;
+
+  // What the server wrote to stderr so far (up to half a second of it): a crash's report.
+  std::string output() const;
 
   int port() const { return port_; }
   pid_t pid() const { return srv_.pid; }

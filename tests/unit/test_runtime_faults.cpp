@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -57,12 +58,37 @@ class Faults : public ::testing::TestWithParam<std::string> {
     for (int c = 0; c < 2; ++c)
       load_.emplace_back([this] {
         while (!stop_load_.load()) {
-          if (srv_.serves_page())
+          const auto sent = Clock::now();
+          auto r = http_get(srv_.port(), RcloneServer::kPage);
+          if (served_ok(r, RcloneServer::kBody)) {
             ++load_ok_;
-          else
-            ++load_failed_;
+            continue;
+          }
+          ++load_failed_;
+          note_failure(sent, !r ? "no connection" : r->empty() ? "no answer" : "a wrong answer");
         }
       });
+  }
+
+  // Which trial, and which moment of it, a failed request of the load belongs to: the flake
+  // this test had (a failed request, or the server gone, once in a few runs on a loaded
+  // machine) is found by where it happens.
+  void note_failure(Clock::time_point sent, const char* what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto ms = [](Clock::duration d) {
+      return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+    };
+    std::string when = trial_ + ", " + moment_;
+    if (moment_ != "before the trace")
+      when += " (sent " + ms(sent - moment_at_) + " ms after it, failed " +
+              ms(Clock::now() - moment_at_) + " ms after it)";
+    failures_.push_back(std::string(what) + " during " + when);
+  }
+  void set_moment(const std::string& trial, const std::string& moment) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!trial.empty()) trial_ = trial;
+    moment_ = moment;
+    moment_at_ = Clock::now();
   }
   void TearDown() override {
     stop_load_.store(true);
@@ -71,7 +97,8 @@ class Faults : public ::testing::TestWithParam<std::string> {
   }
 
   // One trace of the server, ended by `how` at a random moment while events flow.
-  void trial(End how, std::mt19937& rng) {
+  void trial(End how, std::mt19937& rng, const std::string& label) {
+    set_moment(label, "the attach");
     Child tap =
         spawn({gotap_binary(), "trace", "--backend", GetParam(), "--json", "-p",
                std::to_string(srv_.pid()), "net/http.(*conn).serve", "net/http.(*conn).readRequest",
@@ -79,12 +106,14 @@ class Faults : public ::testing::TestWithParam<std::string> {
     ASSERT_GT(tap.pid, 0);
     std::string err = read_until(tap.err, "Tracing ", 60000);
     ASSERT_NE(err.find("Tracing "), std::string::npos) << err;
+    set_moment("", "the trace");
     // Events must be flowing when gotap ends: read some, then wait a random while, reading
     // on (a reader that stops reading would stop a ptrace trace, and the server with it).
     std::string some = read_until(tap.out, "\"event\":\"return\"", 10000);
     EXPECT_NE(some.find("\"event\""), std::string::npos) << "no events while traced";
     auto until = Clock::now() + std::chrono::milliseconds(rng() % 300);
     while (Clock::now() < until) read_until(tap.out, "\n\n", 5);
+    set_moment("", std::string("the end by ") + name_of(how));
     switch (how) {
       case End::Kill:
         kill(tap.pid, SIGKILL);
@@ -129,8 +158,14 @@ class Faults : public ::testing::TestWithParam<std::string> {
                                                          << err;
       if (how == End::ReaderGone) EXPECT_NE(err.find("reader went away"), std::string::npos) << err;
     }
+    set_moment("", "the second after gotap ended");
     // The server answers, and goes on answering for a second.
-    EXPECT_EQ(kill(srv_.pid(), 0), 0) << "the server died after " << name_of(how);
+    int wst = 0;
+    const bool died = waitpid(srv_.pid(), &wst, WNOHANG) == srv_.pid() || kill(srv_.pid(), 0) != 0;
+    EXPECT_FALSE(died) << "the server died after " << name_of(how) << " (status " << wst
+                       << "); gotap said:\n"
+                       << err << "the server said:\n"
+                       << srv_.output();
     int ok = 0, failed = 0;
     for (auto end = Clock::now() + std::chrono::seconds(1); Clock::now() < end;)
       (srv_.serves_page() ? ok : failed)++;
@@ -142,18 +177,30 @@ class Faults : public ::testing::TestWithParam<std::string> {
   std::vector<std::thread> load_;
   std::atomic<bool> stop_load_{false};
   std::atomic<int> load_ok_{0}, load_failed_{0};
+  std::mutex mu_;
+  std::string trial_ = "no trial", moment_ = "before the trace";
+  Clock::time_point moment_at_ = Clock::now();
+  std::vector<std::string> failures_;
 };
 
 TEST_P(Faults, ServerSurvivesEveryWayGotapEnds) {
   std::mt19937 rng(std::random_device{}());
   for (End how : {End::Kill, End::ReaderGone, End::Hup, End::Term, End::Int}) {
     for (int i = 0; i < 10; ++i) {
-      SCOPED_TRACE(std::string(name_of(how)) + " #" + std::to_string(i));
-      trial(how, rng);
+      const std::string label = std::string(name_of(how)) + " #" + std::to_string(i);
+      SCOPED_TRACE(label);
+      trial(how, rng, label);
       if (HasFatalFailure() || kill(srv_.pid(), 0) != 0) return;
     }
   }
-  EXPECT_EQ(load_failed_.load(), 0) << load_ok_.load() << " requests served";
+  stop_load_.store(true);
+  for (auto& t : load_) t.join();
+  load_.clear();
+  std::string where;
+  for (const auto& f : failures_) where += "\n  " + f;
+  EXPECT_EQ(load_failed_.load(), 0)
+      << load_ok_.load() << " requests served; failed:" << where << "\nthe server said:\n"
+      << (load_failed_.load() ? srv_.output() : "");
   EXPECT_GT(load_ok_.load(), 0);
 }
 

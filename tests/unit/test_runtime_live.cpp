@@ -68,56 +68,6 @@ void end_child(Child& c) {
   c.out = c.err = -1;
 }
 
-// The bytes of the program's executable mappings, from /proc/PID/mem, next to the same
-// ranges of its file: equal when no int3 (gotap's or a uprobe's) is left in them.
-struct TextCompare {
-  size_t bytes = 0;
-  size_t differing = 0;
-  std::string first;
-};
-TextCompare compare_text(pid_t pid) {
-  TextCompare out;
-  const std::string exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe");
-  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
-  std::FILE* mem = std::fopen(("/proc/" + std::to_string(pid) + "/mem").c_str(), "rb");
-  std::FILE* file = std::fopen(exe.c_str(), "rb");
-  if (!mem || !file) {
-    if (mem) std::fclose(mem);
-    if (file) std::fclose(file);
-    return out;
-  }
-  std::string line;
-  while (std::getline(maps, line)) {
-    std::istringstream ls(line);
-    std::string range, perms, off, dev, inode, path;
-    ls >> range >> perms >> off >> dev >> inode >> path;
-    if (perms.size() < 3 || perms[2] != 'x' || path != exe) continue;
-    const uint64_t lo = std::stoull(range.substr(0, range.find('-')), nullptr, 16);
-    const uint64_t hi = std::stoull(range.substr(range.find('-') + 1), nullptr, 16);
-    const uint64_t foff = std::stoull(off, nullptr, 16);
-    std::vector<unsigned char> a(hi - lo), b(hi - lo);
-    // The file may end before the mapping's last page.
-    std::fseek(file, long(foff), SEEK_SET);
-    const size_t nfile = std::fread(b.data(), 1, b.size(), file);
-    std::fseek(mem, long(lo), SEEK_SET);
-    const size_t nmem = std::fread(a.data(), 1, nfile, mem);
-    out.bytes += nmem;
-    for (size_t i = 0; i < std::min(nmem, nfile); ++i) {
-      if (a[i] == b[i]) continue;
-      if (out.differing++ == 0) {
-        char buf[96];
-        std::snprintf(buf, sizeof buf, "%#llx: %#x in memory, %#x in the file",
-                      (unsigned long long)(lo + i), a[i], b[i]);
-        out.first = buf;
-      }
-    }
-    if (nmem != nfile) out.first += " (short read of memory)";
-  }
-  std::fclose(mem);
-  std::fclose(file);
-  return out;
-}
-
 class LiveTrace : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
