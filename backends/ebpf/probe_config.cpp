@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "backends/ebpf/value_kind.h"
+#include "core/cond/condition.h"
 
 namespace gotap::ebpf {
 
@@ -100,7 +101,7 @@ SiteConfig make_site(uint64_t addr, uint32_t func_id, uint8_t flags,
 }  // namespace
 
 ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
-                               const TypeGraph* types) {
+                               const TypeGraph* types, const cond::Condition* cond) {
   ProbeConfig cfg;
   const bool words = mode == Mode::Trace;
   for (const auto& f : plan.funcs) {
@@ -112,9 +113,11 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
     // Count needs returns only to recognise an entry probe's refire after morestack, and not
     // even then when the morestack call can be probed instead.
     std::optional<uint64_t> uncount;
-    if (mode == Mode::Count && f.entry_refires && f.entry_probe && f.morestack_call)
+    // A condition may reject the first entry and accept the refire: no blind uncount then.
+    if (mode == Mode::Count && f.entry_refires && f.entry_probe && f.morestack_call && !cond)
       uncount = f.morestack_call;
-    const bool track = mode == Mode::Count && f.entry_refires && !uncount;
+    const bool at_ret = cond && cond->at_ret(id);
+    const bool track = mode == Mode::Count && ((f.entry_refires && !uncount) || at_ret);
     fc.traced_returns = f.entry_probe != 0 && (mode != Mode::Count || track);
     if (uncount) {
       cfg.sites.push_back(

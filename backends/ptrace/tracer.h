@@ -47,6 +47,11 @@ class Tracer {
     uint64_t ts = 0;
     pid_t tid = 0;
     uint64_t held_at = 0;  // held_[goid].ns at the entry
+    // --if: rejected at the entry (its return stays silent); the entry's parts of a
+    // condition decided at the return, and the entry event that waits for that decision.
+    bool rejected = false;
+    uint64_t cond_bits = 0;
+    std::optional<nlohmann::json> waiting_entry;
   };
   // The time gotap held a goroutine stopped at its probe hits, for the goroutines with a
   // call open: a return's duration leaves out what was held since its entry.
