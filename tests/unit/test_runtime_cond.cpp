@@ -131,8 +131,12 @@ std::multiset<int64_t> wanted(const std::string& out, const Pred& p) {
 
 TEST_P(Conditions, TraceSelectsExactlyTheCallsOfTheGroundTruth) {
   int compared = 0;
-  for (const auto& fx : fixtures_) {
-    for (const auto& c : cases()) {
+  for (size_t f = 0; f < fixtures_.size(); ++f) {
+    const Fixture& fx = fixtures_[f];
+    for (size_t i = 0; i < cases().size(); ++i) {
+      // Every case on the first and the last build, every fourth on the builds between.
+      if (f != 0 && f + 1 != fixtures_.size() && i % 4 != 0) continue;
+      const CondCase& c = cases()[i];
       SCOPED_TRACE(fx.label() + ": " + joined(c.flags));
       RunResult r = gotap("trace", c.flags, fx);
       ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -157,8 +161,10 @@ TEST_P(Conditions, TraceSelectsExactlyTheCallsOfTheGroundTruth) {
 }
 
 TEST_P(Conditions, CountAndLatencyCountTheSelectedCalls) {
-  for (const auto& fx : fixtures_) {
+  for (size_t f = 0; f < fixtures_.size(); ++f) {
+    const Fixture& fx = fixtures_[f];
     for (size_t i : {size_t(0), size_t(6), size_t(10), size_t(14), size_t(15)}) {
+      if (f != 0 && f + 1 != fixtures_.size() && i != 10) continue;
       const CondCase& c = cases()[i];
       for (const std::string cmd : {"count", "latency"}) {
         SCOPED_TRACE(fx.label() + ": " + cmd + " " + joined(c.flags));
