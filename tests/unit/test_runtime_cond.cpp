@@ -242,6 +242,36 @@ TEST_P(Conditions, LiveServerErrorsAndSlowRequests) {
   }
 }
 
+// What --prometheus serves counts and times only the selected calls.
+TEST_P(Conditions, PrometheusCountsOnlyTheSelectedCalls) {
+  const Fixture& fx = fixtures_.back();
+  const int port = free_port();
+  Child g = spawn({gotap_binary(), "trace", "--backend", GetParam(), "--json", "--errors",
+                   "--prometheus", "127.0.0.1:" + std::to_string(port), "--prometheus-linger", "5",
+                   "main.handle", "--", fx.path, std::to_string(kCalls)});
+  std::string out = read_until(g.out, "\"seq\":" + std::to_string(kCalls - 1) + ",", 30000);
+  const size_t want = wanted(out, [](const json& gt) { return gt["err"] != ""; }).size();
+  const std::string calls = "gotap_calls_total{binary=\"cond\",pid=\"";
+  std::string seen;
+  for (int i = 0; i < 200; ++i) {
+    auto r = http_get(port, "/metrics");
+    size_t at = r ? r->find(calls) : std::string::npos;
+    if (at != std::string::npos) {
+      size_t sp = r->find("} ", at);
+      seen = r->substr(sp + 2, r->find('\n', sp) - sp - 2);
+      if (seen == std::to_string(want)) break;
+    }
+    usleep(100000);
+  }
+  kill(g.pid, SIGTERM);
+  int st = 0;
+  waitpid(g.pid, &st, 0);
+  close(g.out);
+  close(g.err);
+  EXPECT_GT(want, 0u);
+  EXPECT_EQ(seen, std::to_string(want));
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Conditions, ::testing::Values("ebpf", "ptrace"),
                          [](const auto& info) { return info.param; });
 
