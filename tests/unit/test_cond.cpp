@@ -164,8 +164,7 @@ TEST_F(Cond, ANameOneFunctionLacksMakesItFalseThere) {
 TEST_F(Cond, FloatsAreForPtraceOnly) {
   auto c = build("x > 1.5");
   ASSERT_TRUE(c) << c.error().what();
-  EXPECT_NE(c->ebpf_problem.find("x is a float"), std::string::npos)
-      << c->ebpf_problem;
+  EXPECT_NE(c->ebpf_problem.find("x is a float"), std::string::npos) << c->ebpf_problem;
   EXPECT_NE(c->ebpf_problem.find("--backend=ptrace"), std::string::npos);
   double v = 2.5;
   std::memcpy(&entry_regs.xmm[0], &v, 8);
