@@ -58,6 +58,9 @@ demo() {
   # The same program with DWARF, for the tutorials' typed arguments.
   (cd tests/fixtures/demo && GOROOT="$goroot" GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-mod=mod \
     CGO_ENABLED=0 GOCACHE="$out/.gocache" "$goroot/bin/go" build -o "$out/demo-debug" .)
+  # A small HTTP server whose requests fail or are slow on purpose, for the conditions tutorial.
+  (cd tests/fixtures/cond && GOROOT="$goroot" GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-mod=mod \
+    CGO_ENABLED=0 GOCACHE="$out/.gocache" "$goroot/bin/go" build -o "$out/orders" .)
   echo "== gotap info build/demo/demo (a stripped Go binary)"
   build/gotap info build/demo/demo
   echo "== gotap funcs build/demo/demo 'main.*'"

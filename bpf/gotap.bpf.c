@@ -106,6 +106,7 @@ static __always_inline void load_regs(struct pt_regs* ctx, __u64* r) {
 }
 
 #include "call_limits.h"
+#include "cond_vm.h"
 #include "stack_walk.h"
 
 /* The current goroutine's g: R14 in ABIInternal code, else the TLS slot below FS base. */
@@ -118,9 +119,11 @@ static __always_inline __u64 current_g(struct pt_regs* ctx, __u8 flags) {
   return g;
 }
 
+/* Sends the event, or with `hold` keeps it in `held` until the return decides the call's
+ * condition. */
 static __always_inline void emit(struct pt_regs* ctx, struct gotap_probe* p, __u32 idx,
                                  __u64 pid_tgid, __u64 goid, __u64 now, __u64 dur, __u8 kind,
-                                 __u8 evflags) {
+                                 __u8 evflags, struct gotap_call_key* hold) {
   __u32 zero = 0;
   struct gotap_event* ev = bpf_map_lookup_elem(&scratch, &zero);
   if (!ev) return;
@@ -190,6 +193,10 @@ static __always_inline void emit(struct pt_regs* ctx, struct gotap_probe* p, __u
   }
   ev->data_len = off;
   ev->nstack = walk_stack(ctx, idx, ev, off);
+  if (hold) {
+    if (bpf_map_update_elem(&held, hold, ev, BPF_ANY)) bump(GOTAP_CNT_HELD_FULL);
+    return;
+  }
   __u64 size = offsetof(struct gotap_event, data) + (off & (2 * GOTAP_DATA_MAX - 1)) +
                ev->nstack * sizeof(__u64);
   if (size > sizeof(*ev)) size = sizeof(*ev);
@@ -198,6 +205,19 @@ static __always_inline void emit(struct pt_regs* ctx, struct gotap_probe* p, __u
   __u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
   __u64 wake = avail > wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
   if (bpf_ringbuf_output(&events, ev, size, wake)) bump(GOTAP_CNT_LOST);
+}
+
+/* The held entry of a call whose condition held at its return: sent now, before the return. */
+static __always_inline void release_held(struct gotap_call_key* key) {
+  struct gotap_event* ev = bpf_map_lookup_elem(&held, key);
+  if (!ev) return;
+  __u64 size = offsetof(struct gotap_event, data) + (ev->data_len & (2 * GOTAP_DATA_MAX - 1)) +
+               (ev->nstack & 127) * sizeof(__u64);
+  if (size > sizeof(*ev)) size = sizeof(*ev);
+  __u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+  __u64 wake = avail > wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+  if (bpf_ringbuf_output(&events, ev, size, wake)) bump(GOTAP_CNT_LOST);
+  bpf_map_delete_elem(&held, key);
 }
 
 static __always_inline void record_latency(__u32 func, __u64 dur) {
@@ -223,15 +243,33 @@ int gotap_probe(struct pt_regs* ctx) {
   __u32 func = p->func_id;
   __u8 flags = p->flags;
   int is_ret = flags & GOTAP_PROBE_RET;
+  /* --if: the function's compiled condition (goroutine probes' ids are past the map's end). */
+  struct gotap_cond* cp = 0;
+  if (has_cond) {
+    cp = bpf_map_lookup_elem(&conds, &func);
+    if (cp && !(cp->flags & GOTAP_COND_ON)) cp = 0;
+  }
+  int cond_at_ret = cp && (cp->flags & GOTAP_COND_AT_RET);
 
-  if (flags & GOTAP_PROBE_ERRCHECK) {
+  /* count mode probes such a RET for the error alone (with a condition it is tracked, and the
+   * failure is counted below, once the call is known to be selected) */
+  if ((flags & GOTAP_PROBE_ERRCHECK) && mode == GOTAP_MODE_COUNT && !(flags & GOTAP_PROBE_TRACK)) {
     count_error(ctx, idx, func);
-    /* count mode probes such a RET for the error alone */
-    if (mode == GOTAP_MODE_COUNT && !(flags & GOTAP_PROBE_TRACK)) return 0;
+    return 0;
   }
 
   /* The common count case needs no goroutine state at all. */
   if (mode == GOTAP_MODE_COUNT && !(flags & GOTAP_PROBE_TRACK)) {
+    if (cp) {
+      struct gotap_cond_io io = {};
+      io.func = func;
+      if (cp->flags & GOTAP_COND_NEEDS_GOID) {
+        __u64 cg = current_g(ctx, flags);
+        if (!cg || bpf_probe_read_user(&io.goid, sizeof(io.goid), (void*)(cg + g_goid_off)))
+          io.goid = 0;
+      }
+      if (!cond_run(ctx, cp, &io)) return 0;
+    }
     __u64* c = bpf_map_lookup_elem(&counts, &func);
     /* Per-CPU counters may wrap below zero; their sum is still exact. */
     if (c) *c += (flags & GOTAP_PROBE_UNCOUNT) ? (__u64)-1 : 1;
@@ -259,7 +297,7 @@ int gotap_probe(struct pt_regs* ctx) {
       if (c) *c += 1;
     }
     if (mode == GOTAP_MODE_TRACE && rate_allows(func, now))
-      emit(ctx, p, idx, pid_tgid, goid, now, 0, GOTAP_EV_ENTRY, 0);
+      emit(ctx, p, idx, pid_tgid, goid, now, 0, GOTAP_EV_ENTRY, 0, 0);
     return 0;
   }
 
@@ -270,15 +308,31 @@ int gotap_probe(struct pt_regs* ctx) {
         return 0;
       }
     }
-    if (mode == GOTAP_MODE_COUNT || live_metrics) {
+    struct gotap_inflight in = {now, (__u32)(pid_tgid >> 32), (__u32)pid_tgid, 0};
+    if (cp) {
+      struct gotap_cond_io io = {};
+      io.func = func;
+      io.goid = goid;
+      int ok = cond_run(ctx, cp, &io);
+      in.cond_bits = io.bits;
+      if (!ok) {
+        /* Rejected: the frame is remembered (ts 0) only so that its return stays silent and
+         * a refire after morestack is recognised. */
+        in.ts = 0;
+        if (bpf_map_update_elem(&inflight, &key, &in, BPF_ANY)) bump(GOTAP_CNT_INFLIGHT_FULL);
+        return 0;
+      }
+    }
+    if ((mode == GOTAP_MODE_COUNT || live_metrics) && !cond_at_ret) {
       __u64* c = bpf_map_lookup_elem(&counts, &func);
       if (c) *c += 1;
     }
-    struct gotap_inflight in = {now, (__u32)(pid_tgid >> 32), (__u32)pid_tgid, 0, 0};
-    int report = mode == GOTAP_MODE_TRACE && rate_allows(func, now);
+    /* A call whose condition is decided at the return takes its --rate token there. */
+    int report = mode == GOTAP_MODE_TRACE && (cond_at_ret || rate_allows(func, now));
     if (mode == GOTAP_MODE_TRACE && !report) in.flags = GOTAP_INFLIGHT_DROPPED;
     if (bpf_map_update_elem(&inflight, &key, &in, BPF_ANY)) bump(GOTAP_CNT_INFLIGHT_FULL);
-    if (report) emit(ctx, p, idx, pid_tgid, goid, now, 0, GOTAP_EV_ENTRY, 0);
+    if (report)
+      emit(ctx, p, idx, pid_tgid, goid, now, 0, GOTAP_EV_ENTRY, 0, cond_at_ret ? &key : 0);
     return 0;
   }
 
@@ -287,20 +341,52 @@ int gotap_probe(struct pt_regs* ctx) {
   __u8 evflags = 0;
   int dropped = 0;
   if (start) {
-    dur = now - start->ts;
+    __u64 ts = start->ts;
+    __u64 bits = start->cond_bits;
     dropped = start->flags & GOTAP_INFLIGHT_DROPPED;
     bpf_map_delete_elem(&inflight, &key);
+    if (ts == 0) return 0; /* rejected at the entry */
+    dur = now - ts;
+    if (cond_at_ret) {
+      struct gotap_cond_io io = {};
+      io.func = func;
+      io.goid = goid;
+      io.dur = dur;
+      io.bits = bits;
+      io.at_ret = 1;
+      if (!cond_run(ctx, cp, &io)) {
+        if (mode == GOTAP_MODE_TRACE) bpf_map_delete_elem(&held, &key);
+        return 0;
+      }
+      if (mode == GOTAP_MODE_COUNT || live_metrics) {
+        __u64* c = bpf_map_lookup_elem(&counts, &func);
+        if (c) *c += 1;
+      }
+      if (mode == GOTAP_MODE_TRACE) {
+        if (rate_allows(func, now)) {
+          release_held(&key);
+        } else {
+          bpf_map_delete_elem(&held, &key);
+          dropped = 1;
+        }
+      }
+    }
+  } else if (cp) {
+    /* No entry seen: the condition cannot be decided, so the call is not reported. */
+    bump(GOTAP_CNT_UNMATCHED_RET);
+    return 0;
   } else {
     bump(GOTAP_CNT_UNMATCHED_RET);
     evflags = GOTAP_EVF_UNMATCHED;
     /* A return alone is a call reported too: it takes a token of its own. */
     dropped = mode == GOTAP_MODE_TRACE && !rate_allows(func, now);
   }
+  if (flags & GOTAP_PROBE_ERRCHECK) count_error(ctx, idx, func);
   if (mode == GOTAP_MODE_LATENCY || live_metrics) {
     if (start) record_latency(func, dur);
   }
   if (mode == GOTAP_MODE_TRACE && !dropped) {
-    emit(ctx, p, idx, pid_tgid, goid, now, dur, GOTAP_EV_RETURN, evflags);
+    emit(ctx, p, idx, pid_tgid, goid, now, dur, GOTAP_EV_RETURN, evflags, 0);
   }
   return 0;
 }

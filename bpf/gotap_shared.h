@@ -115,11 +115,12 @@ struct gotap_call_key {
 
 /* A call in flight: when it was entered, and where (for `unfinished`, docs/json.md). */
 struct gotap_inflight {
-  gotap_u64 ts;
+  gotap_u64 ts; /* 0: a call its --if condition rejected at the entry (its return is silent) */
   gotap_u32 pid;
   gotap_u32 tid;
   gotap_u32 flags; /* GOTAP_INFLIGHT_* (gotap_limits.h) */
   gotap_u32 pad;
+  gotap_u64 cond_bits; /* the entry's parts of a condition decided at the return */
 };
 
 enum gotap_event_kind { GOTAP_EV_ENTRY = 0, GOTAP_EV_RETURN = 1 };
@@ -166,6 +167,7 @@ enum gotap_counter {
   GOTAP_CNT_INFLIGHT_FULL = 3, /* could not record an in-flight call */
   GOTAP_CNT_READ_ERR = 4,      /* g / goid unreadable */
   GOTAP_CNT_HITS = 5,          /* every probe hit that passed the pid filter */
+  GOTAP_CNT_HELD_FULL = 6,     /* an entry waiting for its return's condition found no room */
   GOTAP_CNT_NUM = 8,
 };
 

@@ -18,6 +18,9 @@ namespace gotap {
 enum class Mode { Trace, Count, Latency, Goroutines };
 
 class LiveMetrics;
+namespace cond {
+struct Condition;
+}
 
 struct Target {
   int pid = 0;                    // -p PID
@@ -39,6 +42,8 @@ struct TraceOptions {
   // --prometheus: the backend publishes its per-function counters here while probes are live
   // (LiveMetrics::begin) and stops before it frees them (end). Null when not asked for.
   LiveMetrics* metrics = nullptr;
+  // --if / --slower / --errors, compiled per plan function (core/cond); null: every call.
+  const cond::Condition* condition = nullptr;
 };
 
 // Set by the front end's signal handler (SIGINT, SIGTERM, SIGHUP); backends poll it and end

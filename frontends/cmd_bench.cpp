@@ -38,9 +38,10 @@ enum class Tool { Untraced, Gotap, Bpftrace, Dlv };
 struct Config {
   std::string name;  // "ebpf count"
   Tool tool = Tool::Untraced;
-  std::string command, backend;  // gotap only
-  uint64_t calls = 0;            // workload calls for this configuration
-  std::string unavailable;       // why it cannot run here ("" when it can)
+  std::string command, backend;    // gotap only
+  uint64_t calls = 0;              // workload calls for this configuration
+  std::string unavailable;         // why it cannot run here ("" when it can)
+  std::vector<std::string> extra;  // gotap options after the command's own
 };
 
 struct Sample {
@@ -150,7 +151,9 @@ struct Bench {
         int fd = mkstemp(tmpl);
         if (fd >= 0) close(fd);
         events = tmpl;
-        argv = {self_exe(), c.command, "--backend", c.backend, "--json", "-o", events, func, "--"};
+        argv = {self_exe(), c.command, "--backend", c.backend, "--json", "-o", events};
+        argv.insert(argv.end(), c.extra.begin(), c.extra.end());
+        argv.insert(argv.end(), {func, "--"});
         argv.insert(argv.end(), tgt.begin(), tgt.end());
         break;
       }
@@ -215,7 +218,7 @@ struct Bench {
 };
 
 std::vector<Config> configurations(uint64_t calls, uint64_t ptrace_calls, uint64_t dlv_calls,
-                                   bool peers) {
+                                   bool peers, bool workload) {
   register_backends();
   auto reason = [](const std::string& backend) -> std::string {
     for (const auto& b : registered_backends())
@@ -226,6 +229,16 @@ std::vector<Config> configurations(uint64_t calls, uint64_t ptrace_calls, uint64
   std::vector<Config> out = {
       {"untraced", Tool::Untraced, "", "", calls, ""},
       {"ebpf count", Tool::Gotap, "count", "ebpf", calls, ebpf},
+      // Every call rejected in the kernel by a condition that follows a pointer: what a
+      // call that does not match costs, next to a count hit at the same site (docs/cli.md,
+      // "Conditions"). The workload's req.ID is never negative.
+      {"ebpf rejected",
+       Tool::Gotap,
+       "count",
+       "ebpf",
+       calls,
+       workload ? ebpf : "the bundled workload only",
+       {"--if", "req.ID < 0"}},
       {"ebpf latency", Tool::Gotap, "latency", "ebpf", calls, ebpf},
       {"ebpf trace", Tool::Gotap, "trace", "ebpf", calls, ebpf},
       {"ptrace trace", Tool::Gotap, "trace", "ptrace", ptrace_calls, ptrace},
@@ -302,8 +315,8 @@ int cmd_bench(const Args& args, const Args& rest) {
     b.user_cmd[0] = exe;
   }
 
-  std::vector<Config> cfgs =
-      configurations(calls, ptrace_calls, dlv_calls, vm->count("no-peers") == 0);
+  std::vector<Config> cfgs = configurations(calls, ptrace_calls, dlv_calls,
+                                            vm->count("no-peers") == 0, b.user_cmd.empty());
   if (vm->count("modes")) {
     std::string want = "," + (*vm)["modes"].as<std::string>() + ",";
     std::erase_if(cfgs, [&](const Config& c) {

@@ -19,6 +19,7 @@
 #include "core/sys/spawn.h"
 #include "core/sys/timing.h"
 #include "frontends/commands.h"
+#include "frontends/cond_options.h"
 #include "frontends/fault_injection.h"
 #include "frontends/options.h"
 #include "frontends/prometheus_exporter.h"
@@ -125,6 +126,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   if (command == "trace")
     desc.add_options()("rate", po::value<int64_t>(),
                        "at most N calls per second per function; the rest are counted");
+  if (!goroutines_cmd) add_condition_options(desc);
   const bool prometheus_cmd = command != "graph";
   if (prometheus_cmd) {
     desc.add_options()("prometheus", po::value<std::string>(),
@@ -218,15 +220,25 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     if (std::string found = sys::find_on_path(path); !found.empty()) path = found;
   }
   sys::timing_mark("start");
+  cond::ConditionSpec cond_spec;
+  if (!goroutines_cmd) {
+    auto cs = condition_spec(*vm);
+    if (!cs) return report_error(cs.error());
+    cond_spec = std::move(*cs);
+  }
   auto bin = GoBinary::open(path, open_options(*vm));
   if (!bin) return report_error(bin.error());
   sys::timing_mark("open the binary");
   PlanOptions popts;
   // --under follows calls from entry to return; an inlined copy has no return to close it.
-  popts.probe_inline_sites = !vm->count("no-inline") && !goroutines_cmd;
+  // A condition reads arguments where the ABI puts them, which an inlined copy does not.
+  popts.probe_inline_sites = !vm->count("no-inline") && !goroutines_cmd && !cond_spec.any();
   auto plan = (*bin)->plan(patterns, popts);
   if (!plan) return report_error(plan.error());
   sys::timing_mark("plan");
+  auto condition = cond::build_condition(cond_spec, *plan);
+  if (!condition) return report_error(condition.error());
+  if (cond_spec.any()) opts.condition = &*condition;
   if (goroutines_cmd || vm->count("goroutines")) {
     // Goroutine ids and addresses belong to one process.
     if (opts.target.all)
@@ -245,6 +257,8 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   const std::string backend_name = (*vm)["backend"].as<std::string>();
   auto backend = make_backend(backend_name, &why);
   if (!backend) return report_error(backend.error());
+  if (opts.condition && (*backend)->name() == "ebpf" && !condition->ebpf_problem.empty())
+    return usage_error(condition->ebpf_problem);
   if (backend_name == "auto")
     std::cerr << "gotap: backend " << (*backend)->name() << ": " << why << "\n";
 

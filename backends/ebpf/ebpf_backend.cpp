@@ -25,6 +25,7 @@
 #include "backends/ebpf/aggregates.h"
 #include "backends/ebpf/attach.h"
 #include "backends/ebpf/call_limits.h"
+#include "backends/ebpf/cond_maps.h"
 #include "backends/ebpf/event_decoder.h"
 #include "backends/ebpf/insn_filter.h"
 #include "backends/ebpf/probe_config.h"
@@ -83,7 +84,8 @@ std::string last_libbpf_line() {
 }
 
 Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode mode, int tgid,
-                           bool multi, bool live, uint32_t rate, int stack, const EbpfOptions& eo) {
+                           bool multi, bool live, uint32_t rate, int stack, const EbpfOptions& eo,
+                           const cond::Condition* cond) {
   libbpf_log().clear();
   Skel skel(gotap_bpf__open());
   if (!skel) return errno_error(ErrorKind::Runtime, "cannot open the BPF object");
@@ -97,6 +99,7 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
   ro->tls_g_off = plan.tls_g_offset;
   ro->wake_bytes = eo.ringbuf_bytes / 4;
   ro->live_metrics = live ? 1 : 0;
+  ro->has_cond = cond ? 1 : 0;
 
   const uint32_t nsites = std::max<uint32_t>(1, static_cast<uint32_t>(cfg.sites.size()));
   const uint32_t nfuncs = std::max<uint32_t>(1, static_cast<uint32_t>(cfg.funcs.size()));
@@ -105,6 +108,8 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
   bpf_map__set_max_entries(skel->maps.lat_stats, nfuncs);
   bpf_map__set_max_entries(skel->maps.lat_hist,
                            mode == Mode::Latency || live ? nfuncs * GOTAP_NBUCKETS : 1);
+  bpf_map__set_max_entries(skel->maps.conds, nfuncs);
+  bpf_map__set_max_entries(skel->maps.held, held_capacity(cond, mode));
   bpf_map__set_max_entries(skel->maps.events,
                            mode == Mode::Trace ? static_cast<uint32_t>(eo.ringbuf_bytes) : 4096);
   size_limit_maps(skel.get(), cfg, mode == Mode::Trace ? rate : 0,
@@ -127,6 +132,7 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
       return errno_error(ErrorKind::Runtime, "cannot configure probe {}", i);
   }
   if (auto r = write_site_extra(skel.get(), cfg); !r) return r.error();
+  if (cond) GOTAP_TRY(load_conditions(skel->maps.conds, *cond, plan, tgid));
   return skel;
 }
 
@@ -299,7 +305,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   if (goroutines && mode != Mode::Trace)
     return make_error("goroutine events need the trace mode of the ebpf backend");
 
-  ProbeConfig cfg = build_probe_config(plan, mode, opts.max_str, bin.types);
+  ProbeConfig cfg = build_probe_config(plan, mode, opts.max_str, bin.types, opts.condition);
   if (cfg.sites.empty()) return make_error("nothing to probe: no function has a probe site");
 
   // Probe sites as file offsets; the kernel resolves them per mapping (PIE or not).
@@ -372,7 +378,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   const bool live = opts.metrics && mode != Mode::Count;
   if (!eo.force_per_site) {
     auto s = open_and_load(plan, cfg, mode, filter_pid, true, live, opts.rate_per_s,
-                           opts.stack_depth, eo);
+                           opts.stack_depth, eo, opts.condition);
     if (s) {
       bpf_program* prog = eo.empty_program ? (*s)->progs.gotap_empty : (*s)->progs.gotap_probe;
       auto a = Attachment::multi(prog, path, sites, filter_pid);
@@ -388,7 +394,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   }
   if (!skel) {
     auto s = open_and_load(plan, cfg, mode, filter_pid, false, live, opts.rate_per_s,
-                           opts.stack_depth, eo);
+                           opts.stack_depth, eo, opts.condition);
     if (!s) {
       target.terminate();
       return s.error();
@@ -560,9 +566,11 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     std::vector<CallUnfinished> open;
     while (bpf_map_get_next_key(fd, prev, &next) == 0) {
       gotap_inflight in{};
-      // A call --rate left out is not reported at all, unfinished or not.
+      // A call --rate left out, one its condition rejected, or one whose condition waits
+      // for the return, is not reported at all, unfinished or not.
       if (bpf_map_lookup_elem(fd, &next, &in) == 0 && next.func_id < cfg.funcs.size() &&
-          cfg.funcs[next.func_id].traced_returns && !(in.flags & GOTAP_INFLIGHT_DROPPED))
+          cfg.funcs[next.func_id].traced_returns && !(in.flags & GOTAP_INFLIGHT_DROPPED) &&
+          in.ts != 0 && !(opts.condition && opts.condition->at_ret(next.func_id)))
         open.emplace_back(CallSite{end_ns, int(in.pid), int(in.tid), int64_t(next.goid),
                                    cfg.funcs[next.func_id].plan->name},
                           in.ts);
@@ -609,6 +617,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     for (uint32_t f = 0; f < cfg.funcs.size(); ++f) limited += read_rate_limited(skel.get(), f);
     sum.extra["rate_limited"] = limited;
   }
+  if (opts.condition) sum.extra["condition_held_full"] = counters[GOTAP_CNT_HELD_FULL];
   sink.emit(to_event(sum));
   sink.flush();
   return {};

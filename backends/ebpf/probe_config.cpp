@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "backends/ebpf/value_kind.h"
+#include "core/cond/condition.h"
 #include "core/plan/error_result.h"
 #include "gotap_limits.h"
 
@@ -103,7 +104,7 @@ SiteConfig make_site(uint64_t addr, uint32_t func_id, uint8_t flags,
 }  // namespace
 
 ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
-                               const TypeGraph* types) {
+                               const TypeGraph* types, const cond::Condition* cond) {
   ProbeConfig cfg;
   const bool words = mode == Mode::Trace;
   for (const auto& f : plan.funcs) {
@@ -115,12 +116,17 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
     // Count needs returns only to recognise an entry probe's refire after morestack, and not
     // even then when the morestack call can be probed instead.
     std::optional<uint64_t> uncount;
-    if (mode == Mode::Count && f.entry_refires && f.entry_probe && f.morestack_call)
+    // A condition may reject the first entry and accept the refire: no blind uncount then.
+    if (mode == Mode::Count && f.entry_refires && f.entry_probe && f.morestack_call && !cond)
       uncount = f.morestack_call;
-    const bool track = mode == Mode::Count && f.entry_refires && !uncount;
-    fc.traced_returns = f.entry_probe != 0 && (mode != Mode::Count || track);
+    const bool at_ret = cond && cond->at_ret(id);
     const std::optional<LocPiece> err = error_word(f);
     fc.has_error = err && f.entry_probe != 0 && !f.ret_sites.empty();
+    // With a condition, a failure counts only for a call the condition selected, so the
+    // entry's decision must be remembered for its RET.
+    const bool track =
+        mode == Mode::Count && ((f.entry_refires && !uncount) || at_ret || (cond && fc.has_error));
+    fc.traced_returns = f.entry_probe != 0 && (mode != Mode::Count || track);
     if (uncount) {
       cfg.sites.push_back(
           make_site(*uncount, id, base | GOTAP_PROBE_UNCOUNT, nullptr, false, 0, types));

@@ -67,8 +67,11 @@ constexpr int kIfacePayloadBytes = 16;
 // `max_str` bounds each string copy (and the per-event budget bounds them all). `types` (the
 // DWARF types, may be null) tells strings and interfaces apart from other two-word values.
 // Count mode probes the plan's morestack calls, where there are any, instead of RETs, and
-// the RETs of functions with an error result for that result alone.
+// the RETs of functions with an error result for that result alone. With a condition
+// (`cond`, may be null), count probes the returns of functions whose condition is decided
+// there, and never counts with morestack sites.
 ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
-                               const TypeGraph* types = nullptr);
+                               const TypeGraph* types = nullptr,
+                               const cond::Condition* cond = nullptr);
 
 }  // namespace gotap::ebpf

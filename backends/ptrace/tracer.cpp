@@ -18,6 +18,8 @@
 #include <fmt/format.h>
 
 #include "backends/ptrace/unwind.h"
+#include "core/cond/condition.h"
+#include "core/cond/eval.h"
 #include "core/events/latency.h"
 #include "core/events/live_metrics.h"
 #include "core/events/typed_events.h"
@@ -345,42 +347,64 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
     // The same frame entered again without a return: a re-entry after morestack, or the
     // previous call never returned (panic).
     if (f.entry_refires && it->second.func == role.func) return;
-    if (opts_.mode == Mode::Trace && !it->second.dropped) {
+    if (opts_.mode == Mode::Trace && !it->second.dropped && !it->second.rejected &&
+        !(opts_.condition && opts_.condition->at_ret(it->second.func))) {
       emit(to_event(CallUnfinished{
           CallSite{ts, proc_->pid(), it->second.tid, goid, plan_.funcs[it->second.func].name},
           it->second.ts}));
     }
     close_pending(it);
   }
-  {
+  // --if: decided here unless the condition needs the return (then its entry parts are kept).
+  const cond::Condition* cond = opts_.condition;
+  const bool at_ret = cond && cond->at_ret(role.func);
+  bool rejected = false;
+  uint64_t bits = 0;
+  if (cond) {
+    RegState crs = reg_state(r, tid, fs.needs_xmm, entry_sp);
+    cond::EvalEnv env{&crs, &proc_->mem(), goid, 0, bias_, 0};
+    rejected = !cond::run(cond->funcs[role.func].prog, false, env);
+    bits = env.bits;
+  }
+  if (!rejected && !at_ret) {
     // After the refire check: a re-entry after morestack is not another call.
     std::lock_guard<std::mutex> lock(fstate_mu_);
     ++fs.count;
   }
-  // Count keeps the frame only to recognise the refire after morestack (as eBPF tracks it).
-  if (opts_.mode == Mode::Count && !f.entry_refires) return;
+  // Count keeps the frame only to recognise the refire after morestack (as eBPF tracks it),
+  // and, with a condition, so that only a selected call's failure is counted.
+  if (opts_.mode == Mode::Count && !f.entry_refires && !at_ret && !(cond && fs.err)) return;
   trap_goid_ = goid;
   Held& held = held_[goid];
   ++held.open;
-  pending_[key] = {role.func, ts, tid, held.ns};
-  if (opts_.mode == Mode::Count || opts_.mode == Mode::Latency) return;
-  if (!rate_allows(role.func, ts)) {
-    pending_[key].dropped = true;
+  Pending& pend = pending_[key];
+  pend = {role.func, ts, tid, held.ns, false, rejected, bits, std::nullopt};
+  if (rejected || opts_.mode == Mode::Count || opts_.mode == Mode::Latency) return;
+  // A call whose condition is decided at the return takes its --rate token there.
+  if (!at_ret && !rate_allows(role.func, ts)) {
+    pend.dropped = true;
     return;
   }
   CallEntry ev{CallSite{ts, proc_->pid(), tid, goid, f.name}};
   RegState rs = reg_state(r, tid, fs.needs_xmm, entry_sp);
   for (const auto& p : f.args) ev.args.push_back(param(*dec_, p, rs));
   if (opts_.stack_depth > 0) ev.stack = stack_of(r, s.addr, entry_sp);
-  emit(to_event(ev));
+  if (at_ret)
+    pend.waiting_entry = to_event(ev);
+  else
+    emit(to_event(ev));
 }
 
 void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
                        uint64_t ts) {
   const FuncPlan& f = plan_.funcs[role.func];
+  const cond::Condition* cond = opts_.condition;
+  const bool at_ret = cond && cond->at_ret(role.func);
   FuncState& fs = fstate_[role.func];
-  if (role.kind == SiteRole::Return && fs.err) check_error(s, fs, r);
-  if (opts_.mode == Mode::Count && !f.entry_refires) return;
+  const bool errcheck = role.kind == SiteRole::Return && fs.err;
+  // Without a condition every failure counts; with one, only a selected call's (below).
+  if (errcheck && !cond) check_error(s, fs, r);
+  if (opts_.mode == Mode::Count && !f.entry_refires && !at_ret && !(cond && errcheck)) return;
   uint64_t sp = r.rsp + s.sp_delta;
   auto gi = gr_->current(r, fs.abi_internal);
   int64_t goid = gi ? gi->goid : 0;
@@ -394,11 +418,29 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
     if (auto h = held_.find(goid); h != held_.end()) held_ns = h->second.ns - entry->held_at;
     close_pending(it);
   }
-  if (opts_.mode == Mode::Count) return;  // the frame is closed: a later entry is a new call
+  // A call its condition rejected, or one whose entry was not seen (nothing to decide on).
+  if (cond && (!entry || entry->rejected)) return;
   // The call's own time: what gotap held the goroutine for since the entry (decoding at the
   // entry and at nested hits) is not the program's (docs/json.md, wall_ns).
   const uint64_t wall = entry ? ts - entry->ts : 0;
   const uint64_t own = wall > held_ns ? wall - held_ns : 0;
+  if (at_ret) {
+    RegState crs = reg_state(r, tid, fs.needs_xmm, sp);
+    cond::EvalEnv env{&crs, &proc_->mem(), goid, own, bias_, entry->cond_bits};
+    if (!cond::run(cond->funcs[role.func].prog, true, env)) return;
+    {
+      std::lock_guard<std::mutex> lock(fstate_mu_);
+      ++fs.count;
+    }
+    if (entry->waiting_entry) {
+      if (rate_allows(role.func, ts))
+        emit(std::move(*entry->waiting_entry));
+      else
+        entry->dropped = true;
+    }
+  }
+  if (errcheck && cond) check_error(s, fs, r);
+  if (opts_.mode == Mode::Count) return;  // the frame is closed: a later entry is a new call
   // Trace keeps the histogram too when --prometheus serves it.
   if (entry && (opts_.mode == Mode::Latency || opts_.metrics)) {
     std::lock_guard<std::mutex> lock(fstate_mu_);
@@ -658,7 +700,9 @@ void Tracer::finish_pending() {
   uint64_t ts = now_ns();
   std::vector<CallUnfinished> open;
   for (const auto& [k, p] : pending_)
-    if (!p.dropped)
+    // Calls --rate left out, that a condition rejected, or whose condition waits for the
+    // return, are not shown.
+    if (!p.dropped && !p.rejected && !(opts_.condition && opts_.condition->at_ret(p.func)))
       open.emplace_back(CallSite{ts, proc_->pid(), p.tid, k.goid, plan_.funcs[p.func].name}, p.ts);
   for (auto& ev : unfinished_events(std::move(open))) emit(std::move(ev));
   pending_.clear();

@@ -53,6 +53,11 @@ class Tracer {
     pid_t tid = 0;
     uint64_t held_at = 0;  // held_[goid].ns at the entry
     bool dropped = false;  // --rate left the entry out: the return goes too
+    // --if: rejected at the entry (its return stays silent); the entry's parts of a
+    // condition decided at the return, and the entry event that waits for that decision.
+    bool rejected = false;
+    uint64_t cond_bits = 0;
+    std::optional<nlohmann::json> waiting_entry;
   };
   // The time gotap held a goroutine stopped at its probe hits, for the goroutines with a
   // call open: a return's duration leaves out what was held since its entry.

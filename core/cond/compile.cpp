@@ -1,0 +1,751 @@
+#include "core/cond/compile.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <optional>
+
+#include <fmt/format.h>
+
+namespace gotap::cond {
+
+namespace {
+
+using Code = std::vector<gotap_cond_insn>;
+
+gotap_cond_insn insn(uint8_t op, uint8_t a = 0, uint8_t b = 0, uint8_t c = 0, int32_t off = 0,
+                     uint64_t imm = 0) {
+  gotap_cond_insn i{};
+  i.op = op;
+  i.a = a;
+  i.b = b;
+  i.c = c;
+  i.off = off;
+  i.imm = imm;
+  return i;
+}
+
+enum class Num { None, Signed, Unsigned, Float, Bool, Pointer, String, Slice, Iface, Struct };
+
+Num num_of(const GoType* t) {
+  if (!t) return Num::None;
+  switch (t->kind) {
+    case GoKind::Int:
+    case GoKind::Int8:
+    case GoKind::Int16:
+    case GoKind::Int32:
+    case GoKind::Int64:
+      return Num::Signed;
+    case GoKind::Uint:
+    case GoKind::Uint8:
+    case GoKind::Uint16:
+    case GoKind::Uint32:
+    case GoKind::Uint64:
+    case GoKind::Uintptr:
+      return Num::Unsigned;
+    case GoKind::Float32:
+    case GoKind::Float64:
+      return Num::Float;
+    case GoKind::Bool:
+      return Num::Bool;
+    case GoKind::Ptr:
+    case GoKind::Map:
+    case GoKind::Chan:
+    case GoKind::Func:
+    case GoKind::UnsafePointer:
+      return Num::Pointer;
+    case GoKind::String:
+      return Num::String;
+    case GoKind::Slice:
+      return Num::Slice;
+    case GoKind::Interface:
+      return Num::Iface;
+    case GoKind::Struct:
+    case GoKind::Array:
+      return Num::Struct;
+    default:
+      return Num::None;
+  }
+}
+
+// A typed operand: a value in a parameter's ABI location (at value offset `voff`), or in
+// memory at `moff` past the pointer that `base` pushes; or a special word (goid, duration).
+struct Operand {
+  enum Kind { Loc, Mem, Word } kind = Loc;
+  const GoType* type = nullptr;
+  const ParamLoc* param = nullptr;
+  uint64_t voff = 0;
+  Code base;
+  uint64_t moff = 0;
+  Code word;  // Word: the code that pushes it
+  Num num = Num::None;
+  std::string spelled;  // how the expression names it, for errors
+};
+
+class Compiler {
+ public:
+  Compiler(const FuncPlan& f, const BinaryView& bin, FuncProgram* out)
+      : f_(f), bin_(bin), out_(out) {}
+
+  CompileStatus run(const Node& root, ExprError* err, std::string* missing) {
+    err_ = err;
+    missing_ = missing;
+    status_ = CompileStatus::Ok;
+    bool at_ret = has_ret(root);
+    if (status_ != CompileStatus::Ok) return status_;
+    Code entry, ret;
+    if (at_ret) {
+      split(root, entry, ret);
+    } else {
+      boolean(root, entry);
+    }
+    if (status_ != CompileStatus::Ok) return status_;
+    if (entry.size() + ret.size() > GOTAP_COND_MAX_INSNS)
+      return error(root.pos, fmt::format("condition too long for {} ({} steps, at most {})",
+                                         f_.name, entry.size() + ret.size(), GOTAP_COND_MAX_INSNS));
+    for (const Code* c : {&entry, &ret})
+      if (depth(*c) > GOTAP_COND_STACK) return error(root.pos, "condition nested too deeply");
+    gotap_cond& p = out_->prog;
+    p.flags = GOTAP_COND_ON | (at_ret ? GOTAP_COND_AT_RET : 0) |
+              (goid_entry_ ? GOTAP_COND_NEEDS_GOID : 0);
+    p.n_entry = static_cast<uint8_t>(entry.size());
+    p.n_ret = static_cast<uint8_t>(ret.size());
+    size_t i = 0;
+    for (const auto& x : entry) p.insns[i++] = x;
+    for (const auto& x : ret) p.insns[i++] = x;
+    std::memcpy(p.pool, pool_.data(), pool_.size());
+    return CompileStatus::Ok;
+  }
+
+ private:
+  CompileStatus error(size_t pos, std::string what) {
+    if (status_ == CompileStatus::Ok) {
+      *err_ = {pos, std::move(what)};
+      status_ = CompileStatus::Error;
+    }
+    return status_;
+  }
+  CompileStatus missing(const Node& n) {
+    if (status_ == CompileStatus::Ok) {
+      *err_ = {n.pos, ""};
+      *missing_ = n.text;
+      status_ = CompileStatus::MissingName;
+    }
+    return status_;
+  }
+  bool ok() const { return status_ == CompileStatus::Ok; }
+
+  void ebpf_cannot(size_t pos, std::string what) {
+    if (out_->ebpf_problem.empty()) {
+      out_->ebpf_problem = std::move(what);
+      out_->ebpf_pos = pos;
+    }
+  }
+
+  static int depth(const Code& c) {
+    int d = 0, max = 0;
+    for (const auto& i : c) {
+      switch (i.op) {
+        case GOTAP_COP_CONST:
+        case GOTAP_COP_REG:
+        case GOTAP_COP_STACK:
+        case GOTAP_COP_XMM:
+        case GOTAP_COP_GOID:
+        case GOTAP_COP_DURATION:
+        case GOTAP_COP_BIT:
+          ++d;
+          break;
+        case GOTAP_COP_CMP:
+        case GOTAP_COP_AND:
+        case GOTAP_COP_OR:
+        case GOTAP_COP_STR:
+          --d;
+          break;
+        case GOTAP_COP_SETBIT:
+          --d;
+          break;
+        default:
+          break;
+      }
+      max = std::max(max, d);
+    }
+    return max;
+  }
+
+  // The parameter or result of that name.
+  const ParamLoc* param(const std::string& name) const {
+    if (name == kErrorResult) {
+      const ParamLoc* last = nullptr;
+      for (const auto& p : f_.results)
+        if (p.type_name == "error") last = &p;
+      return last;
+    }
+    for (const auto* list : {&f_.args, &f_.results})
+      for (const auto& p : *list)
+        if (p.name == name) return &p;
+    return nullptr;
+  }
+
+  // Whether evaluating n needs the return (a result or the duration).
+  bool has_ret(const Node& n) {
+    if (n.kind == NodeKind::Name) {
+      if (const ParamLoc* p = param(n.text)) return p->is_result;
+      if (n.text == "duration") return true;
+      if (n.text == "goid") return false;
+      missing(n);
+      return false;
+    }
+    bool r = false;
+    for (const auto& k : n.kids) r = has_ret(*k) || r;
+    return r;
+  }
+
+  // Split: argument-only boolean parts run at the entry and leave a bit for the return.
+  void split(const Node& n, Code& entry, Code& ret) {
+    if (!ok()) return;
+    if (!has_ret(n)) {
+      if (nbits_ >= 64) {
+        error(n.pos, "too many parts for one condition");
+        return;
+      }
+      uint8_t bit = static_cast<uint8_t>(nbits_++);
+      boolean(n, entry);
+      entry.push_back(insn(GOTAP_COP_SETBIT, bit));
+      ret.push_back(insn(GOTAP_COP_BIT, bit));
+      return;
+    }
+    switch (n.kind) {
+      case NodeKind::Or:
+      case NodeKind::And:
+        split(*n.kids[0], entry, ret);
+        split(*n.kids[1], entry, ret);
+        ret.push_back(insn(n.kind == NodeKind::Or ? GOTAP_COP_OR : GOTAP_COP_AND));
+        return;
+      case NodeKind::Not:
+        split(*n.kids[0], entry, ret);
+        ret.push_back(insn(GOTAP_COP_NOT));
+        return;
+      default:
+        if (n.kind == NodeKind::Compare && has_ret(*n.kids[0]) != has_ret(*n.kids[1]) &&
+            !is_literal(*n.kids[0]) && !is_literal(*n.kids[1])) {
+          error(n.pos,
+                "a comparison of an argument with a result or the duration is not "
+                "supported; compare each with a constant");
+          return;
+        }
+        in_ret_ = true;
+        boolean(n, ret);
+        in_ret_ = false;
+        return;
+    }
+  }
+
+  static bool is_literal(const Node& n) {
+    switch (n.kind) {
+      case NodeKind::Int:
+      case NodeKind::Float:
+      case NodeKind::String:
+      case NodeKind::Bool:
+      case NodeKind::Nil:
+      case NodeKind::Duration:
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // Code that pushes n's truth.
+  void boolean(const Node& n, Code& c) {
+    if (!ok()) return;
+    switch (n.kind) {
+      case NodeKind::Or:
+      case NodeKind::And:
+        boolean(*n.kids[0], c);
+        boolean(*n.kids[1], c);
+        c.push_back(insn(n.kind == NodeKind::Or ? GOTAP_COP_OR : GOTAP_COP_AND));
+        return;
+      case NodeKind::Not:
+        boolean(*n.kids[0], c);
+        c.push_back(insn(GOTAP_COP_NOT));
+        return;
+      case NodeKind::Compare:
+        compare(n, c);
+        return;
+      case NodeKind::Bool:
+        c.push_back(insn(GOTAP_COP_CONST, 0, 0, 0, 0, n.u));
+        return;
+      case NodeKind::Call:
+        if (n.text == "hasPrefix" || n.text == "contains") {
+          string_call(n, c);
+          return;
+        }
+        [[fallthrough]];
+      default: {
+        auto o = operand(n, c);
+        if (!o) return;
+        if (o->num != Num::Bool) {
+          error(n.pos, fmt::format("{} is {}, not a condition (compare it with something)",
+                                   o->spelled, type_name(*o)));
+          return;
+        }
+        push_scalar(*o, c, n.pos);
+        return;
+      }
+    }
+  }
+
+  static std::string type_name(const Operand& o) {
+    if (o.type) return o.type->name;
+    return o.num == Num::Signed ? "int64" : "a word";
+  }
+
+  void string_call(const Node& n, Code& c) {
+    if (n.kids.size() != 2) {
+      error(n.pos, fmt::format("{}(s, \"...\") takes 2 arguments", n.text));
+      return;
+    }
+    if (n.kids[1]->kind != NodeKind::String) {
+      error(n.kids[1]->pos, fmt::format("{}'s second argument must be a string literal", n.text));
+      return;
+    }
+    auto o = operand(*n.kids[0], c);
+    if (!o) return;
+    if (o->num != Num::String) {
+      error(n.kids[0]->pos, fmt::format("{} is {}, not a string", o->spelled, type_name(*o)));
+      return;
+    }
+    string_compare(*o, n.kids[1]->text, n.text == "hasPrefix" ? GOTAP_CS_PREFIX : GOTAP_CS_CONTAINS,
+                   c, n.kids[1]->pos);
+  }
+
+  void string_compare(const Operand& o, const std::string& lit, uint8_t kind, Code& c, size_t pos) {
+    if (lit.size() > GOTAP_COND_MAX_LIT) {
+      error(pos, fmt::format("string literal longer than {} bytes", GOTAP_COND_MAX_LIT));
+      return;
+    }
+    if (pool_.size() + lit.size() > GOTAP_COND_POOL) {
+      error(pos, fmt::format("string literals longer than {} bytes in all", GOTAP_COND_POOL));
+      return;
+    }
+    load(o, 0, 8, false, c, pos);  // data pointer
+    load(o, 8, 8, true, c, pos);   // length
+    c.push_back(insn(GOTAP_COP_STR, kind, static_cast<uint8_t>(lit.size()), 0,
+                     static_cast<int32_t>(pool_.size())));
+    pool_ += lit;
+  }
+
+  // Pushes one scalar word of o (its whole value: an int, a bool, a pointer word).
+  void push_scalar(const Operand& o, Code& c, size_t pos) {
+    if (o.kind == Operand::Word) {
+      c.insert(c.end(), o.word.begin(), o.word.end());
+      return;
+    }
+    uint32_t size = o.type ? static_cast<uint32_t>(o.type->size) : 8;
+    if (size == 0 || size > 8) size = 8;
+    load(o, 0, size, o.num == Num::Signed, c, pos);
+  }
+
+  // Pushes the `size` bytes at offset `off` of o.
+  void load(const Operand& o, uint64_t off, uint32_t size, bool sign, Code& c, size_t pos) {
+    uint8_t ext = sign ? GOTAP_CDF_SIGNED : 0;
+    if (o.kind == Operand::Mem) {
+      c.insert(c.end(), o.base.begin(), o.base.end());
+      c.push_back(insn(GOTAP_COP_DEREF, 0, static_cast<uint8_t>(size), ext,
+                       static_cast<int32_t>(o.moff + off)));
+      return;
+    }
+    uint64_t at = o.voff + off;
+    for (const auto& pc : o.param->loc.pieces) {
+      if (at < pc.value_offset || at >= pc.value_offset + pc.size) continue;
+      uint64_t in = at - pc.value_offset;
+      if (pc.kind == LocPiece::Stack) {
+        c.push_back(insn(GOTAP_COP_STACK, 0, 0, 0, static_cast<int32_t>(pc.stack_offset + in)));
+      } else if (in != 0) {
+        error(pos, fmt::format("{}: a value inside a register word is not supported", o.spelled));
+        return;
+      } else if (pc.kind == LocPiece::IntReg) {
+        c.push_back(insn(GOTAP_COP_REG, pc.reg));
+      } else {
+        c.push_back(insn(GOTAP_COP_XMM, pc.reg));
+        ebpf_cannot(pos, fmt::format("{} is a float in register X{}", o.spelled, pc.reg));
+      }
+      if (size < 8) c.push_back(insn(GOTAP_COP_EXT, 0, static_cast<uint8_t>(size), ext));
+      return;
+    }
+    error(pos, fmt::format("{}: where it is at this probe is not known", o.spelled));
+  }
+
+  // Resolves the operand n; code pushing intermediate words goes into the operand.
+  std::optional<Operand> operand(const Node& n, Code& c) {
+    if (!ok()) return std::nullopt;
+    switch (n.kind) {
+      case NodeKind::Name: {
+        const ParamLoc* p = param(n.text);
+        Operand o;
+        o.spelled = n.text == kErrorResult ? "the error result" : n.text;
+        if (!p) {
+          if (n.text == "goid" || n.text == "duration") {
+            o.kind = Operand::Word;
+            o.num = n.text == "goid" ? Num::Signed : Num::Signed;
+            o.word.push_back(insn(n.text == "goid" ? GOTAP_COP_GOID : GOTAP_COP_DURATION));
+            if (n.text == "goid" && !in_ret_) goid_entry_ = true;
+            return o;
+          }
+          missing(n);
+          return std::nullopt;
+        }
+        if (!bin_.types || p->type == 0 || !bin_.types->get(p->type)) {
+          error(n.pos, fmt::format("{} of {} has no type information (its signature comes from "
+                                   "{}); conditions need DWARF or a method table",
+                                   n.text, f_.name, f_.args_source));
+          return std::nullopt;
+        }
+        if (p->loc.pieces.empty()) {
+          error(n.pos, fmt::format("where {} of {} lives is not known", n.text, f_.name));
+          return std::nullopt;
+        }
+        o.kind = Operand::Loc;
+        o.param = p;
+        o.type = bin_.types->get(p->type);
+        o.num = num_of(o.type);
+        return o;
+      }
+      case NodeKind::Field: {
+        auto o = operand(*n.kids[0], c);
+        if (!o) return std::nullopt;
+        if (o->num == Num::Pointer && o->type && o->type->kind == GoKind::Ptr) {
+          // Follow the pointer: its word is the base of what comes next.
+          Operand m;
+          m.kind = Operand::Mem;
+          push_scalar(*o, m.base, n.pos);
+          m.type = bin_.types->get(o->type->elem);
+          m.spelled = o->spelled;
+          if (!m.type) {
+            error(n.pos, fmt::format("{}: the type it points to is not known", o->spelled));
+            return std::nullopt;
+          }
+          m.num = num_of(m.type);
+          o = std::move(m);
+        }
+        if (!o->type || o->type->kind != GoKind::Struct) {
+          error(n.pos, fmt::format("{} is {}, which has no fields", o->spelled, type_name(*o)));
+          return std::nullopt;
+        }
+        const GoField* fld = nullptr;
+        for (const auto& f : o->type->fields)
+          if (f.name == n.text) fld = &f;
+        if (!fld) {
+          error(n.pos, fmt::format("{} ({}) has no field {}", o->spelled, o->type->name, n.text));
+          return std::nullopt;
+        }
+        const GoType* ft = bin_.types->get(fld->type);
+        if (!ft) {
+          error(n.pos, fmt::format("the type of {}.{} is not known", o->spelled, n.text));
+          return std::nullopt;
+        }
+        if (o->kind == Operand::Loc)
+          o->voff += fld->offset;
+        else
+          o->moff += fld->offset;
+        o->type = ft;
+        o->num = num_of(ft);
+        o->spelled += "." + n.text;
+        return o;
+      }
+      case NodeKind::Index:
+        error(n.pos, "indexing (m[k], s[i]) is not supported in conditions");
+        return std::nullopt;
+      case NodeKind::Call: {
+        if (n.text == "len") return len_of(n, c);
+        if (n.text == "hasPrefix" || n.text == "contains") {
+          Operand o;
+          o.kind = Operand::Word;
+          o.num = Num::Bool;
+          o.spelled = n.text + "(..)";
+          string_call(n, o.word);
+          return o;
+        }
+        if (n.text == "type") {
+          error(n.pos,
+                "type(x) can only be compared with a type name, as in type(err) == "
+                "\"*fs.PathError\"");
+          return std::nullopt;
+        }
+        error(n.pos, fmt::format("unknown function {}() (len, hasPrefix, contains, type)", n.text));
+        return std::nullopt;
+      }
+      default:
+        error(n.pos, "expected a name, a field or len(..) here");
+        return std::nullopt;
+    }
+  }
+
+  std::optional<Operand> len_of(const Node& n, Code& c) {
+    if (n.kids.size() != 1) {
+      error(n.pos, "len(x) takes 1 argument");
+      return std::nullopt;
+    }
+    auto o = operand(*n.kids[0], c);
+    if (!o) return std::nullopt;
+    Operand r;
+    r.kind = Operand::Word;
+    r.num = Num::Signed;
+    r.spelled = "len(" + o->spelled + ")";
+    if (o->num == Num::String || o->num == Num::Slice) {
+      load(*o, 8, 8, true, r.word, n.pos);
+    } else if (o->type && o->type->kind == GoKind::Map) {
+      // Both map layouts (hmap.count, the swiss Map.used) start with the element count.
+      push_scalar(*o, r.word, n.pos);
+      r.word.push_back(insn(GOTAP_COP_DEREF, 0, 8, GOTAP_CDF_NIL_ZERO, 0));
+    } else if (o->type && o->type->kind == GoKind::Array) {
+      r.word.push_back(insn(GOTAP_COP_CONST, 0, 0, 0, 0, static_cast<uint64_t>(o->type->count)));
+    } else {
+      error(n.kids[0]->pos, fmt::format("len of {} ({}): only strings, slices, maps and arrays",
+                                        o->spelled, type_name(*o)));
+      return std::nullopt;
+    }
+    return r;
+  }
+
+  static uint8_t cmp_code(const std::string& op, bool swap) {
+    if (op == "==") return GOTAP_CC_EQ;
+    if (op == "!=") return GOTAP_CC_NE;
+    if (op == "<") return swap ? GOTAP_CC_GT : GOTAP_CC_LT;
+    if (op == "<=") return swap ? GOTAP_CC_GE : GOTAP_CC_LE;
+    if (op == ">") return swap ? GOTAP_CC_LT : GOTAP_CC_GT;
+    return swap ? GOTAP_CC_LE : GOTAP_CC_GE;
+  }
+
+  void compare(const Node& n, Code& c) {
+    const Node* l = n.kids[0].get();
+    const Node* r = n.kids[1].get();
+    bool swap = false;
+    if (is_literal(*l) && !is_literal(*r)) {
+      std::swap(l, r);
+      swap = true;
+    }
+    if (is_literal(*l)) {
+      error(n.pos, "a comparison needs something of the call on one side");
+      return;
+    }
+    const bool eq = n.text == "==" || n.text == "!=";
+    if (l->kind == NodeKind::Call && l->text == "type") {
+      type_compare(n, *l, *r, c);
+      return;
+    }
+    auto o = operand(*l, c);
+    if (!o) return;
+    if (r->kind == NodeKind::Nil) {
+      if (!eq) {
+        error(n.pos, "nil can only be compared with == or !=");
+        return;
+      }
+      if (o->num == Num::Pointer || o->num == Num::Iface || o->num == Num::Slice) {
+        if (o->num == Num::Pointer)
+          push_scalar(*o, c, l->pos);
+        else
+          load(*o, 0, 8, false, c, l->pos);  // an interface's type word, a slice's data
+        c.push_back(insn(GOTAP_COP_CONST));
+        c.push_back(insn(GOTAP_COP_CMP, cmp_code(n.text, false), 0, GOTAP_CN_UNSIGNED));
+        return;
+      }
+      error(r->pos, fmt::format("{} is {}, which cannot be nil", o->spelled, type_name(*o)));
+      return;
+    }
+    if (o->num == Num::String) {
+      if (r->kind != NodeKind::String) {
+        error(r->pos, fmt::format("{} is a string: compare it with a string literal", o->spelled));
+        return;
+      }
+      if (!eq) {
+        error(n.pos, "strings compare with == and != (and hasPrefix, contains)");
+        return;
+      }
+      string_compare(*o, r->text, GOTAP_CS_EQ, c, r->pos);
+      if (n.text == "!=") c.push_back(insn(GOTAP_COP_NOT));
+      return;
+    }
+    uint8_t num = 0;
+    uint64_t imm = 0;
+    bool literal = is_literal(*r);
+    std::optional<Operand> other;
+    switch (o->num) {
+      case Num::Signed:
+      case Num::Unsigned:
+        num = o->num == Num::Signed ? GOTAP_CN_SIGNED : GOTAP_CN_UNSIGNED;
+        if (r->kind == NodeKind::Int || r->kind == NodeKind::Duration) {
+          if (r->neg && o->num == Num::Unsigned) {
+            error(r->pos, fmt::format("{} is {}: it is never negative", o->spelled, type_name(*o)));
+            return;
+          }
+          imm = r->neg ? static_cast<uint64_t>(-static_cast<int64_t>(r->u)) : r->u;
+        } else if (!literal) {
+          other = operand(*r, c);
+          if (!other) return;
+          if (other->num != Num::Signed && other->num != Num::Unsigned) {
+            error(r->pos, fmt::format("cannot compare {} ({}) with {} ({})", o->spelled,
+                                      type_name(*o), other->spelled, type_name(*other)));
+            return;
+          }
+          if (other->num == Num::Unsigned) num = GOTAP_CN_UNSIGNED;
+        } else {
+          error(r->pos,
+                fmt::format("{} is {}: compare it with an integer", o->spelled, type_name(*o)));
+          return;
+        }
+        break;
+      case Num::Float: {
+        const bool f32 = o->type && o->type->kind == GoKind::Float32;
+        num = f32 ? GOTAP_CN_F32 : GOTAP_CN_F64;
+        ebpf_cannot(l->pos, fmt::format("{} is a float", o->spelled));
+        if (r->kind == NodeKind::Int || r->kind == NodeKind::Float) {
+          double v = r->kind == NodeKind::Int
+                         ? (r->neg ? -static_cast<double>(r->u) : static_cast<double>(r->u))
+                         : r->f;
+          if (f32) {
+            float fv = static_cast<float>(v);
+            uint32_t bits;
+            std::memcpy(&bits, &fv, 4);
+            imm = bits;
+          } else {
+            std::memcpy(&imm, &v, 8);
+          }
+        } else if (!literal) {
+          other = operand(*r, c);
+          if (!other) return;
+          if (other->num != Num::Float || (other->type && other->type->size != o->type->size)) {
+            error(r->pos, fmt::format("cannot compare {} ({}) with {}", o->spelled, type_name(*o),
+                                      other->spelled));
+            return;
+          }
+        } else {
+          error(r->pos,
+                fmt::format("{} is {}: compare it with a number", o->spelled, type_name(*o)));
+          return;
+        }
+        break;
+      }
+      case Num::Bool:
+        num = GOTAP_CN_UNSIGNED;
+        if (r->kind != NodeKind::Bool || !eq) {
+          error(r->pos,
+                fmt::format("{} is a bool: compare it with == true or == false", o->spelled));
+          return;
+        }
+        imm = r->u;
+        break;
+      case Num::Pointer:
+        num = GOTAP_CN_UNSIGNED;
+        if (literal || !eq) {
+          error(r->pos, fmt::format("{} is {}: compare it with nil", o->spelled, type_name(*o)));
+          return;
+        }
+        other = operand(*r, c);
+        if (!other) return;
+        if (other->num != Num::Pointer) {
+          error(r->pos, fmt::format("cannot compare {} with {}", o->spelled, other->spelled));
+          return;
+        }
+        break;
+      default:
+        error(l->pos, fmt::format("{} is {}: conditions compare numbers, bools, strings, "
+                                  "pointers and nil (use a field, len(..) or type(..))",
+                                  o->spelled, type_name(*o)));
+        return;
+    }
+    push_scalar(*o, c, l->pos);
+    if (other)
+      push_scalar(*other, c, r->pos);
+    else
+      c.push_back(insn(GOTAP_COP_CONST, 0, 0, 0, 0, imm));
+    c.push_back(insn(GOTAP_COP_CMP, cmp_code(n.text, swap), 0, num));
+  }
+
+  void type_compare(const Node& n, const Node& call, const Node& lit, Code& c) {
+    if (call.kids.size() != 1) {
+      error(call.pos, "type(x) takes 1 argument");
+      return;
+    }
+    if (lit.kind != NodeKind::String || (n.text != "==" && n.text != "!=")) {
+      error(n.pos, "type(x) compares with == or != and a type name in quotes");
+      return;
+    }
+    auto o = operand(*call.kids[0], c);
+    if (!o) return;
+    if (o->num != Num::Iface) {
+      error(call.kids[0]->pos,
+            fmt::format("{} is {}, not an interface", o->spelled, type_name(*o)));
+      return;
+    }
+    const bool iface = !o->type->fields.empty() && o->type->fields[0].name == "tab";
+    std::vector<uint64_t> addrs;
+    if (bin_.types) {
+      for (const auto& [id, t] : bin_.types->all()) {
+        if (!t.runtime_type || t.is_typedef) continue;
+        if (t.name == lit.text || runtime_spelling(t.name) == lit.text) {
+          uint64_t a = bin_.rt.types + t.runtime_type;
+          if (std::find(addrs.begin(), addrs.end(), a) == addrs.end()) addrs.push_back(a);
+        }
+      }
+    }
+    if (addrs.empty()) {
+      error(lit.pos, fmt::format("no type {} in the binary", lit.text));
+      return;
+    }
+    if (addrs.size() > 4) {
+      error(lit.pos, fmt::format("type name {} is ambiguous", lit.text));
+      return;
+    }
+    for (size_t i = 0; i < addrs.size(); ++i) {
+      load(*o, 0, 8, false, c, call.pos);
+      if (iface) c.push_back(insn(GOTAP_COP_ITAB_TYPE));
+      c.push_back(insn(GOTAP_COP_CONST, 1, 0, 0, 0, addrs[i]));
+      c.push_back(insn(GOTAP_COP_CMP, GOTAP_CC_EQ, 0, GOTAP_CN_UNSIGNED));
+      if (i) c.push_back(insn(GOTAP_COP_OR));
+    }
+    if (n.text == "!=") c.push_back(insn(GOTAP_COP_NOT));
+  }
+
+  const FuncPlan& f_;
+  const BinaryView& bin_;
+  FuncProgram* out_;
+  ExprError* err_ = nullptr;
+  std::string* missing_ = nullptr;
+  CompileStatus status_ = CompileStatus::Ok;
+  std::string pool_;
+  int nbits_ = 0;
+  bool in_ret_ = false;
+  bool goid_entry_ = false;
+};
+
+}  // namespace
+
+std::string runtime_spelling(std::string_view name) {
+  std::string out;
+  size_t word = 0;  // where the current name began in out
+  for (char ch : name) {
+    if (ch == '/') {
+      out.resize(word);  // drop the path element
+      continue;
+    }
+    out += ch;
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.' || ch == '-' ||
+          static_cast<unsigned char>(ch) >= 0x80))
+      word = out.size();
+  }
+  return out;
+}
+
+CompileStatus compile_for(const Node& root, const FuncPlan& f, const BinaryView& bin,
+                          FuncProgram* out, ExprError* err, std::string* missing) {
+  *out = FuncProgram{};
+  Compiler c(f, bin, out);
+  CompileStatus s = c.run(root, err, missing);
+  if (s != CompileStatus::Ok) {
+    out->prog = gotap_cond{};
+    out->prog.flags = GOTAP_COND_ON | GOTAP_COND_NEVER;
+  }
+  return s;
+}
+
+}  // namespace gotap::cond

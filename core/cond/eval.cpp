@@ -1,0 +1,188 @@
+#include "core/cond/eval.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+
+namespace gotap::cond {
+
+namespace {
+
+uint64_t ext(uint64_t v, unsigned size, bool sign) {
+  if (size == 0 || size >= 8) return v;
+  const unsigned bits = size * 8;
+  v &= (1ull << bits) - 1;
+  if (sign && (v >> (bits - 1)) & 1) v |= ~((1ull << bits) - 1);
+  return v;
+}
+
+template <typename T>
+bool ordered(uint8_t op, T x, T y) {
+  switch (op) {
+    case GOTAP_CC_EQ:
+      return x == y;
+    case GOTAP_CC_NE:
+      return x != y;
+    case GOTAP_CC_LT:
+      return x < y;
+    case GOTAP_CC_LE:
+      return x <= y;
+    case GOTAP_CC_GT:
+      return x > y;
+    default:
+      return x >= y;
+  }
+}
+
+bool compare(uint8_t op, uint8_t num, uint64_t x, uint64_t y) {
+  switch (num) {
+    case GOTAP_CN_SIGNED:
+      return ordered(op, static_cast<int64_t>(x), static_cast<int64_t>(y));
+    case GOTAP_CN_UNSIGNED:
+      return ordered(op, x, y);
+    case GOTAP_CN_F64: {
+      double a, b;
+      std::memcpy(&a, &x, 8);
+      std::memcpy(&b, &y, 8);
+      return ordered(op, a, b);
+    }
+    default: {
+      float a, b;
+      uint32_t xa = static_cast<uint32_t>(x), yb = static_cast<uint32_t>(y);
+      std::memcpy(&a, &xa, 4);
+      std::memcpy(&b, &yb, 4);
+      return ordered(op, a, b);
+    }
+  }
+}
+
+}  // namespace
+
+bool run(const gotap_cond& p, bool at_ret, EvalEnv& env) {
+  if (!(p.flags & GOTAP_COND_ON)) return true;
+  if (p.flags & GOTAP_COND_NEVER) return false;
+  uint64_t st[GOTAP_COND_STACK] = {};
+  bool ok[GOTAP_COND_STACK] = {};
+  int top = 0;  // number of words on the stack
+  auto push = [&](uint64_t v, bool valid) {
+    if (top < GOTAP_COND_STACK) {
+      st[top] = v;
+      ok[top] = valid;
+      ++top;
+    }
+  };
+  auto pop = [&](uint64_t* v) {
+    if (top == 0) {
+      *v = 0;
+      return false;
+    }
+    --top;
+    *v = st[top];
+    return ok[top];
+  };
+  const unsigned begin = at_ret ? p.n_entry : 0;
+  const unsigned end =
+      std::min<unsigned>(begin + (at_ret ? p.n_ret : p.n_entry), GOTAP_COND_MAX_INSNS);
+  for (unsigned i = begin; i < end; ++i) {
+    const gotap_cond_insn& in = p.insns[i];
+    uint64_t x = 0, y = 0;
+    switch (in.op) {
+      case GOTAP_COP_CONST:
+        push(in.imm + (in.a ? env.bias : 0), true);
+        break;
+      case GOTAP_COP_REG:
+        push(in.a < kNumIntRegs ? env.regs->gp[in.a] : 0, in.a < kNumIntRegs);
+        break;
+      case GOTAP_COP_STACK: {
+        uint64_t v = 0;
+        bool r = env.mem->read(env.regs->sp + static_cast<int64_t>(in.off), &v, 8);
+        push(v, r);
+        break;
+      }
+      case GOTAP_COP_XMM:
+        push(in.a < kNumFloatRegs ? env.regs->xmm[in.a] : 0, in.a < kNumFloatRegs);
+        break;
+      case GOTAP_COP_GOID:
+        push(static_cast<uint64_t>(env.goid), true);
+        break;
+      case GOTAP_COP_DURATION:
+        push(env.duration_ns, at_ret);
+        break;
+      case GOTAP_COP_DEREF: {
+        bool valid = pop(&x);
+        uint64_t v = 0;
+        unsigned size = std::min<unsigned>(in.b, 8);
+        if (!valid) {
+          push(0, false);
+        } else if (x == 0) {
+          push(0, (in.c & GOTAP_CDF_NIL_ZERO) != 0);
+        } else {
+          bool r = env.mem->read(x + static_cast<int64_t>(in.off), &v, size);
+          push(ext(v, size, in.c & GOTAP_CDF_SIGNED), r);
+        }
+        break;
+      }
+      case GOTAP_COP_EXT:
+        if (top > 0) st[top - 1] = ext(st[top - 1], in.b, in.c & GOTAP_CDF_SIGNED);
+        break;
+      case GOTAP_COP_CMP: {
+        bool vy = pop(&y), vx = pop(&x);
+        push(vx && vy && compare(in.a, in.c, x, y), true);
+        break;
+      }
+      case GOTAP_COP_NOT:
+        if (top > 0) st[top - 1] = !st[top - 1];
+        break;
+      case GOTAP_COP_AND:
+      case GOTAP_COP_OR:
+        pop(&y);
+        pop(&x);
+        push(in.op == GOTAP_COP_AND ? (x && y) : (x || y), true);
+        break;
+      case GOTAP_COP_STR: {
+        uint64_t len = 0, ptr = 0;
+        bool vl = pop(&len), vp = pop(&ptr);
+        const unsigned n = std::min<unsigned>(in.b, GOTAP_COND_MAX_LIT);
+        const unsigned at = std::min<unsigned>(static_cast<unsigned>(in.off), GOTAP_COND_POOL - n);
+        std::string_view lit(reinterpret_cast<const char*>(p.pool) + at, n);
+        bool r = false;
+        if (vl && vp) {
+          const uint64_t want = in.a == GOTAP_CS_EQ ? (len == n ? n : 0)
+                                : in.a == GOTAP_CS_PREFIX
+                                    ? (len >= n ? n : 0)
+                                    : std::min<uint64_t>(len, GOTAP_COND_HAYSTACK);
+          char buf[GOTAP_COND_HAYSTACK];
+          bool size_ok = in.a == GOTAP_CS_EQ ? len == n : len >= n;
+          if (size_ok && (want == 0 || (ptr && env.mem->read(ptr, buf, want)))) {
+            std::string_view s(buf, want);
+            r = in.a == GOTAP_CS_CONTAINS ? s.find(lit) != std::string_view::npos : s == lit;
+          }
+        }
+        push(r, true);
+        break;
+      }
+      case GOTAP_COP_SETBIT:
+        if (pop(&x) && x && in.a < 64) env.bits |= 1ull << in.a;
+        break;
+      case GOTAP_COP_BIT:
+        push(in.a < 64 ? (env.bits >> in.a) & 1 : 0, true);
+        break;
+      case GOTAP_COP_ITAB_TYPE:
+        if (top > 0 && ok[top - 1] && st[top - 1]) {
+          uint64_t t = 0;
+          ok[top - 1] = env.mem->read(st[top - 1] + 8, &t, 8);
+          st[top - 1] = t;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  if (at_ret || !(p.flags & GOTAP_COND_AT_RET)) {
+    uint64_t v = 0;
+    return pop(&v) && v != 0;
+  }
+  return true;
+}
+
+}  // namespace gotap::cond

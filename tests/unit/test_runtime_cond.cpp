@@ -1,0 +1,279 @@
+// --if, --slower and --errors on a running program, once per backend, against ground truth:
+// tests/fixtures/cond prints each call of main.handle (its arguments, whether it failed and
+// with which dynamic type, how long it slept, its goroutine) before it returns. A condition
+// must select exactly the calls the same predicate, applied to that ground truth, selects:
+// in trace (each selected call's entry and return, nothing else), count and latency. Both
+// backends are held to the same ground truth, so they select the same calls (parity).
+// The live server test makes chosen requests fail or be slow and checks --errors and
+// --slower pick exactly those.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/unit/fixtures.h"
+#include "tests/unit/loopback.h"
+
+namespace gotap::testing {
+namespace {
+
+using json = nlohmann::json;
+using Pred = std::function<bool(const json&)>;
+
+struct CondCase {
+  std::vector<std::string> flags;
+  Pred want;
+};
+
+// The unstripped builds: conditions need the parameters' names and types.
+std::vector<Fixture> cond_fixtures() {
+  std::vector<Fixture> out;
+  for (auto& fx : all_fixtures("cond"))
+    if (fx.flavour.find("stripped") == std::string::npos) out.push_back(fx);
+  return out;
+}
+
+const std::vector<CondCase>& cases() {
+  static const std::vector<CondCase> c = {
+      {{"--if", "seq == 5"}, [](const json& g) { return g["seq"] == 5; }},
+      {{"--if", "seq >= 3 && seq < 9 && !(seq == 4)"},
+       [](const json& g) { return g["seq"] >= 3 && g["seq"] < 9 && g["seq"] != 4; }},
+      {{"--if", "name == \"beta\""}, [](const json& g) { return g["name"] == "beta"; }},
+      {{"--if", "hasPrefix(name, \"gam\")"},
+       [](const json& g) { return g["name"].get<std::string>().rfind("gam", 0) == 0; }},
+      {{"--if", "contains(name, \"lt\")"},
+       [](const json& g) { return g["name"].get<std::string>().find("lt") != std::string::npos; }},
+      {{"--if", "len(name) > 5"},
+       [](const json& g) { return g["name"].get<std::string>().size() > 5; }},
+      {{"--if", "o == nil"}, [](const json& g) { return g["nil_order"] == true; }},
+      {{"--if", "o != nil && o.ID >= 100"},
+       [](const json& g) { return g["nil_order"] == false && g["id"] >= 100; }},
+      {{"--if", "o.Customer == \"acme\""},
+       [](const json& g) { return g["nil_order"] == false && g["customer"] == "acme"; }},
+      {{"--if", "goid == 1"}, [](const json& g) { return g["goid"] == 1; }},
+      {{"--errors"}, [](const json& g) { return g["err"] != ""; }},
+      {{"--if", "~r1 == nil"}, [](const json& g) { return g["err"] == ""; }},
+      {{"--if", "type(~r1) == \"*fs.PathError\""},
+       [](const json& g) { return g["errtype"] == "*fs.PathError"; }},
+      {{"--if", "type(~r1) == \"*errors.errorString\""},
+       [](const json& g) { return g["errtype"] == "*errors.errorString"; }},
+      {{"--slower", "20ms"}, [](const json& g) { return g["sleep_ms"] > 0; }},
+      {{"--if", "seq < 12 || duration > 20ms"},
+       [](const json& g) { return g["seq"] < 12 || g["sleep_ms"] > 0; }},
+      {{"--errors", "--if", "len(name) < 6"},
+       [](const json& g) { return g["err"] != "" && g["name"].get<std::string>().size() < 6; }},
+  };
+  return c;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+class Conditions : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace and BPF)";
+    if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+    fixtures_ = cond_fixtures();
+    if (fixtures_.empty()) GTEST_SKIP() << "no cond fixture built in " << fixtures_dir();
+  }
+
+  RunResult gotap(const std::string& cmd, const std::vector<std::string>& flags, const Fixture& fx,
+                  const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {gotap_binary(), cmd, "--backend", GetParam(), "--json"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.push_back("main.handle");
+    argv.push_back("--");
+    argv.push_back(fx.path);
+    argv.push_back(std::to_string(kCalls));
+    return run_command(argv, 120);
+  }
+
+  static constexpr int kCalls = 32;
+  std::vector<Fixture> fixtures_;
+};
+
+// The fixture's {"gt":"call",...} lines.
+std::vector<json> events_in_gt(const std::string& out) {
+  std::vector<json> v;
+  size_t at = 0;
+  while (at < out.size()) {
+    size_t nl = out.find('\n', at);
+    if (nl == std::string::npos) nl = out.size();
+    std::string line = out.substr(at, nl - at);
+    at = nl + 1;
+    if (line.rfind("{\"", 0) != 0) continue;
+    json j = json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("gt", "") == "call") v.push_back(std::move(j));
+  }
+  return v;
+}
+
+// The seq of each ground-truth call the predicate selects.
+std::multiset<int64_t> wanted(const std::string& out, const Pred& p) {
+  std::multiset<int64_t> s;
+  for (const auto& line : events_in_gt(out))
+    if (p(line)) s.insert(line["seq"].get<int64_t>());
+  return s;
+}
+
+TEST_P(Conditions, TraceSelectsExactlyTheCallsOfTheGroundTruth) {
+  int compared = 0;
+  for (size_t f = 0; f < fixtures_.size(); ++f) {
+    const Fixture& fx = fixtures_[f];
+    for (size_t i = 0; i < cases().size(); ++i) {
+      // Every case on the first and the last build, every fourth on the builds between.
+      if (f != 0 && f + 1 != fixtures_.size() && i % 4 != 0) continue;
+      const CondCase& c = cases()[i];
+      SCOPED_TRACE(fx.label() + ": " + joined(c.flags));
+      RunResult r = gotap("trace", c.flags, fx);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      std::multiset<int64_t> got;
+      size_t returns = 0;
+      for (const auto& ev : events_in(r.out)) {
+        if (ev["event"] == "entry") {
+          ASSERT_EQ(ev["func"], "main.handle");
+          got.insert(ev["args"][0]["value"].get<int64_t>());
+        }
+        if (ev["event"] == "return") ++returns;
+        ASSERT_NE(ev["event"], "unfinished") << ev.dump();
+      }
+      auto want = wanted(r.out, c.want);
+      ASSERT_EQ(wanted(r.out, [](const json&) { return true; }).size(), size_t(kCalls));
+      EXPECT_EQ(got, want);
+      EXPECT_EQ(returns, want.size());
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 0);
+}
+
+TEST_P(Conditions, CountAndLatencyCountTheSelectedCalls) {
+  for (size_t f = 0; f < fixtures_.size(); ++f) {
+    const Fixture& fx = fixtures_[f];
+    for (size_t i : {size_t(0), size_t(6), size_t(10), size_t(14), size_t(15)}) {
+      if (f != 0 && f + 1 != fixtures_.size() && i != 10) continue;
+      const CondCase& c = cases()[i];
+      for (const std::string cmd : {"count", "latency"}) {
+        SCOPED_TRACE(fx.label() + ": " + cmd + " " + joined(c.flags));
+        RunResult r = gotap(cmd, c.flags, fx);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        auto ev = events_in(r.out, cmd);
+        ASSERT_EQ(ev.size(), 1u) << r.out;
+        EXPECT_EQ(ev[0]["count"].get<size_t>(), wanted(r.out, c.want).size());
+      }
+    }
+  }
+}
+
+TEST_P(Conditions, ExpressionErrorsExitTwoBeforeLaunching) {
+  const Fixture& fx = fixtures_[0];
+  struct Bad {
+    std::vector<std::string> flags;
+    std::string says;
+  };
+  const std::vector<Bad> bad = {
+      {{"--if", "o.ID == \"x\""}, "column 9: o.ID is int: compare it with an integer"},
+      {{"--if", "seq =="}, "column 7: expected an operand"},
+      {{"--if", "nosuch > 1"},
+       "column 1: no probed function has a parameter or result named "
+       "nosuch"},
+      {{"--if", "o.Nope == 1"}, "has no field Nope"},
+      {{"--slower", "soon"}, "--slower: bad duration 'soon'"},
+  };
+  for (const auto& b : bad) {
+    SCOPED_TRACE(joined(b.flags));
+    RunResult r = gotap("trace", b.flags, fx);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find(b.says), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    // Nothing ran: the fixture printed no call.
+    EXPECT_EQ(r.out.find("\"gt\""), std::string::npos) << r.out;
+  }
+}
+
+// A live HTTP server: requests whose seq makes main.handle fail, or sleep, are exactly what
+// --errors and --slower report, as the requests are made.
+TEST_P(Conditions, LiveServerErrorsAndSlowRequests) {
+  const Fixture& fx = fixtures_.back();
+  for (const std::vector<std::string> flags :
+       {std::vector<std::string>{"--errors"}, std::vector<std::string>{"--slower", "20ms"}}) {
+    SCOPED_TRACE(joined(flags));
+    const int port = free_port();
+    const int n = 16;
+    std::vector<std::string> argv = {gotap_binary(), "trace", "--backend", GetParam(), "--json"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {"main.handle", "--", fx.path, "serve",
+                             "127.0.0.1:" + std::to_string(port), std::to_string(n)});
+    Child g = spawn(argv);
+    std::string err = read_until(g.err, "Tracing", 30000);
+    ASSERT_NE(err.find("Tracing"), std::string::npos) << err;
+    std::string out = read_until(g.out, "listening", 30000);
+    std::set<int64_t> failed, slow;
+    for (int seq = 0; seq < n; ++seq) {
+      auto resp = http_get(port, "/work?seq=" + std::to_string(seq));
+      ASSERT_TRUE(resp);
+      if (resp->find(" 500 ") != std::string::npos) failed.insert(seq);
+      if (seq % 8 == 1) slow.insert(seq);
+    }
+    out += read_all(g.out);
+    int st = 0;
+    waitpid(g.pid, &st, 0);
+    close(g.out);
+    close(g.err);
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << out;
+    std::set<int64_t> got;
+    for (const auto& ev : events_in(out, "entry"))
+      got.insert(ev["args"][0]["value"].get<int64_t>());
+    EXPECT_FALSE(failed.empty());
+    EXPECT_EQ(got, flags[0] == "--errors" ? failed : slow);
+  }
+}
+
+// What --prometheus serves counts and times only the selected calls.
+TEST_P(Conditions, PrometheusCountsOnlyTheSelectedCalls) {
+  const Fixture& fx = fixtures_.back();
+  const int port = free_port();
+  Child g = spawn({gotap_binary(), "trace", "--backend", GetParam(), "--json", "--errors",
+                   "--prometheus", "127.0.0.1:" + std::to_string(port), "--prometheus-linger", "5",
+                   "main.handle", "--", fx.path, std::to_string(kCalls)});
+  std::string out = read_until(g.out, "\"seq\":" + std::to_string(kCalls - 1) + ",", 30000);
+  const size_t want = wanted(out, [](const json& gt) { return gt["err"] != ""; }).size();
+  const std::string calls = "gotap_calls_total{binary=\"cond\",pid=\"";
+  std::string seen;
+  for (int i = 0; i < 200; ++i) {
+    auto r = http_get(port, "/metrics");
+    size_t at = r ? r->find(calls) : std::string::npos;
+    if (at != std::string::npos) {
+      size_t sp = r->find("} ", at);
+      seen = r->substr(sp + 2, r->find('\n', sp) - sp - 2);
+      if (seen == std::to_string(want)) break;
+    }
+    usleep(100000);
+  }
+  kill(g.pid, SIGTERM);
+  int st = 0;
+  waitpid(g.pid, &st, 0);
+  close(g.out);
+  close(g.err);
+  EXPECT_GT(want, 0u);
+  EXPECT_EQ(seen, std::to_string(want));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Conditions, ::testing::Values("ebpf", "ptrace"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace gotap::testing
