@@ -94,6 +94,38 @@ TEST_P(Limits, FailedCallsMatchGroundTruth) {
   }
 }
 
+// With --if, FAILED counts the failures among the selected calls only, decided in the kernel
+// on eBPF: the entry's decision travels to the RET that checks the error.
+TEST_P(Limits, FailedCountsOnlyTheCallsAConditionSelects) {
+  auto fixtures = dwarf_fixtures();
+  ASSERT_FALSE(fixtures.empty()) << "no errors fixture with DWARF built in " << fixtures_dir();
+  for (const auto& fx : fixtures) {
+    SCOPED_TRACE(fx.label());
+    for (const char* cmd : {"count", "latency"}) {
+      SCOPED_TRACE(cmd);
+      RunResult r =
+          run_command({gotap_binary(), cmd, "--backend", GetParam(), "--json", "--if", "i < 100",
+                       "main.mayFail", "main.parse", "--", fx.path, "fail", "300"});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      ASSERT_EQ(ground_truth(r.out).size(), 3u) << r.out.substr(0, 2000);
+      // The fixture's rules (tests/fixtures/errors): mayFail(i) fails when i%3 == 0, parse(i)
+      // when i%5 == 0; of i in [0, 100) that is 34 and 20.
+      std::map<std::string, uint64_t> want_failed{{"main.mayFail", 34}, {"main.parse", 20}};
+      int seen = 0;
+      for (const auto& ev : events_in(r.out, cmd)) {
+        const std::string func = ev.value("func", "");
+        if (!want_failed.count(func)) continue;
+        ++seen;
+        SCOPED_TRACE(ev.dump());
+        EXPECT_EQ(ev.value("count", uint64_t{0}), 100u);
+        ASSERT_TRUE(ev.contains("failed"));
+        EXPECT_EQ(ev["failed"].get<uint64_t>(), want_failed[func]);
+      }
+      EXPECT_EQ(seen, 2);
+    }
+  }
+}
+
 TEST_P(Limits, FailedColumnInText) {
   auto fixtures = dwarf_fixtures();
   ASSERT_FALSE(fixtures.empty()) << "no errors fixture with DWARF built in " << fixtures_dir();
