@@ -126,6 +126,10 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   if (command == "trace")
     desc.add_options()("rate", po::value<int64_t>(),
                        "at most N calls per second per function; the rest are counted");
+  if (command == "count" || command == "latency")
+    desc.add_options()("no-failed",
+                       "no FAILED column: count then probes only the entries of functions "
+                       "that return an error");
   if (!goroutines_cmd) add_condition_options(desc);
   const bool prometheus_cmd = command != "graph";
   if (prometheus_cmd) {
@@ -201,6 +205,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     if (rate < 1 || rate > 1'000'000'000) return usage_error("--rate must be 1 to 1000000000");
     opts.rate_per_s = static_cast<uint32_t>(rate);
   }
+  opts.count_failed = vm->count("no-failed") == 0;
   const int max_line = (*vm)["max-line"].as<int>();
   if (opts.max_depth < 0 || opts.max_elems < 0 || opts.max_str < 0 || opts.stack_depth < 0 ||
       max_line < 0)
