@@ -230,9 +230,10 @@ TEST_F(Cond, IndexingSlicesArraysAndMapsOnPtrace) {
     uint8_t flags, b;
     uint16_t noverflow;
     uint32_t hash0;
-    uint64_t buckets, old;
-  } hmap{2, 0, 0, 0, 0, 0x8100, 0};
-  mem.put(0x8000, &hmap, 40);
+    uint64_t buckets, old, nevacuate;
+  } hmap{2, 0, 0, 0, 0, 0x8100, 0, 0};
+  static_assert(sizeof hmap == 40);
+  mem.put(0x8000, &hmap, sizeof hmap);
   uint8_t bucket[208] = {};
   bucket[0] = bucket[1] = 9;  // tophash: both slots full
   const uint64_t keys[4] = {0x8300, 4, 0x8310, 3};
