@@ -543,8 +543,8 @@ class Compiler {
     const GoType* elem = o->type ? bin_.types->get(o->type->elem) : nullptr;
     const bool is_map = o->type && o->type->kind == GoKind::Map;
     if (!o->type || !(o->num == Num::Slice || is_map || o->type->kind == GoKind::Array)) {
-      error(n.pos, fmt::format("{} is {}: only slices, arrays and maps can be indexed", o->spelled,
-                               type_name(*o)));
+      error(n.kids[0]->pos, fmt::format("{} is {}: only slices, arrays and maps can be indexed",
+                                        o->spelled, type_name(*o)));
       return std::nullopt;
     }
     if (!elem) {

@@ -194,6 +194,9 @@ TEST_P(Conditions, ExpressionErrorsExitTwoBeforeLaunching) {
        "column 1: no probed function has a parameter or result named "
        "nosuch"},
       {{"--if", "o.Nope == 1"}, "has no field Nope"},
+      {{"--if", "name == seq"}, "column 9: cannot compare name (string) with seq (int)"},
+      {{"--if", "seq[0] == 1"},
+       "column 1: seq is int: only slices, arrays and maps can be indexed"},
       {{"--slower", "soon"}, "--slower: bad duration 'soon'"},
   };
   for (const auto& b : bad) {
