@@ -37,6 +37,7 @@ struct gotap_cond_state {
   __u32 pad;
   __u8 buf[GOTAP_COND_HAYSTACK];
   __u8 lit[GOTAP_COND_MAX_LIT];
+  __u8 buf2[GOTAP_COND_HAYSTACK]; /* a == b of two strings: b's bytes */
 };
 
 struct {
@@ -78,38 +79,9 @@ static __always_inline __u64 cvm_ext(__u64 v, __u32 size, int sign) {
 }
 
 static __always_inline int cvm_cmp(__u8 op, __u8 num, __u64 x, __u64 y) {
-  if (num == GOTAP_CN_SIGNED) {
-    __s64 a = (__s64)x, b = (__s64)y;
-    switch (op) {
-      case GOTAP_CC_EQ:
-        return a == b;
-      case GOTAP_CC_NE:
-        return a != b;
-      case GOTAP_CC_LT:
-        return a < b;
-      case GOTAP_CC_LE:
-        return a <= b;
-      case GOTAP_CC_GT:
-        return a > b;
-      default:
-        return a >= b;
-    }
-  }
-  if (num != GOTAP_CN_UNSIGNED) return 0; /* floats: refused at compile time for eBPF */
-  switch (op) {
-    case GOTAP_CC_EQ:
-      return x == y;
-    case GOTAP_CC_NE:
-      return x != y;
-    case GOTAP_CC_LT:
-      return x < y;
-    case GOTAP_CC_LE:
-      return x <= y;
-    case GOTAP_CC_GT:
-      return x > y;
-    default:
-      return x >= y;
-  }
+  if (num != GOTAP_CN_SIGNED && num != GOTAP_CN_UNSIGNED)
+    return 0; /* floats: refused at compile time for eBPF */
+  return gotap_cond_cmp_int(op, num, x, y);
 }
 
 /* bpf_loop callback of contains(): does the literal occur at offset i of the haystack? */
@@ -157,12 +129,34 @@ static __always_inline int cvm_str(struct gotap_cond_state* s, const struct gota
   return s->found;
 }
 
+/* a == b of two strings, len1 == len2: 1 equal, 0 not, -1 unknown (longer than
+ * GOTAP_COND_STR2_MAX, unreadable), as core/cond/eval.cpp decides. */
+static __always_inline int cvm_str2(struct gotap_cond_state* s, __u64 p1, __u64 p2, __u64 len) {
+  for (__u32 at = 0; at < GOTAP_COND_STR2_MAX; at += GOTAP_COND_HAYSTACK) {
+    if (at >= len) return 1;
+    __u64 n = len - at;
+    if (n > GOTAP_COND_HAYSTACK) n = GOTAP_COND_HAYSTACK;
+    __u64* w1 = (__u64*)s->buf;
+    __u64* w2 = (__u64*)s->buf2;
+    for (int j = 0; j < GOTAP_COND_HAYSTACK / 8; j++) {
+      w1[j] = 0;
+      w2[j] = 0;
+    }
+    if (bpf_probe_read_user(s->buf, n, (void*)(p1 + at))) return -1;
+    if (bpf_probe_read_user(s->buf2, n, (void*)(p2 + at))) return -1;
+    for (int j = 0; j < GOTAP_COND_HAYSTACK / 8; j++)
+      if (w1[j] != w2[j]) return 0;
+  }
+  return len <= GOTAP_COND_STR2_MAX ? 1 : -1;
+}
+
 /* What a condition reads besides registers and memory; `bits` carries the entry's parts to
- * the return. */
+ * the return, `vals` the arguments a result is compared with. */
 struct gotap_cond_io {
   __u64 goid;
   __u64 dur;
   __u64 bits;
+  __u64 vals[GOTAP_COND_VALS];
   __u32 at_ret;
   __u32 func;
 };
@@ -262,6 +256,40 @@ static long cvm_step(__u64 k, struct gotap_cond_io* io) {
       vx = cvm_pop(s, &x);
       if (vx && x) vx = bpf_probe_read_user(&x, sizeof(x), (void*)(x + 8)) == 0;
       cvm_push(s, x, vx);
+      break;
+    case GOTAP_COP_STR2: {
+      __u64 l2 = 0, p2 = 0, l1 = 0, p1 = 0;
+      int v4 = cvm_pop(s, &l2);
+      v4 &= cvm_pop(s, &p2);
+      v4 &= cvm_pop(s, &l1);
+      v4 &= cvm_pop(s, &p1);
+      if (!v4) {
+        cvm_push(s, 0, 0);
+        break;
+      }
+      if (l1 != l2) {
+        cvm_push(s, 0, 1);
+        break;
+      }
+      if (l1 > GOTAP_COND_STR2_MAX) {
+        cvm_push(s, 0, 0);
+        break;
+      }
+      int eq = cvm_str2(s, p1, p2, l1);
+      cvm_push(s, eq == 1, eq >= 0);
+      break;
+    }
+    case GOTAP_COP_SAVE:
+      vx = cvm_pop(s, &x);
+      io->vals[in->a & (GOTAP_COND_VALS - 1)] = x;
+      if (vx)
+        io->bits |= 1ull << GOTAP_COND_VAL_BIT(in->a & (GOTAP_COND_VALS - 1));
+      else
+        io->bits &= ~(1ull << GOTAP_COND_VAL_BIT(in->a & (GOTAP_COND_VALS - 1)));
+      break;
+    case GOTAP_COP_LOAD:
+      cvm_push(s, io->vals[in->a & (GOTAP_COND_VALS - 1)],
+               (io->bits >> GOTAP_COND_VAL_BIT(in->a & (GOTAP_COND_VALS - 1))) & 1);
       break;
     default:
       break;

@@ -315,6 +315,8 @@ int gotap_probe(struct pt_regs* ctx) {
       io.goid = goid;
       int ok = cond_run(ctx, cp, &io);
       in.cond_bits = io.bits;
+      in.cond_vals[0] = io.vals[0];
+      in.cond_vals[1] = io.vals[1];
       if (!ok) {
         /* Rejected: the frame is remembered (ts 0) only so that its return stays silent and
          * a refire after morestack is recognised. */
@@ -343,6 +345,7 @@ int gotap_probe(struct pt_regs* ctx) {
   if (start) {
     __u64 ts = start->ts;
     __u64 bits = start->cond_bits;
+    __u64 vals[GOTAP_COND_VALS] = {start->cond_vals[0], start->cond_vals[1]};
     dropped = start->flags & GOTAP_INFLIGHT_DROPPED;
     bpf_map_delete_elem(&inflight, &key);
     if (ts == 0) return 0; /* rejected at the entry */
@@ -353,6 +356,8 @@ int gotap_probe(struct pt_regs* ctx) {
       io.goid = goid;
       io.dur = dur;
       io.bits = bits;
+      io.vals[0] = vals[0];
+      io.vals[1] = vals[1];
       io.at_ret = 1;
       if (!cond_run(ctx, cp, &io)) {
         if (mode == GOTAP_MODE_TRACE) bpf_map_delete_elem(&held, &key);

@@ -18,6 +18,13 @@
 #define GOTAP_COND_MAX_LIT 32 /* bytes of one string literal */
 /* contains(s, "..") looks at the first GOTAP_COND_HAYSTACK bytes of s on both backends. */
 #define GOTAP_COND_HAYSTACK 64
+/* a == b between two strings compares at most GOTAP_COND_STR2_MAX bytes: longer strings of
+ * equal length make the comparison unknown (false, whether == or !=) on both backends. */
+#define GOTAP_COND_STR2_MAX 128
+/* Argument values an entry program keeps for its return program (a result compared with an
+ * argument); their validity travels in the top bits of the entry bits. */
+#define GOTAP_COND_VALS 2
+#define GOTAP_COND_VAL_BIT(a) (63 - (a))
 
 enum gotap_cond_op {
   GOTAP_COP_NOP = 0,
@@ -38,6 +45,17 @@ enum gotap_cond_op {
   GOTAP_COP_SETBIT = 14,    /* pop x; bit a of the entry bits = x */
   GOTAP_COP_BIT = 15,       /* push bit a of the entry bits */
   GOTAP_COP_ITAB_TYPE = 16, /* top = the type word of the itab at top (0 stays 0) */
+  /* ptrace only (the compiler reports them as what eBPF cannot evaluate): */
+  GOTAP_COP_INDEX = 17,     /* pop i, len, ptr; push ptr + i * imm when 0 <= i < len, else an
+                               invalid word (a slice element's address) */
+  GOTAP_COP_MAP_INDEX = 18, /* pop the map type (a DWARF type id), the map pointer; push the
+                               address of the element whose key is the b bytes at pool[off]
+                               (a = 1: a string key's bytes), an invalid word when absent */
+  /* both backends: */
+  GOTAP_COP_STR2 = 19, /* pop len2, ptr2, len1, ptr1; push string 1 == string 2 (an
+                          invalid word past GOTAP_COND_STR2_MAX bytes or unreadable) */
+  GOTAP_COP_SAVE = 20, /* pop x; entry value a = x (its validity: GOTAP_COND_VAL_BIT) */
+  GOTAP_COP_LOAD = 21, /* push entry value a */
 };
 
 enum gotap_cond_deref_flags {
@@ -86,5 +104,34 @@ struct gotap_cond {
   struct gotap_cond_insn insns[GOTAP_COND_MAX_INSNS];
   gotap_u8 pool[GOTAP_COND_POOL];
 };
+
+/* The one comparison switch of both interpreters (bpf/cond_vm.h, core/cond/eval.cpp): the
+ * verdict of `x <op> y` from how x and y order. For floats the C++ side orders them itself:
+ * with a NaN none of lt, eq, gt holds, so only != is true, as in Go. */
+static inline int gotap_cond_decide(gotap_u8 op, int lt, int eq, int gt) {
+  switch (op) {
+    case GOTAP_CC_EQ:
+      return eq;
+    case GOTAP_CC_NE:
+      return !eq;
+    case GOTAP_CC_LT:
+      return lt;
+    case GOTAP_CC_LE:
+      return lt || eq;
+    case GOTAP_CC_GT:
+      return gt;
+    default:
+      return gt || eq;
+  }
+}
+
+/* x <op> y for the integer kinds (GOTAP_CN_SIGNED, GOTAP_CN_UNSIGNED) of 64-bit words. */
+static inline int gotap_cond_cmp_int(gotap_u8 op, gotap_u8 num, gotap_u64 x, gotap_u64 y) {
+  if (num == GOTAP_CN_SIGNED) {
+    long long a = (long long)x, b = (long long)y;
+    return gotap_cond_decide(op, a<b, a == b, a> b);
+  }
+  return gotap_cond_decide(op, x<y, x == y, x> y);
+}
 
 #endif /* GOTAP_COND_H */

@@ -120,7 +120,8 @@ struct gotap_inflight {
   gotap_u32 tid;
   gotap_u32 flags; /* GOTAP_INFLIGHT_* (gotap_limits.h) */
   gotap_u32 pad;
-  gotap_u64 cond_bits; /* the entry's parts of a condition decided at the return */
+  gotap_u64 cond_bits;    /* the entry's parts of a condition decided at the return */
+  gotap_u64 cond_vals[2]; /* its arguments compared with results (GOTAP_COND_VALS) */
 };
 
 enum gotap_event_kind { GOTAP_EV_ENTRY = 0, GOTAP_EV_RETURN = 1 };

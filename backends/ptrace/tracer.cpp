@@ -361,11 +361,13 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
   const bool at_ret = cond && cond->at_ret(role.func);
   bool rejected = false;
   uint64_t bits = 0;
+  std::array<uint64_t, GOTAP_COND_VALS> vals{};
   if (cond) {
     RegState crs = reg_state(r, tid, fs.needs_xmm, entry_sp);
-    cond::EvalEnv env{&crs, &proc_->mem(), goid, 0, bias_, 0};
+    cond::EvalEnv env{&crs, &proc_->mem(), goid, 0, bias_, 0, dec_.get()};
     rejected = !cond::run(cond->funcs[role.func].prog, false, env);
     bits = env.bits;
+    std::copy(std::begin(env.vals), std::end(env.vals), vals.begin());
   }
   if (!rejected && !at_ret) {
     // After the refire check: a re-entry after morestack is not another call.
@@ -379,7 +381,7 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
   Held& held = held_[goid];
   ++held.open;
   Pending& pend = pending_[key];
-  pend = {role.func, ts, tid, held.ns, false, rejected, bits, std::nullopt};
+  pend = {role.func, ts, tid, held.ns, false, rejected, bits, std::nullopt, vals};
   if (rejected || opts_.mode == Mode::Count || opts_.mode == Mode::Latency) return;
   // A call whose condition is decided at the return takes its --rate token there.
   if (!at_ret && !rate_allows(role.func, ts)) {
@@ -427,7 +429,8 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
   const uint64_t own = wall > held_ns ? wall - held_ns : 0;
   if (at_ret) {
     RegState crs = reg_state(r, tid, fs.needs_xmm, sp);
-    cond::EvalEnv env{&crs, &proc_->mem(), goid, own, bias_, entry->cond_bits};
+    cond::EvalEnv env{&crs, &proc_->mem(), goid, own, bias_, entry->cond_bits, dec_.get()};
+    std::copy(entry->cond_vals.begin(), entry->cond_vals.end(), env.vals);
     if (!cond::run(cond->funcs[role.func].prog, true, env)) return;
     {
       std::lock_guard<std::mutex> lock(fstate_mu_);

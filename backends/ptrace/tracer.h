@@ -5,6 +5,7 @@
 
 #include <sys/user.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "core/events/goroutine_events.h"
 #include "core/events/latency.h"
 #include "core/events/rate_limit.h"
+#include "gotap_cond.h"
 
 namespace gotap::ptrace {
 
@@ -58,6 +60,7 @@ class Tracer {
     bool rejected = false;
     uint64_t cond_bits = 0;
     std::optional<nlohmann::json> waiting_entry;
+    std::array<uint64_t, GOTAP_COND_VALS> cond_vals{};  // arguments compared with results
   };
   // The time gotap held a goroutine stopped at its probe hits, for the goroutines with a
   // call open: a return's duration leaves out what was held since its entry.

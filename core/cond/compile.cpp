@@ -153,12 +153,23 @@ class Compiler {
         case GOTAP_COP_GOID:
         case GOTAP_COP_DURATION:
         case GOTAP_COP_BIT:
+        case GOTAP_COP_LOAD:
           ++d;
           break;
         case GOTAP_COP_CMP:
         case GOTAP_COP_AND:
         case GOTAP_COP_OR:
         case GOTAP_COP_STR:
+        case GOTAP_COP_MAP_INDEX:
+          --d;
+          break;
+        case GOTAP_COP_INDEX:
+          d -= 2;
+          break;
+        case GOTAP_COP_STR2:
+          d -= 3;
+          break;
+        case GOTAP_COP_SAVE:
           --d;
           break;
         case GOTAP_COP_SETBIT:
@@ -200,11 +211,30 @@ class Compiler {
     return r;
   }
 
+  // Whether n reads an argument (which the return cannot: its registers are reused).
+  bool has_arg(const Node& n) const {
+    if (n.kind == NodeKind::Name) {
+      const ParamLoc* p = param(n.text);
+      return p && !p->is_result;
+    }
+    for (const auto& k : n.kids)
+      if (has_arg(*k)) return true;
+    return false;
+  }
+
+  // The first argument name inside n.
+  const Node* arg_name(const Node& n) const {
+    if (n.kind == NodeKind::Name && has_arg(n)) return &n;
+    for (const auto& k : n.kids)
+      if (const Node* f = arg_name(*k)) return f;
+    return nullptr;
+  }
+
   // Split: argument-only boolean parts run at the entry and leave a bit for the return.
   void split(const Node& n, Code& entry, Code& ret) {
     if (!ok()) return;
     if (!has_ret(n)) {
-      if (nbits_ >= 64) {
+      if (nbits_ >= 64 - GOTAP_COND_VALS) {
         error(n.pos, "too many parts for one condition");
         return;
       }
@@ -226,15 +256,22 @@ class Compiler {
         ret.push_back(insn(GOTAP_COP_NOT));
         return;
       default:
-        if (n.kind == NodeKind::Compare && has_ret(*n.kids[0]) != has_ret(*n.kids[1]) &&
-            !is_literal(*n.kids[0]) && !is_literal(*n.kids[1])) {
-          error(n.pos,
-                "a comparison of an argument with a result or the duration is not "
-                "supported; compare each with a constant");
-          return;
+        // An operand of a result may not read arguments; an argument operand compared with a
+        // result is read at the entry and kept for the return (GOTAP_COP_SAVE).
+        for (const auto& k : n.kids) {
+          if (n.kind == NodeKind::Compare && !has_ret(*k)) continue;
+          if (has_arg(*k)) {
+            const Node* a = arg_name(*k);
+            error(a->pos, fmt::format("{} is an argument inside an expression of a result; "
+                                      "compare them apart",
+                                      a->text));
+            return;
+          }
         }
         in_ret_ = true;
+        entry_ = &entry;
         boolean(n, ret);
+        entry_ = nullptr;
         in_ret_ = false;
         return;
     }
@@ -345,6 +382,23 @@ class Compiler {
     load(o, 0, size, o.num == Num::Signed, c, pos);
   }
 
+  // push_scalar, except that an argument's value compared at the return is read at the entry
+  // and kept (GOTAP_COP_SAVE, GOTAP_COP_LOAD).
+  void push_side(const Operand& o, const Node& side, Code& c, size_t pos) {
+    if (!in_ret_ || !entry_ || has_ret(side)) {
+      push_scalar(o, c, pos);
+      return;
+    }
+    if (nvals_ >= GOTAP_COND_VALS) {
+      error(pos, fmt::format("at most {} arguments can be compared with results", GOTAP_COND_VALS));
+      return;
+    }
+    const uint8_t slot = static_cast<uint8_t>(nvals_++);
+    push_scalar(o, *entry_, pos);
+    entry_->push_back(insn(GOTAP_COP_SAVE, slot));
+    c.push_back(insn(GOTAP_COP_LOAD, slot));
+  }
+
   // Pushes the `size` bytes at offset `off` of o.
   void load(const Operand& o, uint64_t off, uint32_t size, bool sign, Code& c, size_t pos) {
     uint8_t ext = sign ? GOTAP_CDF_SIGNED : 0;
@@ -453,8 +507,7 @@ class Compiler {
         return o;
       }
       case NodeKind::Index:
-        error(n.pos, "indexing (m[k], s[i]) is not supported in conditions");
-        return std::nullopt;
+        return index(n, c);
       case NodeKind::Call: {
         if (n.text == "len") return len_of(n, c);
         if (n.text == "hasPrefix" || n.text == "contains") {
@@ -478,6 +531,98 @@ class Compiler {
         error(n.pos, "expected a name, a field or len(..) here");
         return std::nullopt;
     }
+  }
+
+  // s[i] and m[k], ptrace only: the element's address is computed (a bounded index, a map
+  // walked in user space) and what follows reads memory there. Out of range or absent: the
+  // address is an invalid word, so that a comparison of it is false.
+  std::optional<Operand> index(const Node& n, Code& c) {
+    auto o = operand(*n.kids[0], c);
+    if (!o) return std::nullopt;
+    const Node& k = *n.kids[1];
+    const GoType* elem = o->type ? bin_.types->get(o->type->elem) : nullptr;
+    const bool is_map = o->type && o->type->kind == GoKind::Map;
+    if (!o->type || !(o->num == Num::Slice || is_map || o->type->kind == GoKind::Array)) {
+      error(n.kids[0]->pos, fmt::format("{} is {}: only slices, arrays and maps can be indexed",
+                                        o->spelled, type_name(*o)));
+      return std::nullopt;
+    }
+    if (!elem) {
+      error(n.pos, fmt::format("{}: the type of its elements is not known", o->spelled));
+      return std::nullopt;
+    }
+    Operand m;
+    m.kind = Operand::Mem;
+    m.type = elem;
+    m.num = num_of(elem);
+    if (is_map) {
+      if (!map_key(*o, k, n, m)) return std::nullopt;
+      ebpf_cannot(n.kids[0]->pos, fmt::format("{}[..] looks up a map", o->spelled));
+      return m;
+    }
+    if (o->type->kind == GoKind::Array) {
+      if (k.kind != NodeKind::Int || k.neg || k.u >= static_cast<uint64_t>(o->type->count)) {
+        error(k.pos, fmt::format("{} is {}: index it with a constant from 0 to {}", o->spelled,
+                                 o->type->name, o->type->count - 1));
+        return std::nullopt;
+      }
+      (o->kind == Operand::Mem ? o->moff : o->voff) += k.u * elem->size;
+      o->type = elem;
+      o->num = m.num;
+      o->spelled += fmt::format("[{}]", k.u);
+      return o;
+    }
+    load(*o, 0, 8, false, m.base, n.pos);  // the slice's data
+    load(*o, 8, 8, true, m.base, n.pos);   // its length
+    if (k.kind == NodeKind::Int) {
+      m.base.push_back(insn(GOTAP_COP_CONST, 0, 0, 0, 0,
+                            k.neg ? static_cast<uint64_t>(-static_cast<int64_t>(k.u)) : k.u));
+      m.spelled = fmt::format("{}[{}{}]", o->spelled, k.neg ? "-" : "", k.u);
+    } else {
+      auto i = operand(k, c);
+      if (!i) return std::nullopt;
+      if (i->num != Num::Signed && i->num != Num::Unsigned) {
+        error(k.pos, fmt::format("{} is {}: an index is an integer", i->spelled, type_name(*i)));
+        return std::nullopt;
+      }
+      push_scalar(*i, m.base, k.pos);
+      m.spelled = fmt::format("{}[{}]", o->spelled, i->spelled);
+    }
+    m.base.push_back(insn(GOTAP_COP_INDEX, 0, 0, 0, 0, elem->size));
+    ebpf_cannot(n.kids[0]->pos, fmt::format("{}[..] indexes a slice", o->spelled));
+    return m;
+  }
+
+  // m[k]: the code that pushes the element's address, into m.base.
+  bool map_key(const Operand& o, const Node& k, const Node& n, Operand& m) {
+    const GoType* kt = bin_.types->get(o.type->key);
+    const Num kn = num_of(kt);
+    std::string bytes;
+    uint8_t is_string = 0;
+    if (kn == Num::String && k.kind == NodeKind::String) {
+      bytes = k.text;
+      is_string = 1;
+      m.spelled = fmt::format("{}[\"{}\"]", o.spelled, k.text);
+    } else if ((kn == Num::Signed || kn == Num::Unsigned) && k.kind == NodeKind::Int &&
+               !(k.neg && kn == Num::Unsigned) && kt->size >= 1 && kt->size <= 8) {
+      const uint64_t v = k.neg ? static_cast<uint64_t>(-static_cast<int64_t>(k.u)) : k.u;
+      bytes.assign(reinterpret_cast<const char*>(&v), kt->size);  // little-endian
+      m.spelled = fmt::format("{}[{}{}]", o.spelled, k.neg ? "-" : "", k.u);
+    } else {
+      error(k.pos, fmt::format("{} is {}: index it with a{} literal", o.spelled, o.type->name,
+                               kn == Num::String ? " string" : "n integer"));
+      return false;
+    }
+    if (bytes.size() > GOTAP_COND_MAX_LIT || pool_.size() + bytes.size() > GOTAP_COND_POOL) {
+      error(k.pos, fmt::format("map key longer than {} bytes", GOTAP_COND_MAX_LIT));
+      return false;
+    }
+    push_scalar(o, m.base, n.pos);
+    m.base.push_back(insn(GOTAP_COP_CONST, 0, 0, 0, 0, o.type->id));
+    m.base.push_back(insn(GOTAP_COP_MAP_INDEX, is_string, static_cast<uint8_t>(bytes.size()), 0,
+                          static_cast<int32_t>(pool_.size())));
+    pool_ += bytes;
+    return true;
   }
 
   std::optional<Operand> len_of(const Node& n, Code& c) {
@@ -553,15 +698,33 @@ class Compiler {
       return;
     }
     if (o->num == Num::String) {
-      if (r->kind != NodeKind::String) {
-        error(r->pos, fmt::format("{} is a string: compare it with a string literal", o->spelled));
-        return;
-      }
       if (!eq) {
         error(n.pos, "strings compare with == and != (and hasPrefix, contains)");
         return;
       }
-      string_compare(*o, r->text, GOTAP_CS_EQ, c, r->pos);
+      if (r->kind == NodeKind::String) {
+        string_compare(*o, r->text, GOTAP_CS_EQ, c, r->pos);
+      } else if (is_literal(*r)) {
+        error(r->pos, fmt::format("{} is a string: compare it with a string", o->spelled));
+        return;
+      } else {
+        auto other = operand(*r, c);
+        if (!other) return;
+        if (other->num != Num::String) {
+          error(r->pos, fmt::format("cannot compare {} (string) with {} ({})", o->spelled,
+                                    other->spelled, type_name(*other)));
+          return;
+        }
+        if (in_ret_ && has_ret(*l) != has_ret(*r)) {
+          error(n.pos, "a string argument compared with a string result is not supported");
+          return;
+        }
+        load(*o, 0, 8, false, c, l->pos);
+        load(*o, 8, 8, true, c, l->pos);
+        load(*other, 0, 8, false, c, r->pos);
+        load(*other, 8, 8, true, c, r->pos);
+        c.push_back(insn(GOTAP_COP_STR2));
+      }
       if (n.text == "!=") c.push_back(insn(GOTAP_COP_NOT));
       return;
     }
@@ -653,9 +816,9 @@ class Compiler {
                                   o->spelled, type_name(*o)));
         return;
     }
-    push_scalar(*o, c, l->pos);
+    push_side(*o, *l, c, l->pos);
     if (other)
-      push_scalar(*other, c, r->pos);
+      push_side(*other, *r, c, r->pos);
     else
       c.push_back(insn(GOTAP_COP_CONST, 0, 0, 0, 0, imm));
     c.push_back(insn(GOTAP_COP_CMP, cmp_code(n.text, swap), 0, num));
@@ -714,7 +877,9 @@ class Compiler {
   CompileStatus status_ = CompileStatus::Ok;
   std::string pool_;
   int nbits_ = 0;
+  int nvals_ = 0;
   bool in_ret_ = false;
+  Code* entry_ = nullptr;  // the entry program, while compiling a part decided at the return
   bool goid_entry_ = false;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 namespace gotap::cond {
@@ -18,28 +19,14 @@ uint64_t ext(uint64_t v, unsigned size, bool sign) {
 
 template <typename T>
 bool ordered(uint8_t op, T x, T y) {
-  switch (op) {
-    case GOTAP_CC_EQ:
-      return x == y;
-    case GOTAP_CC_NE:
-      return x != y;
-    case GOTAP_CC_LT:
-      return x < y;
-    case GOTAP_CC_LE:
-      return x <= y;
-    case GOTAP_CC_GT:
-      return x > y;
-    default:
-      return x >= y;
-  }
+  return gotap_cond_decide(op, x<y, x == y, x> y);
 }
 
 bool compare(uint8_t op, uint8_t num, uint64_t x, uint64_t y) {
   switch (num) {
     case GOTAP_CN_SIGNED:
-      return ordered(op, static_cast<int64_t>(x), static_cast<int64_t>(y));
     case GOTAP_CN_UNSIGNED:
-      return ordered(op, x, y);
+      return gotap_cond_cmp_int(op, num, x, y);
     case GOTAP_CN_F64: {
       double a, b;
       std::memcpy(&a, &x, 8);
@@ -54,6 +41,15 @@ bool compare(uint8_t op, uint8_t num, uint64_t x, uint64_t y) {
       return ordered(op, a, b);
     }
   }
+}
+
+// a == b of two strings of length len: 1, 0, or -1 when unknown (as bpf/cond_vm.h decides).
+int equal_strings(MemoryReader& mem, uint64_t p1, uint64_t p2, uint64_t len) {
+  if (len > GOTAP_COND_STR2_MAX) return -1;
+  char a[GOTAP_COND_STR2_MAX], b[GOTAP_COND_STR2_MAX];
+  if (len == 0) return 1;
+  if (!mem.read(p1, a, len) || !mem.read(p2, b, len)) return -1;
+  return std::memcmp(a, b, len) == 0;
 }
 
 }  // namespace
@@ -167,6 +163,59 @@ bool run(const gotap_cond& p, bool at_ret, EvalEnv& env) {
       case GOTAP_COP_BIT:
         push(in.a < 64 ? (env.bits >> in.a) & 1 : 0, true);
         break;
+      case GOTAP_COP_STR2: {
+        uint64_t l2 = 0, p2 = 0, l1 = 0, p1 = 0;
+        bool v = pop(&l2);
+        v = pop(&p2) && v;
+        v = pop(&l1) && v;
+        v = pop(&p1) && v;
+        if (!v) {
+          push(0, false);
+        } else if (l1 != l2) {
+          push(0, true);
+        } else {
+          int eq = equal_strings(*env.mem, p1, p2, l1);
+          push(eq == 1, eq >= 0);
+        }
+        break;
+      }
+      case GOTAP_COP_SAVE: {
+        const unsigned a = in.a & (GOTAP_COND_VALS - 1);
+        bool v = pop(&x);
+        env.vals[a] = x;
+        if (v)
+          env.bits |= 1ull << GOTAP_COND_VAL_BIT(a);
+        else
+          env.bits &= ~(1ull << GOTAP_COND_VAL_BIT(a));
+        break;
+      }
+      case GOTAP_COP_LOAD: {
+        const unsigned a = in.a & (GOTAP_COND_VALS - 1);
+        push(env.vals[a], (env.bits >> GOTAP_COND_VAL_BIT(a)) & 1);
+        break;
+      }
+      case GOTAP_COP_INDEX: {
+        uint64_t i = 0, len = 0, ptr = 0;
+        bool v = pop(&i);
+        v = pop(&len) && v;
+        v = pop(&ptr) && v;
+        const int64_t si = static_cast<int64_t>(i);
+        v = v && si >= 0 && si < static_cast<int64_t>(len);
+        push(v ? ptr + i * in.imm : 0, v);
+        break;
+      }
+      case GOTAP_COP_MAP_INDEX: {
+        uint64_t type = 0, map = 0;
+        pop(&type);
+        bool v = pop(&map);
+        const unsigned n = std::min<unsigned>(in.b, GOTAP_COND_MAX_LIT);
+        const unsigned at = std::min<unsigned>(static_cast<unsigned>(in.off), GOTAP_COND_POOL - n);
+        std::string_view key(reinterpret_cast<const char*>(p.pool) + at, n);
+        std::optional<uint64_t> elem;
+        if (v && map && env.dec) elem = env.dec->map_find(type, map, in.a == 1, key);
+        push(elem.value_or(0), elem.has_value());
+        break;
+      }
       case GOTAP_COP_ITAB_TYPE:
         if (top > 0 && ok[top - 1] && st[top - 1]) {
           uint64_t t = 0;

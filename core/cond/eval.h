@@ -15,8 +15,10 @@ struct EvalEnv {
   MemoryReader* mem = nullptr;
   int64_t goid = 0;
   uint64_t duration_ns = 0;
-  uint64_t bias = 0;  // load bias: type descriptors' addresses in the process
-  uint64_t bits = 0;  // the entry's parts: set by the entry program, read by the return's
+  uint64_t bias = 0;            // load bias: type descriptors' addresses in the process
+  uint64_t bits = 0;            // the entry's parts: set by the entry program, read by the return's
+  ValueDecoder* dec = nullptr;  // m[k]: walks the map (none: m[k] is never found)
+  uint64_t vals[GOTAP_COND_VALS] = {};  // arguments kept for the return (GOTAP_COP_SAVE)
 };
 
 // Runs the entry program (at_ret false) or the return program; the top of the stack is the

@@ -438,8 +438,8 @@ json ValueDecoder::iface_value(uint64_t w0, uint64_t data, bool eface, int depth
   return out;
 }
 
-json ValueDecoder::map_value(const TInfo& t, uint64_t h, int depth) {
-  json out = json::object();
+bool ValueDecoder::map_slots(const TInfo& t, uint64_t h,
+                             const std::function<bool(uint64_t, uint64_t)>& each) {
   std::optional<RType> r;
   if (t.rtype) r = read_rtype(mem_, env_.rt, t.rtype);
   const TInfo& k = info(t.key);
@@ -483,22 +483,15 @@ json ValueDecoder::map_value(const TInfo& t, uint64_t h, int depth) {
     }
   }
   uint8_t hdr[40];
-  if (!mem_.read(h, hdr, sizeof hdr)) return json{{"addr", hexaddr(h)}, {"unreadable", true}};
-  uint64_t count = word(hdr, sizeof hdr, 0);
-  out["len"] = count;
-  json entries = json::array();
-  bool follow = depth < lim_.max_depth && k.valid && v.valid;
-  auto add_entry = [&](uint64_t kaddr, uint64_t vaddr) {
+  if (!mem_.read(h, hdr, sizeof hdr)) return false;
+  bool more = true;
+  auto slot = [&](uint64_t kaddr, uint64_t vaddr) {
     if (ind_k) kaddr = mem_.u64(kaddr).value_or(0);
     if (ind_v) vaddr = mem_.u64(vaddr).value_or(0);
-    entries.push_back(
-        json::array({value_at(t.key, kaddr, depth + 1), value_at(t.elem, vaddr, depth + 1)}));
-  };
-  auto full = [&]() {
-    return entries.size() >= static_cast<size_t>(lim_.max_elems) || budget_ <= 0;
+    more = each(kaddr, vaddr);
   };
   uint64_t visited = 0;
-  if (follow && swiss) {
+  if (swiss) {
     uint64_t dir = word(hdr, sizeof hdr, 16);
     int64_t dirlen = static_cast<int64_t>(word(hdr, sizeof hdr, 24));
     std::vector<std::pair<uint64_t, uint64_t>> groups;  // (data, count)
@@ -516,29 +509,29 @@ json ValueDecoder::map_value(const TInfo& t, uint64_t h, int depth) {
       }
     }
     for (auto [data, n] : groups) {
-      for (uint64_t gi = 0; gi < n && !full() && visited++ < kMaxMapGroups; ++gi) {
+      for (uint64_t gi = 0; gi < n && more && visited++ < kMaxMapGroups; ++gi) {
         uint64_t ga = data + gi * group;
         auto ctrl = mem_.u64(ga);
         if (!ctrl) break;
-        for (int i = 0; i < 8 && !full(); ++i) {
+        for (int i = 0; i < 8 && more; ++i) {
           if ((*ctrl >> (8 * i)) & 0x80) continue;
-          add_entry(ga + keys_off + i * key_stride, ga + elems_off + i * elem_stride);
+          slot(ga + keys_off + i * key_stride, ga + elems_off + i * elem_stride);
         }
       }
     }
-  } else if (follow) {
+  } else {
     uint8_t flags = hdr[8], b = hdr[9];
     uint64_t buckets = word(hdr, sizeof hdr, 16), old = word(hdr, sizeof hdr, 24);
     auto walk = [&](uint64_t base, uint64_t nb, bool is_old) {
-      for (uint64_t bi = 0; bi < nb && !full(); ++bi) {
+      for (uint64_t bi = 0; bi < nb && more; ++bi) {
         uint64_t ba = base + bi * bucket;
-        for (int chain = 0; ba && chain < 1024 && !full() && visited++ < kMaxMapGroups; ++chain) {
+        for (int chain = 0; ba && chain < 1024 && more && visited++ < kMaxMapGroups; ++chain) {
           uint8_t top[8];
           if (!mem_.read(ba, top, 8)) break;
           if (is_old && chain == 0 && top[0] >= 2 && top[0] <= 4) break;  // evacuated
-          for (int i = 0; i < 8 && !full(); ++i) {
+          for (int i = 0; i < 8 && more; ++i) {
             if (top[i] < 5) continue;
-            add_entry(ba + 8 + i * ks, ba + 8 + 8 * ks + i * vs);
+            slot(ba + 8 + i * ks, ba + 8 + 8 * ks + i * vs);
           }
           ba = mem_.u64(ba + bucket - 8).value_or(0);
         }
@@ -549,9 +542,53 @@ json ValueDecoder::map_value(const TInfo& t, uint64_t h, int depth) {
       walk(old, (flags & 8) ? uint64_t(1) << b : uint64_t(1) << (b - 1), true);
     if (old && b == 0 && (flags & 8)) walk(old, 1, true);
   }
+  return true;
+}
+
+json ValueDecoder::map_value(const TInfo& t, uint64_t h, int depth) {
+  json out = json::object();
+  uint8_t hdr[40];
+  if (!mem_.read(h, hdr, sizeof hdr)) return json{{"addr", hexaddr(h)}, {"unreadable", true}};
+  const uint64_t count = word(hdr, sizeof hdr, 0);
+  out["len"] = count;
+  json entries = json::array();
+  auto full = [&]() {
+    return entries.size() >= static_cast<size_t>(lim_.max_elems) || budget_ <= 0;
+  };
+  if (depth < lim_.max_depth && info(t.key).valid && info(t.elem).valid) {
+    map_slots(t, h, [&](uint64_t kaddr, uint64_t vaddr) {
+      if (full()) return false;
+      entries.push_back(
+          json::array({value_at(t.key, kaddr, depth + 1), value_at(t.elem, vaddr, depth + 1)}));
+      return !full();
+    });
+  }
   out["entries"] = std::move(entries);
   if (out["entries"].size() < count) out["truncated"] = true;
   return out;
+}
+
+std::optional<uint64_t> ValueDecoder::map_find(TypeId map_type, uint64_t h, bool string_key,
+                                               std::string_view key) {
+  const TInfo& t = info(map_type);
+  if (!t.valid || t.kind != GoKind::Map || !info(t.key).valid) return std::nullopt;
+  std::optional<uint64_t> found;
+  std::string buf;
+  map_slots(t, h, [&](uint64_t kaddr, uint64_t vaddr) {
+    if (string_key) {
+      uint64_t hdr[2];
+      if (!mem_.read(kaddr, hdr, sizeof hdr) || hdr[1] != key.size()) return true;
+      buf.resize(key.size());
+      if (!key.empty() && !mem_.read(hdr[0], buf.data(), key.size())) return true;
+    } else {
+      buf.resize(key.size());
+      if (!mem_.read(kaddr, buf.data(), key.size())) return true;
+    }
+    if (buf != key) return true;
+    found = vaddr;
+    return false;
+  });
+  return found;
 }
 
 json ValueDecoder::value(uint64_t ref, const uint8_t* p, size_t n, int depth) {

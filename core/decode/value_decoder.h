@@ -71,6 +71,12 @@ class ValueDecoder {
   // A whole parameter: {"name","type","value"}.
   nlohmann::json decode_param(const ParamLoc& p, const RegState& regs);
 
+  // The address of the element of the map at `hmap` (DWARF type `map_type`) whose key is
+  // `key`: a string key's bytes, else the key's own bytes; nullopt when absent or unreadable.
+  // The whole map is searched (bounded as decoding is), not only the entries shown.
+  std::optional<uint64_t> map_find(TypeId map_type, uint64_t hmap, bool string_key,
+                                   std::string_view key);
+
   // The dynamic type name of a descriptor, or "".
   std::string type_name_of_rtype(uint64_t rtype_addr);
 
@@ -103,6 +109,10 @@ class ValueDecoder {
   nlohmann::json string_value(uint64_t ptr, int64_t len);
   nlohmann::json slice_value(uint64_t elem, uint64_t ptr, int64_t len, int64_t cap, int depth);
   nlohmann::json map_value(const TInfo& t, uint64_t hmap, int depth);
+  // Calls each(key address, element address) per entry of the map until it returns false;
+  // false when the map's header is unreadable.
+  bool map_slots(const TInfo& t, uint64_t hmap,
+                 const std::function<bool(uint64_t, uint64_t)>& each);
   nlohmann::json iface_value(uint64_t w0, uint64_t data, bool eface, int depth);
   nlohmann::json func_value(uint64_t funcval);
   // []byte and [N]byte: the bytes read (at most max_str) as hex, with len (and cap).

@@ -9,6 +9,8 @@
 #include "core/cond/condition.h"
 #include "core/cond/eval.h"
 #include "core/cond/parser.h"
+#include "core/decode/value_decoder.h"
+#include "tests/unit/cond_plan.h"
 
 namespace gotap::cond {
 namespace {
@@ -29,70 +31,8 @@ struct FakeMemory : MemoryReader {
   }
 };
 
-ParamLoc param(const char* name, const char* type, TypeId id, uint64_t size, bool result,
-               std::vector<uint8_t> regs) {
-  ParamLoc p;
-  p.name = name;
-  p.type_name = type;
-  p.type = id;
-  p.size = size;
-  p.is_result = result;
-  uint32_t at = 0;
-  for (uint8_t r : regs) {
-    LocPiece pc;
-    pc.kind = LocPiece::IntReg;
-    pc.reg = r;
-    pc.value_offset = at;
-    pc.size = 8;
-    p.loc.pieces.push_back(pc);
-    at += 8;
-  }
-  return p;
-}
-
 class Cond : public ::testing::Test {
  protected:
-  void SetUp() override {
-    auto add = [&](TypeId id, const char* name, GoKind k, uint64_t size) {
-      GoType t;
-      t.id = id;
-      t.name = name;
-      t.kind = k;
-      t.size = size;
-      return &types.add(t);
-    };
-    add(1, "int", GoKind::Int, 8);
-    add(2, "string", GoKind::String, 16);
-    GoType* st = add(3, "main.Order", GoKind::Struct, 24);
-    st->fields = {{"ID", 1, 0, false}, {"Customer", 2, 8, false}};
-    add(4, "*main.Order", GoKind::Ptr, 8)->elem = 3;
-    GoType* e = add(5, "error", GoKind::Interface, 16);
-    e->fields = {{"tab", 4, 0, false}, {"data", 4, 8, false}};
-    add(6, "*io/fs.PathError", GoKind::Ptr, 8)->runtime_type = 0x100;
-    add(7, "float64", GoKind::Float64, 8);
-    add(8, "int32", GoKind::Int32, 4);
-    types.index();
-    FuncPlan f;
-    f.name = "main.handle";
-    f.args = {param("n", "int", 1, 8, false, {0}), param("s", "string", 2, 16, false, {1, 2}),
-              param("o", "*main.Order", 4, 8, false, {3}), param("k", "int32", 8, 4, false, {4})};
-    f.results = {param("~r0", "error", 5, 16, true, {0, 1})};
-    plan.funcs.push_back(f);
-    FuncPlan g;
-    g.name = "main.other";
-    g.args = {param("n", "int", 1, 8, false, {0})};
-    ParamLoc x = param("x", "float64", 7, 8, false, {});
-    LocPiece xp;
-    xp.kind = LocPiece::FloatReg;
-    xp.reg = 0;
-    xp.size = 8;
-    x.loc.pieces.push_back(xp);
-    g.args.push_back(x);
-    plan.funcs.push_back(g);
-    plan.binary_view.types = &types;
-    plan.binary_view.rt.types = 0x400000;
-  }
-
   Result<Condition> build(const std::string& expr) {
     ConditionSpec spec;
     spec.expr = expr;
@@ -105,7 +45,8 @@ class Cond : public ::testing::Test {
     EXPECT_TRUE(c) << (c ? "" : c.error().what());
     if (!c) return false;
     const gotap_cond& p = c->funcs[func].prog;
-    EvalEnv env{&entry_regs, &mem, 7, duration, 0, 0};
+    ValueDecoder dec(mem, DecodeEnv{&fake.types, {}, {}}, DecodeLimits{});
+    EvalEnv env{&entry_regs, &mem, 7, duration, 0, 0, &dec};
     bool r = run(p, false, env);
     if (!(p.flags & GOTAP_COND_AT_RET)) return r;
     env.regs = &ret_regs;
@@ -117,8 +58,8 @@ class Cond : public ::testing::Test {
     return c ? "" : c.error().what();
   }
 
-  TypeGraph types;
-  ProbePlan plan;
+  gotap::testing::CondPlan fake;
+  ProbePlan& plan = fake.plan;
   FakeMemory mem;
   RegState entry_regs, ret_regs;
   uint64_t duration = 0;
@@ -254,6 +195,153 @@ TEST_F(Cond, Shorthands) {
   EXPECT_EQ(ns, 250'000u);
   EXPECT_FALSE(parse_duration("10", &ns));
   EXPECT_FALSE(parse_duration("ms", &ns));
+}
+
+TEST_F(Cond, IndexingSlicesArraysAndMapsOnPtrace) {
+  const int64_t xs[3] = {10, 20, 30};
+  mem.put(0x5000, xs, sizeof xs);
+  entry_regs.gp[5] = 0x5000;
+  entry_regs.gp[6] = 3;
+  entry_regs.gp[7] = 3;
+  entry_regs.gp[0] = 1;  // n
+  EXPECT_TRUE(eval("xs[0] == 10 && xs[2] == 30"));
+  EXPECT_TRUE(eval("xs[n] == 20"));
+  // Out of range is false, whichever way the comparison goes.
+  EXPECT_FALSE(eval("xs[3] == 0"));
+  EXPECT_FALSE(eval("xs[3] != 0"));
+  EXPECT_FALSE(eval("xs[-1] != 0"));
+  entry_regs.gp[0] = 7;
+  EXPECT_FALSE(eval("xs[n] != 0"));
+  // An array on the stack, by a constant index: an offset, which eBPF reads too.
+  const int64_t a[3] = {4, 5, 6};
+  entry_regs.sp = 0x7000;
+  mem.put(0x7000 + 24, a, sizeof a);
+  EXPECT_TRUE(eval("a[1] == 5 && a[2] == 6"));
+  auto arr = build("a[1] == 5");
+  ASSERT_TRUE(arr) << arr.error().what();
+  EXPECT_EQ(arr->ebpf_problem, "");
+  EXPECT_NE(
+      error_of("a[3] == 1").find("column 3: a is [3]int: index it with a constant from 0 to 2"),
+      std::string::npos)
+      << error_of("a[3] == 1");
+  // A map (the bucket layout of Go before 1.24): one bucket, two keys.
+  struct {
+    uint64_t count;
+    uint8_t flags, b;
+    uint16_t noverflow;
+    uint32_t hash0;
+    uint64_t buckets, old, nevacuate;
+  } hmap{2, 0, 0, 0, 0, 0x8100, 0, 0};
+  static_assert(sizeof hmap == 40);
+  mem.put(0x8000, &hmap, sizeof hmap);
+  uint8_t bucket[208] = {};
+  bucket[0] = bucket[1] = 9;  // tophash: both slots full
+  const uint64_t keys[4] = {0x8300, 4, 0x8310, 3};
+  std::memcpy(bucket + 8, keys, sizeof keys);
+  const int64_t vals[2] = {42, 43};
+  std::memcpy(bucket + 8 + 8 * 16, vals, sizeof vals);
+  mem.put(0x8100, bucket, sizeof bucket);
+  mem.put(0x8300, "acme", 4);
+  mem.put(0x8310, "bob", 3);
+  entry_regs.gp[8] = 0x8000;
+  EXPECT_TRUE(eval("m[\"acme\"] == 42"));
+  EXPECT_TRUE(eval("m[\"bob\"] > 42"));
+  EXPECT_FALSE(eval("m[\"zed\"] == 0"));
+  EXPECT_FALSE(eval("m[\"zed\"] != 0"));
+  EXPECT_FALSE(eval("m[\"acm\"] == 42"));
+  entry_regs.gp[8] = 0;  // a nil map has no keys
+  EXPECT_FALSE(eval("m[\"acme\"] == 42"));
+  // eBPF evaluates neither: an error naming the part, before anything runs.
+  auto c = build("n == 1 || xs[0] == 10");
+  ASSERT_TRUE(c) << c.error().what();
+  EXPECT_NE(c->ebpf_problem.find("column 11: xs[..] indexes a slice, which eBPF cannot read; use "
+                                 "--backend=ptrace"),
+            std::string::npos)
+      << c->ebpf_problem;
+  c = build("m[\"acme\"] == 1");
+  ASSERT_TRUE(c) << c.error().what();
+  EXPECT_NE(c->ebpf_problem.find("column 1: m[..] looks up a map"), std::string::npos)
+      << c->ebpf_problem;
+  EXPECT_NE(error_of("n[0] == 1").find("n is int: only slices, arrays and maps can be indexed"),
+            std::string::npos);
+  EXPECT_NE(error_of("m[1] == 1").find("column 3: m is map[string]int: index it with a string"),
+            std::string::npos)
+      << error_of("m[1] == 1");
+}
+
+TEST_F(Cond, FloatParametersAndResults) {
+  const float y = 1.5f;
+  std::memcpy(&entry_regs.xmm[1], &y, 4);
+  const double x = -2.0;
+  std::memcpy(&entry_regs.xmm[0], &x, 8);
+  EXPECT_TRUE(eval("y > 1 && y < 1.6 && y == 1.5", 1));
+  EXPECT_TRUE(eval("x < -1.5 && x == -2", 1));
+  EXPECT_FALSE(eval("x > 0", 1));
+  const double r2 = 0.25;
+  std::memcpy(&ret_regs.xmm[0], &r2, 8);
+  EXPECT_TRUE(eval("~r2 < 0.5 && ~r2 > 0"));
+  auto c = build("~r2 > 0");
+  ASSERT_TRUE(c) << c.error().what();
+  EXPECT_TRUE(c->at_ret(0));
+  EXPECT_NE(c->ebpf_problem.find("column 1: ~r2 is a float"), std::string::npos) << c->ebpf_problem;
+  EXPECT_NE(error_of("x == y").find("cannot compare x (float64) with y"), std::string::npos)
+      << error_of("x == y");
+  EXPECT_NE(error_of("x == \"1\"").find("compare it with a number"), std::string::npos);
+}
+
+TEST_F(Cond, TwoOperandComparisons) {
+  mem.put(0x1000, "hello", 5);
+  mem.put(0x1100, "hello", 5);
+  mem.put(0x1200, "hellp", 5);
+  entry_regs.gp[0] = 5;  // n
+  entry_regs.gp[1] = 0x1000;
+  entry_regs.gp[2] = 5;
+  entry_regs.sp = 0x7000;
+  const uint64_t t[2] = {0x1100, 5};
+  mem.put(0x7008, t, sizeof t);
+  EXPECT_TRUE(eval("s == t"));
+  EXPECT_FALSE(eval("s != t"));
+  EXPECT_TRUE(eval("len(s) == n && len(t) <= n"));
+  const uint64_t t2[2] = {0x1200, 5};
+  mem.put(0x7008, t2, sizeof t2);
+  EXPECT_FALSE(eval("s == t"));
+  EXPECT_TRUE(eval("s != t"));
+  // Strings past the bound: unknown, so false both ways, as in the kernel.
+  std::string long_s(200, 'z');
+  mem.put(0x3000, long_s.data(), long_s.size());
+  entry_regs.gp[1] = 0x3000;
+  entry_regs.gp[2] = long_s.size();
+  const uint64_t t3[2] = {0x3000, long_s.size()};
+  mem.put(0x7008, t3, sizeof t3);
+  EXPECT_FALSE(eval("s == t"));
+  EXPECT_FALSE(eval("s != t"));
+  // A result against an argument: the argument is read at the entry and kept.
+  ret_regs.gp[2] = 6;   // ~r1
+  ret_regs.gp[0] = 99;  // the register n was in, reused by then
+  EXPECT_TRUE(eval("~r1 > n"));
+  EXPECT_FALSE(eval("~r1 == n"));
+  EXPECT_TRUE(eval("n < ~r1 && n == 5"));
+  auto c = build("~r1 > n");
+  ASSERT_TRUE(c) << c.error().what();
+  EXPECT_TRUE(c->at_ret(0));
+  EXPECT_EQ(c->ebpf_problem, "");
+  // Type mismatches point at the operand.
+  EXPECT_NE(error_of("s == n").find("column 6: cannot compare s (string) with n (int)"),
+            std::string::npos)
+      << error_of("s == n");
+  EXPECT_NE(error_of("n == s").find("column 6: cannot compare n (int) with s (string)"),
+            std::string::npos)
+      << error_of("n == s");
+  EXPECT_NE(error_of("s == ~r3").find("a string argument compared with a string result"),
+            std::string::npos)
+      << error_of("s == ~r3");
+  EXPECT_NE(error_of("xs[~r1] == 1")
+                .find("column 1: xs is an argument inside an expression of a "
+                      "result"),
+            std::string::npos)
+      << error_of("xs[~r1] == 1");
+  EXPECT_NE(error_of("~r1 > n && ~r1 > k && ~r1 < len(s)").find("at most 2 arguments"),
+            std::string::npos);
 }
 
 TEST(CondRuntimeSpelling, CutsPackagePaths) {

@@ -694,6 +694,96 @@ void expect_goroutines_match(const json& spec, const CaseRun& run) {
 }
 
 // Every expectation of `expect` on one run.
+// One clause of a `selected_match_ground_truth` predicate on a ground-truth line:
+// [KEY, OP, VALUE]; KEY "len(k)" is the length of string k; VALUE {"key": K} is the line's K.
+bool clause_holds(const json& g, const json& cl) {
+  if (!cl.is_array() || cl.size() != 3) {
+    ADD_FAILURE() << "a clause is [key, op, value]: " << cl;
+    return false;
+  }
+  std::string key = cl[0].get<std::string>();
+  const std::string op = cl[1].get<std::string>();
+  const json want = cl[2].is_object() ? g.value(cl[2].value("key", ""), json()) : cl[2];
+  if (want.is_null()) return false;
+  json got;
+  if (key.rfind("len(", 0) == 0 && key.back() == ')') {
+    key = key.substr(4, key.size() - 5);
+    got = g.contains(key) ? json(g[key].get<std::string>().size()) : json();
+  } else {
+    got = g.contains(key) ? g[key] : json();
+  }
+  if (got.is_null()) return false;
+  if (op == "==") return got == want;
+  if (op == "!=") return got != want;
+  if (op == "hasPrefix") return got.get<std::string>().rfind(want.get<std::string>(), 0) == 0;
+  if (op == "contains")
+    return got.get<std::string>().find(want.get<std::string>()) != std::string::npos;
+  if (op == "<") return got < want;
+  if (op == "<=") return got <= want;
+  if (op == ">") return got > want;
+  if (op == ">=") return got >= want;
+  ADD_FAILURE() << "unknown op " << op;
+  return false;
+}
+
+// The calls a condition must select, from the fixture's own ground truth:
+// `{"func": F, "gt": KIND, "id": KEY, "arg": NAME, "where": [[clause, ...], ...],
+//   "rate_limited": bool}`. `where` is a list of alternatives, each a list of clauses that
+// must all hold (no `where`: every call). trace: F's entries are exactly the selected calls
+// (their argument NAME's value equals the ground truth's KEY), each with its return; with
+// `rate_limited`, a subset, the summary's `rate_limited` counting the rest. count, latency:
+// F's count is the number selected (no event when none).
+void expect_selected_match(const json& spec, const CaseRun& run) {
+  const std::string func = spec.value("func", ""), kind = spec.value("gt", "call");
+  const std::string id = spec.value("id", "seq"), arg = spec.value("arg", id);
+  std::multiset<json> want;
+  size_t truth = 0;
+  for (const auto& g : run.gt) {
+    if (g.value("gt", "") != kind) continue;
+    ++truth;
+    bool sel = !spec.contains("where");
+    for (const auto& alt : spec.value("where", json::array())) {
+      bool all = true;
+      for (const auto& cl : alt) all = all && clause_holds(g, cl);
+      sel = sel || all;
+    }
+    if (sel) want.insert(g[id]);
+  }
+  EXPECT_GT(truth, 0u) << "no ground truth of kind " << kind;
+  if (run.mode == "count" || run.mode == "latency") {
+    size_t got = 0, events = 0;
+    for (const auto& e : of_kind(run.events, run.mode))
+      if (e.value("func", "") == func) {
+        got += e.value("count", size_t{0});
+        ++events;
+      }
+    EXPECT_EQ(got, want.size()) << func << " " << run.mode;
+    if (want.empty()) EXPECT_EQ(events, 0u);
+    return;
+  }
+  std::multiset<json> got;
+  auto entries = by_func(run.events, "entry"), returns = by_func(run.events, "return");
+  for (const auto& e : entries[func]) {
+    json v;
+    for (const auto& a : e.value("args", json::array()))
+      if (a.value("name", "") == arg) v = a.value("value", json());
+    EXPECT_FALSE(v.is_null()) << "an entry without " << arg << ": " << e;
+    got.insert(v);
+  }
+  EXPECT_EQ(returns[func].size(), got.size()) << "returns of " << func;
+  for (const auto& r : returns[func]) EXPECT_TRUE(r.contains("duration_ns")) << r;
+  if (!spec.value("rate_limited", false)) {
+    EXPECT_EQ(got, want) << func << ": the calls selected";
+    return;
+  }
+  for (const auto& v : got) EXPECT_TRUE(want.count(v)) << v << " was not to be selected";
+  auto s = of_kind(run.events, "summary");
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(got.size() + s[0].value("rate_limited", size_t{0}), want.size())
+      << "reported plus rate_limited";
+  EXPECT_LT(got.size(), want.size()) << "the rate limit left nothing out";
+}
+
 void expect_run(const json& expect, const std::string& backend, const CaseRun& run) {
   EXPECT_EQ(run.result.exit_code, expect.value("exit_code", 0)) << run.result.err;
   if (expect.value("no_unfinished", false)) {
@@ -737,6 +827,8 @@ void expect_run(const json& expect, const std::string& backend, const CaseRun& r
     expect_inlined_match(expect["inlined_match_ground_truth"], run);
   if (expect.contains("inlined_counts_match_ground_truth"))
     expect_inlined_counts(expect["inlined_counts_match_ground_truth"], run);
+  if (expect.contains("selected_match_ground_truth"))
+    expect_selected_match(expect["selected_match_ground_truth"], run);
   if (expect.contains("calls_match_ground_truth"))
     expect_calls_match(expect["calls_match_ground_truth"],
                        expect.value("may_be_incomplete", json()), run);

@@ -12,8 +12,11 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -191,6 +194,9 @@ TEST_P(Conditions, ExpressionErrorsExitTwoBeforeLaunching) {
        "column 1: no probed function has a parameter or result named "
        "nosuch"},
       {{"--if", "o.Nope == 1"}, "has no field Nope"},
+      {{"--if", "name == seq"}, "column 9: cannot compare name (string) with seq (int)"},
+      {{"--if", "seq[0] == 1"},
+       "column 1: seq is int: only slices, arrays and maps can be indexed"},
       {{"--slower", "soon"}, "--slower: bad duration 'soon'"},
   };
   for (const auto& b : bad) {
@@ -270,6 +276,139 @@ TEST_P(Conditions, PrometheusCountsOnlyTheSelectedCalls) {
   close(g.err);
   EXPECT_GT(want, 0u);
   EXPECT_EQ(seen, std::to_string(want));
+}
+
+// Parity: every expression both backends can evaluate selects the same calls (by seq) on
+// both, on the oldest and the newest build. Ground truth is what TraceSelectsExactly... holds
+// each backend to; this compares the two directly, over more forms.
+TEST(ConditionParity, BothBackendsSelectTheSameCalls) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace and BPF)";
+  auto fixtures = cond_fixtures();
+  ASSERT_FALSE(fixtures.empty()) << "no cond fixture built in " << fixtures_dir();
+  const std::vector<std::string> exprs = {
+      "seq == 5 || seq > 28",
+      "name == \"beta\" || o.Customer == \"acme\"",
+      "o != nil && name == o.Customer",
+      "o != nil && o.Customer == o.Customer",
+      "name == name",
+      "o != nil && o.Customer != name && len(o.Customer) == 4",
+      "len(name) > seq",
+      "~r0 > seq",
+      "~r0 >= seq && sleepMs == 0",
+      "~r1 != nil && type(~r1) != \"*fs.PathError\"",
+      "goid != 1 && !(seq < 10)",
+      "duration > 20ms || o == nil",
+  };
+  for (const Fixture* fx : {&fixtures.front(), &fixtures.back()}) {
+    for (const auto& e : exprs) {
+      SCOPED_TRACE(fx->label() + ": " + e);
+      std::map<std::string, std::multiset<int64_t>> sel;
+      for (const char* backend : {"ebpf", "ptrace"}) {
+        RunResult r = run_command({gotap_binary(), "trace", "--backend", backend, "--json", "--if",
+                                   e, "main.handle", "--", fx->path, "32"},
+                                  120);
+        ASSERT_EQ(r.exit_code, 0) << backend << ": " << r.err;
+        for (const auto& ev : events_in(r.out))
+          if (ev["event"] == "entry") sel[backend].insert(ev["args"][0]["value"].get<int64_t>());
+      }
+      EXPECT_EQ(sel["ebpf"], sel["ptrace"]);
+    }
+  }
+}
+
+// What only ptrace evaluates, on a real program's values: slice and map elements (both map
+// layouts across the Go versions) and floats, against tests/fixtures/args' ground truth of
+// main.Acceptance. On eBPF each is an exit-2 error before anything runs.
+json gt_arg(const json& call, const std::string& name) {
+  for (const auto& a : call["args"])
+    if (a["name"] == name) return a["value"];
+  return json();
+}
+std::optional<int64_t> gt_map(const json& call, const std::string& key) {
+  json m = gt_arg(call, "m");
+  if (!m.is_object()) return std::nullopt;
+  for (const auto& e : m["entries"])
+    if (e[0] == key) return e[1].get<int64_t>();
+  return std::nullopt;
+}
+std::optional<int64_t> gt_elem(const json& call, int64_t i) {
+  json sl = gt_arg(call, "sl");
+  if (!sl.is_object() || i < 0 || i >= static_cast<int64_t>(sl["elems"].size()))
+    return std::nullopt;
+  return sl["elems"][i].get<int64_t>();
+}
+
+TEST(ConditionsPtraceOnly, IndexingAndFloatsSelectTheGroundTruthCalls) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace and BPF)";
+  std::vector<Fixture> fixtures;
+  for (auto& fx : all_fixtures("args"))
+    if (fx.flavour == "default") fixtures.push_back(fx);
+  ASSERT_FALSE(fixtures.empty()) << "no args fixture built in " << fixtures_dir();
+  const std::vector<std::pair<std::string, Pred>> cases = {
+      {"sl[1] == 20", [](const json& g) { return gt_elem(g, 1) == 20; }},
+      {"sl[i] >= 40",
+       [](const json& g) {
+         auto e = gt_elem(g, gt_arg(g, "i").get<int64_t>());
+         return e && *e >= 40;
+       }},
+      {"sl[7] == 0 || sl[7] != 0", [](const json&) { return false; }},
+      {"m[\"y\"] < 0",
+       [](const json& g) {
+         auto y = gt_map(g, "y");
+         return y && *y < 0;
+       }},
+      {"m[\"a\"] == 1 || m[\"z\"] == 300",
+       [](const json& g) { return gt_map(g, "a") == 1 || gt_map(g, "z") == 300; }},
+      {"m[\"nope\"] == 0 || m[\"nope\"] != 0", [](const json&) { return false; }},
+      {"f < 0", [](const json& g) { return gt_arg(g, "f").get<double>() < 0; }},
+      {"f > 1e9 && f == 10000000000",
+       [](const json& g) { return gt_arg(g, "f").get<double>() == 1e10; }},
+      {"f == 1.5 && len(m) < len(sl)",
+       [](const json& g) {
+         return gt_arg(g, "f").get<double>() == 1.5 &&
+                gt_arg(g, "m")["len"].get<int64_t>() < gt_arg(g, "sl")["len"].get<int64_t>();
+       }},
+  };
+  int compared = 0;
+  for (const auto& fx : fixtures) {
+    for (const auto& [expr, pred] : cases) {
+      SCOPED_TRACE(fx.label() + ": " + expr);
+      RunResult r = run_command({gotap_binary(), "trace", "--backend", "ptrace", "--json", "--if",
+                                 expr, "main.Acceptance", "--", fx.path},
+                                120);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      std::multiset<int64_t> got, want;
+      for (const auto& ev : events_in(r.out))
+        if (ev["event"] == "entry") got.insert(ev["args"][0]["value"].get<int64_t>());
+      size_t calls = 0;
+      for (const auto& line : events_in_gt(r.out)) {
+        if (line.value("func", "") != "main.Acceptance") continue;
+        ++calls;
+        if (pred(line)) want.insert(gt_arg(line, "i").get<int64_t>());
+      }
+      ASSERT_EQ(calls, 3u) << r.out.substr(0, 2000);
+      EXPECT_EQ(got, want);
+      ++compared;
+    }
+    // eBPF: the part it cannot evaluate, named, and nothing launched.
+    for (const auto& [expr, col, what] : std::vector<std::tuple<std::string, int, std::string>>{
+             {"i == 1 || sl[0] == 10", 11, "sl[..] indexes a slice"},
+             {"m[\"a\"] == 1", 1, "m[..] looks up a map"},
+             {"f > 0", 1, "f is a float"}}) {
+      SCOPED_TRACE(fx.label() + ": ebpf: " + expr);
+      RunResult r = run_command({gotap_binary(), "trace", "--backend", "ebpf", "--json", "--if",
+                                 expr, "main.Acceptance", "--", fx.path},
+                                120);
+      EXPECT_EQ(r.exit_code, 2);
+      EXPECT_NE(r.err.find("column " + std::to_string(col) + ": " + what +
+                           ", which eBPF cannot read; use --backend=ptrace"),
+                std::string::npos)
+          << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+      EXPECT_EQ(r.out.find("\"gt\""), std::string::npos) << r.out;
+    }
+  }
+  EXPECT_GT(compared, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Conditions, ::testing::Values("ebpf", "ptrace"),

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <regex>
@@ -70,69 +71,62 @@ class Limits : public ::testing::TestWithParam<std::string> {
   }
 };
 
-TEST_P(Limits, FailedCallsMatchGroundTruth) {
+// Runs count and latency with `args` (flags and functions) on every DWARF build of the errors
+// fixture (`fail 300`): each function of want(output) has one event with that count, and
+// that failed count (none when it has no error result).
+void expect_failed_counts(
+    const std::string& backend, const std::vector<std::string>& args,
+    const std::function<std::map<std::string, Truth>(const std::string&)>& want) {
   auto fixtures = dwarf_fixtures();
   ASSERT_FALSE(fixtures.empty()) << "no errors fixture with DWARF built in " << fixtures_dir();
   for (const auto& fx : fixtures) {
     SCOPED_TRACE(fx.label());
     for (const char* cmd : {"count", "latency"}) {
       SCOPED_TRACE(cmd);
-      RunResult r =
-          run_command({gotap_binary(), cmd, "--backend", GetParam(), "--json", "main.mayFail",
-                       "main.parse", "main.plain", "--", fx.path, "fail", "300"});
+      std::vector<std::string> argv = {gotap_binary(), cmd, "--backend", backend, "--json"};
+      argv.insert(argv.end(), args.begin(), args.end());
+      argv.insert(argv.end(), {"--", fx.path, "fail", "300"});
+      RunResult r = run_command(argv);
       ASSERT_EQ(r.exit_code, 0) << r.err;
-      auto gt = ground_truth(r.out);
-      ASSERT_EQ(gt.size(), 3u) << r.out.substr(0, 2000);
-      ASSERT_TRUE(gt["main.mayFail"].failed && *gt["main.mayFail"].failed > 0);
-      int seen = 0;
+      ASSERT_EQ(ground_truth(r.out).size(), 3u) << r.out.substr(0, 2000);
+      std::map<std::string, Truth> w = want(r.out);
+      size_t seen = 0;
       for (const auto& ev : events_in(r.out, cmd)) {
         const std::string func = ev.value("func", "");
-        if (!gt.count(func)) continue;
+        if (!w.count(func)) continue;
         ++seen;
         SCOPED_TRACE(ev.dump());
-        EXPECT_EQ(ev.value("count", uint64_t{0}), gt[func].made);
-        if (gt[func].failed) {
+        EXPECT_EQ(ev.value("count", uint64_t{0}), w[func].made);
+        if (w[func].failed) {
           ASSERT_TRUE(ev.contains("failed"));
-          EXPECT_EQ(ev["failed"].get<uint64_t>(), *gt[func].failed);
+          EXPECT_EQ(ev["failed"].get<uint64_t>(), *w[func].failed);
         } else {
           EXPECT_FALSE(ev.contains("failed"));
         }
       }
-      EXPECT_EQ(seen, 3);
+      EXPECT_EQ(seen, w.size());
     }
   }
+}
+
+TEST_P(Limits, FailedCallsMatchGroundTruth) {
+  expect_failed_counts(GetParam(), {"main.mayFail", "main.parse", "main.plain"},
+                       [](const std::string& out) {
+                         auto gt = ground_truth(out);
+                         EXPECT_TRUE(gt["main.mayFail"].failed && *gt["main.mayFail"].failed > 0);
+                         return gt;
+                       });
 }
 
 // With --if, FAILED counts the failures among the selected calls only, decided in the kernel
 // on eBPF: the entry's decision travels to the RET that checks the error.
 TEST_P(Limits, FailedCountsOnlyTheCallsAConditionSelects) {
-  auto fixtures = dwarf_fixtures();
-  ASSERT_FALSE(fixtures.empty()) << "no errors fixture with DWARF built in " << fixtures_dir();
-  for (const auto& fx : fixtures) {
-    SCOPED_TRACE(fx.label());
-    for (const char* cmd : {"count", "latency"}) {
-      SCOPED_TRACE(cmd);
-      RunResult r =
-          run_command({gotap_binary(), cmd, "--backend", GetParam(), "--json", "--if", "i < 100",
-                       "main.mayFail", "main.parse", "--", fx.path, "fail", "300"});
-      ASSERT_EQ(r.exit_code, 0) << r.err;
-      ASSERT_EQ(ground_truth(r.out).size(), 3u) << r.out.substr(0, 2000);
-      // The fixture's rules (tests/fixtures/errors): mayFail(i) fails when i%3 == 0, parse(i)
-      // when i%5 == 0; of i in [0, 100) that is 34 and 20.
-      std::map<std::string, uint64_t> want_failed{{"main.mayFail", 34}, {"main.parse", 20}};
-      int seen = 0;
-      for (const auto& ev : events_in(r.out, cmd)) {
-        const std::string func = ev.value("func", "");
-        if (!want_failed.count(func)) continue;
-        ++seen;
-        SCOPED_TRACE(ev.dump());
-        EXPECT_EQ(ev.value("count", uint64_t{0}), 100u);
-        ASSERT_TRUE(ev.contains("failed"));
-        EXPECT_EQ(ev["failed"].get<uint64_t>(), want_failed[func]);
-      }
-      EXPECT_EQ(seen, 2);
-    }
-  }
+  // The fixture's rules (tests/fixtures/errors): mayFail(i) fails when i%3 == 0, parse(i)
+  // when i%5 == 0; of i in [0, 100) that is 34 and 20.
+  expect_failed_counts(
+      GetParam(), {"--if", "i < 100", "main.mayFail", "main.parse"}, [](const std::string&) {
+        return std::map<std::string, Truth>{{"main.mayFail", {100, 34}}, {"main.parse", {100, 20}}};
+      });
 }
 
 TEST_P(Limits, FailedColumnInText) {
