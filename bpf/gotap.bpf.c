@@ -395,7 +395,11 @@ SEC("uprobe")
 int gotap_probe(struct pt_regs* ctx) {
   /* --max-overhead: only the traced process's hits are its cost (the filter is in probe_hit,
    * so another process's hit costs the site a few ns more, never a hit). */
-  __u64 t0 = measure_cost ? bpf_ktime_get_ns() : 0;
+  __u64 t0 = 0;
+  if (measure_cost) {
+    if (site_is_off(ctx)) return 0;
+    t0 = bpf_ktime_get_ns();
+  }
   probe_hit(ctx);
   if (measure_cost && (!target_tgid || (bpf_get_current_pid_tgid() >> 32) == target_tgid))
     add_site_cost(ctx, t0);

@@ -21,6 +21,22 @@ struct {
   __type(value, struct gotap_site_cost);
 } site_cost SEC(".maps");
 
+/* Sites of detached functions, set before their uprobes are removed: a uprobe goes one site
+ * at a time, and a hit in between (a return whose entry probe is already gone) must not be
+ * reported as an unmatched return. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1); /* resized to the number of probe sites */
+  __type(key, __u32);
+  __type(value, __u32);
+} site_off SEC(".maps");
+
+static __always_inline int site_is_off(struct pt_regs* ctx) {
+  __u32 idx = (__u32)bpf_get_attach_cookie(ctx);
+  __u32* off = bpf_map_lookup_elem(&site_off, &idx);
+  return off && *off;
+}
+
 static __always_inline void add_site_cost(struct pt_regs* ctx, __u64 t0) {
   __u32 idx = (__u32)bpf_get_attach_cookie(ctx);
   struct gotap_site_cost* c = bpf_map_lookup_elem(&site_cost, &idx);

@@ -550,7 +550,10 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
       auto cpu = process_cpu_ns(filter_pid);
       if (!cpu) continue;
       for (const OverheadTrip& t : budget.sample(now, *cpu, overhead->costs(skel.get()))) {
+        overhead->silence(skel.get(), static_cast<uint32_t>(t.func));
         attachment.detach_group(static_cast<uint32_t>(t.func));
+        // What its probes sent before goes out before the event that says they are gone.
+        if (rb) ring_buffer__consume(rb.get());
         ++detached_total;
         const std::string& name = cfg.funcs[t.func].plan->name;
         std::cerr << "gotap: " << detached_message(name, t, budget.percent()) << std::endl;

@@ -55,8 +55,16 @@ EbpfOverhead::EbpfOverhead(const ProbeConfig& cfg, const BinaryView& bin, TrapCo
 
 void EbpfOverhead::configure(gotap_bpf* skel, const ProbeConfig& cfg, bool on) {
   skel->rodata->measure_cost = on ? 1 : 0;
-  bpf_map__set_max_entries(skel->maps.site_cost,
-                           on ? std::max<uint32_t>(1, static_cast<uint32_t>(cfg.sites.size())) : 1);
+  const uint32_t n = on ? std::max<uint32_t>(1, static_cast<uint32_t>(cfg.sites.size())) : 1;
+  bpf_map__set_max_entries(skel->maps.site_cost, n);
+  bpf_map__set_max_entries(skel->maps.site_off, n);
+}
+
+void EbpfOverhead::silence(gotap_bpf* skel, uint32_t func) const {
+  const int fd = bpf_map__fd(skel->maps.site_off);
+  const uint32_t off = 1;
+  for (uint32_t i = 0; i < cfg_.sites.size(); ++i)
+    if (cfg_.sites[i].probe.func_id == func) bpf_map_update_elem(fd, &i, &off, BPF_ANY);
 }
 
 std::vector<uint64_t> EbpfOverhead::costs(gotap_bpf* skel) const {

@@ -35,6 +35,9 @@ class EbpfOverhead {
   EbpfOverhead(const ProbeConfig& cfg, const BinaryView& bin, TrapCost trap = trap_cost());
   // Before load: turns the kernel's measuring on and sizes its map.
   static void configure(gotap_bpf* skel, const ProbeConfig& cfg, bool on);
+  // Before func's uprobes go: its sites' hits do nothing from now on, so that the removal,
+  // one site at a time, reports no return whose entry probe went first.
+  void silence(gotap_bpf* skel, uint32_t func) const;
   // The running total of each function's probe cost, in ns (index = func_id).
   std::vector<uint64_t> costs(gotap_bpf* skel) const;
 

@@ -7,16 +7,21 @@
 // - the cold function's calls are all reported (count, latency, trace), the program prints
 //   what it prints untraced and exits 0;
 // - a budget never reached detaches nothing; a bad value exits 2 with one line.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/unit/fixtures.h"
+#include "tests/unit/loopback.h"
 
 namespace gotap::testing {
 namespace {
@@ -34,6 +39,12 @@ std::optional<Fixture> breaker_fixture() {
   for (auto& f : all)
     if (f.flavour == "default") out = f;
   return out;
+}
+
+// A counter of the run's summary; 0 when it has none (ptrace has no unmatched returns).
+uint64_t sum_of(const std::string& out, const char* key) {
+  auto sum = events_in(out, "summary");
+  return sum.empty() ? 0 : sum[0].value(key, uint64_t{0});
 }
 
 class Overhead : public ::testing::TestWithParam<std::string> {
@@ -76,6 +87,10 @@ TEST_P(Overhead, HotFunctionIsDetachedColdOneReportedExactly) {
         returns += ev.value("func", "") == "main.cold";
       EXPECT_EQ(entries, 20u);
       EXPECT_EQ(returns, 20u);
+      // Nor a return of the hot one whose entry probe went first, as the uprobes were removed.
+      for (const auto& ev : events_in(r.out, "return"))
+        EXPECT_TRUE(ev.contains("duration_ns")) << ev.dump();
+      EXPECT_EQ(sum_of(r.out, "unmatched_returns"), 0u);
       // The hot calls open when it was detached are counted in the event, not left unfinished.
       EXPECT_TRUE(events_in(r.out, "unfinished").empty()) << r.out.substr(r.out.size() - 2000);
     } else {
@@ -114,6 +129,34 @@ TEST_P(Overhead, BudgetNeverReachedDetachesNothing) {
   auto sum = events_in(r.out, "summary");
   ASSERT_EQ(sum.size(), 1u);
   EXPECT_EQ(sum[0].value("detached", json()), json::array()) << sum[0].dump();
+}
+
+// --prometheus serves gotap_detached_functions_total: 1 once main.hot is detached.
+TEST_P(Overhead, DetachedFunctionInPrometheus) {
+  auto fx = breaker_fixture();
+  ASSERT_TRUE(fx) << "no errors fixture built in " << fixtures_dir();
+  const int port = free_port();
+  Child c = spawn({gotap_binary(), "count", "--backend", GetParam(), "--max-overhead", "5",
+                   "--prometheus", "127.0.0.1:" + std::to_string(port), "--prometheus-linger", "60",
+                   "main.hot", "main.cold", "--", fx->path, "breaker", "3", "20"});
+  ASSERT_GT(c.pid, 0);
+  // Scrapes until gotap exits: it lingers until a scrape has read the final values.
+  const std::regex detached(R"(gotap_detached_functions_total\{[^}]*\} 1\b)");
+  const std::regex cold(R"(gotap_calls_total\{[^}]*func="main\.cold"[^}]*\} 20\b)");
+  std::string last;
+  int status = 0;
+  for (int i = 0; i < 600 && waitpid(c.pid, &status, WNOHANG) == 0; ++i) {
+    if (auto resp = http_get(port, "/metrics");
+        resp && resp->rfind("HTTP/1.1 200", 0) == 0 &&
+        resp->find("gotap_lost_events_total") != std::string::npos)
+      last = *resp;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(std::regex_search(last, detached)) << last;
+  EXPECT_TRUE(std::regex_search(last, cold)) << last;
+  read_all(c.out);
+  std::string err = read_all(c.err);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Overhead, ::testing::Values("ebpf", "ptrace"),
