@@ -39,6 +39,10 @@ struct TraceOptions {
   // --rate N (trace): at most N reported calls per second per function, an entry and its
   // return counting as one; 0: no limit. The calls left out are counted (rate_limited).
   uint32_t rate_per_s = 0;
+  // --no-failed (count, latency): no FAILED column. Counting failures reads the error result
+  // at every RET, so `count` of a function with an error result probes its RETs too, and a
+  // RET probe is single-stepped: several times an entry hit (docs/benchmarks.md).
+  bool count_failed = true;
   // --prometheus: the backend publishes its per-function counters here while probes are live
   // (LiveMetrics::begin) and stops before it frees them (end). Null when not asked for.
   LiveMetrics* metrics = nullptr;

@@ -127,6 +127,10 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   if (command == "trace")
     desc.add_options()("rate", po::value<int64_t>(),
                        "at most N calls per second per function; the rest are counted");
+  if (command == "count" || command == "latency")
+    desc.add_options()("no-failed",
+                       "no FAILED column: count then probes only the entries of functions "
+                       "that return an error");
   if (!goroutines_cmd) {
     add_condition_options(desc);
     desc.add_options()("max-overhead", po::value<std::string>(),
@@ -217,6 +221,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     if (opts.target.all) return usage_error("--max-overhead needs one process: -p PID or -- CMD");
     opts.max_overhead_pct = *pct;
   }
+  opts.count_failed = vm->count("no-failed") == 0;
   const int max_line = (*vm)["max-line"].as<int>();
   if (opts.max_depth < 0 || opts.max_elems < 0 || opts.max_str < 0 || opts.stack_depth < 0 ||
       max_line < 0)

@@ -328,7 +328,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   if (goroutines && mode != Mode::Trace)
     return make_error("goroutine events need the trace mode of the ebpf backend");
 
-  ProbeConfig cfg = build_probe_config(plan, mode, opts.max_str, bin.types, opts.condition);
+  ProbeConfig cfg =
+      build_probe_config(plan, mode, opts.max_str, bin.types, opts.condition, opts.count_failed);
   if (cfg.sites.empty()) return make_error("nothing to probe: no function has a probe site");
 
   // Probe sites as file offsets; the kernel resolves them per mapping (PIE or not).

@@ -104,7 +104,8 @@ SiteConfig make_site(uint64_t addr, uint32_t func_id, uint8_t flags,
 }  // namespace
 
 ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
-                               const TypeGraph* types, const cond::Condition* cond) {
+                               const TypeGraph* types, const cond::Condition* cond,
+                               bool count_failed) {
   ProbeConfig cfg;
   const bool words = mode == Mode::Trace;
   for (const auto& f : plan.funcs) {
@@ -120,7 +121,7 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
     if (mode == Mode::Count && f.entry_refires && f.entry_probe && f.morestack_call && !cond)
       uncount = f.morestack_call;
     const bool at_ret = cond && cond->at_ret(id);
-    const std::optional<LocPiece> err = error_word(f);
+    const std::optional<LocPiece> err = count_failed ? error_word(f) : std::nullopt;
     fc.has_error = err && f.entry_probe != 0 && !f.ret_sites.empty();
     // With a condition, a failure counts only for a call the condition selected, so the
     // entry's decision must be remembered for its RET.

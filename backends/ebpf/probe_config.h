@@ -69,9 +69,10 @@ constexpr int kIfacePayloadBytes = 16;
 // Count mode probes the plan's morestack calls, where there are any, instead of RETs, and
 // the RETs of functions with an error result for that result alone. With a condition
 // (`cond`, may be null), count probes the returns of functions whose condition is decided
-// there, and never counts with morestack sites.
+// there, and never counts with morestack sites. `count_failed` false (--no-failed) leaves the
+// error results unread.
 ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
                                const TypeGraph* types = nullptr,
-                               const cond::Condition* cond = nullptr);
+                               const cond::Condition* cond = nullptr, bool count_failed = true);
 
 }  // namespace gotap::ebpf

@@ -200,7 +200,8 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
 
   fstate_.resize(plan_.funcs.size());
   rate_ = RateLimit(opts_.rate_per_s, plan_.funcs.size());
-  for (size_t i = 0; i < plan_.funcs.size(); ++i) fstate_[i].err = error_word(plan_.funcs[i]);
+  if (opts_.count_failed)
+    for (size_t i = 0; i < plan_.funcs.size(); ++i) fstate_[i].err = error_word(plan_.funcs[i]);
   // Sites that cannot be probed are counted, and reported once with the first reason. A site
   // two functions share (a wrapper's RET that is its target's) is one int3 with two roles, so
   // failures are counted as they happen, not as wanted minus placed.

@@ -219,6 +219,43 @@ TEST_P(Limits, RateReportsAtMostNPerSecondAndCountsTheRest) {
   }
 }
 
+// --no-failed: count gives every call and no `failed`, and on eBPF it probes the entries
+// alone (the RETs of a function with an error result were probed only to read that result).
+TEST_P(Limits, NoFailedCountsEveryCallWithoutItsResult) {
+  auto fixtures = dwarf_fixtures();
+  ASSERT_FALSE(fixtures.empty()) << "no errors fixture with DWARF built in " << fixtures_dir();
+  const auto& fx = fixtures.front();
+  std::map<std::string, uint64_t> probes;
+  for (const char* flag : {"--failed", "--no-failed"}) {
+    SCOPED_TRACE(flag);
+    const bool no_failed = std::string(flag) == "--no-failed";
+    std::vector<std::string> cmd = {gotap_binary(), "count", "--backend", GetParam(), "--json"};
+    if (no_failed) cmd.push_back(flag);
+    for (const char* a :
+         {"main.mayFail", "main.parse", "main.plain", "--", fx.path.c_str(), "fail", "300"})
+      cmd.push_back(a);
+    RunResult r = run_command(cmd);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto gt = ground_truth(r.out);
+    ASSERT_EQ(gt.size(), 3u) << r.out.substr(0, 2000);
+    int seen = 0;
+    for (const auto& ev : events_in(r.out, "count")) {
+      const std::string func = ev.value("func", "");
+      if (!gt.count(func)) continue;
+      ++seen;
+      SCOPED_TRACE(ev.dump());
+      EXPECT_EQ(ev.value("count", uint64_t{0}), gt[func].made);
+      EXPECT_EQ(ev.contains("failed"), gt[func].failed.has_value() && !no_failed);
+    }
+    EXPECT_EQ(seen, 3);
+    auto sums = events_in(r.out, "summary");
+    ASSERT_EQ(sums.size(), 1u) << r.out.substr(0, 2000);
+    probes[flag] = sums[0].value("probes", uint64_t{0});
+  }
+  ASSERT_GT(probes["--no-failed"], 0u);
+  if (GetParam() == "ebpf") EXPECT_LT(probes["--no-failed"], probes["--failed"]);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Limits, ::testing::Values("ebpf", "ptrace"),
                          [](const auto& info) { return info.param; });
 
