@@ -4,7 +4,7 @@
 // - the hot function's probes cost far more than 5% of the program's CPU (each hit costs a
 //   uprobe trap or a ptrace stop, 100x the call itself): it is detached, with one stderr line
 //   and one `detached` event, and none of its calls in flight shows up as unfinished;
-// - the cold function's calls are all reported (count, latency, trace), the program prints
+// - the cold function's calls are all reported (count, latency, trace, graph), the program prints
 //   what it prints untraced and exits 0;
 // - a budget never reached detaches nothing; a bad value exits 2 with one line.
 #include <sys/wait.h>
@@ -58,11 +58,18 @@ class Overhead : public ::testing::TestWithParam<std::string> {
 TEST_P(Overhead, HotFunctionIsDetachedColdOneReportedExactly) {
   auto fx = breaker_fixture();
   ASSERT_TRUE(fx) << "no errors fixture built in " << fixtures_dir();
-  for (const char* cmd : {"count", "latency", "trace"}) {
+  for (const char* cmd : {"count", "latency", "trace", "graph"}) {
     SCOPED_TRACE(cmd);
-    RunResult r =
-        run_command({gotap_binary(), cmd, "--backend", GetParam(), "--json", "--max-overhead", "5",
-                     "main.hot", "main.cold", "--", fx->path, "breaker", "3", "20"});
+    const bool calls = std::string(cmd) == "trace" || std::string(cmd) == "graph";
+    std::vector<std::string> argv = {gotap_binary(),   cmd, "--backend", GetParam(), "--json",
+                                     "--max-overhead", "5"};
+    // graph ROOT: main.cold is called beneath main.breaker (main.hot on a goroutine of its own).
+    if (std::string(cmd) == "graph") argv.push_back("main.breaker");
+    for (const char* a : {"main.hot", "main.cold", "--"}) argv.push_back(a);
+    for (const std::string& a :
+         {fx->path, std::string("breaker"), std::string("3"), std::string("20")})
+      argv.push_back(a);
+    RunResult r = run_command(argv);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find(kColdTruth), std::string::npos) << r.out.substr(0, 2000);
     // One line, as docs/cli.md gives it.
@@ -79,7 +86,7 @@ TEST_P(Overhead, HotFunctionIsDetachedColdOneReportedExactly) {
     EXPECT_EQ(detached[0].value("budget_pct", 0.0), 5.0);
     EXPECT_GE(detached[0].value("window_ns", uint64_t{0}), 1'000'000'000u);
 
-    if (std::string(cmd) == "trace") {
+    if (calls) {
       uint64_t entries = 0, returns = 0;
       for (const auto& ev : events_in(r.out, "entry"))
         entries += ev.value("func", "") == "main.cold";
@@ -106,7 +113,7 @@ TEST_P(Overhead, HotFunctionIsDetachedColdOneReportedExactly) {
     ASSERT_EQ(sum.size(), 1u);
     // trace may lose hot events to a full ring buffer before the detach; count and latency
     // send none.
-    if (std::string(cmd) != "trace") EXPECT_EQ(sum[0].value("lost", uint64_t{1}), 0u);
+    if (!calls) EXPECT_EQ(sum[0].value("lost", uint64_t{1}), 0u);
     EXPECT_EQ(sum[0].value("detached", json()), json::array({"main.hot"})) << sum[0].dump();
     EXPECT_EQ(sum[0].value("exit_code", -1), 0);
   }
