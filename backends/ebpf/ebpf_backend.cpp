@@ -550,7 +550,9 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     if (const uint64_t now = monotonic_ns(); budget.due(now)) {
       auto cpu = process_cpu_ns(filter_pid);
       if (!cpu) continue;
-      for (const OverheadTrip& t : budget.sample(now, *cpu, overhead->costs(skel.get()))) {
+      std::vector<uint64_t> cost, hits;
+      overhead->costs(skel.get(), cost, hits);
+      for (const OverheadTrip& t : budget.sample(now, *cpu, cost, hits)) {
         overhead->silence(skel.get(), static_cast<uint32_t>(t.func));
         attachment.detach_group(static_cast<uint32_t>(t.func));
         // What its probes sent before goes out before the event that says they are gone.

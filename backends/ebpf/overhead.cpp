@@ -67,18 +67,22 @@ void EbpfOverhead::silence(gotap_bpf* skel, uint32_t func) const {
     if (cfg_.sites[i].probe.func_id == func) bpf_map_update_elem(fd, &i, &off, BPF_ANY);
 }
 
-std::vector<uint64_t> EbpfOverhead::costs(gotap_bpf* skel) const {
-  std::vector<uint64_t> out(cfg_.funcs.size(), 0);
+void EbpfOverhead::costs(gotap_bpf* skel, std::vector<uint64_t>& out,
+                         std::vector<uint64_t>& hits) const {
+  out.assign(cfg_.funcs.size(), 0);
+  hits.assign(cfg_.funcs.size(), 0);
   static const int ncpu = libbpf_num_possible_cpus();
-  if (ncpu <= 0) return out;
+  if (ncpu <= 0) return;
   const int fd = bpf_map__fd(skel->maps.site_cost);
   std::vector<SiteCost> vals(static_cast<size_t>(ncpu));
   for (uint32_t i = 0; i < cfg_.sites.size(); ++i) {
     const uint32_t f = cfg_.sites[i].probe.func_id;
     if (f >= out.size() || bpf_map_lookup_elem(fd, &i, vals.data()) != 0) continue;
-    for (const SiteCost& v : vals) out[f] += v.ns + v.hits * trap_ns_[i];
+    for (const SiteCost& v : vals) {
+      out[f] += v.ns + v.hits * trap_ns_[i];
+      hits[f] += v.hits;
+    }
   }
-  return out;
 }
 
 }  // namespace gotap::ebpf

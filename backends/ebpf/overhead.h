@@ -38,8 +38,9 @@ class EbpfOverhead {
   // Before func's uprobes go: its sites' hits do nothing from now on, so that the removal,
   // one site at a time, reports no return whose entry probe went first.
   void silence(gotap_bpf* skel, uint32_t func) const;
-  // The running total of each function's probe cost, in ns (index = func_id).
-  std::vector<uint64_t> costs(gotap_bpf* skel) const;
+  // The running totals of each function's probe cost, in ns, and of its probe hits
+  // (index = func_id).
+  void costs(gotap_bpf* skel, std::vector<uint64_t>& cost, std::vector<uint64_t>& hits) const;
 
  private:
   const ProbeConfig& cfg_;

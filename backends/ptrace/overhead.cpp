@@ -16,7 +16,10 @@ void Tracer::charge_hit(const Site& s, uint64_t ns) {
   for (const SiteRole& r : s.roles) funcs += r.func >= 0;
   if (funcs == 0) return;  // a goroutine probe, or a site already dropped
   for (const SiteRole& r : s.roles)
-    if (r.func >= 0 && size_t(r.func) < cost_ns_.size()) cost_ns_[r.func] += ns / funcs;
+    if (r.func >= 0 && size_t(r.func) < cost_ns_.size()) {
+      cost_ns_[r.func] += ns / funcs;
+      ++cost_hits_[r.func];
+    }
 }
 
 void Tracer::check_overhead() {
@@ -24,7 +27,7 @@ void Tracer::check_overhead() {
   if (!budget_.due(now)) return;
   auto cpu = process_cpu_ns(proc_->pid());
   if (!cpu) return;
-  for (const OverheadTrip& t : budget_.sample(now, *cpu, cost_ns_)) {
+  for (const OverheadTrip& t : budget_.sample(now, *cpu, cost_ns_, cost_hits_)) {
     const int func = static_cast<int>(t.func);
     if (!bps_.drop_func(func, proc_->mem()))
       fmt::print(stderr, "gotap: warning: a breakpoint of {} could not be removed\n",

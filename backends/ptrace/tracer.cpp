@@ -775,6 +775,7 @@ Result<void> Tracer::run() {
   if (opts_.duration_s > 0) deadline_ns_ = now_ns() + uint64_t(opts_.duration_s * 1e9);
   budget_ = OverheadBudget(opts_.max_overhead_pct, plan_.funcs.size());
   cost_ns_.assign(plan_.funcs.size(), 0);
+  cost_hits_.assign(plan_.funcs.size(), 0);
   GOTAP_TRY(start());
   {
     Waker waker(deadline_ns_);

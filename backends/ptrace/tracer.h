@@ -144,7 +144,8 @@ class Tracer {
   uint64_t flushed_events_ = 0;
   uint64_t last_flush_ns_ = 0;
   OverheadBudget budget_{0, 0};
-  std::vector<uint64_t> cost_ns_;            // per function: the time its hits held threads stopped
+  std::vector<uint64_t> cost_ns_,
+      cost_hits_;                            // per function: the time its hits held threads stopped
   uint64_t stop_taken_ns_ = UINT64_MAX;      // when the tracer took the stop being handled
   std::atomic<uint64_t> detached_total_{0};  // read by --prometheus scrapes
 };

@@ -48,11 +48,12 @@ std::optional<uint64_t> process_cpu_ns(int pid) {
 }
 
 std::vector<OverheadTrip> OverheadBudget::sample(uint64_t now_ns, uint64_t cpu_ns,
-                                                 const std::vector<uint64_t>& cost_ns) {
+                                                 const std::vector<uint64_t>& cost_ns,
+                                                 const std::vector<uint64_t>& hits) {
   std::vector<OverheadTrip> trips;
   if (!enabled()) return trips;
   next_ns_ = now_ns + kSampleNs;
-  window_.push_back({now_ns, cpu_ns, cost_ns});
+  window_.push_back({now_ns, cpu_ns, cost_ns, hits});
   // The newest sample at least a window old is the window's start; older ones go.
   while (window_.size() > 2 && now_ns - window_[1].t >= kWindowNs) window_.pop_front();
   const Sample& first = window_.front();
@@ -61,6 +62,7 @@ std::vector<OverheadTrip> OverheadBudget::sample(uint64_t now_ns, uint64_t cpu_n
   if (cpu < kMinCpuNs) return trips;
   for (size_t f = 0; f < cost_ns.size() && f < detached_.size() && f < first.cost.size(); ++f) {
     if (detached_[f] || cost_ns[f] < first.cost[f]) continue;
+    if (f >= hits.size() || f >= first.hits.size() || hits[f] < first.hits[f] + kMinHits) continue;
     const uint64_t cost = cost_ns[f] - first.cost[f];
     const double pct = 100.0 * double(cost) / double(cpu);
     if (pct <= percent_) continue;

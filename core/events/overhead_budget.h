@@ -39,6 +39,10 @@ class OverheadBudget {
   // A window in which the process used less CPU than this is not judged: an idle program's
   // probes cost next to nothing, and clock-tick CPU times would make a ratio of noise.
   static constexpr uint64_t kMinCpuNs = 10'000'000;
+  // A function hit fewer times than this in the window is not judged: a few hits make no
+  // steady cost, and one ptrace stop held long by a loaded machine (the tracer waiting for a
+  // CPU) would otherwise trip a function called a handful of times.
+  static constexpr uint64_t kMinHits = 100;
 
   // percent 0: no budget (sample() never trips).
   OverheadBudget(double percent, size_t funcs) : percent_(percent), detached_(funcs, false) {}
@@ -46,17 +50,19 @@ class OverheadBudget {
   double percent() const { return percent_; }
   // Whether a sample is due at now_ns (CLOCK_MONOTONIC).
   bool due(uint64_t now_ns) const { return enabled() && now_ns >= next_ns_; }
-  // cost_ns[f]: the running total of function f's probe cost; cpu_ns: process_cpu_ns(). The
-  // functions over the budget in the last window, each returned once (then marked detached).
+  // cost_ns[f], hits[f]: the running totals of function f's probe cost and probe hits;
+  // cpu_ns: process_cpu_ns(). The functions over the budget in the last window, each
+  // returned once (then marked detached).
   std::vector<OverheadTrip> sample(uint64_t now_ns, uint64_t cpu_ns,
-                                   const std::vector<uint64_t>& cost_ns);
+                                   const std::vector<uint64_t>& cost_ns,
+                                   const std::vector<uint64_t>& hits);
   bool detached(size_t func) const { return func < detached_.size() && detached_[func]; }
   size_t detached_count() const;
 
  private:
   struct Sample {
     uint64_t t = 0, cpu = 0;
-    std::vector<uint64_t> cost;
+    std::vector<uint64_t> cost, hits;
   };
   double percent_;
   std::vector<bool> detached_;

@@ -14,7 +14,8 @@ TEST(OverheadBudget, ParsesPercentAboveZeroUpToHundred) {
   EXPECT_EQ(parse_max_overhead("5"), 5.0);
   EXPECT_EQ(parse_max_overhead("0.5"), 0.5);
   EXPECT_EQ(parse_max_overhead("100"), 100.0);
-  for (const char* bad : {"0", "-1", "100.5", "150", "abc", "", "5%", "nan", "inf", " 5", "0x5", "1e1", "."})
+  for (const char* bad :
+       {"0", "-1", "100.5", "150", "abc", "", "5%", "nan", "inf", " 5", "0x5", "1e1", "."})
     EXPECT_FALSE(parse_max_overhead(bad)) << bad;
 }
 
@@ -23,13 +24,17 @@ struct CpuRun {
   OverheadBudget budget{5, 2};
   uint64_t t = 0, cpu = 0;
   std::vector<uint64_t> cost{0, 0};
+  std::vector<uint64_t> hits{0, 0};
+  uint64_t hits_per_step = 1000;
   std::vector<OverheadTrip> step(double share0, double share1 = 0, double cpu_per_s = 1.0) {
     t += 100 * kMs;
     const uint64_t used = uint64_t(100 * kMs * cpu_per_s);
     cpu += used;
     cost[0] += uint64_t(double(used) * share0);
     cost[1] += uint64_t(double(used) * share1);
-    return budget.sample(t, cpu, cost);
+    hits[0] += hits_per_step;
+    hits[1] += hits_per_step;
+    return budget.sample(t, cpu, cost, hits);
   }
 };
 
@@ -67,11 +72,22 @@ TEST(OverheadBudget, AnIdleSecondIsNotJudged) {
   for (int i = 0; i < 30; ++i) EXPECT_TRUE(r.step(1.0, 0, 0.005).empty()) << i;
 }
 
+TEST(OverheadBudget, AFunctionHitAFewTimesIsNotJudged) {
+  CpuRun r;
+  // One stop held 60 ms by a loaded machine: 99 hits in the second are too few to judge.
+  r.hits_per_step = 9;
+  for (int i = 0; i < 30; ++i) EXPECT_TRUE(r.step(0.6).empty()) << i;
+  r.hits_per_step = 10;  // 100 hits a second: judged
+  bool tripped = false;
+  for (int i = 0; i < 11 && !tripped; ++i) tripped = !r.step(0.6).empty();
+  EXPECT_TRUE(tripped);
+}
+
 TEST(OverheadBudget, DisabledNeverTrips) {
   OverheadBudget b(0, 1);
   EXPECT_FALSE(b.enabled());
   EXPECT_FALSE(b.due(1'000'000'000'000));
-  EXPECT_TRUE(b.sample(5'000 * kMs, 1, {1'000'000'000}).empty());
+  EXPECT_TRUE(b.sample(5'000 * kMs, 1, {1'000'000'000}, {1'000'000}).empty());
 }
 
 TEST(OverheadBudget, MessageAndEvent) {
