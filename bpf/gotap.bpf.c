@@ -107,6 +107,7 @@ static __always_inline void load_regs(struct pt_regs* ctx, __u64* r) {
 
 #include "call_limits.h"
 #include "cond_vm.h"
+#include "overhead.h"
 #include "stack_walk.h"
 
 /* The current goroutine's g: R14 in ABIInternal code, else the TLS slot below FS base. */
@@ -233,8 +234,7 @@ static __always_inline void record_latency(__u32 func, __u64 dur) {
   if (h) __sync_fetch_and_add(h, 1);
 }
 
-SEC("uprobe")
-int gotap_probe(struct pt_regs* ctx) {
+static __always_inline int probe_hit(struct pt_regs* ctx) {
   __u64 pid_tgid = bpf_get_current_pid_tgid();
   if (target_tgid && (pid_tgid >> 32) != target_tgid) return 0;
   __u32 idx = (__u32)bpf_get_attach_cookie(ctx);
@@ -393,6 +393,21 @@ int gotap_probe(struct pt_regs* ctx) {
   if (mode == GOTAP_MODE_TRACE && !dropped) {
     emit(ctx, p, idx, pid_tgid, goid, now, dur, GOTAP_EV_RETURN, evflags, 0);
   }
+  return 0;
+}
+
+SEC("uprobe")
+int gotap_probe(struct pt_regs* ctx) {
+  /* --max-overhead: only the traced process's hits are its cost (the filter is in probe_hit,
+   * so another process's hit costs the site a few ns more, never a hit). */
+  __u64 t0 = 0;
+  if (measure_cost) {
+    if (site_is_off(ctx)) return 0;
+    t0 = bpf_ktime_get_ns();
+  }
+  probe_hit(ctx);
+  if (measure_cost && (!target_tgid || (bpf_get_current_pid_tgid() >> 32) == target_tgid))
+    add_site_cost(ctx, t0);
   return 0;
 }
 

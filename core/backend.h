@@ -48,6 +48,9 @@ struct TraceOptions {
   LiveMetrics* metrics = nullptr;
   // --if / --slower / --errors, compiled per plan function (core/cond); null: every call.
   const cond::Condition* condition = nullptr;
+  // --max-overhead PERCENT: a function whose probes cost more than this share of the traced
+  // process's CPU time over a second is detached (core/events/overhead_budget.h); 0: never.
+  double max_overhead_pct = 0;
 };
 
 // Set by the front end's signal handler (SIGINT, SIGTERM, SIGHUP); backends poll it and end

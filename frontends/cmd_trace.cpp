@@ -10,6 +10,7 @@
 
 #include "core/backend.h"
 #include "core/events/live_metrics.h"
+#include "core/events/overhead_budget.h"
 #include "core/output/goroutine_views.h"
 #include "core/output/line_cap.h"
 #include "core/output/output_views.h"
@@ -130,7 +131,12 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     desc.add_options()("no-failed",
                        "no FAILED column: count then probes only the entries of functions "
                        "that return an error");
-  if (!goroutines_cmd) add_condition_options(desc);
+  if (!goroutines_cmd) {
+    add_condition_options(desc);
+    desc.add_options()("max-overhead", po::value<std::string>(),
+                       "detach a function whose probes cost more than PERCENT of the "
+                       "program's CPU time (docs/cli.md)");
+  }
   const bool prometheus_cmd = command != "graph";
   if (prometheus_cmd) {
     desc.add_options()("prometheus", po::value<std::string>(),
@@ -204,6 +210,16 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     const int64_t rate = (*vm)["rate"].as<int64_t>();
     if (rate < 1 || rate > 1'000'000'000) return usage_error("--rate must be 1 to 1000000000");
     opts.rate_per_s = static_cast<uint32_t>(rate);
+  }
+  if (vm->count("max-overhead")) {
+    const std::string text = (*vm)["max-overhead"].as<std::string>();
+    auto pct = parse_max_overhead(text);
+    if (!pct)
+      return usage_error("--max-overhead must be a percentage above 0 and at most 100, not '" +
+                         printable(text) + "'");
+    // The budget is a share of one process's CPU time.
+    if (opts.target.all) return usage_error("--max-overhead needs one process: -p PID or -- CMD");
+    opts.max_overhead_pct = *pct;
   }
   opts.count_failed = vm->count("no-failed") == 0;
   const int max_line = (*vm)["max-line"].as<int>();

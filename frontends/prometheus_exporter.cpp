@@ -110,6 +110,16 @@ class Collector : public prometheus::Collectable {
     if (!durations.metric.empty()) out.push_back(std::move(durations));
     if (!errors.metric.empty()) out.push_back(std::move(errors));
     if (!limited.metric.empty()) out.push_back(std::move(limited));
+    if (s.detached_functions) {
+      MetricFamily d{"gotap_detached_functions_total",
+                     "Functions --max-overhead detached: their probes cost over the budget.",
+                     MetricType::Counter,
+                     {}};
+      ClientMetric c = metric({});
+      c.counter.value = static_cast<double>(*s.detached_functions);
+      d.metric.push_back(std::move(c));
+      out.push_back(std::move(d));
+    }
     if (goroutines_) {
       MetricFamily g{"gotap_goroutines",
                      "Goroutines in each state, of those seen since the trace began.",

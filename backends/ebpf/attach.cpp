@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -41,10 +42,14 @@ Attachment& Attachment::operator=(Attachment&& o) noexcept {
     detach();
     multi_fds_ = std::move(o.multi_fds_);
     links_ = std::move(o.links_);
+    fd_groups_ = std::move(o.fd_groups_);
+    link_groups_ = std::move(o.link_groups_);
     skipped_ = std::move(o.skipped_);
     method_ = o.method_;
     o.multi_fds_.clear();
     o.links_.clear();
+    o.fd_groups_.clear();
+    o.link_groups_.clear();
   }
   return *this;
 }
@@ -87,6 +92,7 @@ Result<void> Attachment::attach_multi_range(int prog_fd, const std::string& path
   long fd = link_create_multi(prog_fd, path, sites, n, pid);
   if (fd >= 0) {
     multi_fds_.push_back(static_cast<int>(fd));
+    fd_groups_.push_back(group_);
     return {};
   }
   int err = errno;
@@ -132,15 +138,88 @@ Result<Attachment> Attachment::per_site(bpf_program* prog, const std::string& pa
       return e;
     }
     at.links_.push_back(l);
+    at.link_groups_.push_back(at.group_);
   }
   return at;
 }
 
+namespace {
+
+// Runs attach(first, n) for each run of sites of one group, in order (sites come sorted by
+// function from the probe config, so a group is usually one run).
+template <typename F>
+Result<void> for_each_group(const std::vector<Site>& sites, const std::vector<uint32_t>& group_of,
+                            uint32_t& group, F attach) {
+  std::vector<size_t> order(sites.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return group_of[a] < group_of[b]; });
+  std::vector<Site> run;
+  for (size_t k = 0; k < order.size(); ++k) {
+    run.push_back(sites[order[k]]);
+    if (k + 1 < order.size() && group_of[order[k + 1]] == group_of[order[k]]) continue;
+    group = group_of[order[k]];
+    GOTAP_TRY(attach(run));
+    run.clear();
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<Attachment> Attachment::multi_grouped(bpf_program* prog, const std::string& path,
+                                             const std::vector<Site>& sites,
+                                             const std::vector<uint32_t>& group_of, int pid) {
+  Attachment at;
+  at.method_ = "uprobe_multi";
+  GOTAP_TRY(for_each_group(sites, group_of, at.group_, [&](const std::vector<Site>& run) {
+    return at.attach_multi_range(bpf_program__fd(prog), path, run.data(), run.size(), pid);
+  }));
+  return at;
+}
+
+Result<Attachment> Attachment::per_site_grouped(bpf_program* prog, const std::string& path,
+                                                const std::vector<Site>& sites,
+                                                const std::vector<uint32_t>& group_of, int pid) {
+  Attachment at;
+  at.method_ = "perf_event";
+  GOTAP_TRY(
+      for_each_group(sites, group_of, at.group_, [&](const std::vector<Site>& run) -> Result<void> {
+        auto part = per_site(prog, path, run, pid);
+        if (!part) return part.error();
+        for (bpf_link* l : part->links_) {
+          at.links_.push_back(l);
+          at.link_groups_.push_back(at.group_);
+        }
+        at.skipped_.insert(at.skipped_.end(), part->skipped_.begin(), part->skipped_.end());
+        part->links_.clear();
+        return {};
+      }));
+  return at;
+}
+
+void Attachment::detach_group(uint32_t group) {
+  for (size_t i = 0; i < multi_fds_.size(); ++i) {
+    if (fd_groups_[i] != group || multi_fds_[i] < 0) continue;
+    close(multi_fds_[i]);
+    multi_fds_[i] = -1;
+  }
+  for (size_t i = 0; i < links_.size(); ++i) {
+    if (link_groups_[i] != group || !links_[i]) continue;
+    bpf_link__destroy(links_[i]);
+    links_[i] = nullptr;
+  }
+}
+
 void Attachment::detach() {
-  for (int fd : multi_fds_) close(fd);
+  for (int fd : multi_fds_)
+    if (fd >= 0) close(fd);
   multi_fds_.clear();
-  for (bpf_link* l : links_) bpf_link__destroy(l);
+  fd_groups_.clear();
+  for (bpf_link* l : links_)
+    if (l) bpf_link__destroy(l);
   links_.clear();
+  link_groups_.clear();
 }
 
 }  // namespace gotap::ebpf

@@ -34,6 +34,16 @@ class Attachment {
                                   const std::vector<Site>& sites, int pid);
   static Result<Attachment> per_site(bpf_program* prog, const std::string& path,
                                      const std::vector<Site>& sites, int pid);
+  // --max-overhead: one link (or set of perf-event uprobes) per group, so that one group's
+  // uprobes can go without touching the others'. group_of[i] is sites[i]'s group.
+  static Result<Attachment> multi_grouped(bpf_program* prog, const std::string& path,
+                                          const std::vector<Site>& sites,
+                                          const std::vector<uint32_t>& group_of, int pid);
+  static Result<Attachment> per_site_grouped(bpf_program* prog, const std::string& path,
+                                             const std::vector<Site>& sites,
+                                             const std::vector<uint32_t>& group_of, int pid);
+  // Removes the uprobes of one group; the others stay, never detached even for a moment.
+  void detach_group(uint32_t group);
   void detach();
   const char* method() const { return method_; }
   const std::vector<Site>& skipped() const { return skipped_; }
@@ -44,6 +54,9 @@ class Attachment {
   std::vector<int> multi_fds_;
   std::vector<Site> skipped_;
   std::vector<bpf_link*> links_;
+  // Each fd's and link's group (all 0 without groups), parallel to multi_fds_ and links_.
+  std::vector<uint32_t> fd_groups_, link_groups_;
+  uint32_t group_ = 0;  // the group being attached
   const char* method_ = "none";
 };
 

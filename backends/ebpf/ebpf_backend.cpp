@@ -28,12 +28,14 @@
 #include "backends/ebpf/cond_maps.h"
 #include "backends/ebpf/event_decoder.h"
 #include "backends/ebpf/insn_filter.h"
+#include "backends/ebpf/overhead.h"
 #include "backends/ebpf/probe_config.h"
 #include "backends/ebpf/prog_stats.h"
 #include "backends/ebpf/target.h"
 #include "core/events/goroutine_events.h"
 #include "core/events/latency.h"
 #include "core/events/live_metrics.h"
+#include "core/events/overhead_budget.h"
 #include "core/events/typed_events.h"
 #include "core/model/wait_reasons.h"
 #include "core/sys/fd.h"
@@ -85,7 +87,7 @@ std::string last_libbpf_line() {
 
 Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode mode, int tgid,
                            bool multi, bool live, uint32_t rate, int stack, const EbpfOptions& eo,
-                           const cond::Condition* cond) {
+                           const cond::Condition* cond, bool measure_cost) {
   libbpf_log().clear();
   Skel skel(gotap_bpf__open());
   if (!skel) return errno_error(ErrorKind::Runtime, "cannot open the BPF object");
@@ -114,6 +116,7 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
                            mode == Mode::Trace ? static_cast<uint32_t>(eo.ringbuf_bytes) : 4096);
   size_limit_maps(skel.get(), cfg, mode == Mode::Trace ? rate : 0,
                   mode == Mode::Trace ? static_cast<uint32_t>(stack) : 0);
+  EbpfOverhead::configure(skel.get(), cfg, measure_cost);
 
   bpf_program* used = eo.empty_program ? skel->progs.gotap_empty : skel->progs.gotap_probe;
   bpf_program* unused = eo.empty_program ? skel->progs.gotap_probe : skel->progs.gotap_empty;
@@ -280,6 +283,26 @@ std::map<uint32_t, uint64_t> held_entries(const BinaryView& bin, const ProbeConf
   return out;
 }
 
+// --max-overhead: the calls of func whose entry was reported and whose return will not be,
+// now that its uprobes are gone. They are left out of `unfinished` (the detached event
+// counts them), since the program did not leave them unfinished.
+uint64_t open_calls(gotap_bpf* skel, const ProbeConfig& cfg, uint32_t func) {
+  const int fd = bpf_map__fd(skel->maps.inflight);
+  gotap_call_key key{}, next{};
+  const void* prev = nullptr;
+  uint64_t n = 0;
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    gotap_inflight in{};
+    if (next.func_id == func && cfg.funcs[func].traced_returns &&
+        bpf_map_lookup_elem(fd, &next, &in) == 0 && in.ts != 0 &&
+        !(in.flags & GOTAP_INFLIGHT_DROPPED))
+      ++n;
+    key = next;
+    prev = &key;
+  }
+  return n;
+}
+
 std::string target_text(const TraceOptions& opts, int pid, const std::string& path) {
   if (opts.target.all) return "every process running " + path;
   return "pid " + std::to_string(pid);
@@ -377,12 +400,19 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   std::string multi_error;
   // Count keeps its own in-kernel counts; trace and latency add them for --prometheus.
   const bool live = opts.metrics && mode != Mode::Count;
+  // --max-overhead: the kernel measures each site's cost, and each function has uprobes of
+  // its own, so that one can go while the others stay (backends/ebpf/overhead.h).
+  const bool measure_cost = opts.max_overhead_pct > 0 && filter_pid > 0;
+  std::vector<uint32_t> group_of;
+  if (measure_cost)
+    for (const Site& s : sites) group_of.push_back(cfg.sites[s.cookie].probe.func_id);
   if (!eo.force_per_site) {
     auto s = open_and_load(plan, cfg, mode, filter_pid, true, live, opts.rate_per_s,
-                           opts.stack_depth, eo, opts.condition);
+                           opts.stack_depth, eo, opts.condition, measure_cost);
     if (s) {
       bpf_program* prog = eo.empty_program ? (*s)->progs.gotap_empty : (*s)->progs.gotap_probe;
-      auto a = Attachment::multi(prog, path, sites, filter_pid);
+      auto a = measure_cost ? Attachment::multi_grouped(prog, path, sites, group_of, filter_pid)
+                            : Attachment::multi(prog, path, sites, filter_pid);
       if (a) {
         skel = std::move(*s);
         attachment = std::move(*a);
@@ -395,13 +425,14 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   }
   if (!skel) {
     auto s = open_and_load(plan, cfg, mode, filter_pid, false, live, opts.rate_per_s,
-                           opts.stack_depth, eo, opts.condition);
+                           opts.stack_depth, eo, opts.condition, measure_cost);
     if (!s) {
       target.terminate();
       return s.error();
     }
     bpf_program* prog = eo.empty_program ? (*s)->progs.gotap_empty : (*s)->progs.gotap_probe;
-    auto a = Attachment::per_site(prog, path, sites, filter_pid);
+    auto a = measure_cost ? Attachment::per_site_grouped(prog, path, sites, group_of, filter_pid)
+                          : Attachment::per_site(prog, path, sites, filter_pid);
     if (!a) {
       target.terminate();
       Error e = a.error();
@@ -447,6 +478,10 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     }
   }
 
+  OverheadBudget budget(measure_cost ? opts.max_overhead_pct : 0, cfg.funcs.size());
+  std::optional<EbpfOverhead> overhead;
+  if (measure_cost) overhead.emplace(cfg, bin);
+  std::atomic<uint64_t> detached_total{0};  // read by --prometheus scrapes
   MetricsEnd metrics_end;
   if (opts.metrics) {
     const int counts_fd = bpf_map__fd(skel->maps.counts);
@@ -469,6 +504,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
             snap.funcs.push_back(std::move(m));
           }
           snap.lost = read_percpu_u64(counters_fd, GOTAP_CNT_LOST) + session.decode_failures.load();
+          if (measure_cost) snap.detached_functions = detached_total.load();
         });
     metrics_end.m = opts.metrics;
   }
@@ -510,6 +546,24 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     if (filter_pid > 0 && target.exited()) {
       target_exited = true;
       break;
+    }
+    if (const uint64_t now = monotonic_ns(); budget.due(now)) {
+      auto cpu = process_cpu_ns(filter_pid);
+      if (!cpu) continue;
+      std::vector<uint64_t> cost, hits;
+      overhead->costs(skel.get(), cost, hits);
+      for (const OverheadTrip& t : budget.sample(now, *cpu, cost, hits)) {
+        overhead->silence(skel.get(), static_cast<uint32_t>(t.func));
+        attachment.detach_group(static_cast<uint32_t>(t.func));
+        // What its probes sent before goes out before the event that says they are gone.
+        if (rb) ring_buffer__consume(rb.get());
+        ++detached_total;
+        const std::string& name = cfg.funcs[t.func].plan->name;
+        std::cerr << "gotap: " << detached_message(name, t, budget.percent()) << std::endl;
+        sink.emit(detached_event(monotonic_ns(), filter_pid, name, t, budget.percent(),
+                                 open_calls(skel.get(), cfg, static_cast<uint32_t>(t.func))));
+        ++session.events;
+      }
     }
   }
 
@@ -571,7 +625,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
       // for the return, is not reported at all, unfinished or not.
       if (bpf_map_lookup_elem(fd, &next, &in) == 0 && next.func_id < cfg.funcs.size() &&
           cfg.funcs[next.func_id].traced_returns && !(in.flags & GOTAP_INFLIGHT_DROPPED) &&
-          in.ts != 0 && !(opts.condition && opts.condition->at_ret(next.func_id)))
+          in.ts != 0 && !(opts.condition && opts.condition->at_ret(next.func_id)) &&
+          !budget.detached(next.func_id))
         open.emplace_back(CallSite{end_ns, int(in.pid), int(in.tid), int64_t(next.goid),
                                    cfg.funcs[next.func_id].plan->name},
                           in.ts);
@@ -619,6 +674,12 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     sum.extra["rate_limited"] = limited;
   }
   if (opts.condition) sum.extra["condition_held_full"] = counters[GOTAP_CNT_HELD_FULL];
+  if (measure_cost) {
+    Event names = Event::array();
+    for (uint32_t f = 0; f < cfg.funcs.size(); ++f)
+      if (budget.detached(f)) names.push_back(cfg.funcs[f].plan->name);
+    sum.extra["detached"] = std::move(names);
+  }
   sink.emit(to_event(sum));
   sink.flush();
   return {};

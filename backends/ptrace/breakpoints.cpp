@@ -230,6 +230,16 @@ Result<void> Breakpoints::insert_all(TraceeMemory& mem) {
   return {};
 }
 
+bool Breakpoints::drop_func(int func, TraceeMemory& mem) {
+  bool ok = true;
+  for (auto& [a, s] : sites_) {
+    const size_t before = s.roles.size();
+    std::erase_if(s.roles, [func](const SiteRole& r) { return r.func == func; });
+    if (s.roles.empty() && before != 0 && inserted_) ok = mem.write(a, s.orig, 1) && ok;
+  }
+  return ok;
+}
+
 void Breakpoints::restore_all(TraceeMemory& mem) {
   for (auto& [a, s] : sites_) mem.write(a, s.orig, 1);
   inserted_ = false;

@@ -70,6 +70,10 @@ class Breakpoints {
   static uint64_t scratch_size_for(size_t nsites);
 
   Result<void> insert_all(TraceeMemory& mem);
+  // --max-overhead: takes func's roles off every site, and puts the original byte back where
+  // no role is left. The site stays known, so that a hit taken before the write still
+  // resumes through its copy. False when a byte could not be written.
+  bool drop_func(int func, TraceeMemory& mem);
   void restore_all(TraceeMemory& mem);
   bool inserted() const { return inserted_; }
 

@@ -105,6 +105,7 @@ void Tracer::begin_metrics() {
     }
     // Every hit is handled while its thread waits: nothing is ever dropped.
     snap.lost = 0;
+    if (budget_.enabled()) snap.detached_functions = detached_total_.load();
   });
   metrics_live_ = true;
 }
@@ -596,6 +597,7 @@ bool Tracer::handle_trap(pid_t tid) {
   // The goroutine was held from the hit until now: its open calls leave that out.
   if (trap_goid_)
     if (auto h = held_.find(*trap_goid_); h != held_.end()) h->second.ns += now_ns() - ts;
+  if (budget_.enabled()) charge_hit(*s, now_ns() - std::min(ts, stop_taken_ns_));
   // The registers already point at the site's copy (next_event).
   Process::cont(tid, proc_->take_held_signal(tid));
   return true;
@@ -647,6 +649,7 @@ void Tracer::loop() {
   // A hit is sent to its site's copy before its stop is consumed (Process::next_event); the
   // registers it had at the int3 are kept for decoding.
   const TrapFix to_copy = [this](pid_t, user_regs_struct& r) {
+    if (budget_.enabled()) stop_taken_ns_ = now_ns();  // --max-overhead: the hit's stop begins
     const Site* s = bps_.find(r.rip - 1);
     if (!s || !Breakpoints::step_over(*s, r)) return false;
     trap_site_ = s;
@@ -656,6 +659,7 @@ void Tracer::loop() {
   };
   for (;;) {
     if (stop_due() || failed_) return;
+    if (budget_.enabled()) check_overhead();
     flush_output(false);
     bool fixed = false;
     WaitStatus ws{};
@@ -772,6 +776,9 @@ Result<void> Tracer::run() {
   // Tests: each hit holds its thread this much longer, as a slow decode would.
   if (const char* e = getenv("GOTAP_TEST_HOLD_US")) test_hold_ns_ = strtoull(e, nullptr, 10) * 1000;
   if (opts_.duration_s > 0) deadline_ns_ = now_ns() + uint64_t(opts_.duration_s * 1e9);
+  budget_ = OverheadBudget(opts_.max_overhead_pct, plan_.funcs.size());
+  cost_ns_.assign(plan_.funcs.size(), 0);
+  cost_hits_.assign(plan_.funcs.size(), 0);
   GOTAP_TRY(start());
   {
     Waker waker(deadline_ns_);
@@ -802,6 +809,12 @@ Result<void> Tracer::run() {
   sum.ended_by = exec_ended_ ? "exec" : gone ? "exit" : "stop";
   sum.extra = {{"hits", hits_}, {"goid_read_errors", goid_read_errors_}};
   if (rate_.enabled()) sum.extra["rate_limited"] = rate_.dropped_total();
+  if (budget_.enabled()) {
+    json names = json::array();
+    for (size_t f = 0; f < plan_.funcs.size(); ++f)
+      if (budget_.detached(f)) names.push_back(plan_.funcs[f].name);
+    sum.extra["detached"] = std::move(names);
+  }
   sum.ts_ns = now_ns();
   sum.events = events_;
   emit(to_event(sum));

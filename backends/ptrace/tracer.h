@@ -23,6 +23,7 @@
 #include "core/decode/value_decoder.h"
 #include "core/events/goroutine_events.h"
 #include "core/events/latency.h"
+#include "core/events/overhead_budget.h"
 #include "core/events/rate_limit.h"
 #include "gotap_cond.h"
 
@@ -100,6 +101,10 @@ class Tracer {
   void emit(nlohmann::json ev);
   void emit_aggregates();
   bool stop_due() const;
+  // --max-overhead (backends/ptrace/overhead.cpp): a hit of s held its thread ns; every
+  // ~100 ms, the functions over the budget lose their breakpoints.
+  void charge_hit(const Site& s, uint64_t ns);
+  void check_overhead();
   // --prometheus: serves fstate_'s counts and latencies to scrapes until end_metrics().
   void begin_metrics();
   void end_metrics();
@@ -141,6 +146,11 @@ class Tracer {
   uint64_t test_hold_ns_ = 0;  // GOTAP_TEST_HOLD_US: a slow decoder, for tests
   uint64_t flushed_events_ = 0;
   uint64_t last_flush_ns_ = 0;
+  OverheadBudget budget_{0, 0};
+  std::vector<uint64_t> cost_ns_,
+      cost_hits_;                            // per function: the time its hits held threads stopped
+  uint64_t stop_taken_ns_ = UINT64_MAX;      // when the tracer took the stop being handled
+  std::atomic<uint64_t> detached_total_{0};  // read by --prometheus scrapes
 };
 
 // CLOCK_MONOTONIC in nanoseconds (the clock of ts_ns).

@@ -33,6 +33,8 @@ struct MetricsSnapshot {
   int pid = 0;  // the traced process; 0 until the backend knows it
   std::vector<FuncMetrics> funcs;
   uint64_t lost = 0;
+  // --max-overhead: functions detached so far (gotap_detached_functions_total); unset without.
+  std::optional<uint64_t> detached_functions;
   bool goroutines = false;                  // goroutine events are being traced
   std::map<std::string, uint64_t> gstates;  // state -> goroutines in it
   bool ended = false;                       // the trace is over: these are the final values

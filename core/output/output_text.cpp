@@ -50,6 +50,11 @@ class TextWriter : public EventSink {
     if (kind == "entry" || kind == "return" || kind == "unfinished") return call_line(kind, ev);
     if (kind == "latency") return latency_block(ev);
     if (kind == "summary") return summary(ev);
+    if (kind == "detached")
+      return print(fmt::format(
+          "# detached {}: its probes cost {}% of the program's CPU "
+          "(budget {}%)\n",
+          safe_name(ev, "func"), ev.value("overhead_pct", 0.0), ev.value("budget_pct", 0.0)));
     if (kind == "gstate" || kind == "gcreate" || kind == "gexit") return goroutine_line(kind, ev);
     print(ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
