@@ -449,9 +449,9 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     const auto& first = cfg.sites[refused[0].cookie];
     const uint32_t id = first.probe.func_id;
     std::cerr << "gotap: warning: the kernel refuses " << refused.size()
-              << " probe site(s) (instructions uprobes cannot handle), e.g. " << hex(first.addr)
-              << " in " << (id < cfg.funcs.size() ? cfg.funcs[id].plan->name : "a goroutine probe")
-              << "\n";
+              << " probe site(s) (instructions uprobes refuse or would run wrongly), e.g. "
+              << hex(first.addr) << " in "
+              << (id < cfg.funcs.size() ? cfg.funcs[id].plan->name : "a goroutine probe") << "\n";
   }
 
   // Dynamic types: the tracee's addresses, minus the PIE load bias, are the file's.

@@ -62,5 +62,20 @@ TEST(EbpfInsnFilter, RefusesWhatUprobesRefuse) {
   EXPECT_FALSE(uprobe_can_probe(int3));
 }
 
+// 0x90 is NOP only without REX.B; with it, xchg rax, r8..r15, which the kernel would skip as
+// a NOP (runtime.gcWriteBarrierR8 begins with 49 90).
+TEST(EbpfInsnFilter, RefusesTheXchgTheKernelTakesForANop) {
+  const uint8_t nop[] = {0x90};
+  const uint8_t pause[] = {0xf3, 0x90};
+  const uint8_t xchg_rax_rax[] = {0x48, 0x90};
+  const uint8_t xchg_r8[] = {0x49, 0x90};
+  const uint8_t xchg_r8d[] = {0x41, 0x90};
+  EXPECT_TRUE(uprobe_can_probe(nop));
+  EXPECT_TRUE(uprobe_can_probe(pause));
+  EXPECT_TRUE(uprobe_can_probe(xchg_rax_rax));
+  EXPECT_FALSE(uprobe_can_probe(xchg_r8));
+  EXPECT_FALSE(uprobe_can_probe(xchg_r8d));
+}
+
 }  // namespace
 }  // namespace gotap::ebpf
