@@ -264,8 +264,10 @@ std::string encode_plan_cache(std::string_view key, const std::vector<FuncPlan>&
   }
   w.u32(static_cast<uint32_t>(warnings.size()));
   for (const auto& s : warnings) w.str(s);
-  std::string payload = w.finish(key);
+  return plan_cache_with_header(w.finish(key));
+}
 
+std::string plan_cache_with_header(std::string_view payload) {
   std::string out(kMagic, sizeof kMagic);
   out.reserve(kHeader + payload.size());
   uint32_t words[2] = {kFormat, 0};

@@ -30,6 +30,10 @@ std::string encode_plan_cache(std::string_view key, const std::vector<FuncPlan>&
 // anything else (truncated, corrupt, another version or key). Never throws.
 std::optional<CachedPlan> decode_plan_cache(std::string_view bytes, std::string_view key);
 
+// `payload` behind a header that is right for it (its size and checksum): lets a fuzzer reach
+// the payload's parser, which a checksum would otherwise keep it from.
+std::string plan_cache_with_header(std::string_view payload);
+
 // Where plans are cached: $GOTAP_PLAN_CACHE when it is a path, else
 // $XDG_CACHE_HOME/gotap/plans or ~/.cache/gotap/plans; "" when GOTAP_PLAN_CACHE is "off" or
 // "0" (disabled) or there is no home.
