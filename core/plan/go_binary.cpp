@@ -274,8 +274,13 @@ void GoBinary::sites_in(uint32_t outer, const std::set<int32_t>& wanted,
     return it->second;
   };
   facts.same_line = [&](uint64_t a, uint64_t b) {
+    if (a == b) return line_at(a).has_value();
     const auto &x = line_at(a), &y = line_at(b);
-    return x && y && *x == *y;
+    // Lines first, and one file's name is one string of the pclntab: the bytes are compared
+    // only when the views differ (comparing them every time was 5% of a whole binary's plan).
+    return x && y && x->second == y->second &&
+           ((x->first.data() == y->first.data() && x->first.size() == y->first.size()) ||
+            x->first == y->first);
   };
   // Calls of one function per mark pc in this function.
   std::map<std::pair<std::string_view, uint64_t>, int> marks;
