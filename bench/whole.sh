@@ -5,8 +5,10 @@
 # wall time and of CPU time (user + system, every thread: on a shared machine the wall clock
 # measures the other programs as much as gotap). With a second gotap (B), the same runs of
 # each, interleaved, for an A/B. Arming and detaching are read from GOTAP_TIMING's marks, so
-# B must have them too (A/B of `funcs` needs none).
-# usage: bench/whole.sh [GOTAP_A] [GOTAP_B]   env: RUNS (default 5), FIXTURES, BACKENDS
+# B must have them too (A/B of `funcs` needs none). The peak RSS is the whole command's.
+# CACHE=cold (default) plans every run (GOTAP_PLAN_CACHE=off); CACHE=warm gives the runs a
+# plan cache of their own, filled by one unmeasured run of each command first.
+# usage: bench/whole.sh [GOTAP_A] [GOTAP_B]   env: RUNS (default 5), FIXTURES, BACKENDS, CACHE
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 a=${1:-$here/build/gotap}
@@ -14,7 +16,13 @@ b=${2:-}
 fx=${FIXTURES:-$here/build/fixtures}
 runs=${RUNS:-5}
 backends=${BACKENDS:-ebpf ptrace}
+cache=${CACHE:-cold}
 work=$(mktemp -d /tmp/gotap-bench-whole.XXXXXX)
+if [ "$cache" = warm ]; then
+  export GOTAP_PLAN_CACHE=$work/plans
+else
+  export GOTAP_PLAN_CACHE=off
+fi
 caddy_pid=
 cleanup() {
   [ -n "$caddy_pid" ] && kill "$caddy_pid" 2>/dev/null && wait "$caddy_pid" 2>/dev/null
@@ -26,33 +34,39 @@ trap cleanup EXIT
 stats() {
   printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {printf "%.0f / %.0f / %.0f", v[1], v[int((NR+1)/2)], v[NR]}'
 }
-# timed FILE CMD...: runs CMD with GOTAP_TIMING=1, stderr to FILE; prints "wall_ms cpu_ms".
+# timed FILE CMD...: runs CMD with GOTAP_TIMING=1, stderr to FILE; prints "wall_ms cpu_ms",
+# and keeps its peak RSS (MB) in $f.rss.
 timed() {
   local f=$1
   shift
-  /usr/bin/time -f '%e %U %S' -o "$f.time" env GOTAP_TIMING=1 "$@" >/dev/null 2>"$f" || true
+  /usr/bin/time -f '%e %U %S %M' -o "$f.time" env GOTAP_TIMING=1 "$@" >/dev/null 2>"$f" || true
+  awk '{printf "%.0f\n", $4 / 1024}' "$f.time" >"$f.rss"
   awk '{printf "%.0f %.0f\n", $1 * 1000, ($2 + $3) * 1000}' "$f.time"
 }
 
-declare -A wall cpu
+declare -A wall cpu rss
 tools=("$a")
 [ -n "$b" ] && tools+=("$b")
 label() { [ "$1" = "$a" ] && echo A || echo B; }
 
-echo "Host: $(nproc) CPUs, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg); $runs runs."
+echo "Host: $(nproc) CPUs, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg); $runs runs; plan cache $cache."
 echo "A: $a${b:+; B: $b}"
 echo
-echo "| what | tool | wall ms (min / median / max) | CPU ms (min / median / max) |"
-echo "|---|---|---:|---:|"
+echo "| what | tool | wall ms (min / median / max) | CPU ms (min / median / max) | peak RSS MB (median) |"
+echo "|---|---|---:|---:|---:|"
 for bin in rclone/rclone caddy/caddy; do
   f=$fx/real/$bin
   [ -x "$f" ] || continue
+  if [ "$cache" = warm ]; then
+    for t in "${tools[@]}"; do "$t" funcs --json "$f" >/dev/null 2>&1 || true; done
+  fi
   for ((i = 0; i < runs; i++)); do
     for t in "${tools[@]}"; do
       read -r w c < <(timed "$work/err" "$t" funcs --json "$f")
       k="funcs --json ${bin%%/*}|$(label "$t")"
       wall[$k]+=" $w"
       cpu[$k]+=" $c"
+      rss[$k]+=" $(cat "$work/err.rss")"
     done
   done
 done
@@ -65,6 +79,11 @@ if [ -x "$caddy" ]; then
   "$caddy" file-server --listen "127.0.0.1:$port" --root "$work/www" >"$work/caddy.log" 2>&1 &
   caddy_pid=$!
   for _ in $(seq 50); do curl -fs "127.0.0.1:$port/" >/dev/null && break; sleep 0.2; done
+  if [ "$cache" = warm ]; then
+    for t in "${tools[@]}"; do
+      "$t" count -d 1 -p "$caddy_pid" 're:.' >/dev/null 2>&1 || true
+    done
+  fi
   for ((i = 0; i < runs; i++)); do
     for be in $backends; do
       for t in "${tools[@]}"; do
@@ -77,6 +96,7 @@ if [ -x "$caddy" ]; then
           k="count 're:.' caddy, $be: command to armed|$(label "$t")"
           wall[$k]+=" ${armed% *}"
           cpu[$k]+=" ${armed#* }"
+          rss[$k]+=" $(cat "$work/err.rss")"
         fi
         if [ -n "$det" ]; then
           k="count 're:.' caddy, $be: detach|$(label "$t")"
@@ -93,5 +113,9 @@ for k in $(printf '%s\n' "${!wall[@]}" | sort | tr ' ' '\a'); do
   k=${k//$'\a'/ }
   [ -n "${wall[$k]// /}" ] || continue
   # shellcheck disable=SC2086
-  echo "| ${k%|*} | ${k##*|} | $(stats ${wall[$k]}) | $(stats ${cpu[$k]}) |"
+  r=-
+  # shellcheck disable=SC2086
+  [ -n "${rss[$k]:-}" ] && r=$(stats ${rss[$k]} | awk -F' / ' '{print $2}')
+  # shellcheck disable=SC2086
+  echo "| ${k%|*} | ${k##*|} | $(stats ${wall[$k]}) | $(stats ${cpu[$k]}) | $r |"
 done

@@ -13,6 +13,7 @@
 #include "core/output/value_text.h"
 #include "core/plan/go_binary.h"
 #include "core/plan/plan.h"
+#include "core/plan/plan_cache.h"
 #include "core/sys/timing.h"
 #include "frontends/commands.h"
 #include "frontends/options.h"
@@ -85,6 +86,7 @@ int cmd_funcs(const Args& args) {
   if (patterns.empty()) patterns.push_back("*");
   PlanOptions opts;
   opts.probe_inline_sites = !vm->count("no-inline");
+  opts.cache_dir = plan_cache_dir();
   auto plan = (*bin)->plan(patterns, opts);
   if (!plan) return report_error(plan.error());
   sys::timing_mark("plan");

@@ -17,6 +17,7 @@
 #include "core/output/record.h"
 #include "core/output/value_text.h"
 #include "core/plan/go_binary.h"
+#include "core/plan/plan_cache.h"
 #include "core/sys/spawn.h"
 #include "core/sys/timing.h"
 #include "frontends/commands.h"
@@ -254,6 +255,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   // --under follows calls from entry to return; an inlined copy has no return to close it.
   // A condition reads arguments where the ABI puts them, which an inlined copy does not.
   popts.probe_inline_sites = !vm->count("no-inline") && !goroutines_cmd && !cond_spec.any();
+  popts.cache_dir = plan_cache_dir();
   auto plan = (*bin)->plan(patterns, popts);
   if (!plan) return report_error(plan.error());
   sys::timing_mark("plan");

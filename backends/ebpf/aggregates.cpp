@@ -48,6 +48,7 @@ LatencySummary read_latency(int stats_fd, int hist_fd, uint32_t func) {
   s.sum_ns = st.sum_ns;
   s.min_ns = st.min_ns;
   s.max_ns = st.max_ns;
+  s.fine.assign(GOTAP_NBUCKETS, 0);
   for (uint32_t b = 0; b < GOTAP_NBUCKETS; ++b) {
     uint32_t key = func * GOTAP_NBUCKETS + b;
     bpf_map_lookup_elem(hist_fd, &key, &s.fine[b]);

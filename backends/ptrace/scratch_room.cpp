@@ -28,8 +28,10 @@ ScratchRoom ScratchRoom::of(int pid, uint64_t image_lo, uint64_t image_hi) {
   ScratchRoom room;
   room.image_lo = image_lo;
   room.image_hi = image_hi;
-  // start_brk and brk are fields 47 and 48 of /proc/PID/stat, the 45th and 46th after the
-  // command name's closing parenthesis (the name may hold spaces and parentheses).
+  // start_brk is field 47 of /proc/PID/stat, the 45th after the command name's closing
+  // parenthesis (the name may hold spaces and parentheses). Field 48 is arg_start, on the
+  // stack, not the current brk: taken for brk, it left no room above the heap at all, and a
+  // whole binary's scratch failed whenever the heap started within 7 MiB of the image.
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   if (std::getline(stat, line)) {
@@ -37,12 +39,14 @@ ScratchRoom ScratchRoom::of(int pid, uint64_t image_lo, uint64_t image_hi) {
     if (paren != std::string::npos) {
       std::istringstream in(line.substr(paren + 1));
       std::string field;
-      for (int i = 3; i <= 48 && in >> field; ++i) {
+      for (int i = 3; i <= 47 && in >> field; ++i)
         if (i == 47) room.brk_start = std::strtoull(field.c_str(), nullptr, 10);
-        if (i == 48) room.brk = std::strtoull(field.c_str(), nullptr, 10);
-      }
     }
   }
+  // The current brk: the end of the [heap] mapping (none before the first sbrk).
+  room.brk = room.brk_start;
+  for (const sys::Mapping& m : sys::read_maps(pid))
+    if (m.path == "[heap]") room.brk = std::max(room.brk, m.end);
   std::ifstream min("/proc/sys/vm/mmap_min_addr");
   uint64_t m = 0;
   if (min >> m && m > room.min_addr) room.min_addr = m;

@@ -33,6 +33,7 @@ void LatencySummary::add(uint64_t ns) {
   if (ns > max_ns) max_ns = ns;
   ++count;
   sum_ns += ns;
+  if (fine.empty()) fine.assign(kLatencyBuckets, 0);
   ++fine[latency_bucket(ns)];
 }
 

@@ -22,7 +22,9 @@ BucketRange latency_bucket_range(uint32_t bucket);
 
 struct LatencySummary {
   uint64_t count = 0, sum_ns = 0, min_ns = 0, max_ns = 0;
-  std::vector<uint64_t> fine = std::vector<uint64_t>(kLatencyBuckets, 0);
+  // kLatencyBuckets counts, or empty before the first sample: a whole binary has one
+  // summary per function (caddy: 46,129 of them, 183 MB when each had its 4 KB at once).
+  std::vector<uint64_t> fine;
   void add(uint64_t ns);
 };
 

@@ -26,6 +26,8 @@ namespace gotap {
 
 struct PlanOptions {
   bool probe_inline_sites = true;
+  // Where plans are cached (core/plan/plan_cache.h); "" plans every time.
+  std::string cache_dir;
 };
 
 struct OpenOptions {
@@ -71,6 +73,10 @@ class GoBinary {
   // matches nothing.
   // The plan's binary_view points into this object.
   Result<ProbePlan> plan(const std::vector<std::string>& patterns, const PlanOptions& o) const;
+  // The plan cache's key (core/plan/plan_cache.h): gotap's executable, this file and its
+  // build IDs, the debug file, the patterns and options. "" when the file cannot be
+  // identified (then nothing is cached).
+  std::string plan_cache_key(const std::vector<std::string>& patterns, const PlanOptions& o) const;
   // What the backends need of this binary; valid while it lives.
   BinaryView view() const;
 

@@ -123,9 +123,12 @@ CodeBlocks decode_blocks(Bytes code, uint64_t entry) {
   bool next_leads = true, after_call = false;
   size_t off = 0;
   while (off < code.size()) {
+    // Operands only for branches (their target): decoding every instruction's operands
+    // was half of this function's time on a whole binary.
     ZydisDecodedInstruction in;
-    ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-    if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, code.data() + off, code.size() - off, &in, ops)))
+    ZydisDecoderContext ctx;
+    if (!ZYAN_SUCCESS(
+            ZydisDecoderDecodeInstruction(&dec, &ctx, code.data() + off, code.size() - off, &in)))
       return out;  // incomplete: callers trust nothing about blocks then
     CodeInsn ci;
     ci.pc = entry + off;
@@ -141,9 +144,12 @@ CodeBlocks decode_blocks(Bytes code, uint64_t entry) {
       case ZYDIS_CATEGORY_COND_BR:
       case ZYDIS_CATEGORY_UNCOND_BR: {
         next_leads = true;
+        ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
         const auto& op = ops[0];
         ZyanU64 t = 0;
-        if (in.operand_count_visible >= 1 && op.type == ZYDIS_OPERAND_TYPE_IMMEDIATE &&
+        if (in.operand_count_visible >= 1 &&
+            ZYAN_SUCCESS(ZydisDecoderDecodeOperands(&dec, &ctx, &in, ops, 1)) &&
+            op.type == ZYDIS_OPERAND_TYPE_IMMEDIATE &&
             ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&in, &op, ci.pc, &t))) {
           targets.push_back(t);
           out.insns.back().target = t;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <utility>
 
 namespace gotap::sys {
 
@@ -27,6 +28,20 @@ double cpu_ms() {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+// Resident and peak resident memory in MB (/proc/self/status VmRSS and VmHWM).
+std::pair<long, long> rss_mb() {
+  long rss = 0, hwm = 0;
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f)) {
+      std::sscanf(line, "VmRSS: %ld", &rss);
+      std::sscanf(line, "VmHWM: %ld", &hwm);
+    }
+    std::fclose(f);
+  }
+  return {rss / 1024, hwm / 1024};
+}
+
 }  // namespace
 
 void timing_mark(std::string_view phase) {
@@ -38,9 +53,13 @@ void timing_mark(std::string_view phase) {
   const auto now = Clock::now();
   const double cpu = cpu_ms();
   auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  const auto [rss, peak] = rss_mb();
   std::fprintf(stderr, "gotap: timing: %.*s +%.1f ms, cpu +%.1f ms (%.1f ms, cpu %.1f ms)\n",
                static_cast<int>(phase.size()), phase.data(), ms(now - last), cpu - last_cpu,
                ms(now - g_start), cpu);
+  // A line of its own, so that scripts reading the timing lines read them as before.
+  std::fprintf(stderr, "gotap: memory: %.*s rss %ld MB, peak %ld MB\n",
+               static_cast<int>(phase.size()), phase.data(), rss, peak);
   last = now;
   last_cpu = cpu;
 }

@@ -1,6 +1,7 @@
 // Phase times for profiling (GOTAP_TIMING=1): each mark prints, on stderr, the time since the
 // previous mark and since gotap started, so that a slow command shows where its time went
-// (opening the binary, planning, placing the probes, detaching). Off, a mark costs one load.
+// (opening the binary, planning, placing the probes, detaching), and a second line its resident
+// and peak memory. Off, a mark costs one load.
 #pragma once
 
 #include <string_view>

@@ -5,6 +5,9 @@
 #include <sys/mman.h>
 #include <sys/ucontext.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -119,6 +122,22 @@ TEST(Breakpoints, ScratchGoesAboveANonPieImageWhenBelowIsTooSmall) {
   spots = scratch_spots(maps, room, small);
   ASSERT_FALSE(spots.empty());
   EXPECT_EQ(spots[0], 0x400000u - kScratchGuard - small);
+}
+
+// The heap's room ends where the heap does: ScratchRoom once read /proc/PID/stat's field 48
+// (arg_start, on the stack) as brk, so nothing above the heap was ever free, and ptrace could
+// not arm a whole caddy whenever its heap started within 7 MiB of the image.
+TEST(Breakpoints, ScratchRoomHeapIsTheHeap) {
+  std::vector<void*> keep;
+  for (int i = 0; i < 64; ++i) keep.push_back(std::malloc(1024));  // a [heap] mapping
+  const ScratchRoom room = ScratchRoom::of(getpid(), 0x400000, 0x500000);
+  uint64_t heap_end = room.brk_start;
+  for (const sys::Mapping& m : sys::read_maps(getpid()))
+    if (m.path == "[heap]") heap_end = m.end;
+  EXPECT_NE(room.brk_start, 0u);
+  EXPECT_EQ(room.brk, heap_end);
+  EXPECT_LT(room.brk - room.brk_start, 1ull << 30);
+  for (void* p : keep) std::free(p);
 }
 
 // A heap right above the image and no room below: above the heap's room, still in reach. No

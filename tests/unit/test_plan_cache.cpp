@@ -1,0 +1,189 @@
+// The plan cache (core/plan/plan_cache.h): a cached plan is the plan made again, byte for
+// byte; a cache file that is corrupt, truncated, of another key or replaced by anything else
+// is ignored, and planning gives the identical plan and writes a good file back.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/plan/go_binary.h"
+#include "core/plan/plan.h"
+#include "core/plan/plan_cache.h"
+#include "tests/unit/fixtures.h"
+
+namespace gotap {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::all_fixtures;
+using testing::Fixture;
+
+// Everything of a plan the commands print or the backends use, as text.
+std::string dump(const ProbePlan& p) {
+  std::string out;
+  for (const auto& f : p.funcs) out += to_json(f).dump() + "\n";
+  for (const auto& w : p.warnings) out += "warning: " + w + "\n";
+  return out;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void spit(const fs::path& p, const std::string& s) {
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << s;
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "gotap-plan-cache.XXXXXX").string();
+    path = ::mkdtemp(t.data());
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// A default, a stripped (no DWARF: method tables and ArgInfo) and a PIE binary.
+std::vector<Fixture> some_fixtures() {
+  std::vector<Fixture> out;
+  for (const auto& fx : all_fixtures("args"))
+    if (fx.go_version == "1.26" &&
+        (fx.flavour == "default" || fx.flavour == "stripped" || fx.flavour == "pie"))
+      out.push_back(fx);
+  return out;
+}
+
+fs::path only_file(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
+  EXPECT_EQ(files.size(), 1u);
+  return files.empty() ? fs::path() : files[0];
+}
+
+TEST(PlanCache, CachedPlanIsIdenticalAndBadFilesFallBackToPlanning) {
+  auto fixtures = some_fixtures();
+  ASSERT_EQ(fixtures.size(), 3u) << "fixture 'args' (1.26) not built in "
+                                 << testing::fixtures_dir();
+  for (const auto& fx : fixtures) {
+    SCOPED_TRACE(fx.label());
+    TempDir tmp;
+    const fs::path dir = tmp.path / "cache" / "gotap";
+    auto bin = GoBinary::open(fx.path);
+    ASSERT_TRUE(bin.ok()) << bin.error().what();
+    const std::vector<std::string> pats = {"re:."};
+    auto fresh = (*bin)->plan(pats, PlanOptions{});
+    ASSERT_TRUE(fresh.ok()) << fresh.error().what();
+    const std::string want = dump(*fresh);
+    ASSERT_GT(fresh->funcs.size(), 256u);
+
+    PlanOptions cached;
+    cached.cache_dir = dir.string();
+    auto plan_again = [&] {
+      // A new GoBinary each time, as a new gotap run has.
+      auto b = GoBinary::open(fx.path);
+      EXPECT_TRUE(b.ok());
+      auto p = (*b)->plan(pats, cached);
+      EXPECT_TRUE(p.ok());
+      return p.ok() ? dump(*p) : std::string();
+    };
+    EXPECT_EQ(plan_again(), want);  // planned, stored
+    const fs::path file = only_file(dir);
+    struct stat st;
+    ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+    ASSERT_EQ(::stat(file.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    const std::string good = slurp(file);
+    EXPECT_EQ(plan_again(), want);  // from the cache
+
+    // The file is really read: a valid file of the same key with one function renamed
+    // gives that name.
+    const std::string key = (*bin)->plan_cache_key(pats, cached);
+    auto decoded = decode_plan_cache(good, key);
+    ASSERT_TRUE(decoded.has_value());
+    decoded->funcs[0].name = "cache.was.read";
+    spit(file, encode_plan_cache(key, decoded->funcs, decoded->warnings));
+    EXPECT_NE(plan_again().find("cache.was.read"), std::string::npos);
+
+    // Corrupt, truncated, empty, garbage: ignored, planned again, identical, rewritten.
+    std::string flipped = good;
+    flipped[flipped.size() / 2] ^= 0x40;
+    for (const std::string& bad : {flipped, good.substr(0, good.size() / 3), good.substr(0, 20),
+                                   std::string(), std::string(4096, '\xff'), good + "x"}) {
+      spit(file, bad);
+      EXPECT_EQ(plan_again(), want);
+      EXPECT_EQ(slurp(only_file(dir)), good);
+    }
+  }
+}
+
+TEST(PlanCache, OtherPatternsOptionsOrFilesHaveOtherKeys) {
+  auto fixtures = some_fixtures();
+  ASSERT_FALSE(fixtures.empty());
+  auto a = GoBinary::open(fixtures[0].path);
+  auto b = GoBinary::open(fixtures[1 % fixtures.size()].path);
+  ASSERT_TRUE(a.ok() && b.ok());
+  PlanOptions o, no_inline;
+  no_inline.probe_inline_sites = false;
+  const std::string k = (*a)->plan_cache_key({"re:."}, o);
+  ASSERT_FALSE(k.empty());
+  EXPECT_EQ((*a)->plan_cache_key({"re:."}, o), k);
+  EXPECT_NE((*a)->plan_cache_key({"re:.", "main.*"}, o), k);
+  EXPECT_NE((*a)->plan_cache_key({"re:.a"}, o), k);
+  EXPECT_NE((*a)->plan_cache_key({"re:."}, no_inline), k);
+  if (fixtures.size() > 1) {
+    EXPECT_NE((*b)->plan_cache_key({"re:."}, o), k);
+  }
+  // A file of one key is no file of another.
+  auto plan = (*a)->plan({"main.*"}, o);
+  ASSERT_TRUE(plan.ok());
+  const std::string bytes = encode_plan_cache(k, plan->funcs, plan->warnings);
+  EXPECT_TRUE(decode_plan_cache(bytes, k).has_value());
+  EXPECT_FALSE(decode_plan_cache(bytes, k + "x").has_value());
+}
+
+TEST(PlanCache, EveryTruncationAndByteFlipIsRejected) {
+  FuncPlan f;
+  f.name = "main.f";
+  f.entry = 0x1000;
+  f.ret_sites = {0x1010, 0x1020};
+  ParamLoc p;
+  p.name = "x";
+  p.type_name = "int";
+  p.loc.pieces.push_back(LocPiece{LocPiece::IntReg, 0, 0, 0, 8});
+  f.args.push_back(p);
+  f.inline_sites.push_back(InlineSite{"main.g", 0x2000, "g.go", 7, 8, ""});
+  const std::string bytes = encode_plan_cache("key", {f}, {"a warning"});
+  auto back = decode_plan_cache(bytes, "key");
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(to_json(back->funcs.at(0)), to_json(f));
+  EXPECT_EQ(back->warnings, std::vector<std::string>{"a warning"});
+  for (size_t n = 0; n < bytes.size(); ++n)
+    EXPECT_FALSE(decode_plan_cache(bytes.substr(0, n), "key").has_value()) << n;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::string b = bytes;
+    b[i] ^= 1;
+    EXPECT_FALSE(decode_plan_cache(b, "key").has_value()) << i;
+  }
+}
+
+TEST(PlanCache, DisabledByEnvironment) {
+  ::setenv("GOTAP_PLAN_CACHE", "off", 1);
+  EXPECT_EQ(plan_cache_dir(), "");
+  ::setenv("GOTAP_PLAN_CACHE", "/some/dir", 1);
+  EXPECT_EQ(plan_cache_dir(), "/some/dir");
+  ::unsetenv("GOTAP_PLAN_CACHE");
+  ::setenv("XDG_CACHE_HOME", "/x", 1);
+  EXPECT_EQ(plan_cache_dir(), "/x/gotap/plans");
+}
+
+}  // namespace
+}  // namespace gotap
