@@ -39,7 +39,7 @@ for _ in $(seq "$runs"); do
   run trace_json "$gotap" trace --backend=ebpf --json -o /dev/null main.work -- "$bin" bench "$calls"
 done
 
-stats() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {printf "%.0f %.0f %.0f", v[1], v[int((NR+1)/2)], v[NR]}'; }
+stats() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {printf "%.0f %.0f %.0f\n", v[1], v[int((NR+1)/2)], v[NR]}'; }
 echo "Host: $(nproc) CPUs, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg); $runs runs of $calls calls."
 printf '%-11s %24s %10s %14s\n' what 'ns/call min/med/max' x_empty 'part (median)'
 prev=

@@ -95,8 +95,9 @@ if [[ " $parts " == *" attach "* ]]; then
       awk -v n="$name" -v b="$be" -v p="$pat" -v f="$funcs" -v pr="$probes" -v aw="$aw" -v ac="$ac" \
         -v pw="$pw" -v pc="$pc" -v dw="$dw" -v dc="$dc" -v r="$(tail -1 "$work/rss")" -v e="$ended" \
         'BEGIN { w = aw - pw; c = ac - pc
-                 printf "| %s | %s | `%s` | %d | %d | %.0f (%.0f) | %.1f (%.1f) | %.0f (%.0f) | %.1f (%.1f) | %.0f | %s |\n",
-                 n, b, p, f, pr, w, c, w * 1000 / pr, c * 1000 / pr, dw, dc, dw * 1000 / pr, dc * 1000 / pr, r / 1024, e }'
+                 d = dw == "nan" ? "- | -" : sprintf("%.0f (%.0f) | %.1f (%.1f)", dw, dc, dw * 1000 / pr, dc * 1000 / pr)
+                 printf "| %s | %s | `%s` | %d | %d | %.0f (%.0f) | %.1f (%.1f) | %s | %.0f | %s |\n",
+                 n, b, p, f, pr, w, c, w * 1000 / pr, c * 1000 / pr, d, r / 1024, e }'
     done
   done
 fi
@@ -140,8 +141,8 @@ if [[ " $parts " == *" events "* ]]; then
       fi
       # Lost events, or a program that can no longer make the calls asked for: the next
       # rate tells nothing more.
-      [ "$lost" != 0 ] && break
-      awk -v m="$made" -v r="$rate" -v t="$secs" 'BEGIN { exit !(m / t < 0.8 * r) }' && break
+      if [ "$lost" != 0 ]; then break; fi
+      if awk -v m="$made" -v r="$rate" -v t="$secs" 'BEGIN { exit !(m / t < 0.8 * r) }'; then break; fi
     done
   done
 fi
@@ -157,6 +158,6 @@ if [[ " $parts " == *" ptrace "* ]]; then
     read -r made seen lost < <(paced ptrace "$rate")
     awk -v r="$rate" -v m="$made" -v s="$seen" -v l="$lost" -v t="$secs" \
       'BEGIN { printf "| %d | %.0f | %.0f | %.2f | %s |\n", r, m / t, s / t, (m > 0 ? r * t / m : 0), l }'
-    awk -v m="$made" -v r="$rate" -v t="$secs" 'BEGIN { exit !(m / t < 0.5 * r) }' && break
+    if awk -v m="$made" -v r="$rate" -v t="$secs" 'BEGIN { exit !(m / t < 0.5 * r) }'; then break; fi
   done
 fi
