@@ -125,7 +125,7 @@ if [[ " $parts " == *" events "* ]]; then
     rates="2000"
   else
     rings=${RINGS:-4 16 64 256 1024 16384}
-    rates="5000 10000 20000 40000 80000 160000 320000"
+    rates="1000 2000 5000 10000 20000 40000 80000"
   fi
   echo "| ring KiB | calls/s asked | calls/s made | events/s seen | lost | 2 x made - seen |"
   echo "|---:|---:|---:|---:|---:|---:|"
