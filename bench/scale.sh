@@ -14,7 +14,8 @@
 #            rate it made; the figure is the hit rate where it reaches 2.
 # SHORT=1 (CI): one small subset and one rate per part, to check the script runs.
 #
-# usage: bench/scale.sh [GOTAP] [PARTS...]   env: FIXTURES, SHORT, SECONDS_RUN, RINGS (KiB)
+# usage: bench/scale.sh [GOTAP] [PARTS...]   env: FIXTURES, SHORT, SECONDS_RUN, RINGS (KiB),
+#   ONLY (a regexp of the attach targets: caddy, rclone, hugo, generated), GEN_FUNCS
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 gotap=${1:-$here/build/gotap}
@@ -72,12 +73,23 @@ if [[ " $parts " == *" attach "* ]]; then
     if [ -x /usr/bin/hugo ] && /usr/bin/hugo new site "$work/site" >/dev/null 2>&1; then
       targets+=("hugo|/usr/bin/hugo|server -s $work/site --bind 127.0.0.1 --port 0|re:.")
     fi
+    # A generated program of GEN_FUNCS functions (bench/gen-funcs.sh), for ~250,000 probes;
+    # eBPF's count probes entries only, so eBPF runs latency (entries and RETs) there too.
+    if [[ generated =~ ${ONLY:-.} ]] && "$here/bench/gen-funcs.sh" "$work/many" "${GEN_FUNCS:-125000}" >/dev/null 2>&1; then
+      targets+=("generated|$work/many|sleep|re:.|count latency")
+    fi
   fi
   for t in "${targets[@]}"; do
-    IFS='|' read -r name bin args pat <<<"$t"
-    for be in ebpf ptrace; do
+    IFS='|' read -r name bin args pat cmds <<<"$t"
+    [[ "$name" =~ ${ONLY:-.} ]] || continue
+    runs=()
+    for c in ${cmds:-count}; do runs+=("$c/ebpf"); done
+    runs+=(count/ptrace)
+    for run in "${runs[@]}"; do
+      sub=${run%/*} be=${run#*/} label=$name
+      if [ "$sub" != count ]; then label="$name ($sub)"; fi
       # shellcheck disable=SC2086
-      /usr/bin/time -f '%M' -o "$work/rss" env GOTAP_TIMING=1 "$gotap" count --backend="$be" --json \
+      /usr/bin/time -f '%M' -o "$work/rss" env GOTAP_TIMING=1 "$gotap" "$sub" --backend="$be" --json \
         -o "$work/out" -d 1 "$pat" -- "$bin" $args >/dev/null 2>"$work/err" || true
       planned=$(mark "$work/err" plan total)
       armed=$(mark "$work/err" "$be: armed" total)
@@ -86,13 +98,13 @@ if [[ " $parts " == *" attach "* ]]; then
       funcs=$(summary "$work/out" functions)
       ended=$(summary "$work/out" ended_by)
       if [ -z "$armed" ] || [ -z "$probes" ]; then
-        echo "| $name | $be | \`$pat\` | ${funcs:--} | ${probes:--} | failed: $(grep -v timing "$work/err" | tail -1 | cut -c1-80) | | | | | |"
+        echo "| $label | $be | \`$pat\` | ${funcs:--} | ${probes:--} | failed: $(grep -v timing "$work/err" | tail -1 | cut -c1-80) | | | | | |"
         continue
       fi
       read -r pw pc <<<"$planned"
       read -r aw ac <<<"$armed"
       read -r dw dc <<<"${detach:-nan nan}"
-      awk -v n="$name" -v b="$be" -v p="$pat" -v f="$funcs" -v pr="$probes" -v aw="$aw" -v ac="$ac" \
+      awk -v n="$label" -v b="$be" -v p="$pat" -v f="$funcs" -v pr="$probes" -v aw="$aw" -v ac="$ac" \
         -v pw="$pw" -v pc="$pc" -v dw="$dw" -v dc="$dc" -v r="$(tail -1 "$work/rss")" -v e="$ended" \
         'BEGIN { w = aw - pw; c = ac - pc
                  d = dw == "nan" ? "- | -" : sprintf("%.0f (%.0f) | %.1f (%.1f)", dw, dc, dw * 1000 / pr, dc * 1000 / pr)
