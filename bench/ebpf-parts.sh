@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# res (lib.sh) and the med_* figures are set indirectly (declare).
+# shellcheck disable=SC2034,SC2154
 # Where an eBPF `trace` spends what it costs over empty probes at the same sites (issue 22,
 # goal 2), on the latency fixture's `bench` loop (main.work: entry probe, one RET). Each
 # configuration adds one part of gotap's work to the one before it:
