@@ -24,6 +24,8 @@ const volatile __u64 wake_bytes = 1 << 20; /* wake the reader past this much pen
  * in `lat_stats`/`lat_hist`, so that a scrape reads exact numbers from the maps even when
  * the ring buffer drops events. */
 const volatile __u32 live_metrics = 0;
+/* Benchmark only (GOTAP_EBPF_CUT=nosubmit): capture every event, send none. */
+const volatile __u32 bench_no_submit = 0;
 
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -201,6 +203,7 @@ static __always_inline void emit(struct pt_regs* ctx, struct gotap_probe* p, __u
   __u64 size = offsetof(struct gotap_event, data) + (off & (2 * GOTAP_DATA_MAX - 1)) +
                ev->nstack * sizeof(__u64);
   if (size > sizeof(*ev)) size = sizeof(*ev);
+  if (bench_no_submit) return;
   /* Waking the reader per event costs more than the probe itself; user space polls every
    * few milliseconds anyway, so wake it only when the buffer fills up. */
   __u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);

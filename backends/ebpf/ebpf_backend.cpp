@@ -101,6 +101,7 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
   ro->tls_g_off = plan.tls_g_offset;
   ro->wake_bytes = eo.ringbuf_bytes / 4;
   ro->live_metrics = live ? 1 : 0;
+  ro->bench_no_submit = eo.cut == EventCut::NoSubmit ? 1 : 0;
   ro->has_cond = cond ? 1 : 0;
 
   const uint32_t nsites = std::max<uint32_t>(1, static_cast<uint32_t>(cfg.sites.size()));
@@ -149,6 +150,7 @@ struct Session {
   std::unique_ptr<GoroutineEvents> goroutines;
   uint64_t events = 0;
   uint64_t samples = 0;  // ring buffer records handled, for the flush per batch
+  EventCut cut = EventCut::None;
   // An exception out of decoding or the output: the trace ends, probes removed, exit 1.
   std::optional<std::string> failed;
   // Read by --prometheus scrapes on the exporter's thread too.
@@ -212,6 +214,7 @@ bool on_goroutine_sample(Session& s, const void* data, size_t size) {
 }
 
 int handle_sample(Session* s, void* data, size_t size) {
+  if (s->cut == EventCut::NoDecode) return 0;
   if (size >= offsetof(gotap_event, data)) {
     uint32_t func_id = static_cast<const gotap_event*>(data)->func_id;
     if (func_id == GOTAP_FUNC_GSTATUS || func_id == GOTAP_FUNC_GCREATE ||
@@ -225,6 +228,7 @@ int handle_sample(Session* s, void* data, size_t size) {
     ++s->decode_failures;
     return 0;
   }
+  if (s->cut == EventCut::NoPrint) return 0;
   s->sink.emit(e);
   ++s->events;
   return 0;
@@ -458,6 +462,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   uint64_t bias = 0;
   if (filter_pid > 0) bias = bin.load_bias(filter_pid).value_or(0);
   Session session{bin, plan, opts, sink, cfg, nullptr, nullptr};
+  session.cut = eo.cut;
   auto func_name = [&bin, bias](uint64_t pc) {
     return pc >= bias ? bin.func_name(pc - bias) : std::string();
   };
@@ -691,6 +696,27 @@ Result<void> EbpfBackend::run(const ProbePlan& plan, const TraceOptions& opts, E
   // baseline; the per-site fallback can be forced to compare attach methods.
   if (const char* e = getenv("GOTAP_EBPF_EMPTY_PROGRAM")) eo.empty_program = *e == '1';
   if (const char* e = getenv("GOTAP_EBPF_PER_SITE")) eo.force_per_site = *e == '1';
+  // Scale and cost breakdown (bench/scale.sh, bench/ebpf-parts.sh): the ring buffer's size,
+  // and where a trace event stops.
+  if (const char* e = getenv("GOTAP_EBPF_RINGBUF_KB")) {
+    char* end = nullptr;
+    const unsigned long kb = strtoul(e, &end, 10);
+    if (*e == '\0' || *end != '\0' || kb < 4 || kb > (1ul << 21) || (kb & (kb - 1)))
+      return make_error("GOTAP_EBPF_RINGBUF_KB must be a power of two from 4 to 2097152, not '{}'",
+                        e);
+    eo.ringbuf_bytes = size_t(kb) << 10;
+  }
+  if (const char* e = getenv("GOTAP_EBPF_CUT")) {
+    const std::string v = e;
+    if (v == "nosubmit")
+      eo.cut = EventCut::NoSubmit;
+    else if (v == "nodecode")
+      eo.cut = EventCut::NoDecode;
+    else if (v == "noprint")
+      eo.cut = EventCut::NoPrint;
+    else if (!v.empty())
+      return make_error("GOTAP_EBPF_CUT must be nosubmit, nodecode or noprint, not '{}'", v);
+  }
   return run_session(plan, opts, sink, eo);
 }
 

@@ -12,10 +12,20 @@
 
 namespace gotap::ebpf {
 
+// Benchmark only (GOTAP_EBPF_CUT, bench/ebpf-parts.sh): where a trace event stops, so that
+// each part of its cost can be measured alone. A cut event is neither reported nor lost.
+enum class EventCut {
+  None,
+  NoSubmit,  // captured by the BPF program, never put in the ring buffer
+  NoDecode,  // read from the ring buffer, not decoded
+  NoPrint,   // decoded, not handed to the output
+};
+
 struct EbpfOptions {
-  bool empty_program = false;   // attach a program that does nothing (probe cost baseline)
-  bool force_per_site = false;  // skip uprobe_multi (tests the fallback)
-  size_t ringbuf_bytes = 16u << 20;
+  bool empty_program = false;        // attach a program that does nothing (probe cost baseline)
+  bool force_per_site = false;       // skip uprobe_multi (tests the fallback)
+  size_t ringbuf_bytes = 16u << 20;  // GOTAP_EBPF_RINGBUF_KB: a power of two >= 4 KiB
+  EventCut cut = EventCut::None;
   bool quiet = false;  // no "Tracing ..." line
 };
 

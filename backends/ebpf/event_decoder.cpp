@@ -161,7 +161,8 @@ nlohmann::json EventDecoder::value(const ParamCapture& pc, const gotap_event& ev
   copy(pc.payload_cap, c.word(1));
   for (auto [cap, slot] : pc.field_caps) copy(cap, c.word(slot), c.word(slot + 1));
   dec_->set_limits(lim);
-  nlohmann::json v = dec_->decode_param(p, rs)["value"];
+  nlohmann::json decoded = dec_->decode_param(p, rs);
+  nlohmann::json v = std::move(decoded["value"]);
   // An interface (only interfaces have a "type") whose data was neither copied nor in the
   // file: the data word, as it was.
   auto data = c.word(1);

@@ -12,6 +12,37 @@ size_t size_of(const json& v) {
   return v.dump(-1, ' ', false, json::error_handler_t::replace).size();
 }
 
+// At least size_of(v), found without writing the JSON out: a string's byte may become a
+// six-character escape, a number has at most 32 characters. Every event goes through the
+// cap, and nearly all are far below it: this spares each one a full dump.
+size_t size_bound(const json& v) {
+  switch (v.type()) {
+    case json::value_t::string:
+      return 2 + 6 * v.get_ref<const std::string&>().size();
+    case json::value_t::array: {
+      size_t n = 2;
+      for (const auto& e : v) n += size_bound(e) + 1;
+      return n;
+    }
+    case json::value_t::object: {
+      size_t n = 2;
+      for (const auto& [k, e] : v.items()) n += 2 + 6 * k.size() + 1 + size_bound(e) + 1;
+      return n;
+    }
+    case json::value_t::binary:
+      return size_of(v);
+    default:
+      return 32;
+  }
+}
+
+// Whether the event may need cutting: it has values and may be larger than the cap.
+bool may_exceed(const json& ev, size_t max_bytes) {
+  if (!ev.is_object()) return false;
+  if (!ev.contains("args") && !ev.contains("results")) return false;
+  return size_bound(ev) > max_bytes && size_of(ev) > max_bytes;
+}
+
 // Cuts v to what `budget` bytes allow, spending them; returns whether anything was cut.
 bool cut(json& v, long& budget);
 
@@ -99,7 +130,8 @@ class LineCap : public EventSink {
  public:
   LineCap(std::unique_ptr<EventSink> inner, size_t max) : inner_(std::move(inner)), max_(max) {}
   void emit(const Event& ev) override {
-    if (!max_) return inner_->emit(ev);
+    // Most events are within the cap: passed on as they are, not copied.
+    if (!max_ || !may_exceed(ev, max_)) return inner_->emit(ev);
     inner_->emit(cap_event_values(ev, max_));
   }
   void flush() override { inner_->flush(); }
@@ -112,10 +144,7 @@ class LineCap : public EventSink {
 }  // namespace
 
 Event cap_event_values(const Event& ev, size_t max_bytes) {
-  if (!ev.is_object()) return ev;
-  auto args = ev.find("args"), results = ev.find("results");
-  if (args == ev.end() && results == ev.end()) return ev;
-  if (size_of(ev) <= max_bytes) return ev;
+  if (!may_exceed(ev, max_bytes)) return ev;
   Event out = ev;
   long budget = static_cast<long>(max_bytes);
   bool any = false;

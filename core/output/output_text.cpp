@@ -21,9 +21,13 @@ std::string safe_name(const Event& ev, const char* key) {
   return printable(ev[key].get<std::string>());
 }
 
-std::string param_list(const Event& list) {
+// The event's list KEY (args, results), by reference: a copy of it per event costs more than
+// the rest of the line.
+std::string param_list(const Event& ev, const char* key) {
   std::string out;
-  if (!list.is_array()) return out;
+  auto it = ev.find(key);
+  if (it == ev.end() || !it->is_array()) return out;
+  const Event& list = *it;
   for (const auto& p : list) {
     if (!out.empty()) out += ", ";
     std::string name = p.value("name", "");
@@ -89,10 +93,9 @@ class TextWriter : public EventSink {
                         : ev.value("inlined", false) ? " [inlined]"
                                                      : "";
     if (kind == "entry") {
-      print(head + "-> " + fn + "(" + param_list(ev.value("args", Event::array())) + ")" + where +
-            "\n");
+      print(head + "-> " + fn + "(" + param_list(ev, "args") + ")" + where + "\n");
     } else if (kind == "return") {
-      std::string res = param_list(ev.value("results", Event::array()));
+      std::string res = param_list(ev, "results");
       // No duration_ns: the entry was not seen (docs/json.md), not a call of no length.
       const std::string len = ev.contains("duration_ns")
                                   ? format_duration(ev.value("duration_ns", uint64_t{0}))

@@ -30,7 +30,13 @@ using gotap::testing::Fixture;
 
 class CollectSink : public EventSink {
  public:
-  void emit(const Event& ev) override { events.push_back(ev); }
+  void emit(const Event& ev) override {
+    // A reader held up (a slow terminal, a full pipe) while the program runs on.
+    if (events.empty() && stall_first_ms)
+      std::this_thread::sleep_for(std::chrono::milliseconds(stall_first_ms));
+    events.push_back(ev);
+  }
+  int stall_first_ms = 0;
   std::vector<Event> events;
   std::vector<Event> of(const std::string& kind) const {
     std::vector<Event> out;
@@ -52,8 +58,10 @@ struct Traced {
 };
 
 Traced run_traced(const Fixture& fx, const std::vector<std::string>& patterns, Mode mode,
-                  const std::vector<std::string>& args, EbpfOptions eo = {}) {
+                  const std::vector<std::string>& args, EbpfOptions eo = {},
+                  int stall_first_ms = 0) {
   Traced t{Result<void>(), {}, {}};
+  t.sink.stall_first_ms = stall_first_ms;
   auto bin = GoBinary::open(fx.path);
   if (!bin) {
     t.status = bin.error();
@@ -517,6 +525,29 @@ TEST(EbpfBackend, PerSiteFallback) {
   auto lat = t.sink.of("latency");
   ASSERT_EQ(lat.size(), 1u);
   EXPECT_EQ(lat[0]["count"].get<uint64_t>(), want);
+}
+
+// A ring buffer that overflows drops events, and says how many: with a 4 KiB ring (about 15
+// events) and the reader held up for 300 ms at its first event, the program's calls
+// overflow it; the summary's `lost` is then exactly the events the program's calls made
+// (an entry and a return each) that did not arrive.
+TEST(EbpfBackend, LostEventsAreCountedWhenTheRingOverflows) {
+  REQUIRE_EBPF();
+  auto fixtures = latency_fixtures();
+  REQUIRE_FIXTURES(fixtures);
+  const Fixture& fx = fixtures.front();
+  EbpfOptions eo;
+  eo.ringbuf_bytes = 4096;
+  const uint64_t calls = 20000;
+  auto t = run_traced(fx, {"main.work"}, Mode::Trace, {"bench", std::to_string(calls)}, eo, 300);
+  ASSERT_TRUE(t.status.ok()) << t.status.error().what();
+  ASSERT_NE(t.out.find("ns_per_call"), std::string::npos) << t.out;
+  const uint64_t seen = t.sink.of("entry").size() + t.sink.of("return").size();
+  const Event sum = t.sink.summary();
+  ASSERT_TRUE(sum.contains("lost")) << sum;
+  const uint64_t lost = sum["lost"].get<uint64_t>();
+  EXPECT_GT(lost, 0u) << "seen " << seen;
+  EXPECT_EQ(seen + lost, 2 * calls) << "seen " << seen << ", lost " << lost;
 }
 
 // Attach to a running process by pid, stop on request: the count is exactly the calls the
