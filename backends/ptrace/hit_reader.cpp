@@ -26,7 +26,7 @@ bool HitMemory::read(uint64_t addr, void* buf, size_t n) {
 }
 
 void HitMemory::copy(const std::vector<Range>& ranges) {
-  regions_.clear();
+  clear();
   copy_more(ranges);
 }
 
@@ -37,7 +37,11 @@ void HitMemory::copy_more(const std::vector<Range>& ranges) {
   std::array<iovec, kMax> local{}, remote{};
   size_t k = 0;
   for (const auto& rg : ranges) {
-    if (!rg.size || rg.addr + rg.size < rg.addr || k == kMax) continue;
+    if (!rg.size || rg.addr + rg.size < rg.addr) continue;
+    if (k == kMax) {
+      complete_ = false;
+      continue;
+    }
     regions_.push_back({rg.addr, std::vector<uint8_t>(rg.size)});
     local[k] = {regions_.back().bytes.data(), rg.size};
     remote[k] = {reinterpret_cast<void*>(rg.addr), rg.size};

@@ -33,7 +33,12 @@ class HitMemory : public MemoryReader {
   void copy(const std::vector<Range>& ranges);
   // Appends to the copy (the second level: strings whose headers were on the stack).
   void copy_more(const std::vector<Range>& ranges);
-  void clear() { regions_.clear(); }
+  void clear() {
+    regions_.clear();
+    complete_ = true;
+  }
+  // Whether every range asked for was copied or found unreadable (none left out for room).
+  bool complete() const { return complete_; }
   // false once the thread resumed: a read the copy does not cover fails.
   void set_live(bool live) { live_ok_ = live; }
 
@@ -48,6 +53,7 @@ class HitMemory : public MemoryReader {
   TraceeMemory& live_;
   std::vector<Region> regions_;
   bool live_ok_ = true;
+  bool complete_ = true;
   uint64_t syscalls_ = 0;  // process_vm_readv and pread calls, copies and live reads
   uint64_t misses_ = 0;    // reads after the resume that the copy did not cover
 };

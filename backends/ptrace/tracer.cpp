@@ -623,7 +623,7 @@ bool Tracer::handle_trap(pid_t tid) {
 
 bool Tracer::may_defer(int func, bool results) const {
   // Stack walks and conditions read live memory; so do values the copy does not cover.
-  return defer_ && batch_ && opts_.stack_depth <= 0 && !opts_.condition &&
+  return defer_ && batch_ && opts_.stack_depth <= 0 && !opts_.condition && hit_->mem().complete() &&
          hit_->copyable(func, results);
 }
 

@@ -59,6 +59,19 @@ TEST(HitReader, OneSystemCallForEveryRangeAndABadOneLosesNothingElse) {
   EXPECT_FALSE(bad.read(0x10, &v, 8));
 }
 
+TEST(HitReader, MoreRangesThanOneCallTakesLeaveTheCopyIncomplete) {
+  TraceeMemory live(getpid());
+  HitMemory mem(live);
+  std::vector<uint64_t> words(100, 5);
+  std::vector<HitMemory::Range> ranges;
+  for (auto& w : words) ranges.push_back({addr_of(&w), 8});
+  mem.copy(ranges);
+  // The tracer then decodes before resuming, reading the rest live.
+  EXPECT_FALSE(mem.complete());
+  mem.copy({{addr_of(words.data()), 8}});
+  EXPECT_TRUE(mem.complete());
+}
+
 ParamLoc reg_param(std::string name, std::string type, uint64_t size,
                    std::initializer_list<uint8_t> regs) {
   ParamLoc p;
