@@ -34,7 +34,7 @@ int stat_processor(const char* line, size_t n) {
 
 CpuFollower::CpuFollower() {
   const char* e = getenv("GOTAP_PTRACE_FOLLOW_CPU");
-  enabled_ = !(e && std::strcmp(e, "0") == 0);
+  enabled_ = e && std::strcmp(e, "1") == 0;
   if (enabled_) {
     saved_ = sched_getaffinity(0, sizeof orig_, &orig_) == 0;
     enabled_ = saved_;

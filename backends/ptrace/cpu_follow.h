@@ -14,7 +14,8 @@ namespace gotap::ptrace {
 
 class CpuFollower {
  public:
-  // GOTAP_PTRACE_FOLLOW_CPU=0 turns it off (for A/B measurements).
+  // Off unless GOTAP_PTRACE_FOLLOW_CPU=1: on this project's 2-CPU hosts it did not pay
+  // (docs/benchmarks.md, "ptrace backend"), and with several goroutines it cost more.
   CpuFollower();
   // Restores the tracer thread's affinity as it was.
   ~CpuFollower();

@@ -139,7 +139,7 @@ class Tracer {
   uint64_t goid_read_errors_ = 0;  // goroutine probe hits whose g could not be read
   uint64_t deadline_ns_ = 0;
   uint64_t spin_ns_ = 0;
-  CpuFollower cpu_follow_;  // the tracer thread follows the stopped thread's CPU
+  CpuFollower cpu_follow_;  // GOTAP_PTRACE_FOLLOW_CPU=1: follow the stopped thread's CPU
   bool exec_ended_ = false;
   // An exception out of decoding or the output, caught at the hit: the trace ends, probes
   // removed, and run() reports it (exit 1).

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -167,7 +168,10 @@ TEST(CpuFollow, MovesTheTracerThreadOnlyAndPutsItBack) {
   }
   ASSERT_GT(child, 0);
   {
+    EXPECT_FALSE(CpuFollower().enabled());  // off unless asked for
+    setenv("GOTAP_PTRACE_FOLLOW_CPU", "1", 1);
     CpuFollower follow;
+    unsetenv("GOTAP_PTRACE_FOLLOW_CPU");
     ASSERT_TRUE(follow.enabled());
     follow.follow(child, child);
     cpu_set_t now;
