@@ -22,13 +22,13 @@ struct GInfo {
 
 class GoroutineReader {
  public:
-  GoroutineReader(TraceeMemory& mem, const ProbePlan& plan) : mem_(mem), plan_(plan) {}
+  GoroutineReader(MemoryReader& mem, const ProbePlan& plan) : mem_(mem), plan_(plan) {}
   // abi_internal: R14 holds g at this site.
   std::optional<GInfo> current(const user_regs_struct& regs, bool abi_internal);
 
  private:
   std::optional<GInfo> read_g(uint64_t g, uint64_t sp);
-  TraceeMemory& mem_;
+  MemoryReader& mem_;
   const ProbePlan& plan_;
 };
 

@@ -120,6 +120,10 @@ bool Tracer::stop_due() const {
 }
 
 void Tracer::emit(json ev) {
+  if (!deferred_.empty() && !in_deferred_) {
+    deferred_.push_back([this, ev = std::move(ev)] { emit(ev); });
+    return;
+  }
   ++events_;
   sink_.emit(ev);
 }
@@ -178,8 +182,9 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   }
   env.func_name = [this](uint64_t pc) { return bin_.func_name(pc - bias_); };
   DecodeLimits lim{opts_.max_depth, opts_.max_elems, opts_.max_str};
-  dec_ = std::make_unique<ValueDecoder>(mem, env, lim);
-  gr_ = std::make_unique<GoroutineReader>(mem, plan_);
+  hit_ = std::make_unique<HitReader>(mem, plan_, uint32_t(std::max(0, opts_.max_str)));
+  dec_ = std::make_unique<ValueDecoder>(hit_->mem(), env, lim);
+  gr_ = std::make_unique<GoroutineReader>(hit_->mem(), plan_);
 
   // A gotap killed earlier left its int3s here: put the original bytes back first, or every
   // site would look taken.
@@ -391,6 +396,13 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
   }
   CallEntry ev{CallSite{ts, proc_->pid(), tid, goid, f.name}};
   RegState rs = reg_state(r, tid, fs.needs_xmm, entry_sp);
+  if (!at_ret && may_defer(role.func, false)) {
+    deferred_.push_back([this, ev = std::move(ev), rs, &f]() mutable {
+      for (const auto& p : f.args) ev.args.push_back(param(*dec_, p, rs));
+      emit(to_event(ev));
+    });
+    return;
+  }
   for (const auto& p : f.args) ev.args.push_back(param(*dec_, p, rs));
   if (opts_.stack_depth > 0) ev.stack = stack_of(r, s.addr, entry_sp);
   if (at_ret)
@@ -460,7 +472,16 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
     ev.wall_ns = wall;
   }
   RegState rs = reg_state(r, tid, fs.needs_xmm, sp);
-  if (role.kind == SiteRole::Return)
+  const bool results = role.kind == SiteRole::Return;
+  if (may_defer(role.func, true)) {
+    deferred_.push_back([this, ev = std::move(ev), rs, &f, results]() mutable {
+      if (results)
+        for (const auto& p : f.results) ev.results.push_back(param(*dec_, p, rs));
+      emit(to_event(ev));
+    });
+    return;
+  }
+  if (results)
     for (const auto& p : f.results) ev.results.push_back(param(*dec_, p, rs));
   if (opts_.stack_depth > 0) ev.stack = stack_of(r, s.addr, sp);
   emit(to_event(ev));
@@ -474,7 +495,7 @@ void Tracer::check_error(const Site& s, FuncState& fs, const user_regs_struct& r
                                                  &r.r8,  &r.r9,  &r.r10, &r.r11};
     if (w.reg >= kNumIntRegs) return;
     v = *gp[w.reg];
-  } else if (!proc_->mem().read(r.rsp + s.sp_delta + w.stack_offset, &v, 8)) {
+  } else if (!hit_->mem().read(r.rsp + s.sp_delta + w.stack_offset, &v, 8)) {
     return;
   }
   if (!v) return;
@@ -586,6 +607,7 @@ bool Tracer::handle_trap(pid_t tid) {
   ++hits_;
   uint64_t ts = now_ns();
   trap_goid_.reset();
+  if (batch_) hit_->gather(*s, r);
   try {
     handle_roles(*s, r, tid, ts);
   } catch (const std::exception& e) {
@@ -600,7 +622,32 @@ bool Tracer::handle_trap(pid_t tid) {
   if (budget_.enabled()) charge_hit(*s, now_ns() - std::min(ts, stop_taken_ns_));
   // The registers already point at the site's copy (next_event).
   Process::cont(tid, proc_->take_held_signal(tid));
+  run_deferred();
+  hit_->mem().clear();
   return true;
+}
+
+bool Tracer::may_defer(int func, bool results) const {
+  // Stack walks and conditions read live memory; so do values the copy does not cover.
+  return defer_ && batch_ && opts_.stack_depth <= 0 && !opts_.condition && hit_->mem().complete() &&
+         hit_->copyable(func, results);
+}
+
+void Tracer::run_deferred() {
+  if (deferred_.empty()) return;
+  // From the copy alone: the thread runs again, a live read could see a value half-changed.
+  hit_->mem().set_live(false);
+  in_deferred_ = true;
+  try {
+    for (auto& d : deferred_) d();
+  } catch (const std::exception& e) {
+    failed_ = e.what();
+  } catch (...) {
+    failed_ = "unknown exception";
+  }
+  in_deferred_ = false;
+  deferred_.clear();
+  hit_->mem().set_live(true);
 }
 
 void Tracer::handle_roles(const Site& site, const user_regs_struct& r, pid_t tid, uint64_t ts) {
@@ -685,11 +732,13 @@ void Tracer::loop() {
     }
     pid_t tid = ws.tid;
     if (ws.exited()) {
+      cpu_follow_.forget(tid);
       proc_->note_exit(ws);
       if (proc_->gone()) return;
       continue;
     }
     if (!ws.stopped()) continue;
+    if (fixed) cpu_follow_.follow(proc_->pid(), tid);
     if (fixed && handle_trap(tid)) continue;
     if (ws.event() == PTRACE_EVENT_EXEC) {
       // The program replaced itself: our breakpoints went with the old image, and so did
@@ -772,6 +821,9 @@ Result<void> Tracer::run() {
   // when hits come in bursts: about a quarter of the per-call cost here (docs/benchmarks.md),
   // for at most 20 us of tracer CPU per hit. GOTAP_PTRACE_SPIN_US tunes it (0: off).
   spin_ns_ = 20'000;
+  // A/B switches for the levers of issue 22 (docs/benchmarks.md).
+  if (const char* e = getenv("GOTAP_PTRACE_BATCH")) batch_ = strcmp(e, "0") != 0;
+  if (const char* e = getenv("GOTAP_PTRACE_DEFER")) defer_ = strcmp(e, "0") != 0;
   if (const char* e = getenv("GOTAP_PTRACE_SPIN_US")) spin_ns_ = strtoull(e, nullptr, 10) * 1000;
   // Tests: each hit holds its thread this much longer, as a slow decode would.
   if (const char* e = getenv("GOTAP_TEST_HOLD_US")) test_hold_ns_ = strtoull(e, nullptr, 10) * 1000;
@@ -786,7 +838,11 @@ Result<void> Tracer::run() {
   }
   end_metrics();
   bool gone = proc_->gone();
-  sys::timing_mark("ptrace: traced");
+  sys::timing_mark(fmt::format(
+      "ptrace: traced ({} hits, {} copies and reads of memory, {} misses after resuming, {} "
+      "CPU moves)",
+      hits_, hit_ ? hit_->mem().syscalls() : 0, hit_ ? hit_->mem().misses() : 0,
+      cpu_follow_.moves()));
   detach();
   sys::timing_mark("ptrace: detached");
   if (failed_)

@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -16,7 +17,9 @@
 #include <vector>
 
 #include "backends/ptrace/breakpoints.h"
+#include "backends/ptrace/cpu_follow.h"
 #include "backends/ptrace/goroutine.h"
+#include "backends/ptrace/hit_reader.h"
 #include "backends/ptrace/process.h"
 #include "backends/ptrace/trap_net.h"
 #include "core/backend.h"
@@ -122,6 +125,16 @@ class Tracer {
   bool net_wanted_ = false;  // not armed yet: the program has no SIGTRAP handler yet
   uint64_t syscall_at_ = 0;  // where syscalls are injected: the ELF entry, never run again
   std::unique_ptr<GoroutineReader> gr_;
+  // The hit's memory, copied while its thread is stopped (hit_reader.h); decoding reads it.
+  std::unique_ptr<HitReader> hit_;
+  bool batch_ = true;  // GOTAP_PTRACE_BATCH=0: every read its own system call
+  bool defer_ = true;  // GOTAP_PTRACE_DEFER=0: decode before resuming, as before
+  // Decoding and output of this hit that wait for its thread to resume; emit() queues behind
+  // them so that the events keep their order.
+  std::vector<std::function<void()>> deferred_;
+  bool in_deferred_ = false;
+  void run_deferred();
+  bool may_defer(int func, bool results) const;
   std::unique_ptr<ValueDecoder> dec_;
   std::unique_ptr<GoroutineEvents> goroutines_;
   std::vector<FuncState> fstate_;
@@ -134,6 +147,7 @@ class Tracer {
   uint64_t goid_read_errors_ = 0;  // goroutine probe hits whose g could not be read
   uint64_t deadline_ns_ = 0;
   uint64_t spin_ns_ = 0;
+  CpuFollower cpu_follow_;  // GOTAP_PTRACE_FOLLOW_CPU=1: follow the stopped thread's CPU
   bool exec_ended_ = false;
   // An exception out of decoding or the output, caught at the hit: the trace ends, probes
   // removed, and run() reports it (exit 1).
