@@ -247,7 +247,9 @@ TEST_P(Limits, NoFailedCountsEveryCallWithoutItsResult) {
     probes[flag] = sums[0].value("probes", uint64_t{0});
   }
   ASSERT_GT(probes["--no-failed"], 0u);
-  if (GetParam() == "ebpf") EXPECT_LT(probes["--no-failed"], probes["--failed"]);
+  if (GetParam() == "ebpf") {
+    EXPECT_LT(probes["--no-failed"], probes["--failed"]);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Limits, ::testing::Values("ebpf", "ptrace"),
