@@ -79,6 +79,7 @@ class Process {
 
   // A signal that arrived while a thread was held for injection; delivered on its next resume.
   int take_held_signal(pid_t tid);
+  void hold_signal(pid_t tid, int sig) { held_signals_[tid] = sig; }
 
   // The next stop or exit of `which` (-1: any thread); tid 0 when `block` is false and there
   // is none, -1 on error (errno: EINTR when a signal interrupted the wait). A SIGTRAP stop

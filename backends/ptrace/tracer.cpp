@@ -141,7 +141,10 @@ Result<void> Tracer::start() {
     proc_ = std::move(*p);
     stopped = proc_->pid();
     if (!proc_->threads().count(stopped)) stopped = *proc_->threads().begin();
-    auto r = proc_->interrupt_and_wait(stopped);
+    clear_leftovers();
+    auto r = proc_->interrupt_and_wait(stopped, [this](pid_t, user_regs_struct& r) {
+      return rewind_leftover(leftover_sites_, proc_->mem(), r);
+    });
     if (!r) {
       proc_->detach_all([](pid_t, user_regs_struct&) { return false; });
       return r;
@@ -161,6 +164,31 @@ Result<void> Tracer::start() {
     return r;
   }
   return {};
+}
+
+// A gotap killed earlier left its int3s here: the original bytes go back before anything
+// else, or every site would look taken. Before the first thread is stopped, too: a thread
+// that ran one of those int3s after the attach reports its SIGTRAP as a stop, and passed on
+// to the program, the SIGTRAP could reach a handler that no longer knows the site (ours,
+// armed meanwhile) and Go would die of it. Once the bytes are back, every such stop is
+// rewound instead (rewind_leftover): at the interrupt, during the injected system calls, in
+// the loop and at detach.
+void Tracer::clear_leftovers() {
+  auto bias = bin_.load_bias(proc_->pid());
+  if (!bias) return;  // setup_probes says so
+  const ElfFile& elf = *bin_.elf;
+  // Never where a uprobe is: that int3 is another tracer's, now or since the dead gotap.
+  const auto holders =
+      sys::uprobe_holders("/proc/" + std::to_string(proc_->pid()) + "/exe", proc_->pid());
+  Leftovers left = remove_leftovers(proc_->pid(), proc_->mem(), [&](uint64_t addr) {
+    auto off = addr >= *bias ? elf.vaddr_to_offset(addr - *bias) : std::nullopt;
+    return off && holders.count(*off);
+  });
+  if (left.restored)
+    fmt::print(stderr, "gotap: removed {} probe{} left in pid {} by a gotap that was killed\n",
+               left.restored, left.restored == 1 ? "" : "s", proc_->pid());
+  net_.set_leftovers(std::move(left.handlers));
+  leftover_sites_ = std::move(left.sites);
 }
 
 Result<void> Tracer::setup_probes(pid_t stopped) {
@@ -186,9 +214,7 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   dec_ = std::make_unique<ValueDecoder>(hit_->mem(), env, lim);
   gr_ = std::make_unique<GoroutineReader>(hit_->mem(), plan_);
 
-  // A gotap killed earlier left its int3s here: put the original bytes back first, or every
-  // site would look taken.
-  // Never where a uprobe is: that int3 is another tracer's, now or since the dead gotap.
+  // Never where a uprobe is: that int3 is another tracer's.
   const auto holders =
       sys::uprobe_holders("/proc/" + std::to_string(proc_->pid()) + "/exe", proc_->pid());
   auto holder_of = [&](uint64_t addr) -> const std::string* {
@@ -196,12 +222,6 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     auto it = off ? holders.find(*off) : holders.end();
     return it == holders.end() ? nullptr : &it->second;
   };
-  Leftovers left = remove_leftovers(proc_->pid(), mem,
-                                    [&](uint64_t addr) { return holder_of(addr) != nullptr; });
-  if (left.restored)
-    fmt::print(stderr, "gotap: removed {} probe{} left in pid {} by a gotap that was killed\n",
-               left.restored, left.restored == 1 ? "" : "s", proc_->pid());
-  net_.set_leftovers(std::move(left.handlers));
 
   fstate_.resize(plan_.funcs.size());
   rate_ = RateLimit(opts_.rate_per_s, plan_.funcs.size());
@@ -299,7 +319,9 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     hi = std::max(hi, seg.vaddr + seg.memsz + bias_);
   }
   syscall_at_ = elf.entry() + bias_;
-  proc_->set_inject_phase("attach");
+  proc_->set_inject_phase("attach", [this](pid_t, user_regs_struct& r) {
+    return rewind_leftover(leftover_sites_, proc_->mem(), r);
+  });
   GOTAP_TRY(bps_.place_scratch(*proc_, stopped, syscall_at_, lo, hi));
   sys::timing_mark("ptrace: map and write the scratch pages");
   // The safety net goes up before the first int3 (attached), or once the Go runtime has
@@ -604,6 +626,10 @@ bool Tracer::handle_trap(pid_t tid) {
   if (net_wanted_ && TrapNet::catches_sigtrap(proc_->pid())) arm_net(tid);
   const user_regs_struct& r = trap_regs_;
   const Site* s = trap_site_;
+  if (!s) {  // a dead gotap's int3, rewound (loop's to_copy)
+    Process::cont(tid, proc_->take_held_signal(tid));
+    return true;
+  }
   ++hits_;
   uint64_t ts = now_ns();
   trap_goid_.reset();
@@ -698,7 +724,10 @@ void Tracer::loop() {
   const TrapFix to_copy = [this](pid_t, user_regs_struct& r) {
     if (budget_.enabled()) stop_taken_ns_ = now_ns();  // --max-overhead: the hit's stop begins
     const Site* s = bps_.find(r.rip - 1);
-    if (!s || !Breakpoints::step_over(*s, r)) return false;
+    if (!s || !Breakpoints::step_over(*s, r)) {
+      trap_site_ = nullptr;  // not a hit: handle_trap only resumes the thread
+      return rewind_leftover(leftover_sites_, proc_->mem(), r);
+    }
     trap_site_ = s;
     trap_regs_ = r;
     trap_regs_.rip = s->addr + 1;
@@ -775,7 +804,7 @@ void Tracer::detach() {
   bps_.restore_all(proc_->mem());
   // A hit taken before the restore: run the original instruction, now back in place.
   auto rewind = [this](pid_t, user_regs_struct& r) {
-    if (!bps_.find(r.rip - 1)) return false;
+    if (!bps_.find(r.rip - 1)) return rewind_leftover(leftover_sites_, proc_->mem(), r);
     r.rip -= 1;
     return true;
   };

@@ -76,6 +76,7 @@ class Tracer {
 
   Result<void> start();
   Result<void> setup_probes(pid_t stopped);
+  void clear_leftovers();
   void loop();
   // A probe hit, already sent to its copy: trap_site_ and trap_regs_ (as at the int3).
   bool handle_trap(pid_t tid);
@@ -121,6 +122,8 @@ class Tracer {
   Breakpoints bps_;
   TrapNet net_;
   const Site* trap_site_ = nullptr;
+  // Sites where a dead gotap's int3 was removed at attach (trap_net.h, rewind_leftover).
+  std::vector<uint64_t> leftover_sites_;
   user_regs_struct trap_regs_{};
   bool net_wanted_ = false;  // not armed yet: the program has no SIGTRAP handler yet
   uint64_t syscall_at_ = 0;  // where syscalls are injected: the ELF entry, never run again

@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <sys/ucontext.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -128,10 +129,24 @@ Leftovers remove_leftovers(pid_t pid, TraceeMemory& mem,
         ++out.held;
         continue;
       }
-      if (mem.write(table[i].site, &orig[i], 1)) ++out.restored;
+      if (mem.write(table[i].site, &orig[i], 1)) {
+        ++out.restored;
+        out.sites.push_back(table[i].site);
+      }
     }
   }
+  std::sort(out.sites.begin(), out.sites.end());
+  out.sites.erase(std::unique(out.sites.begin(), out.sites.end()), out.sites.end());
   return out;
+}
+
+bool rewind_leftover(const std::vector<uint64_t>& sites, TraceeMemory& mem, user_regs_struct& r) {
+  const uint64_t at = r.rip - 1;
+  if (!std::binary_search(sites.begin(), sites.end(), at)) return false;
+  uint8_t now = 0;
+  if (!mem.read(at, &now, 1) || now == 0xCC) return false;
+  r.rip = at;
+  return true;
 }
 
 bool TrapNet::catches_sigtrap(pid_t pid) {

@@ -18,6 +18,9 @@
 #include <functional>
 #include <map>
 #include <span>
+#include <vector>
+
+#include <sys/user.h>
 
 #include "backends/ptrace/process.h"
 #include "core/model/result.h"
@@ -64,9 +67,18 @@ struct Leftovers {
   size_t restored = 0;
   size_t held = 0;
   std::map<uint64_t, uint64_t> handlers;
+  std::vector<uint64_t> sites;  // where a byte was put back, sorted
 };
 Leftovers remove_leftovers(pid_t pid, TraceeMemory& mem,
                            const std::function<bool(uint64_t addr)>& held_by_other);
+
+// A thread that ran a dead gotap's int3 before remove_leftovers put the byte back still has
+// that int3's SIGTRAP to take: queued, or reported as a stop after the restore. Delivered to
+// the program, it would meet a handler that no longer knows the site (or, during an injected
+// system call, find the thread at the stub) and Go would die of it. Since the original byte
+// is back, the thread only has to run it again: when `r` stopped one byte past one of
+// `sites` and no int3 is there any more, rip goes back to the site and this says true.
+bool rewind_leftover(const std::vector<uint64_t>& sites, TraceeMemory& mem, user_regs_struct& r);
 
 // On a normal end, after the int3s are removed and the program's SIGTRAP handler is back:
 // empties the table of the page at `page`, so that no later gotap restores bytes at its
