@@ -107,6 +107,13 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
                                const TypeGraph* types, const cond::Condition* cond,
                                bool count_failed) {
   ProbeConfig cfg;
+  // Room for every site up front: growing by doubling held up to twice a whole binary's
+  // sites (tens of MB) at the peak of arming.
+  size_t most = plan.goroutines.created.size() + 2;
+  for (const auto& f : plan.funcs)
+    most += 2 + f.ret_sites.size() + f.tail_jumps.size() + f.inline_sites.size();
+  cfg.sites.reserve(most);
+  cfg.funcs.reserve(plan.funcs.size());
   const bool words = mode == Mode::Trace;
   for (const auto& f : plan.funcs) {
     const uint32_t id = static_cast<uint32_t>(cfg.funcs.size());
