@@ -3,6 +3,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -538,6 +539,9 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     metrics_end.m = opts.metrics;
   }
 
+  // What arming used and freed (libbpf's copy of the kernel's BTF, the object's sections,
+  // the batches of records) goes back to the system for the length of the trace.
+  malloc_trim(0);
   sys::timing_mark("ebpf: armed");
   if (!eo.quiet) {
     std::cerr << tracing_banner(cfg.funcs.size(), cfg.sites.size(), "ebpf",
