@@ -3,6 +3,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -85,6 +86,35 @@ std::string last_libbpf_line() {
   return nl == std::string::npos ? log : log.substr(nl + 1);
 }
 
+// The sites' records into the `probes` map, a chunk at a time: a whole binary's records at
+// once would be tens of MB more at the peak of arming, and one system call each, 100,000s.
+Result<void> write_probes(int fd, const ProbeConfig& cfg) {
+  constexpr uint32_t kChunk = 1024;
+  std::vector<uint32_t> keys;
+  std::vector<gotap_probe> values;
+  keys.reserve(kChunk);
+  values.reserve(kChunk);
+  bool batch = true;
+  for (uint32_t first = 0; first < cfg.sites.size(); first += kChunk) {
+    const uint32_t n = std::min<uint32_t>(kChunk, static_cast<uint32_t>(cfg.sites.size()) - first);
+    keys.clear();
+    values.clear();
+    for (uint32_t i = first; i < first + n; ++i) {
+      keys.push_back(i);
+      values.push_back(cfg.record(i));
+    }
+    uint32_t count = n;
+    // Kernels before 5.6 have no batch operations: one element at a time there.
+    if (batch && bpf_map_update_batch(fd, keys.data(), values.data(), &count, nullptr) == 0)
+      continue;
+    batch = false;
+    for (uint32_t k = 0; k < n; ++k)
+      if (bpf_map_update_elem(fd, &keys[k], &values[k], BPF_ANY) != 0)
+        return errno_error(ErrorKind::Runtime, "cannot configure probe {}", keys[k]);
+  }
+  return {};
+}
+
 Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode mode, int tgid,
                            bool multi, bool live, uint32_t rate, int stack, const EbpfOptions& eo,
                            const cond::Condition* cond, bool measure_cost) {
@@ -130,11 +160,7 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
     e.errnum = -err;
     return e;
   }
-  int fd = bpf_map__fd(skel->maps.probes);
-  for (uint32_t i = 0; i < cfg.sites.size(); ++i) {
-    if (bpf_map_update_elem(fd, &i, &cfg.sites[i].probe, BPF_ANY) != 0)
-      return errno_error(ErrorKind::Runtime, "cannot configure probe {}", i);
-  }
+  GOTAP_TRY(write_probes(bpf_map__fd(skel->maps.probes), cfg));
   if (auto r = write_site_extra(skel.get(), cfg); !r) return r.error();
   if (cond) GOTAP_TRY(load_conditions(skel->maps.conds, *cond, plan, tgid));
   return skel;
@@ -272,7 +298,7 @@ std::map<uint32_t, uint64_t> held_entries(const BinaryView& bin, const ProbeConf
   if (mem.get() < 0) return out;
   std::optional<std::map<uint64_t, std::string>> uprobes;
   for (const auto& site : cfg.sites) {
-    const uint32_t id = site.probe.func_id;
+    const uint32_t id = site.func_id;
     if (id >= cfg.funcs.size() || site.addr != cfg.funcs[id].plan->entry_probe) continue;
     uint8_t now = 0;
     if (pread(mem.get(), &now, 1, static_cast<off_t>(site.addr + bias)) != 1 || now != 0xCC)
@@ -379,8 +405,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     if (!held.empty()) {
       std::set<uint32_t> funcs;
       for (const auto& [id, why] : held) funcs.insert(id);
-      std::erase_if(sites,
-                    [&](const Site& s) { return funcs.count(cfg.sites[s.cookie].probe.func_id); });
+      std::erase_if(sites, [&](const Site& s) { return funcs.count(cfg.sites[s.cookie].func_id); });
       const std::string first = cfg.funcs[held.begin()->first].plan->name;
       if (sites.empty()) {
         target.terminate();
@@ -409,7 +434,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   const bool measure_cost = opts.max_overhead_pct > 0 && filter_pid > 0;
   std::vector<uint32_t> group_of;
   if (measure_cost)
-    for (const Site& s : sites) group_of.push_back(cfg.sites[s.cookie].probe.func_id);
+    for (const Site& s : sites) group_of.push_back(cfg.sites[s.cookie].func_id);
   if (!eo.force_per_site) {
     auto s = open_and_load(plan, cfg, mode, filter_pid, true, live, opts.rate_per_s,
                            opts.stack_depth, eo, opts.condition, measure_cost);
@@ -451,7 +476,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   refused.insert(refused.end(), attachment.skipped().begin(), attachment.skipped().end());
   if (!refused.empty() && !eo.quiet) {
     const auto& first = cfg.sites[refused[0].cookie];
-    const uint32_t id = first.probe.func_id;
+    const uint32_t id = first.func_id;
     std::cerr << "gotap: warning: the kernel refuses " << refused.size()
               << " probe site(s) (instructions uprobes refuse or would run wrongly), e.g. "
               << hex(first.addr) << " in "
@@ -514,6 +539,9 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     metrics_end.m = opts.metrics;
   }
 
+  // What arming used and freed (libbpf's copy of the kernel's BTF, the object's sections,
+  // the batches of records) goes back to the system for the length of the trace.
+  malloc_trim(0);
   sys::timing_mark("ebpf: armed");
   if (!eo.quiet) {
     std::cerr << tracing_banner(cfg.funcs.size(), cfg.sites.size(), "ebpf",

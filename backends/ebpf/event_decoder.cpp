@@ -198,7 +198,7 @@ Event EventDecoder::decode(const void* data, size_t size) const {
       pcs.push_back(pc);
     }
     stack = symbolize(*stack_bin_, bias_, pcs, stack_depth_);
-    if (site.probe.flags & GOTAP_PROBE_INLINE) put_inlined_callee_on_top(*stack, f, stack_depth_);
+    if (site.flags & GOTAP_PROBE_INLINE) put_inlined_callee_on_top(*stack, f, stack_depth_);
   }
   if (ev.kind == GOTAP_EV_RETURN) {
     CallReturn r{at};
@@ -211,7 +211,7 @@ Event EventDecoder::decode(const void* data, size_t size) const {
   CallEntry e{at};
   e.args = std::move(params);
   e.stack = std::move(stack);
-  if (site.probe.flags & GOTAP_PROBE_INLINE) {
+  if (site.flags & GOTAP_PROBE_INLINE) {
     e.inlined = true;
     e.inlined_in = site.inlined_in;
   }

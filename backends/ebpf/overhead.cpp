@@ -64,7 +64,7 @@ void EbpfOverhead::silence(gotap_bpf* skel, uint32_t func) const {
   const int fd = bpf_map__fd(skel->maps.site_off);
   const uint32_t off = 1;
   for (uint32_t i = 0; i < cfg_.sites.size(); ++i)
-    if (cfg_.sites[i].probe.func_id == func) bpf_map_update_elem(fd, &i, &off, BPF_ANY);
+    if (cfg_.sites[i].func_id == func) bpf_map_update_elem(fd, &i, &off, BPF_ANY);
 }
 
 void EbpfOverhead::costs(gotap_bpf* skel, std::vector<uint64_t>& out,
@@ -76,7 +76,7 @@ void EbpfOverhead::costs(gotap_bpf* skel, std::vector<uint64_t>& out,
   const int fd = bpf_map__fd(skel->maps.site_cost);
   std::vector<SiteCost> vals(static_cast<size_t>(ncpu));
   for (uint32_t i = 0; i < cfg_.sites.size(); ++i) {
-    const uint32_t f = cfg_.sites[i].probe.func_id;
+    const uint32_t f = cfg_.sites[i].func_id;
     if (f >= out.size() || bpf_map_lookup_elem(fd, &i, vals.data()) != 0) continue;
     for (const SiteCost& v : vals) {
       out[f] += v.ns + v.hits * trap_ns_[i];

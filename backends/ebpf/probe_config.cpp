@@ -85,28 +85,59 @@ struct Builder {
   }
 };
 
-SiteConfig make_site(uint64_t addr, uint32_t func_id, uint8_t flags,
-                     const std::vector<ParamLoc>* params, bool want_results, int max_str,
-                     const TypeGraph* types) {
-  SiteConfig s;
-  s.addr = addr;
-  s.probe.func_id = func_id;
-  s.probe.flags = flags;
+SiteConfig& make_site(ProbeConfig& cfg, uint64_t addr, uint32_t func_id, uint8_t flags,
+                      const std::vector<ParamLoc>* params, bool want_results, int max_str,
+                      const TypeGraph* types) {
+  gotap_probe probe{};
+  probe.func_id = func_id;
+  probe.flags = flags;
+  std::vector<ParamCapture> caps;
   if (params) {
-    Builder b{s.probe, max_str, types};
+    Builder b{probe, max_str, types};
     for (const auto& p : *params)
-      if (p.is_result == want_results) s.params.push_back(b.capture(p));
-    for (auto& pc : s.params) b.add_field_caps(pc);
+      if (p.is_result == want_results) caps.push_back(b.capture(p));
+    for (auto& pc : caps) b.add_field_caps(pc);
   }
+  SiteConfig& s = cfg.add_site(addr, probe);
+  s.params = std::move(caps);
   return s;
 }
 
 }  // namespace
 
+SiteConfig& ProbeConfig::add_site(uint64_t addr, const gotap_probe& p) {
+  SiteConfig s;
+  s.addr = addr;
+  s.func_id = p.func_id;
+  s.flags = p.flags;
+  if (p.nwords || p.ncaps) {
+    s.record = static_cast<uint32_t>(records.size());
+    records.push_back(p);
+  }
+  sites.push_back(std::move(s));
+  return sites.back();
+}
+
+gotap_probe ProbeConfig::record(size_t i) const {
+  const SiteConfig& s = sites[i];
+  gotap_probe p{};
+  if (s.record != SiteConfig::kNoRecord) p = records[s.record];
+  p.func_id = s.func_id;
+  p.flags = s.flags;
+  return p;
+}
+
 ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
                                const TypeGraph* types, const cond::Condition* cond,
                                bool count_failed) {
   ProbeConfig cfg;
+  // Room for every site up front: growing by doubling held up to twice a whole binary's
+  // sites (tens of MB) at the peak of arming.
+  size_t most = plan.goroutines.created.size() + 2;
+  for (const auto& f : plan.funcs)
+    most += 2 + f.ret_sites.size() + f.tail_jumps.size() + f.inline_sites.size();
+  cfg.sites.reserve(most);
+  cfg.funcs.reserve(plan.funcs.size());
   const bool words = mode == Mode::Trace;
   for (const auto& f : plan.funcs) {
     const uint32_t id = static_cast<uint32_t>(cfg.funcs.size());
@@ -129,8 +160,7 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
         mode == Mode::Count && ((f.entry_refires && !uncount) || at_ret || (cond && fc.has_error));
     fc.traced_returns = f.entry_probe != 0 && (mode != Mode::Count || track);
     if (uncount) {
-      cfg.sites.push_back(
-          make_site(*uncount, id, base | GOTAP_PROBE_UNCOUNT, nullptr, false, 0, types));
+      make_site(cfg, *uncount, id, base | GOTAP_PROBE_UNCOUNT, nullptr, false, 0, types);
       ++cfg.morestack_sites;
     }
     if (f.entry_probe) {
@@ -138,9 +168,8 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
       if (f.entry_refires && !uncount) flags |= GOTAP_PROBE_DEDUPE;
       if (track) flags |= GOTAP_PROBE_TRACK;
       // Params of both kinds live in f.args / f.results; entries capture the arguments.
-      cfg.sites.push_back(
-          make_site(f.entry_probe, id, flags, words ? &f.args : nullptr, false, max_str, types));
-      cfg.sites.back().ret_off = f.frame_size;
+      make_site(cfg, f.entry_probe, id, flags, words ? &f.args : nullptr, false, max_str, types)
+          .ret_off = f.frame_size;
     }
     if (fc.traced_returns || fc.has_error) {
       uint8_t flags = base | GOTAP_PROBE_RET;
@@ -153,24 +182,23 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
                  : gotap_word{GOTAP_SRC_STACK, 0, 0, static_cast<int32_t>(err->stack_offset)};
       }
       for (uint64_t a : f.ret_sites) {
-        cfg.sites.push_back(
-            make_site(a, id, flags, words ? &f.results : nullptr, true, max_str, types));
-        cfg.sites.back().err_word = ew;
+        make_site(cfg, a, id, flags, words ? &f.results : nullptr, true, max_str, types).err_word =
+            ew;
       }
       // A tail jump leaves the function like a RET; the results are not set up there (the
       // function jumped to returns them: a failure there is not counted).
       if (fc.traced_returns)
         for (uint64_t a : f.tail_jumps)
-          cfg.sites.push_back(make_site(a, id, static_cast<uint8_t>(flags & ~GOTAP_PROBE_ERRCHECK),
-                                        nullptr, true, 0, types));
+          make_site(cfg, a, id, static_cast<uint8_t>(flags & ~GOTAP_PROBE_ERRCHECK), nullptr, true,
+                    0, types);
     }
     // Inlined copies have no RET: their entries count and trace, but have no latency.
     if (f.inline_probed && mode != Mode::Latency) {
       for (const auto& site : f.inline_sites) {
-        cfg.sites.push_back(
-            make_site(site.pc, id, base | GOTAP_PROBE_INLINE, nullptr, false, 0, types));
-        cfg.sites.back().inlined_in = site.outer;
-        cfg.sites.back().ret_off = site.sp_delta;
+        SiteConfig& s =
+            make_site(cfg, site.pc, id, base | GOTAP_PROBE_INLINE, nullptr, false, 0, types);
+        s.inlined_in = site.outer;
+        s.ret_off = site.sp_delta;
         ++cfg.inline_sites;
       }
     }
@@ -184,16 +212,15 @@ void add_goroutine_sites(ProbeConfig& cfg, const ProbePlan& plan) {
   // Both are ABIInternal Go functions: arguments in RAX, RBX, RCX, RDI, RSI (the gotap_reg
   // order is the ABI's). Entry only, no state: the INLINE path of the BPF program emits one
   // event per hit. Words 0 to 2 are (gp, old, new) and (fn, callergp, callerpc).
-  auto site = [&](uint64_t addr, uint32_t id,
-                  std::array<uint8_t, 3> regs = {GOTAP_RAX, GOTAP_RBX, GOTAP_RCX}) -> gotap_probe& {
-    SiteConfig s;
-    s.addr = addr;
-    s.probe.func_id = id;
-    s.probe.flags = GOTAP_PROBE_INLINE;
-    Builder b{s.probe, 0, nullptr};
+  // Each record is built whole, then added (ProbeConfig::add_site).
+  auto site = [&](uint32_t id,
+                  std::array<uint8_t, 3> regs = {GOTAP_RAX, GOTAP_RBX, GOTAP_RCX}) -> gotap_probe {
+    gotap_probe p{};
+    p.func_id = id;
+    p.flags = GOTAP_PROBE_INLINE;
+    Builder b{p, 0, nullptr};
     for (uint8_t r : regs) b.add_word({GOTAP_SRC_REG, r, 0, 0});
-    cfg.sites.push_back(std::move(s));
-    return cfg.sites.back().probe;
+    return p;
   };
   auto deref = [](gotap_probe& p, int word, uint32_t off, int bytes = 8) {
     Builder b{p, 0, nullptr};
@@ -203,7 +230,7 @@ void add_goroutine_sites(ProbeConfig& cfg, const ProbePlan& plan) {
   };
   const uint32_t goid = plan.offsets.g_goid;
   if (plan.goroutines.status) {
-    gotap_probe& p = site(plan.goroutines.status, GOTAP_FUNC_GSTATUS);
+    gotap_probe p = site(GOTAP_FUNC_GSTATUS);
     // Word 3: the return address, which tells who made the change.
     Builder{p, 0, nullptr}.add_word({GOTAP_SRC_STACK, 0, 0, plan.goroutines.status_sp_delta});
     deref(p, 0, goid);
@@ -214,22 +241,25 @@ void add_goroutine_sites(ProbeConfig& cfg, const ProbePlan& plan) {
     // copy per change: cheaper than keeping a map of the goroutines seen in the kernel).
     if (OriginSpan o = origin_span(plan.offsets); o.size)
       cfg.gstatus_origin_cap = deref(p, 0, o.offset, static_cast<int>(o.size));
+    cfg.add_site(plan.goroutines.status, p);
   }
   if (plan.goroutines.create) {
     // Go 1.17's newproc1(fn, argp, narg, callergp, callerpc) has them in RDI and RSI. An
     // unknown signature reads RAX into both, and the backend ignores them (no parent).
     const GoroutineProbes& g = plan.goroutines;
     const bool known = g.create_gp_arg <= GOTAP_RSI && g.create_pc_arg <= GOTAP_RSI;
-    gotap_probe& p = site(g.create, GOTAP_FUNC_GCREATE,
-                          {GOTAP_RAX, known ? g.create_gp_arg : uint8_t(GOTAP_RAX),
-                           known ? g.create_pc_arg : uint8_t(GOTAP_RAX)});
+    gotap_probe p =
+        site(GOTAP_FUNC_GCREATE, {GOTAP_RAX, known ? g.create_gp_arg : uint8_t(GOTAP_RAX),
+                                  known ? g.create_pc_arg : uint8_t(GOTAP_RAX)});
     deref(p, 0, 0);                // funcval.fn: the goroutine's start function
     if (known) deref(p, 1, goid);  // the parent's goid
+    cfg.add_site(g.create, p);
   }
   for (uint64_t ret : plan.goroutines.created) {
-    gotap_probe& p = site(ret, GOTAP_FUNC_GCREATED);
+    gotap_probe p = site(GOTAP_FUNC_GCREATED);
     p.nwords = 1;  // RAX: the new g
     deref(p, 0, goid);
+    cfg.add_site(ret, p);
   }
 }
 

@@ -29,9 +29,15 @@ struct ParamCapture {
   ValueShape shape = ValueShape::Other;
 };
 
+// Kept per site for the whole trace: small, since a whole binary has 100,000s of sites. The
+// gotap_probe record the BPF program reads is in ProbeConfig::records, only for sites that
+// capture words or memory (none of count's and latency's): 248 bytes each.
 struct SiteConfig {
+  static constexpr uint32_t kNoRecord = UINT32_MAX;
   uint64_t addr = 0;  // virtual address in the binary
-  gotap_probe probe{};
+  uint32_t func_id = 0;
+  uint8_t flags = 0;                 // GOTAP_PROBE_*
+  uint32_t record = kNoRecord;       // index into ProbeConfig::records
   std::vector<ParamCapture> params;  // args at an entry, results at a RET
   std::string inlined_in;            // an inlined copy's outer function
   // A RET of a function with an error result (GOTAP_PROBE_ERRCHECK): where the error's itab
@@ -48,13 +54,19 @@ struct FuncConfig {
 };
 
 struct ProbeConfig {
-  std::vector<FuncConfig> funcs;  // index = func_id
-  std::vector<SiteConfig> sites;  // index = attach cookie
+  std::vector<FuncConfig> funcs;     // index = func_id
+  std::vector<SiteConfig> sites;     // index = attach cookie
+  std::vector<gotap_probe> records;  // the captures of the sites that have any
   int inline_sites = 0;
   int morestack_sites = 0;
   // Caps of the casgstatus probe beyond the goid (cap 0); -1 when not captured.
   int gstatus_reason_cap = -1;  // g.waitreason, 1 byte
   int gstatus_origin_cap = -1;  // origin_span() of the g
+
+  // Site i's record in the `probes` map.
+  gotap_probe record(size_t i) const;
+  // Appends a site whose record is `p` (func_id and flags from it).
+  SiteConfig& add_site(uint64_t addr, const gotap_probe& p);
 };
 
 // Adds the entry probes of runtime.casgstatus and runtime.newproc1 when the plan has them

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <thread>
 
 #include <fmt/format.h>
@@ -231,7 +232,10 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   // two functions share (a wrapper's RET that is its target's) is one int3 with two roles, so
   // failures are counted as they happen, not as wanted minus placed.
   // A large plan reads the executable's code once, not one system call per site.
-  SnapshotReader code(mem);
+  // Freed once every site is decoded: a whole binary's text (17 MB for caddy) would
+  // otherwise stay through the scratch pages and the int3 writes, at the peak of arming.
+  auto snapshot = std::make_unique<SnapshotReader>(mem);
+  SnapshotReader& code = *snapshot;
   if (plan_.funcs.size() > 256)
     for (const auto& seg : elf.segments())
       if (seg.type == 1 /* PT_LOAD */ && (seg.flags & 1 /* PF_X */))
@@ -309,6 +313,7 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     fmt::print(stderr, "gotap: warning: {} of {} probe sites not placed ({})\n", failed, wanted,
                why);
   if (bps_.size() == 0) return runtime_error("no probe could be placed");
+  snapshot.reset();
   sys::timing_mark("ptrace: read and decode the sites");
 
   uint64_t lo = UINT64_MAX, hi = 0;

@@ -176,6 +176,16 @@ TEST_F(Cond, ResultsDurationAndDynamicTypes) {
   EXPECT_FALSE(eval("type(~r0) == \"*fs.PathError\""));
 }
 
+// Without --if, --slower or --errors nothing is compiled or kept per function: a whole
+// binary's worth of empty programs was 43 MB of peak memory.
+TEST_F(Cond, NoConditionKeepsNoPrograms) {
+  auto c = build_condition(ConditionSpec{}, plan);
+  ASSERT_TRUE(c) << c.error().what();
+  EXPECT_TRUE(c->funcs.empty());
+  EXPECT_FALSE(c->at_ret(0));
+  EXPECT_FALSE(c->never(0));
+}
+
 TEST_F(Cond, Shorthands) {
   ConditionSpec spec;
   spec.errors = true;

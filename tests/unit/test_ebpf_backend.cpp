@@ -398,7 +398,7 @@ TEST(EventDecoder, CapturedValuesThroughCoresDecoder) {
     ProbeConfig cfg = build_probe_config(*plan, Mode::Trace, 8, view.types);
     const SiteConfig* site = nullptr;
     for (const auto& s : cfg.sites)
-      if (!(s.probe.flags & GOTAP_PROBE_RET) && !s.params.empty()) site = &s;
+      if (!(s.flags & GOTAP_PROBE_RET) && !s.params.empty()) site = &s;
     ASSERT_NE(site, nullptr);
     const uint64_t bias = fx.flavour == "pie" ? 0x555555000000 : 0;
     EventDecoder dec(cfg, view.types, view.elf, view.rt, bias, 8);
@@ -406,8 +406,8 @@ TEST(EventDecoder, CapturedValuesThroughCoresDecoder) {
     gotap_event ev{};
     ev.probe = static_cast<uint32_t>(site - cfg.sites.data());
     ev.kind = GOTAP_EV_ENTRY;
-    ev.nwords = site->probe.nwords;
-    ev.ncaps = site->probe.ncaps;
+    ev.nwords = cfg.record(ev.probe).nwords;
+    ev.ncaps = cfg.record(ev.probe).ncaps;
     std::map<int, std::string> caps;  // by cap index; appended to data in that order
     auto param = [&](const std::string& name) -> const ParamCapture& {
       for (const auto& pc : site->params)
@@ -467,6 +467,40 @@ TEST(EventDecoder, CapturedValuesThroughCoresDecoder) {
 }
 
 // The per-site perf-event fallback (kernels before 6.6) gives the same exact counts.
+// A whole binary's sites are kept for the whole trace: count and latency keep no capture
+// record per site (248 bytes each: 29 MB for caddy's 116,521 sites), and the record the map
+// gets still says which function and kind of site it is. Trace keeps the records.
+TEST(EbpfProbeConfig, CountKeepsNoCaptureRecords) {
+  auto fx = all_fixtures("args");
+  ASSERT_FALSE(fx.empty());
+  auto bin = GoBinary::open(fx[0].path);
+  ASSERT_TRUE(bin) << bin.error().what();
+  auto plan = (*bin)->plan({"re:^main\\."}, {});
+  ASSERT_TRUE(plan) << plan.error().what();
+  const BinaryView& view = plan->binary_view;
+  static_assert(sizeof(SiteConfig) <= 128, "SiteConfig holds no gotap_probe");
+  for (Mode mode : {Mode::Count, Mode::Latency}) {
+    ProbeConfig cfg = build_probe_config(*plan, mode, 8, view.types);
+    ASSERT_GT(cfg.sites.size(), 2u);
+    EXPECT_TRUE(cfg.records.empty());
+    for (size_t i = 0; i < cfg.sites.size(); ++i) {
+      gotap_probe p = cfg.record(i);
+      EXPECT_EQ(p.func_id, cfg.sites[i].func_id);
+      EXPECT_EQ(p.flags, cfg.sites[i].flags);
+      EXPECT_EQ(p.nwords, 0);
+    }
+  }
+  ProbeConfig trace = build_probe_config(*plan, Mode::Trace, 8, view.types);
+  size_t with_words = 0;
+  for (size_t i = 0; i < trace.sites.size(); ++i) {
+    gotap_probe p = trace.record(i);
+    EXPECT_EQ(p.func_id, trace.sites[i].func_id);
+    if (p.nwords) ++with_words;
+  }
+  EXPECT_GT(with_words, 0u);
+  EXPECT_EQ(with_words, trace.records.size());
+}
+
 // newproc1's entry probe reads fn, callergp and callerpc into words 0 to 2 from the
 // registers the plan names: RBX and RCX (Go 1.18+), RDI and RSI (Go 1.17); for a signature
 // gotap does not know, none, and no parent goid is read.
@@ -481,7 +515,7 @@ TEST(EbpfGoroutineSites, NewprocArgumentsFromThePlan) {
     ProbeConfig cfg;
     add_goroutine_sites(cfg, plan);
     for (const auto& s : cfg.sites)
-      if (s.probe.func_id == GOTAP_FUNC_GCREATE) return s.probe;
+      if (s.func_id == GOTAP_FUNC_GCREATE) return cfg.record(&s - cfg.sites.data());
     ADD_FAILURE() << "no newproc1 entry site";
     return gotap_probe{};
   };
