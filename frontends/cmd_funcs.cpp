@@ -8,12 +8,12 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "core/output/value_text.h"
 #include "core/plan/go_binary.h"
 #include "core/plan/plan.h"
 #include "core/plan/plan_cache.h"
+#include "core/plan/plan_json.h"
 #include "core/sys/timing.h"
 #include "frontends/commands.h"
 #include "frontends/options.h"
@@ -91,17 +91,17 @@ int cmd_funcs(const Args& args) {
   if (!plan) return report_error(plan.error());
   sys::timing_mark("plan");
   if (vm->count("json")) {
-    // A whole binary's plan is tens of MB of JSON: each CPU prints a contiguous share of the
-    // functions, and the shares are written in order.
+    // A whole binary's plan is tens of MB of JSON: each CPU writes the lines of a contiguous
+    // share of the functions straight into its buffer (no JSON tree per function), and the
+    // shares are written in order.
     const auto& funcs = plan->funcs;
     const size_t shares =
         funcs.size() < 1024 ? 1 : std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
     std::vector<std::string> out(shares);
     auto print = [&](size_t k) {
-      for (size_t i = funcs.size() * k / shares; i < funcs.size() * (k + 1) / shares; ++i) {
-        out[k] += to_json(funcs[i]).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-        out[k] += '\n';
-      }
+      const size_t lo = funcs.size() * k / shares, hi = funcs.size() * (k + 1) / shares;
+      out[k].reserve((hi - lo) * 512);
+      for (size_t i = lo; i < hi; ++i) append_json_line(out[k], funcs[i]);
     };
     {
       std::vector<std::jthread> threads;

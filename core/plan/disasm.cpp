@@ -179,47 +179,23 @@ void analyze_prologue(Bytes code, uint64_t entry, FuncCode& fc) {
 }  // namespace
 
 FuncCode analyze_function(Bytes code, uint64_t entry) {
+  return analyze_function(code, entry, decode_blocks(code, entry, false));
+}
+
+FuncCode analyze_function(Bytes code, uint64_t entry, const CodeBlocks& decoded) {
   FuncCode fc;
   const uint64_t end = entry + code.size();
   analyze_prologue(code, entry, fc);
-
-  ZydisDecodedInstruction in;
-  ZydisDecoderContext ctx;
-  uint64_t off = 0;
-  while (off < code.size()) {
-    const uint64_t pc = entry + off;
-    if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(decoder(), &ctx, code.data() + off,
-                                                    code.size() - off, &in))) {
-      fc.decode_error = true;
-      fc.decode_error_at = pc;
-      break;
-    }
-    switch (in.mnemonic) {
-      case ZYDIS_MNEMONIC_RET:
-        fc.rets.push_back(pc);
-        break;
-      case ZYDIS_MNEMONIC_JMP: {
-        ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-        if (!ZYAN_SUCCESS(
-                ZydisDecoderDecodeOperands(decoder(), &ctx, &in, ops, in.operand_count_visible)) ||
-            in.operand_count_visible < 1) {
-          break;
-        }
-        if (ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE) {
-          ZyanU64 target = 0;
-          if (ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&in, &ops[0], pc, &target)) &&
-              (target < entry || target >= end)) {
-            fc.tail_jumps.push_back(pc);
-          }
-        } else {
-          fc.indirect_jumps.push_back(pc);
-        }
-        break;
-      }
-      default:
-        break;
-    }
-    off += in.length;
+  for (const CodeInsn& in : decoded.insns) {
+    if (in.flags & CodeInsn::kRet) fc.rets.push_back(in.pc);
+    if ((in.flags & CodeInsn::kJmpDirect) && (in.target < entry || in.target >= end))
+      fc.tail_jumps.push_back(in.pc);
+    if (in.flags & CodeInsn::kJmpIndirect) fc.indirect_jumps.push_back(in.pc);
+  }
+  // Decoding stopped there, so RETs after it are missing.
+  if (!decoded.complete) {
+    fc.decode_error = true;
+    fc.decode_error_at = decoded.error_at;
   }
   return fc;
 }

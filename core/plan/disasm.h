@@ -9,6 +9,7 @@
 
 #include "core/binary/elf_file.h"
 #include "core/plan/abi.h"
+#include "core/plan/inline_mark.h"
 
 namespace gotap {
 
@@ -35,6 +36,9 @@ struct FuncCode {
 
 // code: the bytes of [entry, end). Never reads outside `code`.
 FuncCode analyze_function(Bytes code, uint64_t entry);
+// The same from `code`'s instructions already decoded (decode_blocks of the same bytes): a
+// whole-binary plan decodes each function once for its RET sites and its inlined calls.
+FuncCode analyze_function(Bytes code, uint64_t entry, const CodeBlocks& decoded);
 
 // The displacement of the first `mov reg, fs:[disp32]` among the first few instructions of
 // `code`: how ABI0 code and ABI wrappers load g from TLS, so it is the g slot's offset from

@@ -203,8 +203,8 @@ const std::vector<GoBinary::InlineNode>& GoBinary::inline_nodes() const {
   return inline_nodes_;
 }
 
-void GoBinary::sites_in(uint32_t outer, const std::set<int32_t>& wanted,
-                        const SiteSink& emit) const {
+void GoBinary::sites_in(uint32_t outer, const std::set<int32_t>& wanted, const SiteSink& emit,
+                        const CodeBlocks* decoded) const {
   const auto& funcs = pclntab_.all_funcs();
   const bool parent_from_pc = pclntab_.format() == "1.20";
   const PclnFunc& f = funcs[outer];
@@ -244,21 +244,24 @@ void GoBinary::sites_in(uint32_t outer, const std::set<int32_t>& wanted,
     for (auto [idx, par] : parents)
       if (idx >= 0) parent_of[idx] = par;
   }
+  auto parent_step = [&](int32_t idx) -> int32_t {
+    if (!parent_of.empty())
+      return static_cast<size_t>(idx) < parent_of.size() ? parent_of[idx] : -1;
+    auto p = parents.find(idx);
+    return p == parents.end() ? -1 : p->second;
+  };
   auto within = [&](int32_t idx, int32_t want) {
     for (int depth = 0; idx >= 0 && depth < 64; ++depth) {
       if (idx == want) return true;
-      if (!parent_of.empty()) {
-        idx = static_cast<size_t>(idx) < parent_of.size() ? parent_of[idx] : -1;
-      } else {
-        auto p = parents.find(idx);
-        idx = p == parents.end() ? -1 : p->second;
-      }
+      idx = parent_step(idx);
     }
     return false;
   };
   // Each inlined call is probed at its call-site mark when that provably runs once per
   // call (core/plan/inline_mark.h).
-  CodeBlocks code = decode_blocks(elf_->read(f.entry, f.end - f.entry), f.entry);
+  CodeBlocks own;
+  if (!decoded) own = decode_blocks(elf_->read(f.entry, f.end - f.entry), f.entry);
+  const CodeBlocks& code = decoded ? *decoded : own;
   InlineFacts facts;
   facts.node_at = index_at;
   facts.within = within;
@@ -282,6 +285,12 @@ void GoBinary::sites_in(uint32_t outer, const std::set<int32_t>& wanted,
            ((x->first.data() == y->first.data() && x->first.size() == y->first.size()) ||
             x->first == y->first);
   };
+  // With a few inlined calls asked about, the chooser looks at the instructions that can
+  // matter to each only, indexed once (the answers are the same; one call is cheaper asked
+  // plainly). Without complete blocks it looks at no instruction at all.
+  constexpr size_t kIndexFrom = 4;
+  if (wanted.size() >= kIndexFrom && code.complete && !code.indirect)
+    index_inline_facts(facts, code, parent_step, [&](uint64_t pc) { return tables.file_line(pc); });
   // Calls of one function per mark pc in this function.
   std::map<std::pair<std::string_view, uint64_t>, int> marks;
   for (const auto& n : tree) ++marks[{n.name, n.parent_pc}];
@@ -374,7 +383,7 @@ void parallel_for(size_t n, const std::function<void(size_t)>& fn) {
 }  // namespace
 
 std::map<std::string_view, GoBinary::SitesOf> GoBinary::inline_sites_of(
-    const std::set<std::string_view>& names) const {
+    const std::set<std::string_view>& names, PlanWork* plan) const {
   const auto& nodes = inline_nodes();
   // The nodes of every name, by outer function. Within one name, sites_in then sees the
   // outer functions in ascending order and each one's nodes in ascending order, as
@@ -396,16 +405,51 @@ std::map<std::string_view, GoBinary::SitesOf> GoBinary::inline_sites_of(
     InlineSite site;
     bool probed;
   };
-  std::vector<std::pair<uint32_t, const std::set<int32_t>*>> work;
-  for (const auto& [outer, wanted] : by_outer) work.push_back({outer, &wanted});
+  // Each function in index order: the inlined calls it holds (null: none asked), and its
+  // place in plan->order (-1: not planned).
+  struct Work {
+    uint32_t func;
+    const std::set<int32_t>* wanted;
+    int64_t slot;
+  };
+  std::vector<Work> work;
+  {
+    auto o = by_outer.begin();
+    size_t k = 0;
+    const size_t planned = plan ? plan->order.size() : 0;
+    if (plan) {
+      plan->planned.resize(planned);
+      plan->warned.resize(planned);
+    }
+    while (o != by_outer.end() || k < planned) {
+      const uint32_t next = std::min(o != by_outer.end() ? o->first : UINT32_MAX,
+                                     k < planned ? plan->order[k] : UINT32_MAX);
+      Work w{next, nullptr, -1};
+      if (o != by_outer.end() && o->first == next) w.wanted = &(o++)->second;
+      if (k < planned && plan->order[k] == next) w.slot = static_cast<int64_t>(k++);
+      work.push_back(w);
+    }
+  }
+  const auto& funcs = pclntab_.all_funcs();
   std::vector<std::vector<Found>> found(work.size());
   parallel_for(work.size(), [&](size_t i) {
-    sites_in(work[i].first, *work[i].second,
-             [&](std::string_view callee, InlineSite&& s, bool probed) {
-               found[i].push_back({callee, std::move(s), probed});
-             });
+    const Work& w = work[i];
+    const PclnFunc& f = funcs[w.func];
+    // Decoded once for both, when both need it and the function has code.
+    std::optional<CodeBlocks> code;
+    if (w.wanted && w.slot >= 0 && f.end > f.entry)
+      code = decode_blocks(elf_->read(f.entry, f.end - f.entry), f.entry);
+    const CodeBlocks* shared = code ? &*code : nullptr;
+    if (w.wanted)
+      sites_in(
+          w.func, *w.wanted,
+          [&](std::string_view callee, InlineSite&& s, bool probed) {
+            found[i].push_back({callee, std::move(s), probed});
+          },
+          shared);
+    if (w.slot >= 0) plan->planned[w.slot] = plan_func(f, plan->warned[w.slot], shared);
   });
-  for (auto& share : found)
+  for (auto& share : found)  // empty for the functions only planned
     for (Found& f : share) {
       SitesOf& of = out.find(f.callee)->second;
       (f.probed ? of.probed : of.skipped).push_back(std::move(f.site));
@@ -489,7 +533,8 @@ const DwarfFunc* GoBinary::dwarf_func(const PclnFunc& f) const {
   return df && (df->low_pc == f.entry || df->low_pc == 0) ? df : nullptr;
 }
 
-FuncPlan GoBinary::plan_func(const PclnFunc& f, std::vector<std::string>& warnings) const {
+FuncPlan GoBinary::plan_func(const PclnFunc& f, std::vector<std::string>& warnings,
+                             const CodeBlocks* decoded) const {
   FuncPlan p;
   p.name = std::string(f.name);
   p.entry = f.entry;
@@ -502,7 +547,8 @@ FuncPlan GoBinary::plan_func(const PclnFunc& f, std::vector<std::string>& warnin
 
   FuncCode code;
   Bytes bytes = f.end > f.entry ? elf_->read(f.entry, f.end - f.entry) : Bytes{};
-  if (!bytes.empty()) code = analyze_function(bytes, f.entry);
+  if (!bytes.empty())
+    code = decoded ? analyze_function(bytes, f.entry, *decoded) : analyze_function(bytes, f.entry);
   p.ret_sites = code.rets;
   p.tail_jumps = code.tail_jumps;
   for (uint64_t pc : code.indirect_jumps) {
@@ -745,8 +791,15 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
   std::set<std::string_view> callees(inlined.begin(), inlined.end());
   for (uint32_t i : matched) callees.insert(funcs[i].name);
   sys::timing_mark("plan: match");
-  auto sites = inline_sites_of(callees);
-  sys::timing_mark("plan: inline sites");
+  // The matched functions are planned in the pass that finds the inline sites: a function
+  // both planned and holding inlined calls is decoded once (Zydis was a third of a cold
+  // whole-binary plan when each was decoded twice). Every function is planned on its own
+  // (plan_func reads the binary, and the method tables' types were all added above), on
+  // every CPU, its warnings kept in order.
+  PlanWork work;
+  work.order.assign(matched.begin(), matched.end());
+  auto sites = inline_sites_of(callees, &work);
+  sys::timing_mark("plan: inline sites and functions");
   // A name two functions share gets the same sites in each, as inline_sites gave them:
   // copied, but moved on its last use.
   std::map<std::string_view, int> uses;
@@ -762,13 +815,10 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
       fp.inline_skipped = of.skipped;
     }
   };
-  // Functions are planned independently too (plan_func reads the binary, and the method
-  // tables' types were all added above): on every CPU, their warnings kept in order.
-  const std::vector<uint32_t> order(matched.begin(), matched.end());
-  std::vector<FuncPlan> planned(order.size());
-  std::vector<std::vector<std::string>> warned(order.size());
-  parallel_for(order.size(), [&](size_t j) { planned[j] = plan_func(funcs[order[j]], warned[j]); });
-  for (auto& w : warned) plan.warnings.insert(plan.warnings.end(), w.begin(), w.end());
+  const std::vector<uint32_t>& order = work.order;
+  std::vector<FuncPlan>& planned = work.planned;
+  for (auto& w : work.warned) plan.warnings.insert(plan.warnings.end(), w.begin(), w.end());
+  plan.funcs.reserve(order.size() + inlined.size());
   for (size_t j = 0; j < order.size(); ++j) {
     take_sites(planned[j], funcs[order[j]].name);
     plan.funcs.push_back(std::move(planned[j]));
@@ -783,10 +833,21 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
     plan.funcs.push_back(std::move(fp));
   }
   sys::timing_mark("plan: functions");
-  std::stable_sort(plan.funcs.begin(), plan.funcs.end(), [](const FuncPlan& a, const FuncPlan& b) {
-    if (a.name != b.name) return a.name < b.name;
-    return a.entry < b.entry;
-  });
+  {
+    // By name, then entry: the order is sorted, the FuncPlans (hundreds of bytes each) are
+    // moved once (sorting them in place moved each many times: 5% of a whole binary's plan).
+    std::vector<uint32_t> by_name(plan.funcs.size());
+    for (uint32_t k = 0; k < by_name.size(); ++k) by_name[k] = k;
+    std::stable_sort(by_name.begin(), by_name.end(), [&](uint32_t x, uint32_t y) {
+      const FuncPlan &a = plan.funcs[x], &b = plan.funcs[y];
+      if (a.name != b.name) return a.name < b.name;
+      return a.entry < b.entry;
+    });
+    std::vector<FuncPlan> sorted;
+    sorted.reserve(by_name.size());
+    for (uint32_t k : by_name) sorted.push_back(std::move(plan.funcs[k]));
+    plan.funcs = std::move(sorted);
+  }
 
   // Inlined calls that cannot be probed exactly: one warning line in all, naming the function
   // when there is one (prometheus' net/http.* has 214 such functions).

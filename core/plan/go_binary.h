@@ -24,6 +24,8 @@
 
 namespace gotap {
 
+struct CodeBlocks;  // core/plan/inline_mark.h
+
 struct PlanOptions {
   bool probe_inline_sites = true;
   // Where plans are cached (core/plan/plan_cache.h); "" plans every time.
@@ -102,7 +104,9 @@ class GoBinary {
 
  private:
   GoBinary() = default;
-  FuncPlan plan_func(const PclnFunc& f, std::vector<std::string>& warnings) const;
+  // `decoded`: f's code already decoded (decode_blocks), else it is decoded here.
+  FuncPlan plan_func(const PclnFunc& f, std::vector<std::string>& warnings,
+                     const CodeBlocks* decoded = nullptr) const;
   // The sites probed; `skipped` gets those with no instruction that runs once per call.
   std::vector<InlineSite> inline_sites(std::string_view name,
                                        std::vector<InlineSite>* skipped = nullptr) const;
@@ -112,8 +116,16 @@ class GoBinary {
   struct SitesOf {
     std::vector<InlineSite> probed, skipped;
   };
-  std::map<std::string_view, SitesOf> inline_sites_of(
-      const std::set<std::string_view>& names) const;
+  // With `plan`, the functions plan->order are planned in the same pass (into plan->planned
+  // and plan->warned, by position): a function both planned and holding inlined calls is
+  // decoded once for both.
+  struct PlanWork {
+    std::vector<uint32_t> order;  // indices into all_funcs(), ascending
+    std::vector<FuncPlan> planned;
+    std::vector<std::vector<std::string>> warned;
+  };
+  std::map<std::string_view, SitesOf> inline_sites_of(const std::set<std::string_view>& names,
+                                                      PlanWork* plan = nullptr) const;
   int64_t compute_tls_g_offset() const;
   const DwarfFunc* dwarf_func(const PclnFunc& f) const;
   // Adds the types of these signatures to the runtime-type graph (one index pass).
@@ -124,7 +136,9 @@ class GoBinary {
   // The sites of inline nodes `wanted` of function `outer` (an index in all_funcs()).
   // Each wanted inline node of `outer`, with its callee's name, probed or skipped.
   using SiteSink = std::function<void(std::string_view callee, InlineSite&& site, bool probed)>;
-  void sites_in(uint32_t outer, const std::set<int32_t>& wanted, const SiteSink& emit) const;
+  // `decoded`: the function's code already decoded with its dominators, else decoded here.
+  void sites_in(uint32_t outer, const std::set<int32_t>& wanted, const SiteSink& emit,
+                const CodeBlocks* decoded = nullptr) const;
   mutable std::once_flag inline_once_;
   mutable std::vector<InlineNode> inline_nodes_;
   mutable std::once_flag symbols_once_;

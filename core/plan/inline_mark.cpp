@@ -115,7 +115,7 @@ void build_dominators(CodeBlocks& c) {
 
 }  // namespace
 
-CodeBlocks decode_blocks(Bytes code, uint64_t entry) {
+CodeBlocks decode_blocks(Bytes code, uint64_t entry, bool dominators) {
   ZydisDecoder dec;
   ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
   CodeBlocks out;
@@ -128,8 +128,10 @@ CodeBlocks decode_blocks(Bytes code, uint64_t entry) {
     ZydisDecodedInstruction in;
     ZydisDecoderContext ctx;
     if (!ZYAN_SUCCESS(
-            ZydisDecoderDecodeInstruction(&dec, &ctx, code.data() + off, code.size() - off, &in)))
+            ZydisDecoderDecodeInstruction(&dec, &ctx, code.data() + off, code.size() - off, &in))) {
+      out.error_at = entry + off;
       return out;  // incomplete: callers trust nothing about blocks then
+    }
     CodeInsn ci;
     ci.pc = entry + off;
     ci.len = in.length;
@@ -138,27 +140,38 @@ CodeBlocks decode_blocks(Bytes code, uint64_t entry) {
     // return address stays in the function), not an inline mark.
     ci.nop1 = in.length == 1 && code[off] == 0x90 && !after_call;
     after_call = in.meta.category == ZYDIS_CATEGORY_CALL;
+    if (in.mnemonic == ZYDIS_MNEMONIC_RET) ci.flags |= CodeInsn::kRet;
     out.insns.push_back(ci);
     next_leads = false;
-    switch (in.meta.category) {
-      case ZYDIS_CATEGORY_COND_BR:
-      case ZYDIS_CATEGORY_UNCOND_BR: {
+    const bool jmp = in.mnemonic == ZYDIS_MNEMONIC_JMP;
+    const bool branch =
+        in.meta.category == ZYDIS_CATEGORY_COND_BR || in.meta.category == ZYDIS_CATEGORY_UNCOND_BR;
+    if (branch || jmp) {
+      ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+      const auto& op = ops[0];
+      ZyanU64 t = 0;
+      const bool decoded = in.operand_count_visible >= 1 &&
+                           ZYAN_SUCCESS(ZydisDecoderDecodeOperands(&dec, &ctx, &in, ops, 1));
+      const bool direct = decoded && op.type == ZYDIS_OPERAND_TYPE_IMMEDIATE &&
+                          ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&in, &op, ci.pc, &t));
+      if (jmp && direct) out.insns.back().flags |= CodeInsn::kJmpDirect;
+      if (jmp && decoded && op.type != ZYDIS_OPERAND_TYPE_IMMEDIATE)
+        out.insns.back().flags |= CodeInsn::kJmpIndirect;
+      if (branch) {
         next_leads = true;
-        ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-        const auto& op = ops[0];
-        ZyanU64 t = 0;
-        if (in.operand_count_visible >= 1 &&
-            ZYAN_SUCCESS(ZydisDecoderDecodeOperands(&dec, &ctx, &in, ops, 1)) &&
-            op.type == ZYDIS_OPERAND_TYPE_IMMEDIATE &&
-            ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&in, &op, ci.pc, &t))) {
+        if (direct) {
           targets.push_back(t);
-          out.insns.back().target = t;
         } else {
           out.indirect = true;
         }
         if (in.meta.category == ZYDIS_CATEGORY_UNCOND_BR) out.insns.back().falls_through = false;
-        break;
       }
+      if (direct) out.insns.back().target = t;  // Zydis puts every JMP in UNCOND_BR
+    }
+    switch (in.meta.category) {
+      case ZYDIS_CATEGORY_COND_BR:
+      case ZYDIS_CATEGORY_UNCOND_BR:
+        break;
       case ZYDIS_CATEGORY_RET:
       case ZYDIS_CATEGORY_INTERRUPT:
         next_leads = true;
@@ -178,8 +191,63 @@ CodeBlocks decode_blocks(Bytes code, uint64_t entry) {
     if (k >= 0) out.insns[k].leader = true;
   }
   out.complete = true;
-  build_dominators(out);
+  if (dominators) build_dominators(out);
   return out;
+}
+
+void index_inline_facts(
+    InlineFacts& facts, const CodeBlocks& code, const std::function<int32_t(int32_t)>& parent,
+    const std::function<std::optional<std::pair<std::string_view, int32_t>>(uint64_t)>& line_at) {
+  const size_t n = code.insns.size();
+  facts.indexed = false;
+  facts.within_start.clear();
+  facts.within_insns.clear();
+  facts.at_line.clear();
+  facts.insn_line.assign(n, -1);
+  // Node indices count an inline tree's nodes: a larger one is corrupt, and the chooser then
+  // asks plainly.
+  constexpr int32_t kMaxNode = 1 << 20;
+  // Each instruction's chain, as `within` walks it: at most 64 nodes up.
+  auto chain = [&](int32_t idx, auto&& visit) {
+    for (int depth = 0; idx >= 0 && depth < 64; ++depth) {
+      if (idx >= kMaxNode) return false;
+      visit(idx);
+      idx = parent(idx);
+    }
+    return true;
+  };
+  std::vector<int32_t> count;
+  for (size_t j = 0; j < n; ++j) {
+    bool ok = chain(facts.insn_node[j], [&](int32_t idx) {
+      if (static_cast<size_t>(idx) >= count.size()) count.resize(idx + 1, 0);
+      ++count[idx];
+    });
+    if (!ok) return;
+  }
+  facts.within_start.assign(count.size() + 1, 0);
+  for (size_t k = 0; k < count.size(); ++k)
+    facts.within_start[k + 1] = facts.within_start[k] + count[k];
+  facts.within_insns.resize(facts.within_start.back());
+  std::vector<int32_t> fill(facts.within_start.begin(), facts.within_start.end() - 1);
+  // The function's files, by their bytes: few, and one view of the pclntab each almost always.
+  std::vector<std::string_view> files;
+  for (size_t j = 0; j < n; ++j) {
+    const int32_t at = facts.insn_node[j];
+    chain(at, [&](int32_t idx) { facts.within_insns[fill[idx]++] = static_cast<int32_t>(j); });
+    if (auto fl = line_at(code.insns[j].pc)) {
+      size_t f = 0;
+      while (f < files.size() &&
+             !(files[f].data() == fl->first.data() && files[f].size() == fl->first.size()) &&
+             files[f] != fl->first)
+        ++f;
+      if (f == files.size()) files.push_back(fl->first);
+      const int64_t key = static_cast<int64_t>(f) << 32 | static_cast<uint32_t>(fl->second);
+      facts.insn_line[j] = key;
+      facts.at_line.push_back({at, key, static_cast<int32_t>(j)});
+    }
+  }
+  std::sort(facts.at_line.begin(), facts.at_line.end());
+  facts.indexed = true;
 }
 
 InlineMarkChoice choose_inline_site(const CodeBlocks& code, const InlineFacts& facts, int32_t node,
@@ -216,7 +284,47 @@ InlineMarkChoice choose_inline_site(const CodeBlocks& code, const InlineFacts& f
   const int32_t frame = facts.node_at(mark);
   const int64_t n = static_cast<int64_t>(code.insns.size());
   bool body_here = false, body_elsewhere = false;
-  for (int64_t j = 0; j < n; ++j) {
+  if (facts.indexed) {
+    // The loop below, on the instructions it can fail or learn on only: the body's, and the
+    // caller's own on the call's line. The first failure in layout order wins, as there.
+    int64_t body_fail = n, line_fail = n;
+    if (node >= 0 && static_cast<size_t>(node) + 1 < facts.within_start.size()) {
+      for (int32_t k = facts.within_start[node]; k < facts.within_start[node + 1]; ++k) {
+        const int32_t j = facts.within_insns[k];
+        const int32_t blk = code.block_of[j];
+        if (blk == B) {
+          body_here = true;
+        } else if (code.dominates(B, blk)) {
+          body_elsewhere = true;
+        } else {
+          body_fail = j;
+          break;
+        }
+      }
+    }
+    const int64_t line = facts.insn_line[i];
+    if (line >= 0 && !facts.within(frame, node)) {
+      using AtLine = InlineFacts::AtLine;
+      auto l =
+          std::lower_bound(facts.at_line.begin(), facts.at_line.end(), AtLine{frame, line, -1});
+      for (; l != facts.at_line.end() && l->node == frame && l->line == line; ++l) {
+        const int32_t blk = code.block_of[l->insn];
+        if (blk != B && !code.dominates(B, blk)) {
+          line_fail = l->insn;
+          break;
+        }
+      }
+    }
+    if (body_fail < line_fail) {
+      c.reason = "part of its inlined body is not dominated by its call-site mark's block";
+      return c;
+    }
+    if (line_fail < n) {
+      c.reason = "the call's line has code that its call-site mark's block does not dominate";
+      return c;
+    }
+  }
+  for (int64_t j = 0; j < (facts.indexed ? 0 : n); ++j) {
     const uint64_t pc = code.insns[j].pc;
     const int32_t blk = code.block_of[j];
     const int32_t at = facts.insn_node.empty() ? facts.node_at(pc) : facts.insn_node[j];

@@ -22,6 +22,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   facts.within = [](int32_t idx, int32_t want) { return idx >= want && want >= 0; };
   facts.same_line = [&](uint64_t a, uint64_t b) { return (byte_at(a) >> 4) == (byte_at(b) >> 4); };
   auto c = gotap::choose_inline_site(blocks, facts, node_pick, entry + mark_off);
+  // The indexed chooser (index_inline_facts) must answer exactly as the plain one.
+  if (blocks.complete && !blocks.indirect) {
+    gotap::InlineFacts indexed = facts;
+    for (const auto& in : blocks.insns) indexed.insn_node.push_back(facts.node_at(in.pc));
+    gotap::index_inline_facts(
+        indexed, blocks, [](int32_t k) { return k - 1; },
+        [&](uint64_t pc) {
+          return std::optional<std::pair<std::string_view, int32_t>>(
+              std::pair<std::string_view, int32_t>("f.go", byte_at(pc) >> 4));
+        });
+    auto d = gotap::choose_inline_site(blocks, indexed, node_pick, entry + mark_off);
+    if (d.ok != c.ok || d.pc != c.pc || d.reason != c.reason) __builtin_trap();
+  }
   for (size_t b = 0; b < blocks.idom.size(); ++b)
     (void)blocks.dominates(static_cast<int32_t>(b % 7), static_cast<int32_t>(b));
   volatile bool sink = c.ok && c.pc == entry + mark_off;

@@ -9,11 +9,13 @@
 #include <string>
 #include <vector>
 
+#include <Zydis/Zydis.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "core/binary/elf_file.h"
 #include "core/plan/disasm.h"
+#include "core/plan/go_binary.h"
 #include "tests/unit/fixtures.h"
 
 namespace gotap {
@@ -315,6 +317,68 @@ TEST(Disasm, MatchesGoObjdump) {
     ++checked_files;
   }
   if (checked_files == 0) GTEST_SKIP() << "no fixture has a .objdump reference";
+}
+
+// ---- One decode shared by the RET sites and the blocks ----
+
+// The definition, decoded here on its own: every RET, every JMP with an immediate target
+// outside the function (a tail call), every JMP through a register or memory.
+struct Exits {
+  std::vector<uint64_t> rets, tail_jumps, indirect_jumps;
+  std::optional<uint64_t> error_at;
+};
+Exits exits_by_zydis(Bytes code, uint64_t entry) {
+  ZydisDecoder d;
+  ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+  Exits e;
+  for (size_t off = 0; off < code.size();) {
+    ZydisDecodedInstruction in;
+    ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+    const uint64_t pc = entry + off;
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&d, code.data() + off, code.size() - off, &in, ops))) {
+      e.error_at = pc;
+      break;
+    }
+    if (in.mnemonic == ZYDIS_MNEMONIC_RET) e.rets.push_back(pc);
+    if (in.mnemonic == ZYDIS_MNEMONIC_JMP && in.operand_count_visible >= 1) {
+      ZyanU64 t = 0;
+      if (ops[0].type != ZYDIS_OPERAND_TYPE_IMMEDIATE)
+        e.indirect_jumps.push_back(pc);
+      else if (ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&in, &ops[0], pc, &t)) &&
+               (t < entry || t >= entry + code.size()))
+        e.tail_jumps.push_back(pc);
+    }
+    off += in.length;
+  }
+  return e;
+}
+
+TEST(Disasm, SharedDecodeGivesTheExitsOfAFreshDecode) {
+  size_t checked = 0;
+  for (const auto& fx : all_fixtures("inlined")) {
+    if (fx.flavour != "default" && fx.flavour != "cgo") continue;
+    SCOPED_TRACE(fx.label());
+    auto bin = GoBinary::open(fx.path);
+    ASSERT_TRUE(bin.ok()) << bin.error().what();
+    for (const auto& f : (*bin)->pclntab().all_funcs()) {
+      if (f.end <= f.entry) continue;
+      Bytes code = (*bin)->elf().read(f.entry, f.end - f.entry);
+      const Exits want = exits_by_zydis(code, f.entry);
+      for (bool dominators : {true, false}) {
+        const FuncCode got =
+            analyze_function(code, f.entry, decode_blocks(code, f.entry, dominators));
+        ASSERT_EQ(got.rets, want.rets) << f.name;
+        ASSERT_EQ(got.tail_jumps, want.tail_jumps) << f.name;
+        ASSERT_EQ(got.indirect_jumps, want.indirect_jumps) << f.name;
+        ASSERT_EQ(got.decode_error, want.error_at.has_value()) << f.name;
+        if (want.error_at) {
+          ASSERT_EQ(got.decode_error_at, *want.error_at) << f.name;
+        }
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0u) << "fixture 'inlined' not built in " << testing::fixtures_dir();
 }
 
 }  // namespace

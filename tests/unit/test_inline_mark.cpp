@@ -2,6 +2,9 @@
 // dominator relation answered from the dominator tree's intervals must be the one walking up
 // the immediate dominators gives, on every function of real Go code.
 #include <cstdint>
+#include <optional>
+#include <random>
+#include <string_view>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -47,6 +50,54 @@ TEST(InlineMark, DominatorIntervalsAgreeWithTheIdomWalk) {
     }
   }
   if (checked == 0) GTEST_SKIP() << "fixture 'inlined' not built in " << fixtures_dir();
+}
+
+// The indexed chooser (index_inline_facts) answers as the plain one, on code of every shape:
+// random bytes, each instruction's node and line drawn from its own first byte (as
+// fuzz_inline_mark does), every mark and node.
+TEST(InlineMark, IndexedChooserAnswersAsThePlainOne) {
+  std::mt19937 rng(22);
+  const uint64_t entry = 0x401000;
+  size_t compared = 0;
+  for (int round = 0; round < 3000; ++round) {
+    std::vector<uint8_t> bytes(8 + rng() % 120);
+    for (auto& b : bytes) {
+      // Mostly short branches, NOPs, RETs and one-byte instructions, so blocks form.
+      static const uint8_t kPick[] = {0x90, 0x90, 0xc3, 0x74, 0x75, 0xeb, 0x50, 0x58, 0x40};
+      b = rng() % 3 ? kPick[rng() % sizeof kPick] : static_cast<uint8_t>(rng());
+    }
+    Bytes code(bytes.data(), bytes.size());
+    CodeBlocks blocks = decode_blocks(code, entry);
+    if (!blocks.complete || blocks.indirect) continue;
+    auto byte_at = [&](uint64_t pc) -> uint8_t {
+      return pc >= entry && pc - entry < bytes.size() ? bytes[pc - entry] : 0;
+    };
+    InlineFacts plain;
+    plain.node_at = [&](uint64_t pc) { return static_cast<int32_t>(byte_at(pc) % 5) - 1; };
+    plain.within = [](int32_t idx, int32_t want) { return idx >= want && want >= 0; };
+    plain.same_line = [&](uint64_t a, uint64_t b) {
+      return (byte_at(a) >> 5) == (byte_at(b) >> 5);
+    };
+    InlineFacts indexed = plain;
+    for (const auto& in : blocks.insns) indexed.insn_node.push_back(plain.node_at(in.pc));
+    index_inline_facts(
+        indexed, blocks, [](int32_t k) { return k - 1; },
+        [&](uint64_t pc) {
+          return std::optional<std::pair<std::string_view, int32_t>>(
+              std::pair<std::string_view, int32_t>("f.go", byte_at(pc) >> 5));
+        });
+    ASSERT_TRUE(indexed.indexed);
+    for (const auto& in : blocks.insns)
+      for (int32_t node = -1; node < 4; ++node) {
+        auto a = choose_inline_site(blocks, plain, node, in.pc);
+        auto b = choose_inline_site(blocks, indexed, node, in.pc);
+        ASSERT_EQ(a.ok, b.ok) << round << " " << node;
+        ASSERT_EQ(a.pc, b.pc);
+        ASSERT_EQ(a.reason, b.reason) << round << " " << node;
+        ++compared;
+      }
+  }
+  EXPECT_GT(compared, 10000u);
 }
 
 }  // namespace
