@@ -173,12 +173,12 @@ nlohmann::json EventDecoder::value(const ParamCapture& pc, const gotap_event& ev
   return v;
 }
 
-Event EventDecoder::decode(const void* data, size_t size) const {
+EventDecoder::Kind EventDecoder::decode_call(const void* data, size_t size) {
   gotap_event ev{};
   const size_t header = offsetof(gotap_event, data);
-  if (size < header || size > sizeof(ev)) return {};
+  if (size < header || size > sizeof(ev)) return Kind::None;
   std::memcpy(&ev, data, size);
-  if (ev.probe >= cfg_.sites.size() || ev.func_id >= cfg_.funcs.size()) return {};
+  if (ev.probe >= cfg_.sites.size() || ev.func_id >= cfg_.funcs.size()) return Kind::None;
   if (header + ev.data_len > size) ev.data_len = static_cast<uint16_t>(size - header);
   const SiteConfig& site = cfg_.sites[ev.probe];
   const FuncPlan& f = *cfg_.funcs[ev.func_id].plan;
@@ -201,21 +201,35 @@ Event EventDecoder::decode(const void* data, size_t size) const {
     if (site.probe.flags & GOTAP_PROBE_INLINE) put_inlined_callee_on_top(*stack, f, stack_depth_);
   }
   if (ev.kind == GOTAP_EV_RETURN) {
-    CallReturn r{at};
+    CallReturn& r = ret_;
+    r = CallReturn{at};
     r.stack = std::move(stack);
     // Nothing holds the goroutine under eBPF: its own time is the wall time.
     if (!(ev.flags & GOTAP_EVF_UNMATCHED)) r.duration_ns = r.wall_ns = ev.duration_ns;
     r.results = std::move(params);
-    return to_event(r);
+    return Kind::Return;
   }
-  CallEntry e{at};
+  CallEntry& e = entry_;
+  e = CallEntry{at};
   e.args = std::move(params);
   e.stack = std::move(stack);
   if (site.probe.flags & GOTAP_PROBE_INLINE) {
     e.inlined = true;
     e.inlined_in = site.inlined_in;
   }
-  return to_event(e);
+  return Kind::Entry;
+}
+
+Event EventDecoder::decode(const void* data, size_t size) {
+  switch (decode_call(data, size)) {
+    case Kind::Entry:
+      return to_event(entry_);
+    case Kind::Return:
+      return to_event(ret_);
+    case Kind::None:
+      break;
+  }
+  return {};
 }
 
 }  // namespace gotap::ebpf
