@@ -81,6 +81,26 @@ void ReaderGuard::emit(const Event& ev) {
   if (std::ferror(out_) || g_sigpipe.load()) on_write_failed(errno);
 }
 
+template <class Write>
+void ReaderGuard::write_call(Write w) {
+  if (g_sigpipe.load()) mark_gone();
+  if (gone_.load()) return;
+  errno = 0;
+  w();
+  retry_interrupted();
+  if (std::ferror(out_) || g_sigpipe.load()) on_write_failed(errno);
+}
+
+void ReaderGuard::emit_entry(const CallEntry& e) {
+  write_call([&] { inner_->emit_entry(e); });
+}
+void ReaderGuard::emit_return(const CallReturn& r) {
+  write_call([&] { inner_->emit_return(r); });
+}
+void ReaderGuard::emit_unfinished(const CallUnfinished& u) {
+  write_call([&] { inner_->emit_unfinished(u); });
+}
+
 void ReaderGuard::retry_interrupted() {
   // A stop signal (no SA_RESTART) can interrupt a write: that is neither the reader leaving
   // nor a failure. stdio keeps what it could not write; write it now.

@@ -24,6 +24,9 @@ class ReaderGuard : public EventSink {
   ReaderGuard(std::unique_ptr<EventSink> inner, std::FILE* out);
   ~ReaderGuard() override;
   void emit(const Event& ev) override;
+  void emit_entry(const CallEntry& e) override;
+  void emit_return(const CallReturn& r) override;
+  void emit_unfinished(const CallUnfinished& u) override;
   void flush() override;
   bool gone() const { return gone_.load(); }
   // A write that failed for another reason than the reader leaving (ENOSPC, EIO, EFBIG):
@@ -35,6 +38,9 @@ class ReaderGuard : public EventSink {
   // After a failed write: the reader left (EPIPE, SIGPIPE) or the write failed.
   void on_write_failed(int err);
   void retry_interrupted();
+  // inner_'s write of one event, checked; a call event is dropped once the reader is gone.
+  template <class Write>
+  void write_call(Write w);
   std::unique_ptr<EventSink> inner_;
   std::FILE* out_;
   std::atomic<bool> gone_{false};

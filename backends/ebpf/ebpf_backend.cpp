@@ -249,13 +249,16 @@ int handle_sample(Session* s, void* data, size_t size) {
       return 0;
     }
   }
-  Event e = s->decoder->decode(data, size);
-  if (e.is_null() || e.empty()) {
+  const auto kind = s->decoder->decode_call(data, size);
+  if (kind == EventDecoder::Kind::None) {
     ++s->decode_failures;
     return 0;
   }
   if (s->cut == EventCut::NoPrint) return 0;
-  s->sink.emit(e);
+  if (kind == EventDecoder::Kind::Entry)
+    s->sink.emit_entry(s->decoder->entry());
+  else
+    s->sink.emit_return(s->decoder->ret());
   ++s->events;
   return 0;
 }

@@ -173,20 +173,44 @@ nlohmann::json EventDecoder::value(const ParamCapture& pc, const gotap_event& ev
   return v;
 }
 
-Event EventDecoder::decode(const void* data, size_t size) const {
-  gotap_event ev{};
+namespace {
+
+// A call's site and values into `c`, kept from the event before: its strings and vectors are
+// assigned, not built anew, so that a steady stream of calls allocates only for the values.
+void fill_site(CallSite& c, const gotap_event& ev, const std::string& func) {
+  c.ts_ns = ev.ts_ns;
+  c.pid = int(ev.pid);
+  c.tid = int(ev.tid);
+  c.goid = int64_t(ev.goid);
+  c.func = func;
+}
+
+}  // namespace
+
+EventDecoder::Kind EventDecoder::decode_call(const void* data, size_t size) {
+  // Not zeroed: only the header, the words and data[0..data_len) are sent and read (the
+  // reads below are bounded by `size`), and zeroing the whole record cost more than them.
+  gotap_event ev;
   const size_t header = offsetof(gotap_event, data);
-  if (size < header || size > sizeof(ev)) return {};
+  if (size < header || size > sizeof(ev)) return Kind::None;
   std::memcpy(&ev, data, size);
-  if (ev.probe >= cfg_.sites.size() || ev.func_id >= cfg_.funcs.size()) return {};
+  if (ev.probe >= cfg_.sites.size() || ev.func_id >= cfg_.funcs.size()) return Kind::None;
   if (header + ev.data_len > size) ev.data_len = static_cast<uint16_t>(size - header);
   const SiteConfig& site = cfg_.sites[ev.probe];
   const FuncPlan& f = *cfg_.funcs[ev.func_id].plan;
-  const CallSite at{ev.ts_ns, int(ev.pid), int(ev.tid), int64_t(ev.goid), f.name};
-  std::vector<Param> params;
-  for (const auto& pc : site.params)
-    params.push_back({pc.param->name, pc.param->type_name, value(pc, ev)});
-  std::optional<Event> stack;
+  const bool ret = ev.kind == GOTAP_EV_RETURN;
+  CallSite& at = ret ? static_cast<CallSite&>(ret_) : static_cast<CallSite&>(entry_);
+  fill_site(at, ev, f.name);
+  std::vector<Param>& params = ret ? ret_.results : entry_.args;
+  params.resize(site.params.size());
+  for (size_t i = 0; i < site.params.size(); ++i) {
+    const ParamCapture& pc = site.params[i];
+    params[i].name = pc.param->name;
+    params[i].type = pc.param->type_name;
+    params[i].value = value(pc, ev);
+  }
+  std::optional<Event>& stack = ret ? ret_.stack : entry_.stack;
+  stack.reset();
   if (stack_bin_ && stack_depth_ > 0) {
     // The probed pc, then the return addresses the kernel sent after the copied bytes.
     std::vector<uint64_t> pcs = {site.addr + bias_};
@@ -200,22 +224,29 @@ Event EventDecoder::decode(const void* data, size_t size) const {
     stack = symbolize(*stack_bin_, bias_, pcs, stack_depth_);
     if (site.flags & GOTAP_PROBE_INLINE) put_inlined_callee_on_top(*stack, f, stack_depth_);
   }
-  if (ev.kind == GOTAP_EV_RETURN) {
-    CallReturn r{at};
-    r.stack = std::move(stack);
+  if (ret) {
     // Nothing holds the goroutine under eBPF: its own time is the wall time.
-    if (!(ev.flags & GOTAP_EVF_UNMATCHED)) r.duration_ns = r.wall_ns = ev.duration_ns;
-    r.results = std::move(params);
-    return to_event(r);
+    ret_.duration_ns.reset();
+    ret_.wall_ns.reset();
+    if (!(ev.flags & GOTAP_EVF_UNMATCHED)) ret_.duration_ns = ret_.wall_ns = ev.duration_ns;
+    return Kind::Return;
   }
-  CallEntry e{at};
-  e.args = std::move(params);
-  e.stack = std::move(stack);
-  if (site.flags & GOTAP_PROBE_INLINE) {
-    e.inlined = true;
-    e.inlined_in = site.inlined_in;
+  entry_.inlined = site.flags & GOTAP_PROBE_INLINE;
+  entry_.inlined_in.clear();
+  if (entry_.inlined) entry_.inlined_in = site.inlined_in;
+  return Kind::Entry;
+}
+
+Event EventDecoder::decode(const void* data, size_t size) {
+  switch (decode_call(data, size)) {
+    case Kind::Entry:
+      return to_event(entry_);
+    case Kind::Return:
+      return to_event(ret_);
+    case Kind::None:
+      break;
   }
-  return to_event(e);
+  return {};
 }
 
 }  // namespace gotap::ebpf

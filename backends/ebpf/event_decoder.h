@@ -13,6 +13,7 @@
 #include "core/binary/rtype.h"
 #include "core/decode/value_decoder.h"
 #include "core/events/events.h"
+#include "core/events/typed_events.h"
 #include "core/plan/binary_view.h"
 
 namespace gotap::ebpf {
@@ -29,8 +30,14 @@ class EventDecoder {
                std::function<std::string(uint64_t)> func_name = nullptr);
   ~EventDecoder();
 
-  // nullopt-like: an empty object when the record is malformed (wrong size, unknown probe).
-  Event decode(const void* data, size_t size) const;
+  enum class Kind { None, Entry, Return };
+  // The record as a call event, kept in entry() or ret() until the next one; None when the
+  // record is malformed (wrong size, unknown probe).
+  Kind decode_call(const void* data, size_t size);
+  const CallEntry& entry() const { return entry_; }
+  const CallReturn& ret() const { return ret_; }
+  // The same as a JSON object: an empty object when the record is malformed.
+  Event decode(const void* data, size_t size);
   // --stack N: symbolize the return addresses the kernel walked through `bin`.
   void set_stack(const BinaryView* bin, int depth) {
     stack_bin_ = bin;
@@ -48,6 +55,8 @@ class EventDecoder {
   uint64_t bias_;
   const BinaryView* stack_bin_ = nullptr;
   int stack_depth_ = 0;
+  CallEntry entry_;
+  CallReturn ret_;
 };
 
 }  // namespace gotap::ebpf

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <thread>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -127,6 +128,21 @@ void Tracer::emit(json ev) {
   }
   ++events_;
   sink_.emit(ev);
+}
+
+template <class Call>
+void Tracer::emit_call(Call ev) {
+  if (!deferred_.empty() && !in_deferred_) {
+    deferred_.push_back([this, ev = std::move(ev)] { emit_call(ev); });
+    return;
+  }
+  ++events_;
+  if constexpr (std::is_same_v<Call, CallEntry>)
+    sink_.emit_entry(ev);
+  else if constexpr (std::is_same_v<Call, CallReturn>)
+    sink_.emit_return(ev);
+  else
+    sink_.emit_unfinished(ev);
 }
 
 Result<void> Tracer::start() {
@@ -383,9 +399,9 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
     if (f.entry_refires && it->second.func == role.func) return;
     if (opts_.mode == Mode::Trace && !it->second.dropped && !it->second.rejected &&
         !(opts_.condition && opts_.condition->at_ret(it->second.func))) {
-      emit(to_event(CallUnfinished{
+      emit_call(CallUnfinished{
           CallSite{ts, proc_->pid(), it->second.tid, goid, plan_.funcs[it->second.func].name},
-          it->second.ts}));
+          it->second.ts});
     }
     close_pending(it);
   }
@@ -426,7 +442,7 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
   if (!at_ret && may_defer(role.func, false)) {
     deferred_.push_back([this, ev = std::move(ev), rs, &f]() mutable {
       for (const auto& p : f.args) ev.args.push_back(param(*dec_, p, rs));
-      emit(to_event(ev));
+      emit_call(std::move(ev));
     });
     return;
   }
@@ -435,7 +451,7 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
   if (at_ret)
     pend.waiting_entry = to_event(ev);
   else
-    emit(to_event(ev));
+    emit_call(std::move(ev));
 }
 
 void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
@@ -504,14 +520,14 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
     deferred_.push_back([this, ev = std::move(ev), rs, &f, results]() mutable {
       if (results)
         for (const auto& p : f.results) ev.results.push_back(param(*dec_, p, rs));
-      emit(to_event(ev));
+      emit_call(std::move(ev));
     });
     return;
   }
   if (results)
     for (const auto& p : f.results) ev.results.push_back(param(*dec_, p, rs));
   if (opts_.stack_depth > 0) ev.stack = stack_of(r, s.addr, sp);
-  emit(to_event(ev));
+  emit_call(std::move(ev));
 }
 
 void Tracer::check_error(const Site& s, FuncState& fs, const user_regs_struct& r) {
@@ -554,7 +570,7 @@ void Tracer::on_inline(const Site& s, const SiteRole& role, const user_regs_stru
     put_inlined_callee_on_top(st, f, opts_.stack_depth);
     ev.stack = std::move(st);
   }
-  emit(to_event(ev));
+  emit_call(std::move(ev));
 }
 
 // casgstatus(gp, old, new) and newproc1(fn, callergp, callerpc) (Go 1.17: newproc1(fn, argp,

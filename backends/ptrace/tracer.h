@@ -103,6 +103,9 @@ class Tracer {
   void finish_pending();
   void detach();
   void emit(nlohmann::json ev);
+  // The call events, typed (EventSink::emit_entry): deferred like the others.
+  template <class Call>
+  void emit_call(Call ev);
   void emit_aggregates();
   bool stop_due() const;
   // --max-overhead (backends/ptrace/overhead.cpp): a hit of s held its thread ns; every

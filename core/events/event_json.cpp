@@ -127,6 +127,16 @@ Event to_event(const GoroutineExit& e) {
   return {{"event", "gexit"}, {"ts_ns", e.ts_ns}, {"pid", e.pid}, {"goid", e.goid}};
 }
 
+void EventSink::emit_entry(const CallEntry& e) {
+  emit(to_event(e));
+}
+void EventSink::emit_return(const CallReturn& r) {
+  emit(to_event(r));
+}
+void EventSink::emit_unfinished(const CallUnfinished& u) {
+  emit(to_event(u));
+}
+
 Event to_event(const TypedEvent& e) {
   return std::visit([](const auto& x) { return to_event(x); }, e);
 }

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "core/events/typed_events.h"
+
 namespace gotap {
 
 namespace {
@@ -126,6 +128,25 @@ bool cut(json& v, long& budget) {
   return any;
 }
 
+// At least the size of to_event(c)'s JSON, as size_bound counts: the fixed fields (names,
+// numbers, marks) in kFixed, the strings and values by their bound.
+constexpr size_t kFixed = 512;
+
+size_t str_bound(const std::string& s) {
+  return 2 + 6 * s.size();
+}
+
+size_t params_bound(const std::vector<Param>& ps) {
+  size_t n = 2;
+  for (const auto& p : ps) n += 40 + str_bound(p.name) + str_bound(p.type) + size_bound(p.value);
+  return n;
+}
+
+size_t call_bound(const CallSite& c, const std::vector<Param>& ps,
+                  const std::optional<Event>& stack) {
+  return kFixed + str_bound(c.func) + params_bound(ps) + (stack ? size_bound(*stack) : 0);
+}
+
 class LineCap : public EventSink {
  public:
   LineCap(std::unique_ptr<EventSink> inner, size_t max) : inner_(std::move(inner)), max_(max) {}
@@ -134,6 +155,19 @@ class LineCap : public EventSink {
     if (!max_ || !may_exceed(ev, max_)) return inner_->emit(ev);
     inner_->emit(cap_event_values(ev, max_));
   }
+  // A call event surely within the cap stays typed; one that may not be takes the JSON path
+  // above, which decides exactly (and cuts).
+  void emit_entry(const CallEntry& e) override {
+    if (!max_ || call_bound(e, e.args, e.stack) + str_bound(e.inlined_in) <= max_)
+      return inner_->emit_entry(e);
+    emit(to_event(e));
+  }
+  void emit_return(const CallReturn& r) override {
+    if (!max_ || call_bound(r, r.results, r.stack) <= max_) return inner_->emit_return(r);
+    emit(to_event(r));
+  }
+  // No values: never cut.
+  void emit_unfinished(const CallUnfinished& u) override { inner_->emit_unfinished(u); }
   void flush() override { inner_->flush(); }
 
  private:

@@ -2,12 +2,15 @@
 // names) goes through quote_go_string or value_to_text, so it cannot inject escape sequences.
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "core/events/typed_events.h"
 #include "core/output/value_text.h"
 #include "core/output/writers.h"
 
@@ -21,6 +24,20 @@ std::string safe_name(const Event& ev, const char* key) {
   return printable(ev[key].get<std::string>());
 }
 
+// One argument or result in a call's list: "name=value", a blank or "~r0" name left out.
+void param_text(std::string& out, const std::string& name, const Event* value) {
+  if (!out.empty()) out += ", ";
+  if (name == "...") {  // ArgInfo stopped: more arguments follow, not described
+    out += "...";
+    return;
+  }
+  if (!name.empty() && name[0] != '~') {
+    out += name;
+    out += '=';
+  }
+  out += value ? value_to_text(*value) : "?";
+}
+
 // The event's list KEY (args, results), by reference: a copy of it per event costs more than
 // the rest of the line.
 std::string param_list(const Event& ev, const char* key) {
@@ -29,15 +46,15 @@ std::string param_list(const Event& ev, const char* key) {
   if (it == ev.end() || !it->is_array()) return out;
   const Event& list = *it;
   for (const auto& p : list) {
-    if (!out.empty()) out += ", ";
-    std::string name = p.value("name", "");
-    if (name == "...") {  // ArgInfo stopped: more arguments follow, not described
-      out += "...";
-      continue;
-    }
-    if (!name.empty() && name[0] != '~') out += name + "=";
-    out += p.contains("value") ? value_to_text(p["value"]) : "?";
+    auto v = p.find("value");
+    param_text(out, p.value("name", ""), v == p.end() ? nullptr : &*v);
   }
+  return out;
+}
+
+std::string param_list(const std::vector<Param>& ps) {
+  std::string out;
+  for (const auto& p : ps) param_text(out, p.name, &p.value);
   return out;
 }
 
@@ -83,32 +100,94 @@ class TextWriter : public EventSink {
   }
 
   void call_line(const std::string& kind, const Event& ev) {
-    header("#     TIME(s)     GOID      TID  CALL\n");
-    std::string head = fmt::format("{} {:>8} {:>8}  ", when(ev), ev.value("goid", int64_t{0}),
-                                   ev.value("tid", int64_t{0}));
+    begin_call(ev.value("ts_ns", uint64_t{0}), ev.value("goid", int64_t{0}),
+               ev.value("tid", int64_t{0}));
     std::string fn = safe_name(ev, "func");
-    // An inlined copy has no RET to probe: say so, or the missing return looks like a hang.
-    std::string where = ev.contains("inlined_in")
-                            ? fmt::format(" [inlined in {}]", safe_name(ev, "inlined_in"))
-                        : ev.value("inlined", false) ? " [inlined]"
-                                                     : "";
     if (kind == "entry") {
-      print(head + "-> " + fn + "(" + param_list(ev, "args") + ")" + where + "\n");
+      // An inlined copy has no RET to probe: say so, or the missing return looks like a hang.
+      std::string where = ev.contains("inlined_in")
+                              ? " [inlined in " + safe_name(ev, "inlined_in") + "]"
+                          : ev.value("inlined", false) ? " [inlined]"
+                                                       : "";
+      entry_text(fn, param_list(ev, "args"), where);
     } else if (kind == "return") {
-      std::string res = param_list(ev, "results");
       // No duration_ns: the entry was not seen (docs/json.md), not a call of no length.
-      const std::string len = ev.contains("duration_ns")
-                                  ? format_duration(ev.value("duration_ns", uint64_t{0}))
-                                  : "unmatched: its entry was not seen";
-      print(head + "<- " + fn + (res.empty() ? "" : " = " + res) + "  (" + len + ")\n");
+      auto d = ev.find("duration_ns");
+      return_text(fn, param_list(ev, "results"),
+                  d == ev.end() ? std::nullopt
+                                : std::optional<uint64_t>(ev.value("duration_ns", uint64_t{0})));
     } else {
-      print(head + "<- " + fn +
-            "  (unfinished: " + ev.value("reason", std::string("never returned")) + ")\n");
+      unfinished_text(fn, ev.value("reason", std::string("never returned")));
     }
-    if (ev.contains("stack") && ev["stack"].is_array())
-      for (const auto& fr : ev["stack"])
-        print(fmt::format("{:>34}{}\n", "",
-                          fr.is_string() ? fr.get<std::string>() : value_to_text(fr)));
+    auto st = ev.find("stack");
+    end_call(st == ev.end() ? nullptr : &*st);
+  }
+
+  // The call events straight from their structs: the same lines as call_line gives for
+  // to_event(x) (test_call_lines.cpp), without building the JSON object.
+  void emit_entry(const CallEntry& e) override {
+    print_counts();
+    begin_call(e.ts_ns, e.goid, e.tid);
+    std::string where;
+    if (e.inlined)
+      where = e.inlined_in.empty() ? " [inlined]" : " [inlined in " + printable(e.inlined_in) + "]";
+    entry_text(printable(e.func), param_list(e.args), where);
+    end_call(e.stack ? &*e.stack : nullptr);
+  }
+  void emit_return(const CallReturn& r) override {
+    print_counts();
+    begin_call(r.ts_ns, r.goid, r.tid);
+    return_text(printable(r.func), param_list(r.results), r.duration_ns);
+    end_call(r.stack ? &*r.stack : nullptr);
+  }
+  void emit_unfinished(const CallUnfinished& u) override {
+    print_counts();
+    begin_call(u.ts_ns, u.goid, u.tid);
+    unfinished_text(printable(u.func), "never returned");
+    end_call(nullptr);
+  }
+
+  // A call's line is built in line_ and written at once, with its stack frames.
+  void begin_call(uint64_t ts, int64_t goid, int64_t tid) {
+    header("#     TIME(s)     GOID      TID  CALL\n");
+    if (!t0_) t0_ = ts;
+    line_.clear();
+    fmt::format_to(std::back_inserter(line_), "{:>13.6f} {:>8} {:>8}  ",
+                   ts >= t0_ ? (ts - t0_) / 1e9 : 0.0, goid, tid);
+  }
+  void entry_text(const std::string& fn, const std::string& args, const std::string& where) {
+    line_ += "-> ";
+    line_ += fn;
+    line_ += '(';
+    line_ += args;
+    line_ += ')';
+    line_ += where;
+    line_ += '\n';
+  }
+  void return_text(const std::string& fn, const std::string& res, std::optional<uint64_t> dur) {
+    line_ += "<- ";
+    line_ += fn;
+    if (!res.empty()) {
+      line_ += " = ";
+      line_ += res;
+    }
+    line_ += "  (";
+    line_ += dur ? format_duration(*dur) : "unmatched: its entry was not seen";
+    line_ += ")\n";
+  }
+  void unfinished_text(const std::string& fn, const std::string& reason) {
+    line_ += "<- ";
+    line_ += fn;
+    line_ += "  (unfinished: ";
+    line_ += reason;
+    line_ += ")\n";
+  }
+  void end_call(const Event* stack) {
+    if (stack && stack->is_array())
+      for (const auto& fr : *stack)
+        fmt::format_to(std::back_inserter(line_), "{:>34}{}\n", "",
+                       fr.is_string() ? fr.get_ref<const std::string&>() : value_to_text(fr));
+    print(line_);
   }
 
   // Counts come together at the end of a run: held until the next other event, so that the
@@ -196,6 +275,7 @@ class TextWriter : public EventSink {
   std::vector<CountRow> counts_;
   std::string header_;
   uint64_t t0_ = 0;
+  std::string line_;  // kept: its capacity serves the next line
 };
 
 }  // namespace

@@ -327,6 +327,18 @@ class Tee : public EventSink {
     a_->emit(ev);
     b_->emit(ev);
   }
+  void emit_entry(const CallEntry& e) override {
+    a_->emit_entry(e);
+    b_->emit_entry(e);
+  }
+  void emit_return(const CallReturn& r) override {
+    a_->emit_return(r);
+    b_->emit_return(r);
+  }
+  void emit_unfinished(const CallUnfinished& u) override {
+    a_->emit_unfinished(u);
+    b_->emit_unfinished(u);
+  }
   void flush() override {
     a_->flush();
     b_->flush();

@@ -56,6 +56,15 @@ std::string quote_go_string(const std::string& s) {
 }
 
 std::string printable(const std::string& s) {
+  // Nearly every name is plain printable ASCII: returned as it is, without quoting it first
+  // to find out (a string built per name, on every call line).
+  bool plain = true;
+  for (unsigned char c : s)
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+      plain = false;
+      break;
+    }
+  if (plain) return s;
   std::string q = quote_go_string(s);
   return q.size() == s.size() + 2 ? s : q;
 }

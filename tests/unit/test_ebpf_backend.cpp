@@ -461,6 +461,16 @@ TEST(EventDecoder, CapturedValuesThroughCoresDecoder) {
     EXPECT_EQ(v["p"], nlohmann::json::parse(R"({"addr":"0xc000500000"})"));
     EXPECT_EQ(v["b"], true);
     EXPECT_EQ(v["f"], nlohmann::json::parse(R"({"raw":[]})"));  // an X register
+    // The decoder reuses its last call's objects: a return (with and without its entry), and
+    // a malformed record, in between leave nothing in the next entry.
+    gotap_event r = ev;
+    r.kind = GOTAP_EV_RETURN;
+    r.duration_ns = 5;
+    EXPECT_EQ(dec.decode(&r, sizeof r).value("duration_ns", 0), 5);
+    r.flags = GOTAP_EVF_UNMATCHED;
+    EXPECT_FALSE(dec.decode(&r, sizeof r).contains("duration_ns"));
+    EXPECT_TRUE(dec.decode(&ev, 8).is_null());
+    EXPECT_EQ(dec.decode(&ev, sizeof ev), e);
     ++tested;
   }
   if (!tested) GTEST_SKIP() << "no args fixtures under " << gotap::testing::fixtures_dir();
