@@ -667,6 +667,8 @@ bool Tracer::handle_trap(pid_t tid) {
   const Site* s = trap_site_;
   ++hits_;
   if (floor_) {  // GOTAP_PTRACE_FLOOR=1: the stop alone, nothing read or written
+    const uint64_t t = now_ns();
+    held_total_ns_ += t - std::min(t, stop_taken_ns_);
     Process::cont(tid, proc_->take_held_signal(tid));
     return true;
   }
@@ -684,7 +686,9 @@ bool Tracer::handle_trap(pid_t tid) {
   // The goroutine was held from the hit until now: its open calls leave that out.
   if (trap_goid_)
     if (auto h = held_.find(*trap_goid_); h != held_.end()) h->second.ns += now_ns() - ts;
-  if (budget_.enabled()) charge_hit(*s, now_ns() - std::min(ts, stop_taken_ns_));
+  const uint64_t held = now_ns() - std::min(ts, stop_taken_ns_);
+  held_total_ns_ += held;
+  if (budget_.enabled()) charge_hit(*s, held);
   // The registers already point at the site's copy (next_event).
   Process::cont(tid, proc_->take_held_signal(tid));
   if (queue_)
@@ -765,7 +769,8 @@ void Tracer::loop() {
   // A hit is sent to its site's copy before its stop is consumed (Process::next_event); the
   // registers it had at the int3 are kept for decoding.
   const TrapFix to_copy = [this](pid_t, user_regs_struct& r) {
-    if (budget_.enabled()) stop_taken_ns_ = now_ns();  // --max-overhead: the hit's stop begins
+    // --max-overhead and GOTAP_TIMING: the hit's stop begins (the tracer has just taken it).
+    stop_taken_ns_ = now_ns();
     const Site* s = bps_.find(r.rip - 1);
     if (!s || !Breakpoints::step_over(*s, r)) return false;
     trap_site_ = s;
@@ -919,9 +924,9 @@ Result<void> Tracer::run() {
   bool gone = proc_->gone();
   sys::timing_mark(fmt::format(
       "ptrace: traced ({} hits, {} copies and reads of memory, {} misses after resuming, {} "
-      "CPU moves)",
+      "CPU moves, {} ns held per hit from the stop's wait to its resume)",
       hits_, hit_ ? hit_->mem().syscalls() : 0, hit_ ? hit_->mem().misses() : 0,
-      cpu_follow_.moves()));
+      cpu_follow_.moves(), hits_ ? held_total_ns_ / hits_ : 0));
   detach();
   sys::timing_mark("ptrace: detached");
   // The program is released: what is queued is written now, then the sink is this thread's.

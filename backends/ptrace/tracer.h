@@ -188,6 +188,7 @@ class Tracer {
   std::vector<uint64_t> cost_ns_,
       cost_hits_;                            // per function: the time its hits held threads stopped
   uint64_t stop_taken_ns_ = UINT64_MAX;      // when the tracer took the stop being handled
+  uint64_t held_total_ns_ = 0;               // GOTAP_TIMING: every hit's stop taken to its resume
   std::atomic<uint64_t> detached_total_{0};  // read by --prometheus scrapes
 };
 
