@@ -24,7 +24,7 @@ for _ in $(seq "$runs"); do
     elif [ "${METRIC:-call}" = cpu ]; then
       v=$(env GOTAP_TIMING=1 "${cmd[@]}" trace --backend=ptrace --json -o /dev/null "main.$fn" -- \
         "$bench" "$n" "$fn" 2>&1 >/dev/null |
-        awk -v calls="$n" '/ptrace: traced/ {
+        awk -v calls="$n" '/timing: ptrace: traced/ {
           hits = 2 * calls  # entry and RET; a gotap that does not say how many
           if (match($0, /\(([0-9]+) hits/)) hits = substr($0, RSTART + 1, RLENGTH - 6) + 0
           match($0, /cpu \+[0-9.]+ ms/); cpu = substr($0, RSTART + 5, RLENGTH - 8)
