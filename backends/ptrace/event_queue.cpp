@@ -1,5 +1,8 @@
 #include "backends/ptrace/event_queue.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -15,7 +18,15 @@ EventQueue::EventQueue(EventSink& out, TraceeMemory& live, const DecodeEnv& env,
       flush_ns_(flush_ns),
       batch_ns_(std::min<uint64_t>(flush_ns, 1'000'000)) {
   mem_.set_live(false);
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    // The stop signals go to the tracer's threads, whose waits they must interrupt; here
+    // they would only cut a write short.
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set, sig);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    run();
+  });
 }
 
 EventQueue::~EventQueue() {
