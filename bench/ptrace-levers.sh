@@ -6,7 +6,8 @@
 #   e.g. bench/ptrace-levers.sh /tmp/bench framed 'base=GOTAP_PTRACE_FOLLOW_CPU=0 build/gotap'
 # env: N (calls per run, 20000), RUNS (9), METRIC: "call" (the program's own ns per call,
 #   default) or "cpu" (gotap's CPU ns per probe hit while tracing, from GOTAP_TIMING: less
-#   noisy on a busy machine, and what the system-call and decoding levers change)
+#   noisy on a busy machine, and what the system-call and decoding levers change) or "held"
+#   (the ns from taking a hit's stop to resuming its thread, from GOTAP_TIMING)
 set -euo pipefail
 bench=$1 fn=$2
 shift 2
@@ -17,10 +18,13 @@ for _ in $(seq "$runs"); do
   for cfg in "$@"; do
     name=${cfg%%=*}
     read -r -a cmd <<<"${cfg#*=}"
-    if [ "${METRIC:-call}" = cpu ]; then
+    if [ "${METRIC:-call}" = held ]; then
+      v=$(env GOTAP_TIMING=1 "${cmd[@]}" trace --backend=ptrace --json -o /dev/null "main.$fn" -- \
+        "$bench" "$n" "$fn" 2>&1 >/dev/null | sed -n 's/.* \([0-9][0-9]*\) ns held per hit.*/\1/p' | head -1)
+    elif [ "${METRIC:-call}" = cpu ]; then
       v=$(env GOTAP_TIMING=1 "${cmd[@]}" trace --backend=ptrace --json -o /dev/null "main.$fn" -- \
         "$bench" "$n" "$fn" 2>&1 >/dev/null |
-        awk -v calls="$n" '/ptrace: traced/ {
+        awk -v calls="$n" '/timing: ptrace: traced/ {
           hits = 2 * calls  # entry and RET; a gotap that does not say how many
           if (match($0, /\(([0-9]+) hits/)) hits = substr($0, RSTART + 1, RLENGTH - 6) + 0
           match($0, /cpu \+[0-9.]+ ms/); cpu = substr($0, RSTART + 5, RLENGTH - 8)
@@ -34,6 +38,7 @@ for _ in $(seq "$runs"); do
 done
 u=ns/call
 [ "${METRIC:-call}" = cpu ] && u="gotap CPU ns/hit"
+[ "${METRIC:-call}" = held ] && u="ns held/hit"
 echo "| configuration | runs | min $u | median $u | max $u |"
 echo "|---|---|---|---|---|"
 for cfg in "$@"; do

@@ -69,21 +69,27 @@ ratio() { awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN{ if (b > 0 && a == a + 0) pri
 #   bare (latency)     the same breakpoints, entry and every ret: one stop per hit, goroutine
 #                      id read and pairing, but no value decoding and no per-call output
 #   trace              gotap trace --json to /dev/null: full decoding of args and results
+#   floor              the same breakpoints, each stop resumed at once with nothing read or
+#                      written (GOTAP_PTRACE_FLOOR=1): what any ptrace tracer pays here
 runs=${RUNS:-3}
-echo "| function | untraced ns/call | bare probes (latency) ns/call | trace ns/call | trace / untraced | trace / bare | dlv trace ns/call | gotap / dlv |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| function | untraced ns/call | floor (stops alone) ns/call | bare probes (latency) ns/call | trace ns/call | trace / untraced | trace / floor | trace / bare | dlv trace ns/call | gotap / dlv | floor / dlv |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for fn in tiny framed; do
-  base="" bare="" traced=""
+  base="" bare="" traced="" floor=""
   for _ in $(seq "$runs"); do
     base="$base $("$work/bench" $((n * 100)) $fn | per_call)"
+    floor="$floor $(GOTAP_PTRACE_FLOOR=1 "$gotap" trace --backend=ptrace --json -o /dev/null "main.$fn" -- "$work/bench" "$n" $fn 2>/dev/null | per_call)"
     bare="$bare $("$gotap" latency --backend=ptrace -o /dev/null "main.$fn" -- "$work/bench" "$n" $fn 2>/dev/null | per_call)"
     traced="$traced $("$gotap" trace --backend=ptrace --json -o /dev/null "main.$fn" -- "$work/bench" "$n" $fn 2>/dev/null | per_call)"
   done
   base=$(echo "$base" | median) bare=$(echo "$bare" | median) traced=$(echo "$traced" | median)
-  dlvt="not installed (apt-get install delve)" dratio="n/a"
+  floor=$(echo "$floor" | median)
+  dlvt="not installed (apt-get install delve)" dratio="n/a" fratio="n/a"
   if command -v dlv >/dev/null; then
     dlvt=$(cd "$work" && timeout 600 dlv trace --check-go-version=false --exec ./bench "main\\.$fn\$" -- "$n_dlv" $fn 2>/dev/null | per_call || true)
-    if [ -n "$dlvt" ]; then dratio=$(ratio "$traced" "$dlvt" "%.4f"); else dlvt="failed"; fi
+    if [ -n "$dlvt" ]; then
+      dratio=$(ratio "$traced" "$dlvt" "%.4f") fratio=$(ratio "$floor" "$dlvt" "%.4f")
+    else dlvt="failed"; fi
   fi
-  echo "| main.$fn | $base | $bare | $traced | $(ratio "$traced" "$base" "%.0fx") | $(ratio "$traced" "$bare" "%.2f") | $dlvt | $dratio |"
+  echo "| main.$fn | $base | $floor | $bare | $traced | $(ratio "$traced" "$base" "%.0fx") | $(ratio "$traced" "$floor" "%.2f") | $(ratio "$traced" "$bare" "%.2f") | $dlvt | $dratio | $fratio |"
 done

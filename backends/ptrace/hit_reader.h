@@ -28,6 +28,10 @@ class HitMemory : public MemoryReader {
     uint64_t addr = 0;
     uint32_t size = 0;
   };
+  struct Region {
+    uint64_t addr;
+    std::vector<uint8_t> bytes;
+  };
   // Drops the previous copy and copies `ranges`: one process_vm_readv for all of them (a
   // range it could not read is retried alone, so one bad pointer loses nothing else).
   void copy(const std::vector<Range>& ranges);
@@ -45,11 +49,16 @@ class HitMemory : public MemoryReader {
   uint64_t syscalls() const { return syscalls_; }
   uint64_t misses() const { return misses_; }
 
+  // The copy, handed to another reader (EventQueue), and taken from one.
+  std::vector<Region> take() {
+    std::vector<Region> r = std::move(regions_);
+    regions_.clear();
+    return r;
+  }
+  std::vector<Region> regions() const { return regions_; }
+  void adopt(std::vector<Region> regions) { regions_ = std::move(regions); }
+
  private:
-  struct Region {
-    uint64_t addr;
-    std::vector<uint8_t> bytes;
-  };
   TraceeMemory& live_;
   std::vector<Region> regions_;
   bool live_ok_ = true;

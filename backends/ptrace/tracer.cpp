@@ -47,7 +47,10 @@ namespace {
 // on a signal delivered to its own thread (handler installed without SA_RESTART).
 class Waker {
  public:
-  explicit Waker(uint64_t deadline_ns) : deadline_(deadline_ns), tracer_(pthread_self()) {
+  // `failed`: set by the output's thread (EventQueue), which the tracer must hear of even
+  // while no hit wakes it.
+  Waker(uint64_t deadline_ns, const std::atomic<bool>* failed)
+      : deadline_(deadline_ns), failed_(failed), tracer_(pthread_self()) {
     struct sigaction sa {};
     sa.sa_handler = [](int) {};
     sigemptyset(&sa.sa_mask);
@@ -64,11 +67,15 @@ class Waker {
     thread_.join();
     sigaction(signo(), &old_, nullptr);
   }
-  bool due() const { return stop_requested().load() || (deadline_ && now_ns() >= deadline_); }
+  bool due() const {
+    return stop_requested().load() || (deadline_ && now_ns() >= deadline_) ||
+           (failed_ && failed_->load());
+  }
   static int signo() { return SIGRTMIN + 4; }
 
  private:
   uint64_t deadline_;
+  const std::atomic<bool>* failed_;
   pthread_t tracer_;
   std::atomic<bool> done_{false};
   struct sigaction old_ {};
@@ -122,6 +129,11 @@ bool Tracer::stop_due() const {
 }
 
 void Tracer::emit(json ev) {
+  if (queue_) {
+    ++events_;
+    staged_.push_back({std::move(ev)});
+    return;
+  }
   if (!deferred_.empty() && !in_deferred_) {
     deferred_.push_back([this, ev = std::move(ev)] { emit(ev); });
     return;
@@ -130,8 +142,17 @@ void Tracer::emit(json ev) {
   sink_.emit(ev);
 }
 
+// The call events, typed (EventSink::emit_entry), deferred like the others; with the queue
+// they are staged like every event, so that the output keeps the order of the hits.
 template <class Call>
 void Tracer::emit_call(Call ev) {
+  if (queue_) {
+    if constexpr (std::is_same_v<Call, CallUnfinished>)
+      emit(to_event(ev));
+    else
+      emit(std::move(ev), nullptr, nullptr);
+    return;
+  }
   if (!deferred_.empty() && !in_deferred_) {
     deferred_.push_back([this, ev = std::move(ev)] { emit_call(ev); });
     return;
@@ -143,6 +164,52 @@ void Tracer::emit_call(Call ev) {
     sink_.emit_return(ev);
   else
     sink_.emit_unfinished(ev);
+}
+
+void Tracer::emit(CallEntry ev, const std::vector<ParamLoc>* params, const RegState* rs) {
+  if (queue_) {
+    ++events_;
+    staged_.push_back({std::move(ev), params, rs ? *rs : RegState{}});
+    return;
+  }
+  if (params)
+    for (const auto& p : *params) ev.args.push_back(param(*dec_, p, *rs));
+  emit_call(std::move(ev));
+}
+
+void Tracer::emit(CallReturn ev, const std::vector<ParamLoc>* params, const RegState* rs) {
+  if (queue_) {
+    ++events_;
+    staged_.push_back({std::move(ev), params, rs ? *rs : RegState{}});
+    return;
+  }
+  if (params)
+    for (const auto& p : *params) ev.results.push_back(param(*dec_, p, *rs));
+  emit_call(std::move(ev));
+}
+
+void Tracer::StageSink::emit(const Event& ev) {
+  if (t.queue_)
+    t.staged_.push_back({ev});
+  else
+    t.sink_.emit(ev);
+}
+
+void Tracer::StageSink::flush() {
+  if (!t.queue_) t.sink_.flush();
+}
+
+void Tracer::hand_over() {
+  if (staged_.empty()) return;
+  // The copy goes with the events that decode from it: moved to the last, copied to others.
+  QueuedEvent* last = nullptr;
+  for (auto& q : staged_)
+    if (q.params) {
+      if (last) last->copy = hit_->mem().regions();
+      last = &q;
+    }
+  if (last) last->copy = hit_->mem().take();
+  queue_->push(staged_);
 }
 
 Result<void> Tracer::start() {
@@ -230,6 +297,7 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   hit_ = std::make_unique<HitReader>(mem, plan_, uint32_t(std::max(0, opts_.max_str)));
   dec_ = std::make_unique<ValueDecoder>(hit_->mem(), env, lim);
   gr_ = std::make_unique<GoroutineReader>(hit_->mem(), plan_);
+  if (use_queue_) queue_ = std::make_unique<EventQueue>(sink_, mem, env, lim, 4096, flush_ns_);
 
   // Never where a uprobe is: that int3 is another tracer's.
   const auto holders =
@@ -313,7 +381,7 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   }
   if (gp.status) {
     goroutines_ = std::make_unique<GoroutineEvents>(
-        sink_, proc_->pid(),
+        stage_sink_, proc_->pid(),
         [this](uint64_t pc) { return pc >= bias_ ? bin_.func_name(pc - bias_) : std::string(); },
         plan_.wait_reasons, !plan_.go.at_least(1, 21));
   }
@@ -440,6 +508,7 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
   CallEntry ev{CallSite{ts, proc_->pid(), tid, goid, f.name}};
   RegState rs = reg_state(r, tid, fs.needs_xmm, entry_sp);
   if (!at_ret && may_defer(role.func, false)) {
+    if (queue_) return emit(std::move(ev), &f.args, &rs);
     deferred_.push_back([this, ev = std::move(ev), rs, &f]() mutable {
       for (const auto& p : f.args) ev.args.push_back(param(*dec_, p, rs));
       emit_call(std::move(ev));
@@ -451,7 +520,7 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
   if (at_ret)
     pend.waiting_entry = to_event(ev);
   else
-    emit_call(std::move(ev));
+    emit(std::move(ev));
 }
 
 void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_struct& r, pid_t tid,
@@ -517,6 +586,7 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
   RegState rs = reg_state(r, tid, fs.needs_xmm, sp);
   const bool results = role.kind == SiteRole::Return;
   if (may_defer(role.func, true)) {
+    if (queue_) return emit(std::move(ev), results ? &f.results : nullptr, &rs);
     deferred_.push_back([this, ev = std::move(ev), rs, &f, results]() mutable {
       if (results)
         for (const auto& p : f.results) ev.results.push_back(param(*dec_, p, rs));
@@ -527,7 +597,7 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
   if (results)
     for (const auto& p : f.results) ev.results.push_back(param(*dec_, p, rs));
   if (opts_.stack_depth > 0) ev.stack = stack_of(r, s.addr, sp);
-  emit_call(std::move(ev));
+  emit(std::move(ev));
 }
 
 void Tracer::check_error(const Site& s, FuncState& fs, const user_regs_struct& r) {
@@ -570,7 +640,7 @@ void Tracer::on_inline(const Site& s, const SiteRole& role, const user_regs_stru
     put_inlined_callee_on_top(st, f, opts_.stack_depth);
     ev.stack = std::move(st);
   }
-  emit_call(std::move(ev));
+  emit(std::move(ev));
 }
 
 // casgstatus(gp, old, new) and newproc1(fn, callergp, callerpc) (Go 1.17: newproc1(fn, argp,
@@ -652,6 +722,12 @@ bool Tracer::handle_trap(pid_t tid) {
     return true;
   }
   ++hits_;
+  if (floor_) {  // GOTAP_PTRACE_FLOOR=1: the stop alone, nothing read or written
+    const uint64_t t = now_ns();
+    held_total_ns_ += t - std::min(t, stop_taken_ns_);
+    Process::cont(tid, proc_->take_held_signal(tid));
+    return true;
+  }
   uint64_t ts = now_ns();
   trap_goid_.reset();
   if (batch_) hit_->gather(*s, r);
@@ -666,10 +742,15 @@ bool Tracer::handle_trap(pid_t tid) {
   // The goroutine was held from the hit until now: its open calls leave that out.
   if (trap_goid_)
     if (auto h = held_.find(*trap_goid_); h != held_.end()) h->second.ns += now_ns() - ts;
-  if (budget_.enabled()) charge_hit(*s, now_ns() - std::min(ts, stop_taken_ns_));
+  const uint64_t held = now_ns() - std::min(ts, stop_taken_ns_);
+  held_total_ns_ += held;
+  if (budget_.enabled()) charge_hit(*s, held);
   // The registers already point at the site's copy (next_event).
   Process::cont(tid, proc_->take_held_signal(tid));
-  run_deferred();
+  if (queue_)
+    hand_over();
+  else
+    run_deferred();
   hit_->mem().clear();
   return true;
 }
@@ -727,6 +808,7 @@ void Tracer::close_pending(PendingMap::iterator it) {
 }
 
 void Tracer::flush_output(bool idle) {
+  if (queue_) return;  // its thread flushes, on its timer
   // Batches: a flush when the tracer is about to wait (no hit queued), or every 50 ms while
   // hits keep coming, so that each event reaches the reader within 100 ms at any rate.
   constexpr uint64_t kFlushNs = 50'000'000;
@@ -743,7 +825,8 @@ void Tracer::loop() {
   // A hit is sent to its site's copy before its stop is consumed (Process::next_event); the
   // registers it had at the int3 are kept for decoding.
   const TrapFix to_copy = [this](pid_t, user_regs_struct& r) {
-    if (budget_.enabled()) stop_taken_ns_ = now_ns();  // --max-overhead: the hit's stop begins
+    // --max-overhead and GOTAP_TIMING: the hit's stop begins (the tracer has just taken it).
+    stop_taken_ns_ = now_ns();
     const Site* s = bps_.find(r.rip - 1);
     if (!s || !Breakpoints::step_over(*s, r)) {
       trap_site_ = nullptr;  // not a hit: handle_trap only resumes the thread
@@ -755,6 +838,10 @@ void Tracer::loop() {
     return true;
   };
   for (;;) {
+    if (queue_) {
+      queue_->push(staged_);  // events of no hit: --max-overhead's
+      if (auto f = queue_->failure()) failed_ = std::move(f);
+    }
     if (stop_due() || failed_) return;
     if (budget_.enabled()) check_overhead();
     flush_output(false);
@@ -874,6 +961,12 @@ Result<void> Tracer::run() {
   // A/B switches for the levers of issue 22 (docs/benchmarks.md).
   if (const char* e = getenv("GOTAP_PTRACE_BATCH")) batch_ = strcmp(e, "0") != 0;
   if (const char* e = getenv("GOTAP_PTRACE_DEFER")) defer_ = strcmp(e, "0") != 0;
+  // The floor of a hit: int3, wait, registers to the copy, resume; no event (benchmarks).
+  if (const char* e = getenv("GOTAP_PTRACE_FLOOR")) floor_ = strcmp(e, "1") == 0;
+  // The second thread that decodes and writes (0: on the tracer thread), and its flush timer.
+  if (const char* e = getenv("GOTAP_PTRACE_QUEUE")) use_queue_ = strcmp(e, "0") != 0;
+  if (const char* e = getenv("GOTAP_PTRACE_FLUSH_MS"))
+    flush_ns_ = strtoull(e, nullptr, 10) * 1000000;
   if (const char* e = getenv("GOTAP_PTRACE_SPIN_US")) spin_ns_ = strtoull(e, nullptr, 10) * 1000;
   // Tests: each hit holds its thread this much longer, as a slow decode would.
   if (const char* e = getenv("GOTAP_TEST_HOLD_US")) test_hold_ns_ = strtoull(e, nullptr, 10) * 1000;
@@ -883,18 +976,28 @@ Result<void> Tracer::run() {
   cost_hits_.assign(plan_.funcs.size(), 0);
   GOTAP_TRY(start());
   {
-    Waker waker(deadline_ns_);
+    Waker waker(deadline_ns_, queue_ ? &queue_->failed() : nullptr);
     loop();
   }
   end_metrics();
   bool gone = proc_->gone();
   sys::timing_mark(fmt::format(
       "ptrace: traced ({} hits, {} copies and reads of memory, {} misses after resuming, {} "
-      "CPU moves)",
+      "CPU moves, {} ns held per hit from the stop's wait to its resume)",
       hits_, hit_ ? hit_->mem().syscalls() : 0, hit_ ? hit_->mem().misses() : 0,
-      cpu_follow_.moves()));
+      cpu_follow_.moves(), hits_ ? held_total_ns_ / hits_ : 0));
   detach();
   sys::timing_mark("ptrace: detached");
+  // The program is released: what is queued is written now, then the sink is this thread's.
+  uint64_t queue_misses = 0;
+  if (queue_) {
+    queue_->push(staged_);
+    queue_->stop();
+    if (auto f = queue_->failure(); f && !failed_) failed_ = std::move(f);
+    queue_misses = queue_->misses();
+    queue_.reset();
+    sys::timing_mark(fmt::format("ptrace: queue drained ({} misses in its copies)", queue_misses));
+  }
   if (failed_)
     return runtime_error("the trace failed after the probes were placed (they are removed): {}",
                          *failed_);

@@ -18,6 +18,7 @@
 
 #include "backends/ptrace/breakpoints.h"
 #include "backends/ptrace/cpu_follow.h"
+#include "backends/ptrace/event_queue.h"
 #include "backends/ptrace/goroutine.h"
 #include "backends/ptrace/hit_reader.h"
 #include "backends/ptrace/process.h"
@@ -103,7 +104,15 @@ class Tracer {
   void finish_pending();
   void detach();
   void emit(nlohmann::json ev);
-  // The call events, typed (EventSink::emit_entry): deferred like the others.
+  // A call event: staged for the queue's thread when there is one (with `params` to decode
+  // there from the hit's copy), else decoded and written here.
+  void emit(CallEntry ev, const std::vector<ParamLoc>* params = nullptr,
+            const RegState* rs = nullptr);
+  void emit(CallReturn ev, const std::vector<ParamLoc>* params = nullptr,
+            const RegState* rs = nullptr);
+  // After the hit's thread resumed: its staged events, and its copy, to the queue.
+  void hand_over();
+  // A call event, typed (EventSink::emit_entry), when there is nothing left to decode.
   template <class Call>
   void emit_call(Call ev);
   void emit_aggregates();
@@ -133,8 +142,9 @@ class Tracer {
   std::unique_ptr<GoroutineReader> gr_;
   // The hit's memory, copied while its thread is stopped (hit_reader.h); decoding reads it.
   std::unique_ptr<HitReader> hit_;
-  bool batch_ = true;  // GOTAP_PTRACE_BATCH=0: every read its own system call
-  bool defer_ = true;  // GOTAP_PTRACE_DEFER=0: decode before resuming, as before
+  bool batch_ = true;   // GOTAP_PTRACE_BATCH=0: every read its own system call
+  bool defer_ = true;   // GOTAP_PTRACE_DEFER=0: decode before resuming, as before
+  bool floor_ = false;  // GOTAP_PTRACE_FLOOR=1: resume at once, no event (a benchmark's floor)
   // Decoding and output of this hit that wait for its thread to resume; emit() queues behind
   // them so that the events keep their order.
   std::vector<std::function<void()>> deferred_;
@@ -142,6 +152,20 @@ class Tracer {
   void run_deferred();
   bool may_defer(int func, bool results) const;
   std::unique_ptr<ValueDecoder> dec_;
+  // Decoding from the copy and writing, on a second thread (GOTAP_PTRACE_QUEUE=0: here, as
+  // before); the events of the hit being handled wait in staged_ until its thread resumes.
+  std::unique_ptr<EventQueue> queue_;
+  std::vector<QueuedEvent> staged_;
+  bool use_queue_ = true;
+  uint64_t flush_ns_ = 5'000'000;  // GOTAP_PTRACE_FLUSH_MS: the queue's flush timer
+  // GoroutineEvents' sink: its events take the same way as the tracer's.
+  struct StageSink : EventSink {
+    explicit StageSink(Tracer& t) : t(t) {}
+    void emit(const Event& ev) override;
+    void flush() override;
+    Tracer& t;
+  };
+  StageSink stage_sink_{*this};
   std::unique_ptr<GoroutineEvents> goroutines_;
   std::vector<FuncState> fstate_;
   // Guards fstate_'s count and latency against --prometheus scrapes on another thread.
@@ -170,6 +194,7 @@ class Tracer {
   std::vector<uint64_t> cost_ns_,
       cost_hits_;                            // per function: the time its hits held threads stopped
   uint64_t stop_taken_ns_ = UINT64_MAX;      // when the tracer took the stop being handled
+  uint64_t held_total_ns_ = 0;               // GOTAP_TIMING: every hit's stop taken to its resume
   std::atomic<uint64_t> detached_total_{0};  // read by --prometheus scrapes
 };
 

@@ -42,6 +42,26 @@ TEST(HitReader, TheCopyIsWhatWasThereWhenTakenNotWhatCameAfter) {
   EXPECT_STREQ(got, "abcdefg");
 }
 
+TEST(HitReader, TheCopyMovesWholeToAnotherReaderThatNeverReadsLive) {
+  // EventQueue decodes on its own thread from the copy taken while the thread was stopped.
+  TraceeMemory live(getpid());
+  HitMemory mem(live), other(live);
+  volatile uint64_t word = 7;
+  uint64_t outside = 9;
+  mem.copy({{addr_of(const_cast<uint64_t*>(&word)), 8}});
+  other.adopt(mem.take());
+  other.set_live(false);
+  word = 8;
+  uint64_t v = 0;
+  EXPECT_FALSE(mem.read(addr_of(const_cast<uint64_t*>(&word)), &v, 8) && v == 7)
+      << "the copy left the first reader";
+  v = 0;
+  ASSERT_TRUE(other.read(addr_of(const_cast<uint64_t*>(&word)), &v, 8));
+  EXPECT_EQ(v, 7u);
+  EXPECT_FALSE(other.read(addr_of(&outside), &v, 8));
+  EXPECT_EQ(other.misses(), 1u);
+}
+
 TEST(HitReader, OneSystemCallForEveryRangeAndABadOneLosesNothingElse) {
   TraceeMemory live(getpid());
   HitMemory mem(live);
