@@ -75,7 +75,18 @@ Result<void> ElfFile::load() {
   type_ = eh.e_type;
   entry_ = eh.e_entry;
 
+  // Real executables have a few dozen program headers and sections. A file that claims
+  // thousands is refused: every address lookup walks them (at_vaddr), so tens of thousands
+  // would make reading one crafted file take minutes (found by fuzz_elf).
+  constexpr size_t kMaxSegments = 1024, kMaxSections = 4096;
   size_t nph = 0;
+  if (elf_getphdrnum(elf_, &nph) == 0 && nph > kMaxSegments)
+    return make_error("{}: {} program headers, more than an executable has (at most {})", path_,
+                      nph, kMaxSegments);
+  size_t nsh = 0;
+  if (elf_getshdrnum(elf_, &nsh) == 0 && nsh > kMaxSections)
+    return make_error("{}: {} section headers, more than an executable has (at most {})", path_,
+                      nsh, kMaxSections);
   if (elf_getphdrnum(elf_, &nph) == 0) {
     for (size_t i = 0; i < nph; ++i) {
       GElf_Phdr ph;
