@@ -28,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gotap::cond::ConditionSpec spec;
   spec.expr.assign(reinterpret_cast<const char*>(data), size);
   auto c = gotap::cond::build_condition(spec, fx.plan);
-  if (!c) return 0;
+  // No condition at all (empty or blank input) keeps no programs to run.
+  if (!c || c->funcs.size() < 2) return 0;
   ZeroMemory mem;
   gotap::RegState rs;
   for (int i = 0; i < gotap::kNumIntRegs; ++i) rs.gp[i] = 0x10000 + i;
