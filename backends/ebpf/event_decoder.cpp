@@ -161,8 +161,8 @@ nlohmann::json EventDecoder::value(const ParamCapture& pc, const gotap_event& ev
   copy(pc.payload_cap, c.word(1));
   for (auto [cap, slot] : pc.field_caps) copy(cap, c.word(slot), c.word(slot + 1));
   dec_->set_limits(lim);
-  nlohmann::json decoded = dec_->decode_param(p, rs);
-  nlohmann::json v = std::move(decoded["value"]);
+  // The value alone: an object around it (name, type, value) per value was most of decoding.
+  nlohmann::json v = dec_->decode_param_value(p, rs);
   // An interface (only interfaces have a "type") whose data was neither copied nor in the
   // file: the data word, as it was.
   auto data = c.word(1);

@@ -114,6 +114,7 @@ ValueDecoder::TInfo ValueDecoder::from_dwarf(TypeId id) {
   t.elem = g->elem;
   t.key = g->key;
   t.len = g->count;
+  t.duration = t.name == "time.Duration";
   for (const auto& f : g->fields) t.fields.push_back({f.name, f.type, f.offset});
   if (g->runtime_type && env_.rt.types) t.rtype = env_.rt.types + g->runtime_type;
   if (t.kind == GoKind::Interface) {
@@ -152,6 +153,7 @@ ValueDecoder::TInfo ValueDecoder::from_rtype(uint64_t addr) {
   t.kind = r->kind;
   t.size = r->size;
   t.name = rtype_name(mem_, env_.rt, *r);
+  t.duration = t.name == "time.Duration";
   t.rtype = addr;
   if (r->elem) t.elem = r->elem | kRtypeTag;
   if (r->key) t.key = r->key | kRtypeTag;
@@ -214,6 +216,11 @@ json ValueDecoder::decode_param(const ParamLoc& p, const RegState& regs) {
   json out = json::object();
   out["name"] = p.name;
   out["type"] = p.type_name;
+  out["value"] = decode_param_value(p, regs);
+  return out;
+}
+
+json ValueDecoder::decode_param_value(const ParamLoc& p, const RegState& regs) {
   // Where the plan does not know where (part of) a value is, nothing is shown for it; the
   // same for ArgInfo's "more arguments follow" mark ("...", abi.h). A typed value's pieces are
   // the ABI's assignment of its fields, which leaves padding out: a struct passed in
@@ -221,19 +228,10 @@ json ValueDecoder::decode_param(const ParamLoc& p, const RegState& regs) {
   // untyped words have no padding, so there the pieces must add up to the size.
   const bool typed = p.type && env_.types && env_.types->get(p.type);
   const bool located = typed ? !p.loc.pieces.empty() || p.size == 0 : covers(p.loc, p.size);
-  if (!located || p.name == "...") {
-    out["value"] = json{{"raw", json::array()}, {"location", "unknown"}};
-    return out;
-  }
+  if (!located || p.name == "...") return json{{"raw", json::array()}, {"location", "unknown"}};
   auto bytes = assemble_value(p.loc, p.size, regs, mem_);
-  if (!bytes) {
-    out["value"] = json{{"unreadable", true}};
-    return out;
-  }
-  if (typed) {
-    out["value"] = decode(p.type, *bytes);
-    return out;
-  }
+  if (!bytes) return json{{"unreadable", true}};
+  if (typed) return decode(p.type, *bytes);
   json raw = json::array();
   for (size_t off = 0; off < bytes->size(); off += 8)
     raw.push_back(hexaddr(word(bytes->data(), bytes->size(), off)));
@@ -244,8 +242,7 @@ json ValueDecoder::decode_param(const ParamLoc& p, const RegState& regs) {
         for (auto& [k, x] : iv->items()) v[k] = x;
     }
   }
-  out["value"] = std::move(v);
-  return out;
+  return v;
 }
 
 json ValueDecoder::value_at(uint64_t ref, uint64_t addr, int depth) {
@@ -632,8 +629,7 @@ json ValueDecoder::value(uint64_t ref, const uint8_t* p, size_t n, int depth) {
       return sint(4);
     case GoKind::Int:
     case GoKind::Int64:
-      if (t.name == "time.Duration")
-        return json{{"duration", format_go_duration(sint(8))}, {"ns", sint(8)}};
+      if (t.duration) return json{{"duration", format_go_duration(sint(8))}, {"ns", sint(8)}};
       return sint(8);
     case GoKind::Uint8:
       return uint_(1);

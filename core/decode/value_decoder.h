@@ -70,6 +70,8 @@ class ValueDecoder {
   std::optional<nlohmann::json> guess_interface(uint64_t w0, uint64_t w1);
   // A whole parameter: {"name","type","value"}.
   nlohmann::json decode_param(const ParamLoc& p, const RegState& regs);
+  // Its value alone, without the object around it (the eBPF decoder's per-event path).
+  nlohmann::json decode_param_value(const ParamLoc& p, const RegState& regs);
 
   // The address of the element of the map at `hmap` (DWARF type `map_type`) whose key is
   // `key`: a string key's bytes, else the key's own bytes; nullopt when absent or unreadable.
@@ -94,8 +96,9 @@ class ValueDecoder {
     uint64_t elem = 0, key = 0;  // type refs
     int64_t len = 0;
     std::vector<TField> fields;
-    uint64_t rtype = 0;  // descriptor address, 0 when unknown
-    bool eface = false;  // Interface: no methods
+    uint64_t rtype = 0;     // descriptor address, 0 when unknown
+    bool eface = false;     // Interface: no methods
+    bool duration = false;  // time.Duration: shown as Go prints it
     bool valid = false;
   };
   static constexpr uint64_t kRtypeTag = 1ull << 63;  // ref = addr | tag for descriptors
