@@ -52,10 +52,22 @@ std::string param_list(const Event& ev, const char* key) {
   return out;
 }
 
-std::string param_list(const std::vector<Param>& ps) {
-  std::string out;
-  for (const auto& p : ps) param_text(out, p.name, &p.value);
-  return out;
+// A typed call's list, appended to `out` as param_list gives it for the JSON object: a ", "
+// after anything written so far (a value's text may be empty), the values in place.
+void append_params(std::string& out, const std::vector<Param>& ps) {
+  const size_t start = out.size();
+  for (const auto& p : ps) {
+    if (out.size() > start) out += ", ";
+    if (p.name == "...") {
+      out += "...";
+      continue;
+    }
+    if (!p.name.empty() && p.name[0] != '~') {
+      out += p.name;
+      out += '=';
+    }
+    append_value_text(out, p.value);
+  }
 }
 
 class TextWriter : public EventSink {
@@ -124,27 +136,71 @@ class TextWriter : public EventSink {
   }
 
   // The call events straight from their structs: the same lines as call_line gives for
-  // to_event(x) (test_call_lines.cpp), without building the JSON object.
+  // to_event(x) (test_call_lines.cpp), without building the JSON object, and written into
+  // line_ as they go: no string per value, name or column (issue 22). call_line stays as it
+  // was, the oracle of these.
   void emit_entry(const CallEntry& e) override {
     print_counts();
-    begin_call(e.ts_ns, e.goid, e.tid);
-    std::string where;
-    if (e.inlined)
-      where = e.inlined_in.empty() ? " [inlined]" : " [inlined in " + printable(e.inlined_in) + "]";
-    entry_text(printable(e.func), param_list(e.args), where);
+    typed_begin(e.ts_ns, e.goid, e.tid);
+    line_ += "-> ";
+    append_printable(line_, e.func);
+    line_ += '(';
+    append_params(line_, e.args);
+    line_ += ')';
+    if (e.inlined) {
+      // An inlined copy has no RET to probe: say so, or the missing return looks like a hang.
+      if (e.inlined_in.empty()) {
+        line_ += " [inlined]";
+      } else {
+        line_ += " [inlined in ";
+        append_printable(line_, e.inlined_in);
+        line_ += ']';
+      }
+    }
+    line_ += '\n';
     end_call(e.stack ? &*e.stack : nullptr);
   }
   void emit_return(const CallReturn& r) override {
     print_counts();
-    begin_call(r.ts_ns, r.goid, r.tid);
-    return_text(printable(r.func), param_list(r.results), r.duration_ns);
+    typed_begin(r.ts_ns, r.goid, r.tid);
+    line_ += "<- ";
+    append_printable(line_, r.func);
+    // " = " and the results, taken back when there are none (or they show as nothing).
+    const size_t mark = line_.size();
+    line_ += " = ";
+    const size_t start = line_.size();
+    append_params(line_, r.results);
+    if (line_.size() == start) line_.resize(mark);
+    line_ += "  (";
+    // No duration_ns: the entry was not seen (docs/json.md), not a call of no length.
+    if (r.duration_ns)
+      append_duration(line_, *r.duration_ns);
+    else
+      line_ += "unmatched: its entry was not seen";
+    line_ += ")\n";
     end_call(r.stack ? &*r.stack : nullptr);
   }
   void emit_unfinished(const CallUnfinished& u) override {
     print_counts();
-    begin_call(u.ts_ns, u.goid, u.tid);
-    unfinished_text(printable(u.func), "never returned");
+    typed_begin(u.ts_ns, u.goid, u.tid);
+    line_ += "<- ";
+    append_printable(line_, u.func);
+    line_ += "  (unfinished: never returned)\n";
     end_call(nullptr);
+  }
+
+  // begin_call's columns, formatted by hand: fmt's float and padded formatting was a third of
+  // a traced call's printing (issue 22).
+  void typed_begin(uint64_t ts, int64_t goid, int64_t tid) {
+    header("#     TIME(s)     GOID      TID  CALL\n");
+    if (!t0_) t0_ = ts;
+    line_.clear();
+    append_seconds(line_, ts >= t0_ ? ts - t0_ : 0);
+    line_ += ' ';
+    append_int_right(line_, goid, 8);
+    line_ += ' ';
+    append_int_right(line_, tid, 8);
+    line_ += "  ";
   }
 
   // A call's line is built in line_ and written at once, with its stack frames.

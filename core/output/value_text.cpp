@@ -1,11 +1,30 @@
 #include "core/output/value_text.h"
 
+#include <array>
+#include <cmath>
+#include <iterator>
+
 #include <fmt/format.h>
 
 namespace gotap {
 
-std::string quote_go_string(const std::string& s) {
-  std::string out = "\"";
+namespace {
+
+// c's low `digits` hex digits (lower case), or more when c needs them: fmt's "{:0Nx}".
+void append_hex(std::string& out, uint32_t c, int digits) {
+  char buf[8];
+  int n = 0;
+  do {
+    buf[n++] = "0123456789abcdef"[c & 0xF];
+    c >>= 4;
+  } while (c || n < digits);
+  while (n) out.push_back(buf[--n]);
+}
+
+}  // namespace
+
+void append_quoted(std::string& out, std::string_view s) {
+  out.push_back('"');
   for (size_t i = 0; i < s.size(); ++i) {
     unsigned char c = static_cast<unsigned char>(s[i]);
     switch (c) {
@@ -45,13 +64,20 @@ std::string quote_go_string(const std::string& s) {
       out.append(s, i, len);
       i += len - 1;
     } else if (valid && cp >= 0x80) {
-      out += fmt::format("\\u{:04x}", cp);
+      out += "\\u";
+      append_hex(out, cp, 4);
       i += len - 1;
     } else {
-      out += fmt::format("\\x{:02x}", c);
+      out += "\\x";
+      append_hex(out, c, 2);
     }
   }
   out.push_back('"');
+}
+
+std::string quote_go_string(const std::string& s) {
+  std::string out;
+  append_quoted(out, s);
   return out;
 }
 
@@ -67,6 +93,30 @@ std::string printable(const std::string& s) {
   if (plain) return s;
   std::string q = quote_go_string(s);
   return q.size() == s.size() + 2 ? s : q;
+}
+
+namespace {
+
+bool plain_ascii(const std::string& s) {
+  for (unsigned char c : s)
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') return false;
+  return true;
+}
+
+}  // namespace
+
+void append_printable(std::string& out, const std::string& s) {
+  if (plain_ascii(s)) {
+    out += s;
+    return;
+  }
+  // As printable(): the quoted form, unless quoting only added the quotes.
+  const size_t at = out.size();
+  append_quoted(out, s);
+  if (out.size() - at == s.size() + 2) {
+    out.resize(at);
+    out += s;
+  }
 }
 
 namespace {
@@ -255,6 +305,118 @@ std::string format_duration(uint64_t ns) {
   if (ns < 10'000'000) return fmt::format("{:.3f} us", ns / 1e3);
   if (ns < 10'000'000'000ull) return fmt::format("{:.3f} ms", ns / 1e6);
   return fmt::format("{:.3f} s", ns / 1e9);
+}
+
+}  // namespace gotap
+
+namespace gotap {
+
+void append_value_text(std::string& out, const nlohmann::json& v) {
+  // The same bytes as text(v): a number as the JSON serializer writes it (dump()), a string
+  // quoted. Nothing here can throw.
+  switch (v.type()) {
+    case json::value_t::null:
+      out += "nil";
+      return;
+    case json::value_t::boolean:
+      out += v.get<bool>() ? "true" : "false";
+      return;
+    case json::value_t::number_integer: {
+      fmt::format_int f(v.get<int64_t>());
+      out.append(f.data(), f.size());
+      return;
+    }
+    case json::value_t::number_unsigned: {
+      fmt::format_int f(v.get<uint64_t>());
+      out.append(f.data(), f.size());
+      return;
+    }
+    case json::value_t::number_float: {
+      // The serializer's dump_float: not finite is null, else the shortest round trip.
+      const double x = v.get<double>();
+      if (!std::isfinite(x)) {
+        out += "null";
+        return;
+      }
+      std::array<char, 64> buf;
+      char* end = nlohmann::detail::to_chars(buf.data(), buf.data() + buf.size(), x);
+      out.append(buf.data(), static_cast<size_t>(end - buf.data()));
+      return;
+    }
+    case json::value_t::string:
+      append_quoted(out, v.get_ref<const std::string&>());
+      return;
+    default:
+      out += value_to_text(v);
+      return;
+  }
+}
+
+namespace {
+
+void append_uint(std::string& out, uint64_t v) {
+  fmt::format_int f(v);
+  out.append(f.data(), f.size());
+}
+
+// `units` / 1000 with three decimals: "12.345".
+void append_milli(std::string& out, uint64_t units) {
+  append_uint(out, units / 1000);
+  const auto r = static_cast<unsigned>(units % 1000);
+  out += '.';
+  out += static_cast<char>('0' + r / 100);
+  out += static_cast<char>('0' + r / 10 % 10);
+  out += static_cast<char>('0' + r % 10);
+}
+
+// Where integer rounding of ns to `unit` gives the digits fmt gives for the double ns / 1e9
+// (or 1e6): ns exact in a double, the double's error far below a nanosecond, and not half
+// way between two units, where the double's own rounding decides.
+bool rounds_as_double(uint64_t ns, uint64_t unit) {
+  return ns < 1'000'000'000'000'000ull && ns % unit != unit / 2;
+}
+
+}  // namespace
+
+void append_duration(std::string& out, uint64_t ns) {
+  if (ns < 10'000) {
+    append_uint(out, ns);
+    out += " ns";
+  } else if (ns < 10'000'000) {
+    append_milli(out, ns);  // ns / 1e3 to three decimals is ns's own digits
+    out += " us";
+  } else if (ns < 10'000'000'000ull && rounds_as_double(ns, 1000)) {
+    append_milli(out, (ns + 500) / 1000);
+    out += " ms";
+  } else if (ns >= 10'000'000'000ull && rounds_as_double(ns, 1'000'000)) {
+    append_milli(out, (ns + 500'000) / 1'000'000);
+    out += " s";
+  } else {
+    out += format_duration(ns);
+  }
+}
+
+void append_int_right(std::string& out, int64_t v, size_t width) {
+  fmt::format_int f(v);
+  if (f.size() < width) out.append(width - f.size(), ' ');
+  out.append(f.data(), f.size());
+}
+
+void append_seconds(std::string& out, uint64_t ns) {
+  if (!rounds_as_double(ns, 1000)) {
+    fmt::format_to(std::back_inserter(out), "{:>13.6f}", ns / 1e9);
+    return;
+  }
+  const uint64_t us = (ns + 500) / 1000;
+  fmt::format_int secs(us / 1'000'000);
+  const size_t len = secs.size() + 7;
+  if (len < 13) out.append(13 - len, ' ');
+  out.append(secs.data(), secs.size());
+  out += '.';
+  char frac[6];
+  uint64_t f = us % 1'000'000;
+  for (int i = 5; i >= 0; --i, f /= 10) frac[i] = static_cast<char>('0' + f % 10);
+  out.append(frac, 6);
 }
 
 }  // namespace gotap

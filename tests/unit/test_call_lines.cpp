@@ -5,6 +5,7 @@
 // values, stacks, inlined entries, missing durations).
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
@@ -12,11 +13,13 @@
 #include <variant>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "core/events/typed_events.h"
 #include "core/output/line_cap.h"
 #include "core/output/output_views.h"
+#include "core/output/value_text.h"
 #include "core/output/writers.h"
 
 namespace gotap {
@@ -173,8 +176,56 @@ std::string random_string(std::mt19937_64& rng) {
   return s;
 }
 
+// A number at an edge: the limits of every width, -0, NaN, infinities, subnormals.
+Event edge_number(std::mt19937_64& rng) {
+  using L64 = std::numeric_limits<int64_t>;
+  using U64 = std::numeric_limits<uint64_t>;
+  using D = std::numeric_limits<double>;
+  switch (rng() % 16) {
+    case 0:
+      return L64::min();
+    case 1:
+      return L64::max();
+    case 2:
+      return U64::max();
+    case 3:
+      return int64_t{0};
+    case 4:
+      return -0.0;
+    case 5:
+      return D::quiet_NaN();
+    case 6:
+      return D::infinity();
+    case 7:
+      return -D::infinity();
+    case 8:
+      return D::denorm_min();
+    case 9:
+      return D::max();
+    case 10:
+      return -D::min();
+    case 11:
+      return static_cast<double>(static_cast<float>(rng() % 100000) / 7.0f);  // a float32
+    case 12:
+      return static_cast<int64_t>(std::numeric_limits<int32_t>::min());
+    case 13:
+      return uint64_t{std::numeric_limits<uint32_t>::max()};
+    case 14: {
+      double d;
+      uint64_t bits = rng();
+      std::memcpy(&d, &bits, sizeof d);  // any bit pattern
+      return d;
+    }
+    default:
+      return static_cast<double>(static_cast<int64_t>(rng() % 2000) - 1000);  // 3.0 and such
+  }
+}
+
+// One of the marked shapes the value decoder makes (docs/json.md's Values table).
+Event marked_value(std::mt19937_64& rng, int depth);
+
 Event random_value(std::mt19937_64& rng, int depth) {
-  const int pick = static_cast<int>(rng() % (depth > 3 ? 7 : 14));
+  const int pick = static_cast<int>(rng() % (depth > 3 ? 9 : 16));
   switch (pick) {
     case 0:
       return nullptr;
@@ -191,35 +242,84 @@ Event random_value(std::mt19937_64& rng, int depth) {
       return random_string(rng);
     case 6:
       return {{"str", random_string(rng)}, {"len", rng() % 100}, {"truncated", true}};
-    case 7: {
+    case 7:
+      return edge_number(rng);
+    case 8:
+      return marked_value(rng, depth);
+    case 9: {
       Event a = Event::array();
       for (size_t i = rng() % 5; i > 0; --i) a.push_back(random_value(rng, depth + 1));
       return a;
     }
-    case 8: {
+    case 10: {
       Event f = Event::array();
       for (size_t i = rng() % 4; i > 0; --i)
         f.push_back({{"name", random_string(rng)}, {"value", random_value(rng, depth + 1)}});
       return {{"fields", f}};
     }
-    case 9: {
+    case 11: {
       Event e = Event::array();
       for (size_t i = rng() % 4; i > 0; --i)
         e.push_back(Event::array({random_value(rng, depth + 1), random_value(rng, depth + 1)}));
       return {{"len", rng() % 10}, {"entries", e}};
     }
-    case 10:
+    case 12:
       return {{"addr", "0xc0000" + std::to_string(rng() % 1000)},
               {"elem", random_value(rng, depth + 1)}};
-    case 11:
+    case 13:
       return {{"type", random_string(rng)}, {"value", random_value(rng, depth + 1)}};
-    case 12:
+    case 14:
       return {{"bytes", "00ff41"}, {"len", rng() % 9}};
     default: {
       Event o = Event::object();
       for (size_t i = rng() % 3; i > 0; --i) o[random_string(rng)] = random_value(rng, depth + 1);
       return o;
     }
+  }
+}
+
+Event marked_value(std::mt19937_64& rng, int depth) {
+  switch (rng() % 16) {
+    case 0:
+      return {{"duration", "1h2m3.5s"}, {"ns", static_cast<int64_t>(rng())}};
+    case 1:
+      return {{"fields", Event::array()},
+              {"time", "2026-11-25 10:00:00 +0000 UTC"},
+              {"time_location_unread", rng() % 2 == 0}};
+    case 2:
+      return {{"raw", Event::array()}, {"location", "unknown"}};
+    case 3:
+      return {{"raw", Event::array({"0x1", "0xc000012345"})}};
+    case 4:
+      return {{"unreadable", true}};
+    case 5:
+      return {{"addr", "0xc000010000"}, {"unreadable", true}};
+    case 6:
+      return {{"addr", "0xc000010000"}};  // a pointer not followed
+    case 7: {                             // an error: an interface with its dynamic type
+      Event field = {{"name", "s"}, {"value", "boom"}};
+      Event elem = {{"fields", Event::array({field})}};
+      Event ptr = {{"addr", "0xc000014070"}, {"elem", elem}};
+      return {{"type", "*errors.errorString"}, {"value", ptr}};
+    }
+    case 8:
+      return {{"type", ""}, {"raw", Event::array({"0x0", "0x1"})}};  // no dynamic type read
+    case 9:
+      return {{"str", ""}, {"len", -1}, {"truncated", true}, {"unreadable", rng() % 2 == 0}};
+    case 10:
+      return {{"len", rng() % 100}, {"cap", rng() % 100}, {"bytes", "41\n"}, {"truncated", true}};
+    case 11:
+      return {{"addr", "0xc000020000"}, {"len", rng() % 4}, {"cap", 4}};  // a channel
+    case 12:
+      return {{"addr", "0x4a1b20"}, {"func", "main.handler.func1"}};
+    case 13:
+      return {{"real", edge_number(rng)}, {"imag", edge_number(rng)}};
+    case 14:
+      return {{"len", rng() % 40},
+              {"elems", Event::array({random_value(rng, depth + 1)})},
+              {"truncated", true}};
+    default:
+      return {{"truncated", true}};  // a value the line cap left out
   }
 }
 
@@ -281,6 +381,125 @@ TEST(CallLines, RandomEventsSameAsTheJsonPath) {
     for (size_t i = 1 + rng() % 6; i > 0; --i) calls.push_back(random_call(rng));
     expect_same(calls, "round " + std::to_string(round));
     if (HasFatalFailure()) return;
+  }
+}
+
+// The text writer's pieces, each against what it replaces on the typed path: value_to_text,
+// printable, format_duration and fmt's "{:>13.6f}" and "{:>8}", byte for byte.
+TEST(TextFastPaths, ValuesAsValueToText) {
+  std::mt19937_64 rng(2211);
+  for (int i = 0; i < 20000; ++i) {
+    const Event v = i % 3 == 0   ? edge_number(rng)
+                    : i % 3 == 1 ? marked_value(rng, 0)
+                                 : random_value(rng, 0);
+    std::string out = "x=";  // appended after what is there
+    append_value_text(out, v);
+    ASSERT_EQ(out, "x=" + value_to_text(v))
+        << v.dump(-1, ' ', false, Event::error_handler_t::replace);
+  }
+}
+
+TEST(TextFastPaths, NamesAsPrintable) {
+  std::mt19937_64 rng(2212);
+  for (int i = 0; i < 20000; ++i) {
+    const std::string s = random_string(rng);
+    std::string out = "<- ";
+    append_printable(out, s);
+    ASSERT_EQ(out, "<- " + printable(s)) << quote_go_string(s);
+    std::string q = "(";
+    append_quoted(q, s);
+    ASSERT_EQ(q, "(" + quote_go_string(s));
+  }
+  // The escapes themselves, as Go's %q writes them (hex digits now written by hand).
+  EXPECT_EQ(quote_go_string("\x01\x1b\x7f\xff\xc3"), R"("\x01\x1b\x7f\xff\xc3")");
+  EXPECT_EQ(quote_go_string("\xc2\x85\xe2\x80\xa8\xe2\x80\xa9"), R"("\u0085\u2028\u2029")");
+  EXPECT_EQ(quote_go_string("\xed\xa0\x80"), R"("\ud800")");
+  EXPECT_EQ(quote_go_string("\xf0\x80\x82\x85"), R"("\u0085")");  // overlong
+  EXPECT_EQ(quote_go_string("\xc3\xa9\xf0\x9f\x98\x80"), "\"\xc3\xa9\xf0\x9f\x98\x80\"");
+  EXPECT_EQ(printable("main.(*T).M"), "main.(*T).M");
+  EXPECT_EQ(printable("caf\xc3\xa9"), "caf\xc3\xa9");
+  EXPECT_EQ(printable("a\"b"), R"("a\"b")");
+}
+
+// ns values near every rounding edge: ties, powers of ten, the limits of a double's precision.
+std::vector<uint64_t> edge_ns(std::mt19937_64& rng) {
+  std::vector<uint64_t> out = {0,
+                               1,
+                               499,
+                               500,
+                               501,
+                               999,
+                               1000,
+                               1499,
+                               1500,
+                               1501,
+                               9999,
+                               10000,
+                               std::numeric_limits<uint64_t>::max(),
+                               (1ull << 53) - 1,
+                               1ull << 53,
+                               (1ull << 53) + 1,
+                               999'999'999'999'999ull,
+                               1'000'000'000'000'000ull,
+                               9'999'999'500ull,
+                               9'999'999'499ull};
+  for (uint64_t p = 1; p && p < std::numeric_limits<uint64_t>::max() / 10; p *= 10)
+    for (int64_t d : {-501, -500, -499, -1, 0, 1, 499, 500, 501, 500'000, 499'999})
+      out.push_back(p + static_cast<uint64_t>(d));
+  for (int i = 0; i < 200000; ++i) {
+    const uint64_t r = rng();
+    switch (i % 5) {
+      case 0:
+        out.push_back(r);
+        break;
+      case 1:
+        out.push_back(r >> (r % 64));  // every magnitude
+        break;
+      case 2:
+        out.push_back((r >> (r % 64)) / 1000 * 1000 + 500);  // a tie for the microseconds
+        break;
+      case 3:
+        out.push_back((r >> (r % 64)) / 1'000'000 * 1'000'000 + 500'000);  // for ms
+        break;
+      default:
+        out.push_back(r % 100'000'000'000ull);  // what a trace's clock shows
+    }
+  }
+  return out;
+}
+
+TEST(TextFastPaths, TimeColumnAndDurationsAsFmt) {
+  std::mt19937_64 rng(2213);
+  for (uint64_t ns : edge_ns(rng)) {
+    std::string t = "|";
+    append_seconds(t, ns);
+    ASSERT_EQ(t, "|" + fmt::format("{:>13.6f}", ns / 1e9)) << ns;
+    std::string d = "(";
+    append_duration(d, ns);
+    ASSERT_EQ(d, "(" + format_duration(ns)) << ns;
+  }
+}
+
+TEST(TextFastPaths, IdColumnsAsFmt) {
+  std::mt19937_64 rng(2214);
+  std::vector<int64_t> vs = {0,
+                             -1,
+                             1,
+                             9'999'999,
+                             10'000'000,
+                             99'999'999,
+                             100'000'000,
+                             -9'999'999,
+                             std::numeric_limits<int64_t>::min(),
+                             std::numeric_limits<int64_t>::max()};
+  for (int i = 0; i < 20000; ++i) {
+    const uint64_t r = rng();
+    vs.push_back(static_cast<int64_t>(r >> (r % 64)) * (r % 2 ? 1 : -1));
+  }
+  for (int64_t v : vs) {
+    std::string out = " ";
+    append_int_right(out, v, 8);
+    ASSERT_EQ(out, " " + fmt::format("{:>8}", v)) << v;
   }
 }
 
