@@ -5,6 +5,7 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -58,7 +59,7 @@ void append_params(std::string& out, const std::vector<Param>& ps) {
   const size_t start = out.size();
   for (const auto& p : ps) {
     if (out.size() > start) out += ", ";
-    if (p.name == "...") {
+    if (std::string_view(p.name) == "...") {  // sizes first: no compare of every name
       out += "...";
       continue;
     }
@@ -102,6 +103,7 @@ class TextWriter : public EventSink {
   void header(const char* h) {
     if (header_ == h) return;
     header_ = h;
+    calls_header_ = h == kCallHeader;
     print(h);
   }
 
@@ -192,7 +194,8 @@ class TextWriter : public EventSink {
   // begin_call's columns, formatted by hand: fmt's float and padded formatting was a third of
   // a traced call's printing (issue 22).
   void typed_begin(uint64_t ts, int64_t goid, int64_t tid) {
-    header("#     TIME(s)     GOID      TID  CALL\n");
+    // The header is there already on every line but the first: no string compared per line.
+    if (!calls_header_) header(kCallHeader);
     if (!t0_) t0_ = ts;
     line_.clear();
     append_seconds(line_, ts >= t0_ ? ts - t0_ : 0);
@@ -205,7 +208,7 @@ class TextWriter : public EventSink {
 
   // A call's line is built in line_ and written at once, with its stack frames.
   void begin_call(uint64_t ts, int64_t goid, int64_t tid) {
-    header("#     TIME(s)     GOID      TID  CALL\n");
+    header(kCallHeader);
     if (!t0_) t0_ = ts;
     line_.clear();
     fmt::format_to(std::back_inserter(line_), "{:>13.6f} {:>8} {:>8}  ",
@@ -330,6 +333,8 @@ class TextWriter : public EventSink {
   };
   std::vector<CountRow> counts_;
   std::string header_;
+  static constexpr const char* kCallHeader = "#     TIME(s)     GOID      TID  CALL\n";
+  bool calls_header_ = false;  // header_ is kCallHeader
   uint64_t t0_ = 0;
   std::string line_;  // kept: its capacity serves the next line
 };

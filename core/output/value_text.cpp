@@ -407,16 +407,19 @@ void append_seconds(std::string& out, uint64_t ns) {
     fmt::format_to(std::back_inserter(out), "{:>13.6f}", ns / 1e9);
     return;
   }
-  const uint64_t us = (ns + 500) / 1000;
-  fmt::format_int secs(us / 1'000'000);
-  const size_t len = secs.size() + 7;
-  if (len < 13) out.append(13 - len, ' ');
-  out.append(secs.data(), secs.size());
-  out += '.';
-  char frac[6];
-  uint64_t f = us % 1'000'000;
-  for (int i = 5; i >= 0; --i, f /= 10) frac[i] = static_cast<char>('0' + f % 10);
-  out.append(frac, 6);
+  // Written right to left into one buffer, appended at once.
+  uint64_t us = (ns + 500) / 1000;
+  char buf[32];
+  char* const end = buf + sizeof buf;
+  char* p = end;
+  for (int i = 0; i < 6; ++i, us /= 10) *--p = static_cast<char>('0' + us % 10);
+  *--p = '.';
+  do {
+    *--p = static_cast<char>('0' + us % 10);
+    us /= 10;
+  } while (us);
+  while (end - p < 13) *--p = ' ';
+  out.append(p, static_cast<size_t>(end - p));
 }
 
 }  // namespace gotap
