@@ -229,7 +229,8 @@ json ValueDecoder::decode_param_value(const ParamLoc& p, const RegState& regs) {
   // info() is valid for a DWARF type exactly when the graph has it, and keeps it at hand.
   const bool typed = p.type && env_.types && info(p.type).valid;
   const bool located = typed ? !p.loc.pieces.empty() || p.size == 0 : covers(p.loc, p.size);
-  if (!located || std::string_view(p.name) == "...") return json{{"raw", json::array()}, {"location", "unknown"}};
+  if (!located || std::string_view(p.name) == "...")
+    return json{{"raw", json::array()}, {"location", "unknown"}};
   auto bytes = assemble_value(p.loc, p.size, regs, mem_);
   if (!bytes) return json{{"unreadable", true}};
   if (typed) return decode(p.type, *bytes);
