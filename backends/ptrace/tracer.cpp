@@ -324,6 +324,12 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     for (const auto& seg : elf.segments())
       if (seg.type == 1 /* PT_LOAD */ && (seg.flags & 1 /* PF_X */))
         code.add(seg.vaddr + bias_, seg.vaddr + seg.memsz + bias_);
+  // Room for every site up front: a whole binary's table would otherwise grow by doubling.
+  size_t most = plan_.goroutines.created.size() + 2;
+  for (const FuncPlan& f : plan_.funcs)
+    most += (f.entry_probe ? 1 + f.tail_jumps.size() : 0) + f.ret_sites.size() +
+            (f.inline_probed ? f.inline_sites.size() : 0);
+  bps_.reserve(most);
   size_t wanted = 0, taken = 0, failed = 0;
   std::string first_problem, first_holder;
   uint8_t first_byte = 0;
@@ -398,6 +404,7 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
                why);
   if (bps_.size() == 0) return runtime_error("no probe could be placed");
   snapshot.reset();
+  bps_.finish();
   sys::timing_mark("ptrace: read and decode the sites");
 
   uint64_t lo = UINT64_MAX, hi = 0;
@@ -828,7 +835,7 @@ void Tracer::loop() {
     // --max-overhead and GOTAP_TIMING: the hit's stop begins (the tracer has just taken it).
     stop_taken_ns_ = now_ns();
     const Site* s = bps_.find(r.rip - 1);
-    if (!s || !Breakpoints::step_over(*s, r)) {
+    if (!s || !bps_.step_over(*s, r)) {
       trap_site_ = nullptr;  // not a hit: handle_trap only resumes the thread
       return rewind_leftover(leftover_sites_, proc_->mem(), r);
     }

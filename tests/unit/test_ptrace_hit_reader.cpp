@@ -148,8 +148,9 @@ TEST(HitReader, PlansTheGTheStackWordsAndTheStringBytesOfAHit) {
   std::memcpy(g + plan.offsets.g_goid, &goid, 8);
   TraceeMemory live(getpid());
   HitReader hits(live, plan, 5);
+  SiteRole roles[] = {{SiteRole::Entry, 0, -1}};
   Site site;
-  site.roles.push_back({SiteRole::Entry, 0, -1});
+  site.roles = roles;
   user_regs_struct r{};
   r.rsp = addr_of(stack);
   r.r14 = addr_of(g);
