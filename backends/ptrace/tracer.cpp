@@ -315,9 +315,8 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   // Sites that cannot be probed are counted, and reported once with the first reason. A site
   // two functions share (a wrapper's RET that is its target's) is one int3 with two roles, so
   // failures are counted as they happen, not as wanted minus placed.
-  // A large plan reads the executable's code once, not one system call per site.
-  // Freed once every site is decoded: a whole binary's text (17 MB for caddy) would
-  // otherwise stay through the scratch pages and the int3 writes, at the peak of arming.
+  // A large plan reads the executable's code a chunk at a time, not one system call per
+  // site, and holds a few chunks, not the whole text (17 MB for caddy) next to the plan.
   auto snapshot = std::make_unique<SnapshotReader>(mem);
   SnapshotReader& code = *snapshot;
   if (plan_.funcs.size() > 256)
@@ -403,9 +402,11 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     fmt::print(stderr, "gotap: warning: {} of {} probe sites not placed ({})\n", failed, wanted,
                why);
   if (bps_.size() == 0) return runtime_error("no probe could be placed");
+  const uint64_t code_loads = snapshot->loads();
   snapshot.reset();
   bps_.finish();
-  sys::timing_mark("ptrace: read and decode the sites");
+  sys::timing_mark(
+      fmt::format("ptrace: read and decode the sites ({} chunks of code read)", code_loads));
 
   uint64_t lo = UINT64_MAX, hi = 0;
   for (const auto& seg : elf.segments()) {
