@@ -166,6 +166,37 @@ TEST(Breakpoints, ScratchWrittenInPartsIsThePage) {
       bps.write_scratch(page, [](uint64_t, std::span<const uint8_t>) { return false; }).ok());
 }
 
+// The sites' code, a chunk at a time: every read gives the memory's bytes, across chunks and
+// at the range's ends too, with at most max_chunks held, and a chunk read again only once
+// it was let go.
+TEST(Breakpoints, CodeReadInChunksGivesTheBytes) {
+  constexpr uint64_t kBase = 0x400000;
+  constexpr size_t kSize = 5 * SnapshotReader::kChunk + 123;
+  std::vector<uint8_t> code(kSize);
+  for (size_t i = 0; i < kSize; ++i) code[i] = uint8_t(i * 131 + (i >> 9));
+  CodeMemory live(kBase, code);  // 32 int3s past the end
+  SnapshotReader snap(live, 2);
+  snap.add(kBase + 7, kBase + kSize);
+  uint64_t x = 1;
+  for (int k = 0; k < 20000; ++k) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const uint64_t off = (x >> 20) % (kSize + 16);
+    uint8_t got[16], want[16];
+    const size_t n = 1 + (x >> 8) % 16;
+    const bool ok = live.read(kBase + off, want, n);
+    ASSERT_EQ(snap.read(kBase + off, got, n), ok) << off;
+    if (ok) ASSERT_EQ(std::memcmp(got, want, n), 0) << off;
+  }
+  // In address order, each chunk is read once.
+  SnapshotReader seq(live, 2);
+  seq.add(kBase, kBase + kSize);
+  for (uint64_t off = 0; off + 16 <= kSize; off += 5) {
+    uint8_t b[16];
+    ASSERT_TRUE(seq.read(kBase + off, b, 16));
+  }
+  EXPECT_EQ(seq.loads(), 6u);
+}
+
 sys::Mapping mapping(uint64_t start, uint64_t end) {
   sys::Mapping m;
   m.start = start;
