@@ -166,26 +166,25 @@ void Tracer::emit_call(Call ev) {
     sink_.emit_unfinished(ev);
 }
 
-void Tracer::emit(CallEntry ev, const std::vector<ParamLoc>* params, const RegState* rs) {
+// CallEntry's args and CallReturn's results: the same way but for the list they fill.
+template <class Call, std::vector<Param> Call::*List>
+void Tracer::emit_decoded(Call ev, const std::vector<ParamLoc>* params, const RegState* rs) {
   if (queue_) {
     ++events_;
     staged_.push_back({std::move(ev), params, rs ? *rs : RegState{}});
     return;
   }
   if (params)
-    for (const auto& p : *params) ev.args.push_back(param(*dec_, p, *rs));
+    for (const auto& p : *params) (ev.*List).push_back(param(*dec_, p, *rs));
   emit_call(std::move(ev));
 }
 
+void Tracer::emit(CallEntry ev, const std::vector<ParamLoc>* params, const RegState* rs) {
+  emit_decoded<CallEntry, &CallEntry::args>(std::move(ev), params, rs);
+}
+
 void Tracer::emit(CallReturn ev, const std::vector<ParamLoc>* params, const RegState* rs) {
-  if (queue_) {
-    ++events_;
-    staged_.push_back({std::move(ev), params, rs ? *rs : RegState{}});
-    return;
-  }
-  if (params)
-    for (const auto& p : *params) ev.results.push_back(param(*dec_, p, *rs));
-  emit_call(std::move(ev));
+  emit_decoded<CallReturn, &CallReturn::results>(std::move(ev), params, rs);
 }
 
 void Tracer::StageSink::emit(const Event& ev) {
@@ -260,19 +259,22 @@ Result<void> Tracer::start() {
 void Tracer::clear_leftovers() {
   auto bias = bin_.load_bias(proc_->pid());
   if (!bias) return;  // setup_probes says so
-  const ElfFile& elf = *bin_.elf;
   // Never where a uprobe is: that int3 is another tracer's, now or since the dead gotap.
-  const auto holders =
-      sys::uprobe_holders("/proc/" + std::to_string(proc_->pid()) + "/exe", proc_->pid());
-  Leftovers left = remove_leftovers(proc_->pid(), proc_->mem(), [&](uint64_t addr) {
-    auto off = addr >= *bias ? elf.vaddr_to_offset(addr - *bias) : std::nullopt;
-    return off && holders.count(*off);
-  });
+  Leftovers left = remove_leftovers(
+      proc_->pid(), proc_->mem(), [&](uint64_t addr) { return holder_of(addr, *bias) != nullptr; });
   if (left.restored)
     fmt::print(stderr, "gotap: removed {} probe{} left in pid {} by a gotap that was killed\n",
                left.restored, left.restored == 1 ? "" : "s", proc_->pid());
   net_.set_leftovers(std::move(left.handlers));
   leftover_sites_ = std::move(left.sites);
+}
+
+const std::string* Tracer::holder_of(uint64_t addr, uint64_t bias) {
+  if (!holders_)
+    holders_ = sys::uprobe_holders("/proc/" + std::to_string(proc_->pid()) + "/exe", proc_->pid());
+  auto off = addr >= bias ? bin_.elf->vaddr_to_offset(addr - bias) : std::nullopt;
+  auto it = off ? holders_->find(*off) : holders_->end();
+  return it == holders_->end() ? nullptr : &it->second;
 }
 
 Result<void> Tracer::setup_probes(pid_t stopped) {
@@ -298,15 +300,6 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   dec_ = std::make_unique<ValueDecoder>(hit_->mem(), env, lim);
   gr_ = std::make_unique<GoroutineReader>(hit_->mem(), plan_);
   if (use_queue_) queue_ = std::make_unique<EventQueue>(sink_, mem, env, lim, 4096, flush_ns_);
-
-  // Never where a uprobe is: that int3 is another tracer's.
-  const auto holders =
-      sys::uprobe_holders("/proc/" + std::to_string(proc_->pid()) + "/exe", proc_->pid());
-  auto holder_of = [&](uint64_t addr) -> const std::string* {
-    auto off = addr >= bias_ ? elf.vaddr_to_offset(addr - bias_) : std::nullopt;
-    auto it = off ? holders.find(*off) : holders.end();
-    return it == holders.end() ? nullptr : &it->second;
-  };
 
   fstate_.resize(plan_.funcs.size());
   rate_ = RateLimit(opts_.rate_per_s, plan_.funcs.size());
@@ -347,7 +340,8 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
       ++failed;
       if (r.error().what().find("already holds an int3") != std::string::npos) {
         ++taken;
-        if (const std::string* who = holder_of(pc + bias_); who && first_holder.empty())
+        // Never where a uprobe is: that int3 is another tracer's.
+        if (const std::string* who = holder_of(pc + bias_, bias_); who && first_holder.empty())
           first_holder = fmt::format("{} holds {}", *who, f.name);
       }
       if (first_problem.empty()) first_problem = fmt::format("{}: {}", f.name, r.error().what());
