@@ -296,7 +296,10 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   }
   env.func_name = [this](uint64_t pc) { return bin_.func_name(pc - bias_); };
   DecodeLimits lim{opts_.max_depth, opts_.max_elems, opts_.max_str};
-  hit_ = std::make_unique<HitReader>(mem, plan_, uint32_t(std::max(0, opts_.max_str)));
+  // Count and latency read no argument or result, unless a condition does.
+  hit_ = std::make_unique<HitReader>(
+      mem, plan_, uint32_t(std::max(0, opts_.max_str)),
+      (opts_.mode != Mode::Count && opts_.mode != Mode::Latency) || opts_.condition);
   dec_ = std::make_unique<ValueDecoder>(hit_->mem(), env, lim);
   gr_ = std::make_unique<GoroutineReader>(hit_->mem(), plan_);
   if (use_queue_) queue_ = std::make_unique<EventQueue>(sink_, mem, env, lim, 4096, flush_ns_);
