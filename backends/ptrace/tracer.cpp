@@ -309,7 +309,8 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   if (use_queue_) queue_ = std::make_unique<EventQueue>(sink_, mem, env, lim, 4096, flush_ns_);
 
   fstate_.resize(plan_.funcs.size());
-  rate_ = RateLimit(opts_.rate_per_s, plan_.funcs.size());
+  // Per-function state only for what is asked for (a whole binary has 10,000s of functions).
+  rate_ = RateLimit(opts_.rate_per_s, opts_.rate_per_s ? plan_.funcs.size() : 0);
   if (opts_.count_failed)
     for (size_t i = 0; i < plan_.funcs.size(); ++i) fstate_[i].err = error_word(plan_.funcs[i]);
   // Sites that cannot be probed are counted, and reported once with the first reason. A site
@@ -983,8 +984,10 @@ Result<void> Tracer::run() {
   if (const char* e = getenv("GOTAP_TEST_HOLD_US")) test_hold_ns_ = strtoull(e, nullptr, 10) * 1000;
   if (opts_.duration_s > 0) deadline_ns_ = now_ns() + uint64_t(opts_.duration_s * 1e9);
   budget_ = OverheadBudget(opts_.max_overhead_pct, plan_.funcs.size());
-  cost_ns_.assign(plan_.funcs.size(), 0);
-  cost_hits_.assign(plan_.funcs.size(), 0);
+  if (budget_.enabled()) {
+    cost_ns_.assign(plan_.funcs.size(), 0);
+    cost_hits_.assign(plan_.funcs.size(), 0);
+  }
   GOTAP_TRY(start());
   {
     Waker waker(deadline_ns_, queue_ ? &queue_->failed() : nullptr);
