@@ -628,10 +628,12 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   if (session.goroutines) session.events += session.goroutines->events();
   if (mode == Mode::Count) {
     int fd = bpf_map__fd(skel->maps.counts);
+    // Only functions that were called have a line: the others' names are not copied nor
+    // their failures read (a whole binary has 10,000s of them).
     std::vector<FuncCount> counts;
     for (uint32_t f = 0; f < cfg.funcs.size(); ++f)
-      counts.push_back(
-          {cfg.funcs[f].plan->name, read_percpu_u64(fd, f), read_failed(skel.get(), cfg, f)});
+      if (const uint64_t n = read_percpu_u64(fd, f))
+        counts.push_back({cfg.funcs[f].plan->name, n, read_failed(skel.get(), cfg, f)});
     for (const auto& ev : count_events(std::move(counts))) {
       sink.emit(ev);
       ++session.events;
@@ -641,8 +643,9 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     int hfd = bpf_map__fd(skel->maps.lat_hist);
     std::vector<FuncLatency> latencies;
     for (uint32_t f = 0; f < cfg.funcs.size(); ++f)
-      latencies.push_back(
-          {cfg.funcs[f].plan->name, read_latency(sfd, hfd, f), read_failed(skel.get(), cfg, f)});
+      if (LatencySummary l = read_latency(sfd, hfd, f); l.count)
+        latencies.push_back(
+            {cfg.funcs[f].plan->name, std::move(l), read_failed(skel.get(), cfg, f)});
     for (const auto& ev : latency_events(std::move(latencies))) {
       sink.emit(ev);
       ++session.events;

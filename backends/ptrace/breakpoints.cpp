@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include <Zydis/Zydis.h>
 
@@ -16,7 +17,7 @@ namespace gotap::ptrace {
 
 namespace {
 
-constexpr uint64_t kSlotSize = 32;
+constexpr uint64_t kSlotSize = Breakpoints::kSlotSize;
 constexpr uint64_t kPage = 4096;
 
 Result<void> classify(Site& s) {
@@ -86,11 +87,37 @@ Result<void> classify(Site& s) {
 
 }  // namespace
 
+void Breakpoints::reserve(size_t n) {
+  sites_.reserve(n);
+  added_roles_.reserve(n);
+  rebuild_index(n);
+}
+
+void Breakpoints::rebuild_index(size_t min_sites) {
+  min_sites = std::max(min_sites, sites_.size());
+  size_t size = 16;
+  unsigned bits = 4;
+  while (size * 7 < min_sites * 10) {
+    size *= 2;
+    ++bits;
+  }
+  if (size != index_.size())
+    index_.assign(size, kNone);
+  else
+    std::fill(index_.begin(), index_.end(), kNone);
+  shift_ = 64 - bits;
+  for (uint32_t i = 0; i < sites_.size(); ++i) {
+    size_t h = hash(sites_[i].addr);
+    while (index_[h] != kNone) h = (h + 1) & (size - 1);
+    index_[h] = i;
+  }
+}
+
 Result<Site*> Breakpoints::add(uint64_t addr, SiteRole role, int32_t sp_delta, MemoryReader& mem) {
-  auto it = sites_.find(addr);
-  if (it != sites_.end()) {
-    it->second.roles.push_back(role);
-    return &it->second;
+  if (finished_) return make_error("a probe site added after the scratch pages were built");
+  if (Site* s = find(addr)) {
+    added_roles_.push_back({uint32_t(s - sites_.data()), role});
+    return s;
   }
   Site s;
   s.addr = addr;
@@ -100,8 +127,35 @@ Result<Site*> Breakpoints::add(uint64_t addr, SiteRole role, int32_t sp_delta, M
   while (n > 0 && !mem.read(addr, s.orig, n)) --n;
   if (n == 0) return runtime_error("cannot read the code at {:#x}", addr);
   GOTAP_TRY(classify(s));
-  s.roles.push_back(role);
-  return &sites_.emplace(addr, s).first->second;
+  if ((sites_.size() + 1) * 10 > index_.size() * 7) rebuild_index(2 * (sites_.size() + 1));
+  const uint32_t i = uint32_t(sites_.size());
+  sites_.push_back(s);
+  size_t h = hash(addr);
+  while (index_[h] != kNone) h = (h + 1) & (index_.size() - 1);
+  index_[h] = i;
+  added_roles_.push_back({i, role});
+  return &sites_.back();
+}
+
+void Breakpoints::finish() {
+  if (finished_) return;
+  finished_ = true;
+  // Every role, grouped by site in the order added (a counting sort: stable).
+  std::vector<uint32_t> first(sites_.size() + 1, 0);
+  for (const auto& [i, r] : added_roles_) ++first[i + 1];
+  for (size_t i = 1; i < first.size(); ++i) first[i] += first[i - 1];
+  roles_.resize(added_roles_.size());
+  {
+    std::vector<uint32_t> at(first.begin(), first.end() - 1);
+    for (const auto& [i, r] : added_roles_) roles_[at[i]++] = r;
+  }
+  for (size_t i = 0; i < sites_.size(); ++i)
+    sites_[i].roles = std::span<SiteRole>(roles_.data() + first[i], first[i + 1] - first[i]);
+  std::vector<std::pair<uint32_t, SiteRole>>().swap(added_roles_);
+  // In address order: the safety net's table is, and so are the int3 writes.
+  std::sort(sites_.begin(), sites_.end(),
+            [](const Site& a, const Site& b) { return a.addr < b.addr; });
+  rebuild_index(sites_.size());
 }
 
 namespace {
@@ -127,24 +181,84 @@ uint64_t Breakpoints::scratch_size_for(size_t nsites) {
   return (slots + nsites * kSlotSize + kPage - 1) / kPage * kPage;
 }
 
-Result<std::vector<uint8_t>> Breakpoints::build_scratch(uint64_t base) {
+namespace {
+
+// Hands the scratch page's bytes to `put` in parts of at most kPart bytes, in address order;
+// the gaps between what is written are int3s.
+class ScratchWriter {
+ public:
+  explicit ScratchWriter(const Breakpoints::ScratchPut& put) : put_(put) { buf_.reserve(kPart); }
+  // Bytes at `off`, at or after the end of what was written.
+  bool at(uint64_t off, const void* p, size_t n) {
+    if (!fill_to(off)) return false;
+    const auto* b = static_cast<const uint8_t*>(p);
+    buf_.insert(buf_.end(), b, b + n);
+    return buf_.size() < kPart || flush();
+  }
+  bool fill_to(uint64_t off) {
+    while (start_ + buf_.size() < off) {
+      const size_t n = std::min<uint64_t>(off - (start_ + buf_.size()), kPart - buf_.size());
+      buf_.insert(buf_.end(), n, 0xCC);
+      if (buf_.size() >= kPart && !flush()) return false;
+    }
+    return true;
+  }
+  bool flush() {
+    if (buf_.empty()) return true;
+    if (!put_(start_, buf_)) return false;
+    start_ += buf_.size();
+    buf_.clear();
+    return true;
+  }
+
+ private:
+  static constexpr size_t kPart = 256 * 1024;
+  const Breakpoints::ScratchPut& put_;
+  std::vector<uint8_t> buf_;
+  uint64_t start_ = 0;  // the offset of buf_[0]
+};
+
+}  // namespace
+
+Result<void> Breakpoints::write_scratch(uint64_t base, const ScratchPut& put) {
+  finish();
   auto code = net_handler_code();
   if (code.size() > kNetHeaderOff) return make_error("the trap handler does not fit its page");
-  const uint64_t size = scratch_size_for(sites_.size());
-  std::vector<uint8_t> img(size, 0xCC);
-  std::memcpy(img.data(), code.data(), code.size());
-  std::vector<Site*> order;
-  for (auto& [a, s] : sites_) order.push_back(&s);
-  std::sort(order.begin(), order.end(), [](Site* a, Site* b) { return a->addr < b->addr; });
+  const size_t n = sites_.size();
+  const uint64_t size = scratch_size_for(n);
+  const uint64_t slots_off = slots_offset(n);
+  // Every copy's rebased displacement first: a page half written would be a table with no
+  // copies behind it.
+  auto rebased = [&](const Site& s, uint64_t slot) -> std::optional<int32_t> {
+    int32_t disp;
+    std::memcpy(&disp, s.orig + s.disp_off, 4);
+    const int64_t target = static_cast<int64_t>(s.addr + s.len) + disp;
+    const int64_t nd = target - static_cast<int64_t>(slot + s.len);
+    if (nd != static_cast<int32_t>(nd)) return std::nullopt;
+    return static_cast<int32_t>(nd);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const Site& s = sites_[i];
+    if (s.disp_off >= 0 && !rebased(s, base + slots_off + i * kSlotSize))
+      return runtime_error("scratch page out of reach of {:#x}", s.addr);
+  }
+  slots_ = base + slots_off;
+  ScratchWriter w(put);
   NetHeader hdr;
   hdr.end = base + size;
-  hdr.nsites = order.size();
-  std::memcpy(img.data() + kNetHeaderOff, &hdr, sizeof hdr);
-  uint64_t off = slots_offset(order.size());
-  for (size_t i = 0; i < order.size(); ++i, off += kSlotSize) {
-    Site& s = *order[i];
-    s.slot = base + off;
-    uint8_t* p = img.data() + off;
+  hdr.nsites = n;
+  bool ok = w.at(0, code.data(), code.size()) && w.at(kNetHeaderOff, &hdr, sizeof hdr);
+  for (size_t i = 0; ok && i < n; ++i) {
+    NetEntry e{sites_[i].addr, slot(sites_[i])};
+    ok = w.at(kNetTableOff + i * sizeof(NetEntry), &e, sizeof e);
+  }
+  for (size_t i = 0; ok && i < n; ++i)
+    ok = w.at(kNetTableOff + n * sizeof(NetEntry) + i, &sites_[i].orig[0], 1);
+  for (size_t i = 0; ok && i < n; ++i) {
+    const Site& s = sites_[i];
+    uint8_t buf[kSlotSize];
+    std::memset(buf, 0xCC, sizeof buf);
+    uint8_t* p = buf;
     const uint64_t next = s.addr + s.len;
     switch (s.step) {
       case StepKind::Jmp:
@@ -164,23 +278,27 @@ Result<std::vector<uint8_t>> Breakpoints::build_scratch(uint64_t base) {
       default: {  // the instruction itself, then back to the one after it
         std::memcpy(p, s.orig, s.len);
         if (s.disp_off >= 0) {
-          int32_t disp;
-          std::memcpy(&disp, s.orig + s.disp_off, 4);
-          int64_t target = static_cast<int64_t>(next) + disp;
-          int64_t nd = target - static_cast<int64_t>(s.slot + s.len);
-          if (nd != static_cast<int32_t>(nd))
-            return runtime_error("scratch page out of reach of {:#x}", s.addr);
-          int32_t nd32 = static_cast<int32_t>(nd);
+          const int32_t nd32 = *rebased(s, slot(s));
           std::memcpy(p + s.disp_off, &nd32, 4);
         }
         put_jmp_abs(p + s.len, next);
         break;
       }
     }
-    NetEntry e{s.addr, s.slot};
-    std::memcpy(img.data() + kNetTableOff + i * sizeof(NetEntry), &e, sizeof e);
-    img[kNetTableOff + order.size() * sizeof(NetEntry) + i] = s.orig[0];
+    ok = w.at(slots_off + i * kSlotSize, buf, sizeof buf);
   }
+  ok = ok && w.fill_to(size) && w.flush();
+  if (!ok) return runtime_error("cannot write the scratch page at {:#x}", base);
+  return {};
+}
+
+Result<std::vector<uint8_t>> Breakpoints::build_scratch(uint64_t base) {
+  std::vector<uint8_t> img;
+  GOTAP_TRY(write_scratch(base, [&](uint64_t off, std::span<const uint8_t> b) {
+    img.resize(off);
+    img.insert(img.end(), b.begin(), b.end());
+    return true;
+  }));
   return img;
 }
 
@@ -211,19 +329,18 @@ Result<void> Breakpoints::place_scratch(Process& proc, pid_t tid, uint64_t sysca
         size / 1024, image_lo, image_hi);
   scratch_ = got;
   scratch_size_ = size;
-  auto img = build_scratch(got);
-  if (!img) return img.error();
-  if (!proc.mem().write(got, img->data(), img->size()))
-    return runtime_error("cannot write the scratch page at {:#x}", got);
-  return {};
+  TraceeMemory& mem = proc.mem();
+  return write_scratch(got, [&](uint64_t off, std::span<const uint8_t> b) {
+    return mem.write(got + off, b.data(), b.size());
+  });
 }
 
 Result<void> Breakpoints::insert_all(TraceeMemory& mem) {
   static const uint8_t kInt3 = 0xCC;
-  for (auto& [a, s] : sites_) {
-    if (!mem.write(a, &kInt3, 1)) {
+  for (const Site& s : sites_) {
+    if (!mem.write(s.addr, &kInt3, 1)) {
       restore_all(mem);
-      return runtime_error("cannot write a breakpoint at {:#x}", a);
+      return runtime_error("cannot write a breakpoint at {:#x}", s.addr);
     }
   }
   inserted_ = true;
@@ -232,22 +349,25 @@ Result<void> Breakpoints::insert_all(TraceeMemory& mem) {
 
 bool Breakpoints::drop_func(int func, TraceeMemory& mem) {
   bool ok = true;
-  for (auto& [a, s] : sites_) {
+  for (Site& s : sites_) {
     const size_t before = s.roles.size();
-    std::erase_if(s.roles, [func](const SiteRole& r) { return r.func == func; });
-    if (s.roles.empty() && before != 0 && inserted_) ok = mem.write(a, s.orig, 1) && ok;
+    auto end = std::remove_if(s.roles.begin(), s.roles.end(),
+                              [func](const SiteRole& r) { return r.func == func; });
+    s.roles = s.roles.first(size_t(end - s.roles.begin()));
+    if (s.roles.empty() && before != 0 && inserted_) ok = mem.write(s.addr, s.orig, 1) && ok;
   }
   return ok;
 }
 
 void Breakpoints::restore_all(TraceeMemory& mem) {
-  for (auto& [a, s] : sites_) mem.write(a, s.orig, 1);
+  for (const Site& s : sites_) mem.write(s.addr, s.orig, 1);
   inserted_ = false;
 }
 
-bool Breakpoints::step_over(const Site& s, user_regs_struct& r) {
-  if (!s.slot) return false;
-  r.rip = s.slot;
+bool Breakpoints::step_over(const Site& s, user_regs_struct& r) const {
+  const uint64_t to = slot(s);
+  if (!to) return false;
+  r.rip = to;
   return true;
 }
 

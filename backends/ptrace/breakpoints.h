@@ -8,8 +8,9 @@
 #include <sys/user.h>
 
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "backends/ptrace/memory.h"
@@ -29,30 +30,45 @@ struct SiteRole {
   int inline_idx = -1;  // Inline: index into FuncPlan::inline_sites
 };
 
+// 64 bytes: a whole binary has 100,000s of sites (caddy: 145,589), held for the whole trace.
 struct Site {
-  uint64_t addr = 0;  // run-time address
+  uint64_t addr = 0;    // run-time address
+  uint64_t target = 0;  // Jcc/Jmp/Call
+  // Its roles, in Breakpoints' pool (Breakpoints::finish), in the order they were added.
+  std::span<SiteRole> roles;
   uint8_t orig[16] = {};
+  int32_t sp_delta = 0;  // SP delta at the site: entry RSP = RSP + sp_delta
+  uint16_t ret_imm = 0;  // ret imm16
   uint8_t len = 0;
   StepKind step = StepKind::OutOfLine;
   uint8_t cc = 0;        // Jcc condition code
-  uint16_t ret_imm = 0;  // ret imm16
-  uint64_t target = 0;   // Jcc/Jmp/Call
-  int disp_off = -1;     // OutOfLine: offset of a RIP-relative disp32, -1 when none
-  uint64_t slot = 0;     // OutOfLine: the copy in the scratch page
-  int32_t sp_delta = 0;  // SP delta at the site: entry RSP = RSP + sp_delta
-  std::vector<SiteRole> roles;
+  int8_t disp_off = -1;  // OutOfLine: offset of a RIP-relative disp32, -1 when none
 };
+static_assert(sizeof(Site) == 64);
 
+// The sites are one flat vector, sorted by address once every site is added (finish), and
+// found by address through an open-addressing index of 32-bit positions: no node, bucket or
+// role vector per site (a whole caddy's table went from about 25 MB to 12).
 class Breakpoints {
  public:
-  // Reads and decodes the original instruction at addr (once per address).
+  // Room for `n` sites (an upper bound): the table grows by doubling otherwise.
+  void reserve(size_t n);
+  // Reads and decodes the original instruction at addr (once per address). The pointer is
+  // good until the next add; the site's roles show once finish() has run.
   Result<Site*> add(uint64_t addr, SiteRole role, int32_t sp_delta, MemoryReader& mem);
+  // Sorts the sites by address and gives each its roles. After the last add; build_scratch
+  // calls it (again: it is idempotent). No add after it.
+  void finish();
   Site* find(uint64_t addr) {
-    auto it = sites_.find(addr);
-    return it == sites_.end() ? nullptr : &it->second;
+    if (index_.empty()) return nullptr;
+    for (size_t h = hash(addr);; h = (h + 1) & (index_.size() - 1)) {
+      const uint32_t i = index_[h];
+      if (i == kNone) return nullptr;
+      if (sites_[i].addr == addr) return &sites_[i];
+    }
   }
   size_t size() const { return sites_.size(); }
-  const std::unordered_map<uint64_t, Site>& sites() const { return sites_; }
+  const std::vector<Site>& sites() const { return sites_; }
 
   // Maps the scratch pages within rel32 reach of the executable's image [image_lo, image_hi)
   // (every PT_LOAD, at run time; scratch_room.h says where) with a syscall injected into the
@@ -65,9 +81,19 @@ class Breakpoints {
     return scratch_ && pc >= scratch_ && pc < scratch_ + scratch_size_;
   }
 
-  // The scratch page's bytes for a page at `base` (trap_net.h); sets each site's slot.
+  // The scratch page's bytes for a page at `base` (trap_net.h), handed to `put` a part at a
+  // time in address order (offset from base, bytes), so that a whole binary's copies (7 MB
+  // for caddy) are never all in gotap's memory at once. Checks every copy first: on an error
+  // nothing is put. Sets where each site's copy is (slot). False from put: an error.
+  using ScratchPut = std::function<bool(uint64_t off, std::span<const uint8_t> bytes)>;
+  Result<void> write_scratch(uint64_t base, const ScratchPut& put);
+  // All of it at once (tests).
   Result<std::vector<uint8_t>> build_scratch(uint64_t base);
   static uint64_t scratch_size_for(size_t nsites);
+  // Where s's copy is, once the scratch is built; 0 before.
+  uint64_t slot(const Site& s) const {
+    return slots_ ? slots_ + uint64_t(&s - sites_.data()) * kSlotSize : 0;
+  }
 
   Result<void> insert_all(TraceeMemory& mem);
   // --max-overhead: takes func's roles off every site, and puts the original byte back where
@@ -80,11 +106,26 @@ class Breakpoints {
   // Sets regs (taken at the trap, rip = addr + 1) so that the thread resumes in the site's
   // copy. Nothing else changes, so a thread whose tracer dies before it resumes is still in
   // a state the safety net understands (trap_net.h). False when the site has no copy.
-  static bool step_over(const Site& s, user_regs_struct& regs);
+  bool step_over(const Site& s, user_regs_struct& regs) const;
+
+  static constexpr uint64_t kSlotSize = 32;
 
  private:
-  std::unordered_map<uint64_t, Site> sites_;
+  static constexpr uint32_t kNone = UINT32_MAX;
+  // Fibonacci hashing: the top bits of addr times 2^64 / phi.
+  size_t hash(uint64_t addr) const { return (addr * 0x9E3779B97F4A7C15ull) >> shift_; }
+  // index_ for sites_ as they are, at most about 70% full.
+  void rebuild_index(size_t min_sites);
+
+  std::vector<Site> sites_;
+  std::vector<uint32_t> index_;  // positions in sites_, kNone where empty
+  unsigned shift_ = 64;
+  // Before finish: each added role and its site's position. After: every role, by site.
+  std::vector<std::pair<uint32_t, SiteRole>> added_roles_;
+  std::vector<SiteRole> roles_;
+  bool finished_ = false;
   uint64_t scratch_ = 0, scratch_size_ = 0;
+  uint64_t slots_ = 0;  // the first site's copy
   bool inserted_ = false;
 };
 

@@ -103,11 +103,14 @@ HitPlan plan_hit(const std::vector<ParamLoc>& params) {
   return hp;
 }
 
-HitReader::HitReader(TraceeMemory& live, const ProbePlan& plan, uint32_t max_str)
+HitReader::HitReader(TraceeMemory& live, const ProbePlan& plan, uint32_t max_str, bool values)
     : plan_(plan), mem_(live), max_str_(max_str) {
   const RuntimeOffsets& o = plan.offsets;
   g_end_ = std::max({o.g_goid + 8, o.g_stack_hi + 8, o.g_stack_lo + 8});
   if (g_end_ > 512) g_end_ = 0;
+  if (!values) return;
+  args_.reserve(plan.funcs.size());
+  results_.reserve(plan.funcs.size());
   for (const auto& f : plan.funcs) {
     args_.push_back(plan_hit(f.args));
     results_.push_back(plan_hit(f.results));
@@ -152,11 +155,12 @@ void HitReader::gather(const Site& s, const user_regs_struct& r) {
   bool g_done = false, second = false;
   std::vector<const HitPlan*> plans;
   for (const auto& role : s.roles) {
-    if (role.func < 0 || size_t(role.func) >= args_.size()) continue;
+    if (role.func < 0 || size_t(role.func) >= plan_.funcs.size()) continue;
     if (!g_done && g_end_ && r.r14 && plan_.funcs[role.func].abi != "abi0") {
       ranges_.push_back({r.r14, g_end_});
       g_done = true;
     }
+    if (size_t(role.func) >= args_.size()) continue;  // no values read
     const HitPlan* hp = nullptr;
     if (role.kind == SiteRole::Entry) hp = &args_[role.func];
     if (role.kind == SiteRole::Return) hp = &results_[role.func];

@@ -85,7 +85,10 @@ HitPlan plan_hit(const std::vector<ParamLoc>& params);
 // Plans every function once; at a hit, copies what its roles read.
 class HitReader {
  public:
-  HitReader(TraceeMemory& live, const ProbePlan& plan, uint32_t max_str);
+  // `values` false: no hit reads arguments or results (count and latency without a
+  // condition), so only the g is copied and no function is planned (a whole binary's plans
+  // are 5 MB).
+  HitReader(TraceeMemory& live, const ProbePlan& plan, uint32_t max_str, bool values = true);
   HitMemory& mem() { return mem_; }
   // Copies for the hit at `s` (registers as at the int3; `abi_internal`: R14 holds the g).
   void gather(const Site& s, const user_regs_struct& r);

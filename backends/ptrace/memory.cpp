@@ -4,6 +4,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -42,18 +43,37 @@ bool TraceeMemory::write(uint64_t addr, const void* buf, size_t n) {
 }
 
 void SnapshotReader::add(uint64_t lo, uint64_t hi) {
-  if (hi <= lo || hi - lo > (1ull << 30)) return;
-  std::vector<uint8_t> bytes(hi - lo);
-  if (live_.read(lo, bytes.data(), bytes.size())) ranges_.emplace_back(lo, std::move(bytes));
+  if (hi > lo) ranges_.emplace_back(lo, hi);
 }
 
 bool SnapshotReader::read(uint64_t addr, void* buf, size_t n) {
-  for (const auto& [lo, bytes] : ranges_)
-    if (addr >= lo && addr - lo <= bytes.size() && n <= bytes.size() - (addr - lo)) {
-      std::memcpy(buf, bytes.data() + (addr - lo), n);
-      return true;
+  const uint64_t base = addr & ~(kChunk - 1);
+  if (n == 0 || addr + n < addr || addr + n > base + kChunk) return live_.read(addr, buf, n);
+  const std::pair<uint64_t, uint64_t>* range = nullptr;
+  for (const auto& r : ranges_)
+    if (addr >= r.first && addr + n <= r.second) range = &r;
+  if (!range) return live_.read(addr, buf, n);
+  const uint64_t lo = std::max(base, range->first), hi = std::min(base + kChunk, range->second);
+  Chunk* c = nullptr;
+  for (Chunk& k : chunks_)
+    if (k.lo == lo && k.hi == hi) c = &k;
+  if (!c) {
+    if (chunks_.size() < max_chunks_) {
+      c = &chunks_.emplace_back();
+    } else {
+      c = &*std::min_element(chunks_.begin(), chunks_.end(),
+                             [](const Chunk& a, const Chunk& b) { return a.used < b.used; });
     }
-  return live_.read(addr, buf, n);
+    c->lo = lo;
+    c->hi = hi;
+    c->bytes.resize(hi - lo);
+    c->ok = live_.read(lo, c->bytes.data(), c->bytes.size());
+    ++loads_;
+  }
+  c->used = ++tick_;
+  if (!c->ok) return live_.read(addr, buf, n);
+  std::memcpy(buf, c->bytes.data() + (addr - lo), n);
+  return true;
 }
 
 }  // namespace gotap::ptrace

@@ -32,19 +32,35 @@ class TraceeMemory : public MemoryReader {
   sys::Fd fd_;
 };
 
-// A copy of ranges of the tracee's memory, each read with one system call: placing probes
+// Copies of ranges of the tracee's memory, each read with one system call: placing probes
 // reads the instruction at each of a whole binary's sites (caddy: 145,589), one system call
-// apiece otherwise. A read outside the copies goes to `live`.
+// apiece otherwise. A range is copied a chunk (64 KiB) at a time, when a read first reaches
+// the chunk, and at most `max_chunks` chunks are kept (the least recently used goes): the
+// sites come function by function, close to each other, so that a whole binary's text (17
+// MB for caddy) is read about once without being held all at once. A read outside the
+// ranges, across two chunks or in a chunk that cannot be read whole goes to `live`.
 class SnapshotReader : public MemoryReader {
  public:
-  explicit SnapshotReader(MemoryReader& live) : live_(live) {}
-  // Copies [lo, hi) now; a range that cannot be read whole is left to `live`.
+  static constexpr uint64_t kChunk = 64 * 1024;
+  explicit SnapshotReader(MemoryReader& live, size_t max_chunks = 64)
+      : live_(live), max_chunks_(max_chunks) {}
+  // Reads in [lo, hi) are served from copies.
   void add(uint64_t lo, uint64_t hi);
   bool read(uint64_t addr, void* buf, size_t n) override;
+  uint64_t loads() const { return loads_; }  // chunks read from the tracee
 
  private:
+  struct Chunk {
+    uint64_t lo = 0, hi = 0;  // what it copies
+    uint64_t used = 0;        // when it was last read
+    bool ok = false;          // read whole
+    std::vector<uint8_t> bytes;
+  };
   MemoryReader& live_;
-  std::vector<std::pair<uint64_t, std::vector<uint8_t>>> ranges_;
+  size_t max_chunks_;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges_;
+  std::vector<Chunk> chunks_;
+  uint64_t tick_ = 0, loads_ = 0;
 };
 
 }  // namespace gotap::ptrace

@@ -1,5 +1,6 @@
 #include "backends/ptrace/tracer.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/ptrace.h>
@@ -166,26 +167,25 @@ void Tracer::emit_call(Call ev) {
     sink_.emit_unfinished(ev);
 }
 
-void Tracer::emit(CallEntry ev, const std::vector<ParamLoc>* params, const RegState* rs) {
+// CallEntry's args and CallReturn's results: the same way but for the list they fill.
+template <class Call, std::vector<Param> Call::*List>
+void Tracer::emit_decoded(Call ev, const std::vector<ParamLoc>* params, const RegState* rs) {
   if (queue_) {
     ++events_;
     staged_.push_back({std::move(ev), params, rs ? *rs : RegState{}});
     return;
   }
   if (params)
-    for (const auto& p : *params) ev.args.push_back(param(*dec_, p, *rs));
+    for (const auto& p : *params) (ev.*List).push_back(param(*dec_, p, *rs));
   emit_call(std::move(ev));
 }
 
+void Tracer::emit(CallEntry ev, const std::vector<ParamLoc>* params, const RegState* rs) {
+  emit_decoded<CallEntry, &CallEntry::args>(std::move(ev), params, rs);
+}
+
 void Tracer::emit(CallReturn ev, const std::vector<ParamLoc>* params, const RegState* rs) {
-  if (queue_) {
-    ++events_;
-    staged_.push_back({std::move(ev), params, rs ? *rs : RegState{}});
-    return;
-  }
-  if (params)
-    for (const auto& p : *params) ev.results.push_back(param(*dec_, p, *rs));
-  emit_call(std::move(ev));
+  emit_decoded<CallReturn, &CallReturn::results>(std::move(ev), params, rs);
 }
 
 void Tracer::StageSink::emit(const Event& ev) {
@@ -260,19 +260,22 @@ Result<void> Tracer::start() {
 void Tracer::clear_leftovers() {
   auto bias = bin_.load_bias(proc_->pid());
   if (!bias) return;  // setup_probes says so
-  const ElfFile& elf = *bin_.elf;
   // Never where a uprobe is: that int3 is another tracer's, now or since the dead gotap.
-  const auto holders =
-      sys::uprobe_holders("/proc/" + std::to_string(proc_->pid()) + "/exe", proc_->pid());
-  Leftovers left = remove_leftovers(proc_->pid(), proc_->mem(), [&](uint64_t addr) {
-    auto off = addr >= *bias ? elf.vaddr_to_offset(addr - *bias) : std::nullopt;
-    return off && holders.count(*off);
-  });
+  Leftovers left = remove_leftovers(
+      proc_->pid(), proc_->mem(), [&](uint64_t addr) { return holder_of(addr, *bias) != nullptr; });
   if (left.restored)
     fmt::print(stderr, "gotap: removed {} probe{} left in pid {} by a gotap that was killed\n",
                left.restored, left.restored == 1 ? "" : "s", proc_->pid());
   net_.set_leftovers(std::move(left.handlers));
   leftover_sites_ = std::move(left.sites);
+}
+
+const std::string* Tracer::holder_of(uint64_t addr, uint64_t bias) {
+  if (!holders_)
+    holders_ = sys::uprobe_holders("/proc/" + std::to_string(proc_->pid()) + "/exe", proc_->pid());
+  auto off = addr >= bias ? bin_.elf->vaddr_to_offset(addr - bias) : std::nullopt;
+  auto it = off ? holders_->find(*off) : holders_->end();
+  return it == holders_->end() ? nullptr : &it->second;
 }
 
 Result<void> Tracer::setup_probes(pid_t stopped) {
@@ -281,6 +284,9 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   if (!bias) return runtime_error("cannot find where pid {} loaded {}", proc_->pid(), elf.path());
   bias_ = *bias;
   TraceeMemory& mem = proc_->mem();
+  // What planning freed (a cold plan's work: about 50 MB for a whole binary) goes back to the
+  // system before the tables below are built, rather than stay for the length of the trace.
+  malloc_trim(0);
 
   // Decoding environment: type descriptors as mapped in the process.
   DecodeEnv env;
@@ -294,36 +300,36 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   }
   env.func_name = [this](uint64_t pc) { return bin_.func_name(pc - bias_); };
   DecodeLimits lim{opts_.max_depth, opts_.max_elems, opts_.max_str};
-  hit_ = std::make_unique<HitReader>(mem, plan_, uint32_t(std::max(0, opts_.max_str)));
+  // Count and latency read no argument or result, unless a condition does.
+  hit_ = std::make_unique<HitReader>(
+      mem, plan_, uint32_t(std::max(0, opts_.max_str)),
+      (opts_.mode != Mode::Count && opts_.mode != Mode::Latency) || opts_.condition);
   dec_ = std::make_unique<ValueDecoder>(hit_->mem(), env, lim);
   gr_ = std::make_unique<GoroutineReader>(hit_->mem(), plan_);
   if (use_queue_) queue_ = std::make_unique<EventQueue>(sink_, mem, env, lim, 4096, flush_ns_);
 
-  // Never where a uprobe is: that int3 is another tracer's.
-  const auto holders =
-      sys::uprobe_holders("/proc/" + std::to_string(proc_->pid()) + "/exe", proc_->pid());
-  auto holder_of = [&](uint64_t addr) -> const std::string* {
-    auto off = addr >= bias_ ? elf.vaddr_to_offset(addr - bias_) : std::nullopt;
-    auto it = off ? holders.find(*off) : holders.end();
-    return it == holders.end() ? nullptr : &it->second;
-  };
-
   fstate_.resize(plan_.funcs.size());
-  rate_ = RateLimit(opts_.rate_per_s, plan_.funcs.size());
+  // Per-function state only for what is asked for (a whole binary has 10,000s of functions).
+  rate_ = RateLimit(opts_.rate_per_s, opts_.rate_per_s ? plan_.funcs.size() : 0);
   if (opts_.count_failed)
     for (size_t i = 0; i < plan_.funcs.size(); ++i) fstate_[i].err = error_word(plan_.funcs[i]);
   // Sites that cannot be probed are counted, and reported once with the first reason. A site
   // two functions share (a wrapper's RET that is its target's) is one int3 with two roles, so
   // failures are counted as they happen, not as wanted minus placed.
-  // A large plan reads the executable's code once, not one system call per site.
-  // Freed once every site is decoded: a whole binary's text (17 MB for caddy) would
-  // otherwise stay through the scratch pages and the int3 writes, at the peak of arming.
+  // A large plan reads the executable's code a chunk at a time, not one system call per
+  // site, and holds a few chunks, not the whole text (17 MB for caddy) next to the plan.
   auto snapshot = std::make_unique<SnapshotReader>(mem);
   SnapshotReader& code = *snapshot;
   if (plan_.funcs.size() > 256)
     for (const auto& seg : elf.segments())
       if (seg.type == 1 /* PT_LOAD */ && (seg.flags & 1 /* PF_X */))
         code.add(seg.vaddr + bias_, seg.vaddr + seg.memsz + bias_);
+  // Room for every site up front: a whole binary's table would otherwise grow by doubling.
+  size_t most = plan_.goroutines.created.size() + 2;
+  for (const FuncPlan& f : plan_.funcs)
+    most += (f.entry_probe ? 1 + f.tail_jumps.size() : 0) + f.ret_sites.size() +
+            (f.inline_probed ? f.inline_sites.size() : 0);
+  bps_.reserve(most);
   size_t wanted = 0, taken = 0, failed = 0;
   std::string first_problem, first_holder;
   uint8_t first_byte = 0;
@@ -342,7 +348,8 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
       ++failed;
       if (r.error().what().find("already holds an int3") != std::string::npos) {
         ++taken;
-        if (const std::string* who = holder_of(pc + bias_); who && first_holder.empty())
+        // Never where a uprobe is: that int3 is another tracer's.
+        if (const std::string* who = holder_of(pc + bias_, bias_); who && first_holder.empty())
           first_holder = fmt::format("{} holds {}", *who, f.name);
       }
       if (first_problem.empty()) first_problem = fmt::format("{}: {}", f.name, r.error().what());
@@ -397,8 +404,11 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     fmt::print(stderr, "gotap: warning: {} of {} probe sites not placed ({})\n", failed, wanted,
                why);
   if (bps_.size() == 0) return runtime_error("no probe could be placed");
+  const uint64_t code_loads = snapshot->loads();
   snapshot.reset();
-  sys::timing_mark("ptrace: read and decode the sites");
+  bps_.finish();
+  sys::timing_mark(
+      fmt::format("ptrace: read and decode the sites ({} chunks of code read)", code_loads));
 
   uint64_t lo = UINT64_MAX, hi = 0;
   for (const auto& seg : elf.segments()) {
@@ -828,7 +838,7 @@ void Tracer::loop() {
     // --max-overhead and GOTAP_TIMING: the hit's stop begins (the tracer has just taken it).
     stop_taken_ns_ = now_ns();
     const Site* s = bps_.find(r.rip - 1);
-    if (!s || !Breakpoints::step_over(*s, r)) {
+    if (!s || !bps_.step_over(*s, r)) {
       trap_site_ = nullptr;  // not a hit: handle_trap only resumes the thread
       return rewind_leftover(leftover_sites_, proc_->mem(), r);
     }
@@ -940,12 +950,14 @@ void Tracer::detach() {
 void Tracer::emit_aggregates() {
   std::vector<FuncCount> counts;
   std::vector<FuncLatency> latencies;
+  // Only functions that were called have a line: the others' names are not copied (a whole
+  // binary has 10,000s of them).
   for (size_t i = 0; i < plan_.funcs.size(); ++i) {
     std::optional<uint64_t> failed;
     if (fstate_[i].err) failed = fstate_[i].failed;
-    if (opts_.mode == Mode::Count)
+    if (opts_.mode == Mode::Count && fstate_[i].count)
       counts.push_back({plan_.funcs[i].name, fstate_[i].count, failed});
-    if (opts_.mode == Mode::Latency)
+    if (opts_.mode == Mode::Latency && fstate_[i].latency.count)
       latencies.push_back({plan_.funcs[i].name, fstate_[i].latency, failed});
   }
   for (auto& ev : count_events(std::move(counts))) emit(std::move(ev));
@@ -972,8 +984,10 @@ Result<void> Tracer::run() {
   if (const char* e = getenv("GOTAP_TEST_HOLD_US")) test_hold_ns_ = strtoull(e, nullptr, 10) * 1000;
   if (opts_.duration_s > 0) deadline_ns_ = now_ns() + uint64_t(opts_.duration_s * 1e9);
   budget_ = OverheadBudget(opts_.max_overhead_pct, plan_.funcs.size());
-  cost_ns_.assign(plan_.funcs.size(), 0);
-  cost_hits_.assign(plan_.funcs.size(), 0);
+  if (budget_.enabled()) {
+    cost_ns_.assign(plan_.funcs.size(), 0);
+    cost_hits_.assign(plan_.funcs.size(), 0);
+  }
   GOTAP_TRY(start());
   {
     Waker waker(deadline_ns_, queue_ ? &queue_->failed() : nullptr);

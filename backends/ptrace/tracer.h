@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -78,6 +79,9 @@ class Tracer {
   Result<void> start();
   Result<void> setup_probes(pid_t stopped);
   void clear_leftovers();
+  // Who holds a uprobe at addr (bias: the image's load bias), from the kernel's list of the
+  // executable's uprobes, asked once per attach (clear_leftovers, then setup_probes).
+  const std::string* holder_of(uint64_t addr, uint64_t bias);
   void loop();
   // A probe hit, already sent to its copy: trap_site_ and trap_regs_ (as at the int3).
   bool handle_trap(pid_t tid);
@@ -110,6 +114,9 @@ class Tracer {
             const RegState* rs = nullptr);
   void emit(CallReturn ev, const std::vector<ParamLoc>* params = nullptr,
             const RegState* rs = nullptr);
+  // Both of them: List is the event's args or results.
+  template <class Call, std::vector<Param> Call::*List>
+  void emit_decoded(Call ev, const std::vector<ParamLoc>* params, const RegState* rs);
   // After the hit's thread resumed: its staged events, and its copy, to the queue.
   void hand_over();
   // A call event, typed (EventSink::emit_entry), when there is nothing left to decode.
@@ -136,6 +143,7 @@ class Tracer {
   const Site* trap_site_ = nullptr;
   // Sites where a dead gotap's int3 was removed at attach (trap_net.h, rewind_leftover).
   std::vector<uint64_t> leftover_sites_;
+  std::optional<std::map<uint64_t, std::string>> holders_;  // holder_of
   user_regs_struct trap_regs_{};
   bool net_wanted_ = false;  // not armed yet: the program has no SIGTRAP handler yet
   uint64_t syscall_at_ = 0;  // where syscalls are injected: the ELF entry, never run again

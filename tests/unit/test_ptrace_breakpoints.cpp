@@ -79,6 +79,124 @@ TEST(Breakpoints, RefusesExistingInt3) {
   EXPECT_FALSE(bps.add(0x401000, {}, 0, mem).ok());
 }
 
+// A whole binary's table: every site found by address with its roles in the order they were
+// added (a RET two functions share has both), nothing found between sites, the table in
+// address order once finished, and --max-overhead's drop_func taking one function's roles.
+TEST(Breakpoints, ManySitesFoundWithTheirRoles) {
+  constexpr uint64_t kBase = 0x401000;
+  constexpr int kSites = 20000;
+  // nop; nop; ...: a site every 3 bytes, added out of order.
+  CodeMemory mem(kBase, std::vector<uint8_t>(kSites * 3 + 16, 0x90));
+  Breakpoints bps;
+  bps.reserve(kSites / 2);  // too small on purpose: the table grows
+  for (int k = 0; k < kSites; ++k) {
+    const int i = (k * 7919) % kSites;  // a permutation (7919 is prime, kSites is not its multiple)
+    auto r = bps.add(kBase + 3 * i, {SiteRole::Return, i, -1}, i, mem);
+    ASSERT_TRUE(r.ok()) << r.error().what();
+    if (i % 10 == 0) ASSERT_TRUE(bps.add(kBase + 3 * i, {SiteRole::Entry, i + 1, -1}, 0, mem).ok());
+  }
+  EXPECT_EQ(bps.size(), size_t(kSites));
+  bps.finish();
+  for (size_t i = 1; i < bps.sites().size(); ++i)
+    ASSERT_LT(bps.sites()[i - 1].addr, bps.sites()[i].addr);
+  for (int i = 0; i < kSites; ++i) {
+    const Site* s = bps.find(kBase + 3 * i);
+    ASSERT_NE(s, nullptr) << i;
+    EXPECT_EQ(s->addr, kBase + 3 * i);
+    EXPECT_EQ(s->sp_delta, i);  // the first add's
+    ASSERT_EQ(s->roles.size(), i % 10 == 0 ? 2u : 1u) << i;
+    EXPECT_EQ(s->roles[0].kind, SiteRole::Return);
+    EXPECT_EQ(s->roles[0].func, i);
+    if (i % 10 == 0) EXPECT_EQ(s->roles[1].func, i + 1);
+    EXPECT_EQ(bps.find(kBase + 3 * i + 1), nullptr);
+  }
+  EXPECT_EQ(bps.find(kBase - 3), nullptr);
+  EXPECT_FALSE(bps.add(kBase, {SiteRole::Entry, 0, -1}, 0, mem).ok());  // after finish
+  // Function 10's roles: the entry role of site 9 is not its, the return role of site 10 is.
+  struct NoWrite : TraceeMemory {
+    NoWrite() : TraceeMemory(getpid()) {}
+  } tm;
+  EXPECT_TRUE(bps.drop_func(10, tm));
+  EXPECT_EQ(bps.find(kBase + 30)->roles.size(), 1u);
+  EXPECT_EQ(bps.find(kBase + 30)->roles[0].func, 11);
+  EXPECT_EQ(bps.find(kBase + 27)->roles.size(), 1u);
+}
+
+// The scratch page comes in parts (a whole binary's is 7 MB), in order, each at most 256
+// KiB, together the page that build_scratch gives; its table in address order, each entry
+// naming its site's copy.
+TEST(Breakpoints, ScratchWrittenInPartsIsThePage) {
+  constexpr uint64_t kBase = 0x401000;
+  constexpr int kSites = 30000;
+  CodeMemory mem(kBase, std::vector<uint8_t>(kSites + 16, 0x90));
+  Breakpoints bps;
+  for (int i = kSites - 1; i >= 0; --i)
+    ASSERT_TRUE(bps.add(kBase + i, {SiteRole::Entry, i, -1}, 0, mem).ok());
+  const uint64_t page = 0x7f0000000000;
+  std::vector<uint8_t> parts;
+  size_t nparts = 0;
+  auto r = bps.write_scratch(page, [&](uint64_t off, std::span<const uint8_t> b) {
+    EXPECT_EQ(off, parts.size());
+    EXPECT_LE(b.size(), 256u * 1024);
+    parts.insert(parts.end(), b.begin(), b.end());
+    ++nparts;
+    return true;
+  });
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  EXPECT_GT(nparts, 3u);
+  EXPECT_EQ(parts.size(), Breakpoints::scratch_size_for(kSites));
+  auto whole = bps.build_scratch(page);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(*whole, parts);
+  NetHeader hdr;
+  std::memcpy(&hdr, parts.data() + kNetHeaderOff, sizeof hdr);
+  EXPECT_EQ(hdr.nsites, uint64_t(kSites));
+  EXPECT_EQ(hdr.end, page + parts.size());
+  for (int i = 0; i < kSites; ++i) {
+    NetEntry e;
+    std::memcpy(&e, parts.data() + kNetTableOff + i * sizeof e, sizeof e);
+    ASSERT_EQ(e.site, kBase + i);
+    ASSERT_EQ(e.slot, bps.slot(*bps.find(kBase + i)));
+    EXPECT_EQ(parts[kNetTableOff + kSites * sizeof e + i], 0x90);
+    EXPECT_EQ(parts[e.slot - page], 0x90);      // the nop's copy
+    EXPECT_EQ(parts[e.slot - page + 1], 0xFF);  // then the jump back
+  }
+  // A part that cannot be written: an error.
+  EXPECT_FALSE(
+      bps.write_scratch(page, [](uint64_t, std::span<const uint8_t>) { return false; }).ok());
+}
+
+// The sites' code, a chunk at a time: every read gives the memory's bytes, across chunks and
+// at the range's ends too, with at most max_chunks held, and a chunk read again only once
+// it was let go.
+TEST(Breakpoints, CodeReadInChunksGivesTheBytes) {
+  constexpr uint64_t kBase = 0x400000;
+  constexpr size_t kSize = 5 * SnapshotReader::kChunk + 123;
+  std::vector<uint8_t> code(kSize);
+  for (size_t i = 0; i < kSize; ++i) code[i] = uint8_t(i * 131 + (i >> 9));
+  CodeMemory live(kBase, code);  // 32 int3s past the end
+  SnapshotReader snap(live, 2);
+  snap.add(kBase + 7, kBase + kSize);
+  uint64_t x = 1;
+  for (int k = 0; k < 20000; ++k) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const uint64_t off = (x >> 20) % (kSize + 16);
+    uint8_t got[16], want[16];
+    const size_t n = 1 + (x >> 8) % 16;
+    const bool ok = live.read(kBase + off, want, n);
+    ASSERT_EQ(snap.read(kBase + off, got, n), ok) << off;
+    if (ok) ASSERT_EQ(std::memcmp(got, want, n), 0) << off;
+  }
+  // In address order, each chunk is read once.
+  SnapshotReader seq(live, 2);
+  seq.add(kBase, kBase + kSize);
+  for (uint64_t off = 0; off + 16 <= kSize; off += 5) {
+    uint8_t b[16];
+    ASSERT_TRUE(seq.read(kBase + off, b, 16));
+  }
+  EXPECT_EQ(seq.loads(), 6u);
+}
+
 sys::Mapping mapping(uint64_t start, uint64_t end) {
   sys::Mapping m;
   m.start = start;
@@ -227,7 +345,7 @@ class TrapNetLive : public ::testing::Test {
     std::memcpy(reinterpret_cast<void*>(page_), img->data(), img->size());
     uint64_t old = reinterpret_cast<uint64_t>(&foreign_handler);
     std::memcpy(reinterpret_cast<void*>(page_ + kNetHeaderOff + 8), &old, 8);
-    for (const auto& [a, s] : bps_.sites()) *reinterpret_cast<uint8_t*>(a) = 0xCC;
+    for (const Site& s : bps_.sites()) *reinterpret_cast<uint8_t*>(s.addr) = 0xCC;
     struct sigaction sa {};
     sa.sa_sigaction = reinterpret_cast<void (*)(int, siginfo_t*, void*)>(page_);
     sa.sa_flags = SA_SIGINFO;
@@ -308,14 +426,14 @@ TEST_F(TrapNetLive, HandlerDecidesByWhereTheThreadStopped) {
   handler(SIGTRAP, &si, &uc);
   const Site* entry = bps_.find(f1);
   ASSERT_NE(entry, nullptr);
-  EXPECT_EQ(uint64_t(uc.uc_mcontext.gregs[REG_RIP]), entry->slot);
+  EXPECT_EQ(uint64_t(uc.uc_mcontext.gregs[REG_RIP]), bps_.slot(*entry));
   // Already sent to the copy by the tracer: left alone.
   handler(SIGTRAP, &si, &uc);
-  EXPECT_EQ(uint64_t(uc.uc_mcontext.gregs[REG_RIP]), entry->slot);
+  EXPECT_EQ(uint64_t(uc.uc_mcontext.gregs[REG_RIP]), bps_.slot(*entry));
   // The ret site: the last entry of the table (binary search bounds).
   uc.uc_mcontext.gregs[REG_RIP] = static_cast<greg_t>(f1 + 10);
   handler(SIGTRAP, &si, &uc);
-  EXPECT_EQ(uint64_t(uc.uc_mcontext.gregs[REG_RIP]), bps_.find(f1 + 9)->slot);
+  EXPECT_EQ(uint64_t(uc.uc_mcontext.gregs[REG_RIP]), bps_.slot(*bps_.find(f1 + 9)));
   // Not ours: the program's handler, with the context untouched.
   g_foreign_traps = 0;
   uc.uc_mcontext.gregs[REG_RIP] = static_cast<greg_t>(f1 + 5);

@@ -148,8 +148,9 @@ TEST(HitReader, PlansTheGTheStackWordsAndTheStringBytesOfAHit) {
   std::memcpy(g + plan.offsets.g_goid, &goid, 8);
   TraceeMemory live(getpid());
   HitReader hits(live, plan, 5);
+  SiteRole roles[] = {{SiteRole::Entry, 0, -1}};
   Site site;
-  site.roles.push_back({SiteRole::Entry, 0, -1});
+  site.roles = roles;
   user_regs_struct r{};
   r.rsp = addr_of(stack);
   r.r14 = addr_of(g);
@@ -169,6 +170,17 @@ TEST(HitReader, PlansTheGTheStackWordsAndTheStringBytesOfAHit) {
   ASSERT_TRUE(hits.mem().read(addr_of(text.data()), s, 5));
   EXPECT_STREQ(s, "hello");
   EXPECT_FALSE(hits.mem().read(addr_of(text.data()), s, 6));
+
+  // Count and latency: the g alone (the goroutine's id), neither the stack nor the string.
+  HitReader count(live, plan, 5, /*values=*/false);
+  count.gather(site, r);
+  EXPECT_EQ(count.mem().syscalls(), 1u);
+  count.mem().set_live(false);
+  ASSERT_TRUE(count.mem().read(addr_of(g) + plan.offsets.g_goid, &v, 8));
+  EXPECT_EQ(v, goid);
+  EXPECT_FALSE(count.mem().read(addr_of(stack) + 8, &v, 8));
+  EXPECT_FALSE(count.mem().read(addr_of(text.data()), s, 1));
+  EXPECT_FALSE(count.copyable(0, false));
 }
 
 TEST(CpuFollow, ReadsTheProcessorFieldAfterACommandNameWithSpacesAndParentheses) {
