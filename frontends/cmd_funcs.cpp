@@ -53,12 +53,13 @@ void print_text(const ProbePlan& plan) {
               << (f.args_source.empty() ? "" : " [" + f.args_source + "]") << "\n";
     for (const auto& s : f.inline_sites)
       std::cout << fmt::format("    inlined in {} at {} ({}:{}), entry probe only{}\n",
-                               printable(s.outer), hex(s.pc), printable(s.file), s.line,
+                               printable(std::string(s.outer)), hex(s.pc),
+                               printable(std::string(s.file)), s.line,
                                f.inline_probed ? "" : " [not probed]");
     for (const auto& s : f.inline_skipped)
       std::cout << fmt::format("    inlined in {} at {} ({}:{}), not probed: {}\n",
-                               printable(s.outer), hex(s.pc), printable(s.file), s.line,
-                               s.skip_reason);
+                               printable(std::string(s.outer)), hex(s.pc),
+                               printable(std::string(s.file)), s.line, s.skip_reason);
   }
   for (const auto& w : plan.warnings) std::cerr << "gotap: warning: " << printable(w) << "\n";
 }

@@ -299,7 +299,7 @@ void GoBinary::sites_in(uint32_t outer, const std::set<int32_t>& wanted, const S
     if (p == pos.end()) continue;
     const InlinedCall& n = tree[p->second];
     InlineSite s;
-    s.outer = std::string(f.name);
+    s.outer = f.name;
     auto choice = choose_inline_site(code, facts, idx, n.parent_pc);
     // Two calls of one function that share a mark (two calls on one line) would both be
     // counted by one probe hit.
@@ -310,7 +310,7 @@ void GoBinary::sites_in(uint32_t outer, const std::set<int32_t>& wanted, const S
     s.pc = n.parent_pc;
     s.sp_delta = tables.sp_delta(s.pc).value_or(0);
     if (const auto& fl = line_at(n.parent_pc)) {
-      s.file = std::string(fl->first);
+      s.file = fl->first;
       s.line = fl->second;
     }
     if (!choice.ok) s.skip_reason = choice.reason;
@@ -731,6 +731,7 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
         add_method_types(sigs);
       }
       plan.funcs = std::move(cached->funcs);
+      plan.strings = std::move(cached->strings);
       plan.warnings.insert(plan.warnings.end(), cached->warnings.begin(), cached->warnings.end());
       plan.binary_view = view();
       sys::timing_mark("plan: from the cache");

@@ -100,8 +100,8 @@ void index_inline_facts(
 
 struct InlineMarkChoice {
   bool ok = false;
-  uint64_t pc = 0;     // the probe site when ok
-  std::string reason;  // why not, when !ok
+  uint64_t pc = 0;          // the probe site when ok
+  std::string_view reason;  // why not, when !ok (a string literal)
 };
 
 // The probe site of inline node `node` whose call-site mark (the inline tree's parentPc) is
