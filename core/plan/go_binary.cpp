@@ -418,7 +418,9 @@ std::map<std::string_view, GoBinary::SitesOf> GoBinary::inline_sites_of(
     size_t k = 0;
     const size_t planned = plan ? plan->order.size() : 0;
     if (plan) {
-      plan->planned.resize(planned);
+      size_t places = planned;
+      for (uint32_t p : plan->place) places = std::max<size_t>(places, p + size_t{1});
+      plan->planned.resize(places);
       plan->warned.resize(planned);
     }
     while (o != by_outer.end() || k < planned) {
@@ -447,7 +449,8 @@ std::map<std::string_view, GoBinary::SitesOf> GoBinary::inline_sites_of(
             found[i].push_back({callee, std::move(s), probed});
           },
           shared);
-    if (w.slot >= 0) plan->planned[w.slot] = plan_func(f, plan->warned[w.slot], shared);
+    if (w.slot >= 0)
+      plan->planned[plan->place[w.slot]] = plan_func(f, plan->warned[w.slot], shared);
   });
   for (auto& share : found)  // empty for the functions only planned
     for (Found& f : share) {
@@ -799,6 +802,27 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
   // every CPU, its warnings kept in order.
   PlanWork work;
   work.order.assign(matched.begin(), matched.end());
+  {
+    // The plan is by name, then entry (the matched functions in index order, then the
+    // inlined-only ones, for equal keys): known before planning, so each function is planned
+    // into its place.
+    struct Key {
+      std::string_view name;
+      uint64_t entry;
+    };
+    std::vector<Key> keys;
+    keys.reserve(work.order.size() + inlined.size());
+    for (uint32_t i : work.order) keys.push_back({funcs[i].name, funcs[i].entry});
+    for (std::string_view name : inlined) keys.push_back({name, 0});
+    std::vector<uint32_t> by_key(keys.size());
+    for (uint32_t k = 0; k < by_key.size(); ++k) by_key[k] = k;
+    std::stable_sort(by_key.begin(), by_key.end(), [&](uint32_t x, uint32_t y) {
+      if (keys[x].name != keys[y].name) return keys[x].name < keys[y].name;
+      return keys[x].entry < keys[y].entry;
+    });
+    work.place.resize(keys.size());
+    for (uint32_t pos = 0; pos < by_key.size(); ++pos) work.place[by_key[pos]] = pos;
+  }
   auto sites = inline_sites_of(callees, &work);
   sys::timing_mark("plan: inline sites and functions");
   // A name two functions share gets the same sites in each, as inline_sites gave them:
@@ -817,38 +841,22 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
     }
   };
   const std::vector<uint32_t>& order = work.order;
-  std::vector<FuncPlan>& planned = work.planned;
   for (auto& w : work.warned) plan.warnings.insert(plan.warnings.end(), w.begin(), w.end());
-  plan.funcs.reserve(order.size() + inlined.size());
-  for (size_t j = 0; j < order.size(); ++j) {
-    take_sites(planned[j], funcs[order[j]].name);
-    plan.funcs.push_back(std::move(planned[j]));
-  }
+  plan.funcs = std::move(work.planned);
+  plan.funcs.resize(order.size() + inlined.size());
+  for (size_t j = 0; j < order.size(); ++j)
+    take_sites(plan.funcs[work.place[j]], funcs[order[j]].name);
+  size_t m = order.size();
   for (std::string_view name : inlined) {
-    FuncPlan fp;
+    FuncPlan& fp = plan.funcs[work.place[m++]];
     fp.name = std::string(name);
     fp.entry_probe_kind = "inline";
     fp.abi = plan.regabi ? "internal" : "abi0";
     fp.args_source = "none";
     take_sites(fp, name);
-    plan.funcs.push_back(std::move(fp));
   }
+  sites.clear();
   sys::timing_mark("plan: functions");
-  {
-    // By name, then entry: the order is sorted, the FuncPlans (hundreds of bytes each) are
-    // moved once (sorting them in place moved each many times: 5% of a whole binary's plan).
-    std::vector<uint32_t> by_name(plan.funcs.size());
-    for (uint32_t k = 0; k < by_name.size(); ++k) by_name[k] = k;
-    std::stable_sort(by_name.begin(), by_name.end(), [&](uint32_t x, uint32_t y) {
-      const FuncPlan &a = plan.funcs[x], &b = plan.funcs[y];
-      if (a.name != b.name) return a.name < b.name;
-      return a.entry < b.entry;
-    });
-    std::vector<FuncPlan> sorted;
-    sorted.reserve(by_name.size());
-    for (uint32_t k : by_name) sorted.push_back(std::move(plan.funcs[k]));
-    plan.funcs = std::move(sorted);
-  }
 
   // Inlined calls that cannot be probed exactly: one warning line in all, naming the function
   // when there is one (prometheus' net/http.* has 214 such functions).
