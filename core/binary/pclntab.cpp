@@ -686,7 +686,22 @@ std::optional<std::pair<std::string_view, int32_t>> FuncPcTables::file_line(uint
   auto line = at(line_, pc);
   auto fileno = at(file_, pc);
   if (!line || !fileno) return std::nullopt;
-  auto name = t_.file_name(f_, *fileno);
+  std::optional<std::string_view> name;
+  constexpr int32_t kCached = 4096;  // file numbers count a compilation unit's files
+  if (*fileno >= 0 && *fileno < kCached) {
+    const size_t k = static_cast<size_t>(*fileno);
+    if (k >= named_.size()) {
+      named_.resize(k + 1, 0);
+      names_.resize(k + 1);
+    }
+    if (!named_[k]) {
+      names_[k] = t_.file_name(f_, *fileno);
+      named_[k] = 1;
+    }
+    name = names_[k];
+  } else {
+    name = t_.file_name(f_, *fileno);
+  }
   if (!name) return std::nullopt;
   return std::make_pair(*name, *line);
 }

@@ -176,6 +176,10 @@ class FuncPcTables {
   const Pclntab& t_;
   const PclnFunc& f_;
   Runs sp_, line_, file_;
+  // File names by number, looked up once each (a function names a handful, asked about once
+  // per instruction); this object is one thread's.
+  mutable std::vector<std::optional<std::string_view>> names_;
+  mutable std::vector<uint8_t> named_;
 };
 
 template <typename Fn>

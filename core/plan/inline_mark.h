@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,7 +45,10 @@ struct CodeBlocks {
   // reachable from it).
   std::vector<int32_t> block_of;
   std::vector<int64_t> block_start;
-  std::vector<std::vector<int32_t>> preds;
+  std::vector<int32_t> pred_start, pred_list;  // b's: pred_list[pred_start[b], pred_start[b + 1])
+  std::span<const int32_t> preds(int32_t b) const {
+    return {pred_list.data() + pred_start[b], pred_list.data() + pred_start[b + 1]};
+  }
   std::vector<int32_t> idom;
   // Each block's interval in a depth-first walk of the dominator tree (-1: unreachable): a
   // dominates b when a's interval holds b's. The chooser asks once per instruction and
