@@ -270,15 +270,23 @@ void GoBinary::sites_in(uint32_t outer, const std::set<int32_t>& wanted, const S
   // Lines are asked for many times per instruction (once per node): the tables are decoded
   // once, and each pc's line looked up once.
   const FuncPcTables tables(pclntab_, f);
-  std::unordered_map<uint64_t, std::optional<std::pair<std::string_view, int32_t>>> lines;
-  auto line_at = [&](uint64_t pc) -> const std::optional<std::pair<std::string_view, int32_t>>& {
-    auto it = lines.find(pc);
-    if (it == lines.end()) it = lines.emplace(pc, tables.file_line(pc)).first;
-    return it->second;
+  // By instruction (a hash map of pcs was a malloc per instruction); a pc that starts none is
+  // looked up each time.
+  using FileLine = std::optional<std::pair<std::string_view, int32_t>>;
+  std::vector<FileLine> lines(code.insns.size());
+  std::vector<uint8_t> looked(code.insns.size(), 0);
+  auto line_at = [&](uint64_t pc) -> FileLine {
+    const int64_t k = code.index_of(pc);
+    if (k < 0) return tables.file_line(pc);
+    if (!looked[k]) {
+      lines[k] = tables.file_line(pc);
+      looked[k] = 1;
+    }
+    return lines[k];
   };
   facts.same_line = [&](uint64_t a, uint64_t b) {
     if (a == b) return line_at(a).has_value();
-    const auto &x = line_at(a), &y = line_at(b);
+    const FileLine x = line_at(a), y = line_at(b);
     // Lines first, and one file's name is one string of the pclntab: the bytes are compared
     // only when the views differ (comparing them every time was 5% of a whole binary's plan).
     return x && y && x->second == y->second &&
@@ -309,7 +317,7 @@ void GoBinary::sites_in(uint32_t outer, const std::set<int32_t>& wanted, const S
     }
     s.pc = n.parent_pc;
     s.sp_delta = tables.sp_delta(s.pc).value_or(0);
-    if (const auto& fl = line_at(n.parent_pc)) {
+    if (const FileLine fl = line_at(n.parent_pc)) {
       s.file = fl->first;
       s.line = fl->second;
     }
@@ -382,21 +390,30 @@ void parallel_for(size_t n, const std::function<void(size_t)>& fn) {
 
 }  // namespace
 
-std::map<std::string_view, GoBinary::SitesOf> GoBinary::inline_sites_of(
+std::unordered_map<std::string_view, GoBinary::SitesOf> GoBinary::inline_sites_of(
     const std::set<std::string_view>& names, PlanWork* plan) const {
   const auto& nodes = inline_nodes();
   // The nodes of every name, by outer function. Within one name, sites_in then sees the
   // outer functions in ascending order and each one's nodes in ascending order, as
-  // inline_sites does: the lists below come out in its order, and sort the same.
-  std::map<uint32_t, std::set<int32_t>> by_outer;
-  for (std::string_view name : names) {
-    auto it =
-        std::lower_bound(nodes.begin(), nodes.end(), name,
-                         [](const InlineNode& n, std::string_view v) { return n.callee < v; });
-    for (; it != nodes.end() && it->callee == name; ++it) by_outer[it->outer].insert(it->node);
-  }
-  std::map<std::string_view, SitesOf> out;
+  // inline_sites does: the lists below come out in its order, and sort the same. Names are
+  // looked up by hash (a whole binary's tens of thousands, with long common prefixes, made
+  // string comparisons 5% of its plan).
+  std::unordered_map<std::string_view, SitesOf> out;
+  out.reserve(names.size());
   for (std::string_view name : names) out[name];
+  std::map<uint32_t, std::set<int32_t>> by_outer;
+  if (names.size() > nodes.size() / 16) {
+    // Many names: one pass over every node.
+    for (const InlineNode& n : nodes)
+      if (out.contains(n.callee)) by_outer[n.outer].insert(n.node);
+  } else {
+    for (std::string_view name : names) {
+      auto it =
+          std::lower_bound(nodes.begin(), nodes.end(), name,
+                           [](const InlineNode& n, std::string_view v) { return n.callee < v; });
+      for (; it != nodes.end() && it->callee == name; ++it) by_outer[it->outer].insert(it->node);
+    }
+  }
   // The outer functions are independent (sites_in only reads the binary): they go to every
   // CPU, and their sites are taken back in order, so the lists are the ones a single pass
   // gives.
@@ -839,7 +856,8 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
   sys::timing_mark("plan: inline sites and functions");
   // A name two functions share gets the same sites in each, as inline_sites gave them:
   // copied, but moved on its last use.
-  std::map<std::string_view, int> uses;
+  std::unordered_map<std::string_view, int> uses;
+  uses.reserve(callees.size());
   for (uint32_t i : matched) ++uses[funcs[i].name];
   for (std::string_view name : inlined) ++uses[name];
   auto take_sites = [&](FuncPlan& fp, std::string_view name) {

@@ -128,8 +128,8 @@ class GoBinary {
     std::vector<FuncPlan> planned;
     std::vector<std::vector<std::string>> warned;  // by position in order
   };
-  std::map<std::string_view, SitesOf> inline_sites_of(const std::set<std::string_view>& names,
-                                                      PlanWork* plan = nullptr) const;
+  std::unordered_map<std::string_view, SitesOf> inline_sites_of(
+      const std::set<std::string_view>& names, PlanWork* plan = nullptr) const;
   int64_t compute_tls_g_offset() const;
   const DwarfFunc* dwarf_func(const PclnFunc& f) const;
   // Adds the types of these signatures to the runtime-type graph (one index pass).
