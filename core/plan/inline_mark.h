@@ -39,6 +39,9 @@ struct CodeBlocks {
   bool indirect = false;
   // Index of the instruction starting at pc, or -1.
   int64_t index_of(uint64_t pc) const;
+  // When filled (decode_blocks of complete code): index_of by offset from the first
+  // instruction, -1 inside an instruction.
+  std::vector<int32_t> at_offset;
 
   // Basic blocks (filled when complete): the block of each instruction, each block's first
   // instruction, predecessors, and immediate dominator (-1 for the entry and for blocks not
