@@ -193,6 +193,17 @@ Bytes ElfFile::read(uint64_t vaddr, uint64_t len) const {
   return b.first(len);
 }
 
+void ElfFile::release(uint64_t vaddr, uint64_t len) const {
+  Bytes b = read(vaddr, len);
+  if (!map_ || b.empty()) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(b.data()) + page - 1) & ~(page - 1);
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(b.data()) + b.size()) & ~(page - 1);
+  // MADV_DONTNEED on a private file mapping drops the pages; unwritten, they read back the
+  // same from the file.
+  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
 std::optional<uint64_t> ElfFile::read_u64(uint64_t vaddr) const {
   return le64(read(vaddr, 8), 0);
 }

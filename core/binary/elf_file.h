@@ -76,6 +76,11 @@ class ElfFile {
   Bytes read(uint64_t vaddr, uint64_t len) const;
   std::optional<uint64_t> read_u64(uint64_t vaddr) const;
   std::optional<uint32_t> read_u32(uint64_t vaddr) const;
+  // Gives the memory of the whole pages inside [vaddr, vaddr + len) back to the system, for
+  // bytes read once (a whole binary's code, decoded: tens of MB of resident memory): read
+  // again later, they come from the file again. Only for bytes never written in the mapping;
+  // nothing for a copy held in memory.
+  void release(uint64_t vaddr, uint64_t len) const;
   // The file offset of a virtual address, when file-backed.
   std::optional<uint64_t> vaddr_to_offset(uint64_t vaddr) const;
 

@@ -672,21 +672,42 @@ FuncPcTables::FuncPcTables(const Pclntab& t, const PclnFunc& f)
       line_(t.decode_pcvalue(f.pcln, f.entry, UINT64_MAX)),
       file_(t.decode_pcvalue(f.pcfile, f.entry, UINT64_MAX)) {}
 
-std::optional<int32_t> FuncPcTables::at(const Runs& runs, uint64_t pc) const {
+std::optional<int32_t> FuncPcTables::at(const Runs& runs, uint64_t pc, size_t& hint) const {
   // pcvalue's answer: the value of the first run that ends after pc.
   if (pc < f_.entry) return std::nullopt;
+  auto first_after = [&](size_t k) {
+    return k < runs.size() && pc < runs[k].first && (k == 0 || runs[k - 1].first <= pc);
+  };
+  if (first_after(hint)) return runs[hint].second;
+  if (first_after(hint + 1)) return runs[++hint].second;
   auto it = std::upper_bound(
       runs.begin(), runs.end(), pc,
       [](uint64_t v, const std::pair<uint64_t, int32_t>& r) { return v < r.first; });
   if (it == runs.end()) return std::nullopt;
+  hint = static_cast<size_t>(it - runs.begin());
   return it->second;
 }
 
 std::optional<std::pair<std::string_view, int32_t>> FuncPcTables::file_line(uint64_t pc) const {
-  auto line = at(line_, pc);
-  auto fileno = at(file_, pc);
+  auto line = at(line_, pc, line_hint_);
+  auto fileno = at(file_, pc, file_hint_);
   if (!line || !fileno) return std::nullopt;
-  auto name = t_.file_name(f_, *fileno);
+  std::optional<std::string_view> name;
+  constexpr int32_t kCached = 4096;  // file numbers count a compilation unit's files
+  if (*fileno >= 0 && *fileno < kCached) {
+    const size_t k = static_cast<size_t>(*fileno);
+    if (k >= named_.size()) {
+      named_.resize(k + 1, 0);
+      names_.resize(k + 1);
+    }
+    if (!named_[k]) {
+      names_[k] = t_.file_name(f_, *fileno);
+      named_[k] = 1;
+    }
+    name = names_[k];
+  } else {
+    name = t_.file_name(f_, *fileno);
+  }
   if (!name) return std::nullopt;
   return std::make_pair(*name, *line);
 }

@@ -167,15 +167,22 @@ class Pclntab {
 class FuncPcTables {
  public:
   FuncPcTables(const Pclntab& t, const PclnFunc& f);
-  std::optional<int32_t> sp_delta(uint64_t pc) const { return at(sp_, pc); }
+  std::optional<int32_t> sp_delta(uint64_t pc) const { return at(sp_, pc, sp_hint_); }
   std::optional<std::pair<std::string_view, int32_t>> file_line(uint64_t pc) const;
 
  private:
   using Runs = std::vector<std::pair<uint64_t, int32_t>>;  // (end pc, value)
-  std::optional<int32_t> at(const Runs& runs, uint64_t pc) const;
+  // `hint`: the run the last question about this table found; questions come mostly in pc
+  // order (an instruction after another), so that run or the next one is checked first.
+  std::optional<int32_t> at(const Runs& runs, uint64_t pc, size_t& hint) const;
   const Pclntab& t_;
   const PclnFunc& f_;
   Runs sp_, line_, file_;
+  mutable size_t sp_hint_ = 0, line_hint_ = 0, file_hint_ = 0;
+  // File names by number, looked up once each (a function names a handful, asked about once
+  // per instruction); this object is one thread's.
+  mutable std::vector<std::optional<std::string_view>> names_;
+  mutable std::vector<uint8_t> named_;
 };
 
 template <typename Fn>

@@ -270,15 +270,23 @@ void GoBinary::sites_in(uint32_t outer, const std::set<int32_t>& wanted, const S
   // Lines are asked for many times per instruction (once per node): the tables are decoded
   // once, and each pc's line looked up once.
   const FuncPcTables tables(pclntab_, f);
-  std::unordered_map<uint64_t, std::optional<std::pair<std::string_view, int32_t>>> lines;
-  auto line_at = [&](uint64_t pc) -> const std::optional<std::pair<std::string_view, int32_t>>& {
-    auto it = lines.find(pc);
-    if (it == lines.end()) it = lines.emplace(pc, tables.file_line(pc)).first;
-    return it->second;
+  // By instruction (a hash map of pcs was a malloc per instruction); a pc that starts none is
+  // looked up each time.
+  using FileLine = std::optional<std::pair<std::string_view, int32_t>>;
+  std::vector<FileLine> lines(code.insns.size());
+  std::vector<uint8_t> looked(code.insns.size(), 0);
+  auto line_at = [&](uint64_t pc) -> FileLine {
+    const int64_t k = code.index_of(pc);
+    if (k < 0) return tables.file_line(pc);
+    if (!looked[k]) {
+      lines[k] = tables.file_line(pc);
+      looked[k] = 1;
+    }
+    return lines[k];
   };
   facts.same_line = [&](uint64_t a, uint64_t b) {
     if (a == b) return line_at(a).has_value();
-    const auto &x = line_at(a), &y = line_at(b);
+    const FileLine x = line_at(a), y = line_at(b);
     // Lines first, and one file's name is one string of the pclntab: the bytes are compared
     // only when the views differ (comparing them every time was 5% of a whole binary's plan).
     return x && y && x->second == y->second &&
@@ -299,7 +307,7 @@ void GoBinary::sites_in(uint32_t outer, const std::set<int32_t>& wanted, const S
     if (p == pos.end()) continue;
     const InlinedCall& n = tree[p->second];
     InlineSite s;
-    s.outer = std::string(f.name);
+    s.outer = f.name;
     auto choice = choose_inline_site(code, facts, idx, n.parent_pc);
     // Two calls of one function that share a mark (two calls on one line) would both be
     // counted by one probe hit.
@@ -309,8 +317,8 @@ void GoBinary::sites_in(uint32_t outer, const std::set<int32_t>& wanted, const S
     }
     s.pc = n.parent_pc;
     s.sp_delta = tables.sp_delta(s.pc).value_or(0);
-    if (const auto& fl = line_at(n.parent_pc)) {
-      s.file = std::string(fl->first);
+    if (const FileLine fl = line_at(n.parent_pc)) {
+      s.file = fl->first;
       s.line = fl->second;
     }
     if (!choice.ok) s.skip_reason = choice.reason;
@@ -382,21 +390,30 @@ void parallel_for(size_t n, const std::function<void(size_t)>& fn) {
 
 }  // namespace
 
-std::map<std::string_view, GoBinary::SitesOf> GoBinary::inline_sites_of(
+std::unordered_map<std::string_view, GoBinary::SitesOf> GoBinary::inline_sites_of(
     const std::set<std::string_view>& names, PlanWork* plan) const {
   const auto& nodes = inline_nodes();
   // The nodes of every name, by outer function. Within one name, sites_in then sees the
   // outer functions in ascending order and each one's nodes in ascending order, as
-  // inline_sites does: the lists below come out in its order, and sort the same.
-  std::map<uint32_t, std::set<int32_t>> by_outer;
-  for (std::string_view name : names) {
-    auto it =
-        std::lower_bound(nodes.begin(), nodes.end(), name,
-                         [](const InlineNode& n, std::string_view v) { return n.callee < v; });
-    for (; it != nodes.end() && it->callee == name; ++it) by_outer[it->outer].insert(it->node);
-  }
-  std::map<std::string_view, SitesOf> out;
+  // inline_sites does: the lists below come out in its order, and sort the same. Names are
+  // looked up by hash (a whole binary's tens of thousands, with long common prefixes, made
+  // string comparisons 5% of its plan).
+  std::unordered_map<std::string_view, SitesOf> out;
+  out.reserve(names.size());
   for (std::string_view name : names) out[name];
+  std::map<uint32_t, std::set<int32_t>> by_outer;
+  if (names.size() > nodes.size() / 16) {
+    // Many names: one pass over every node.
+    for (const InlineNode& n : nodes)
+      if (out.contains(n.callee)) by_outer[n.outer].insert(n.node);
+  } else {
+    for (std::string_view name : names) {
+      auto it =
+          std::lower_bound(nodes.begin(), nodes.end(), name,
+                           [](const InlineNode& n, std::string_view v) { return n.callee < v; });
+      for (; it != nodes.end() && it->callee == name; ++it) by_outer[it->outer].insert(it->node);
+    }
+  }
   // The outer functions are independent (sites_in only reads the binary): they go to every
   // CPU, and their sites are taken back in order, so the lists are the ones a single pass
   // gives.
@@ -418,7 +435,9 @@ std::map<std::string_view, GoBinary::SitesOf> GoBinary::inline_sites_of(
     size_t k = 0;
     const size_t planned = plan ? plan->order.size() : 0;
     if (plan) {
-      plan->planned.resize(planned);
+      size_t places = planned;
+      for (uint32_t p : plan->place) places = std::max<size_t>(places, p + size_t{1});
+      plan->planned.resize(places);
       plan->warned.resize(planned);
     }
     while (o != by_outer.end() || k < planned) {
@@ -432,7 +451,7 @@ std::map<std::string_view, GoBinary::SitesOf> GoBinary::inline_sites_of(
   }
   const auto& funcs = pclntab_.all_funcs();
   std::vector<std::vector<Found>> found(work.size());
-  parallel_for(work.size(), [&](size_t i) {
+  auto one = [&](size_t i) {
     const Work& w = work[i];
     const PclnFunc& f = funcs[w.func];
     // Decoded once for both, when both need it and the function has code.
@@ -447,8 +466,21 @@ std::map<std::string_view, GoBinary::SitesOf> GoBinary::inline_sites_of(
             found[i].push_back({callee, std::move(s), probed});
           },
           shared);
-    if (w.slot >= 0) plan->planned[w.slot] = plan_func(f, plan->warned[w.slot], shared);
-  });
+    if (w.slot >= 0)
+      plan->planned[plan->place[w.slot]] = plan_func(f, plan->warned[w.slot], shared);
+  };
+  // In address order, a batch at a time: the code of each batch, decoded, is given back to
+  // the system (a whole binary's text is read once, and held it was 18 MB of caddy's peak
+  // resident memory). Batches are large enough to keep every CPU busy.
+  constexpr size_t kBatch = 4096;
+  for (size_t lo = 0; lo < work.size(); lo += kBatch) {
+    const size_t hi = std::min(work.size(), lo + kBatch);
+    parallel_for(hi - lo, [&](size_t k) { one(lo + k); });
+    if (work.size() >= kBatch) {
+      const uint64_t from = funcs[work[lo].func].entry, to = funcs[work[hi - 1].func].end;
+      if (to > from) elf_->release(from, to - from);
+    }
+  }
   for (auto& share : found)  // empty for the functions only planned
     for (Found& f : share) {
       SitesOf& of = out.find(f.callee)->second;
@@ -731,6 +763,7 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
         add_method_types(sigs);
       }
       plan.funcs = std::move(cached->funcs);
+      plan.strings = std::move(cached->strings);
       plan.warnings.insert(plan.warnings.end(), cached->warnings.begin(), cached->warnings.end());
       plan.binary_view = view();
       sys::timing_mark("plan: from the cache");
@@ -798,11 +831,33 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
   // every CPU, its warnings kept in order.
   PlanWork work;
   work.order.assign(matched.begin(), matched.end());
+  {
+    // The plan is by name, then entry (the matched functions in index order, then the
+    // inlined-only ones, for equal keys): known before planning, so each function is planned
+    // into its place.
+    struct Key {
+      std::string_view name;
+      uint64_t entry;
+    };
+    std::vector<Key> keys;
+    keys.reserve(work.order.size() + inlined.size());
+    for (uint32_t i : work.order) keys.push_back({funcs[i].name, funcs[i].entry});
+    for (std::string_view name : inlined) keys.push_back({name, 0});
+    std::vector<uint32_t> by_key(keys.size());
+    for (uint32_t k = 0; k < by_key.size(); ++k) by_key[k] = k;
+    std::stable_sort(by_key.begin(), by_key.end(), [&](uint32_t x, uint32_t y) {
+      if (keys[x].name != keys[y].name) return keys[x].name < keys[y].name;
+      return keys[x].entry < keys[y].entry;
+    });
+    work.place.resize(keys.size());
+    for (uint32_t pos = 0; pos < by_key.size(); ++pos) work.place[by_key[pos]] = pos;
+  }
   auto sites = inline_sites_of(callees, &work);
   sys::timing_mark("plan: inline sites and functions");
   // A name two functions share gets the same sites in each, as inline_sites gave them:
   // copied, but moved on its last use.
-  std::map<std::string_view, int> uses;
+  std::unordered_map<std::string_view, int> uses;
+  uses.reserve(callees.size());
   for (uint32_t i : matched) ++uses[funcs[i].name];
   for (std::string_view name : inlined) ++uses[name];
   auto take_sites = [&](FuncPlan& fp, std::string_view name) {
@@ -816,38 +871,22 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
     }
   };
   const std::vector<uint32_t>& order = work.order;
-  std::vector<FuncPlan>& planned = work.planned;
   for (auto& w : work.warned) plan.warnings.insert(plan.warnings.end(), w.begin(), w.end());
-  plan.funcs.reserve(order.size() + inlined.size());
-  for (size_t j = 0; j < order.size(); ++j) {
-    take_sites(planned[j], funcs[order[j]].name);
-    plan.funcs.push_back(std::move(planned[j]));
-  }
+  plan.funcs = std::move(work.planned);
+  plan.funcs.resize(order.size() + inlined.size());
+  for (size_t j = 0; j < order.size(); ++j)
+    take_sites(plan.funcs[work.place[j]], funcs[order[j]].name);
+  size_t m = order.size();
   for (std::string_view name : inlined) {
-    FuncPlan fp;
+    FuncPlan& fp = plan.funcs[work.place[m++]];
     fp.name = std::string(name);
     fp.entry_probe_kind = "inline";
     fp.abi = plan.regabi ? "internal" : "abi0";
     fp.args_source = "none";
     take_sites(fp, name);
-    plan.funcs.push_back(std::move(fp));
   }
+  sites.clear();
   sys::timing_mark("plan: functions");
-  {
-    // By name, then entry: the order is sorted, the FuncPlans (hundreds of bytes each) are
-    // moved once (sorting them in place moved each many times: 5% of a whole binary's plan).
-    std::vector<uint32_t> by_name(plan.funcs.size());
-    for (uint32_t k = 0; k < by_name.size(); ++k) by_name[k] = k;
-    std::stable_sort(by_name.begin(), by_name.end(), [&](uint32_t x, uint32_t y) {
-      const FuncPlan &a = plan.funcs[x], &b = plan.funcs[y];
-      if (a.name != b.name) return a.name < b.name;
-      return a.entry < b.entry;
-    });
-    std::vector<FuncPlan> sorted;
-    sorted.reserve(by_name.size());
-    for (uint32_t k : by_name) sorted.push_back(std::move(plan.funcs[k]));
-    plan.funcs = std::move(sorted);
-  }
 
   // Inlined calls that cannot be probed exactly: one warning line in all, naming the function
   // when there is one (prometheus' net/http.* has 214 such functions).

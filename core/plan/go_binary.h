@@ -121,11 +121,15 @@ class GoBinary {
   // decoded once for both.
   struct PlanWork {
     std::vector<uint32_t> order;  // indices into all_funcs(), ascending
+    // Where order[k]'s plan goes in `planned` (its place in the final plan, whose other
+    // places are left for the inlined-only functions): each FuncPlan is made in its place,
+    // never moved (sorting a whole binary's plan held it twice).
+    std::vector<uint32_t> place;
     std::vector<FuncPlan> planned;
-    std::vector<std::vector<std::string>> warned;
+    std::vector<std::vector<std::string>> warned;  // by position in order
   };
-  std::map<std::string_view, SitesOf> inline_sites_of(const std::set<std::string_view>& names,
-                                                      PlanWork* plan = nullptr) const;
+  std::unordered_map<std::string_view, SitesOf> inline_sites_of(
+      const std::set<std::string_view>& names, PlanWork* plan = nullptr) const;
   int64_t compute_tls_g_offset() const;
   const DwarfFunc* dwarf_func(const PclnFunc& f) const;
   // Adds the types of these signatures to the runtime-type graph (one index pass).

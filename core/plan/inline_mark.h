@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,13 +39,19 @@ struct CodeBlocks {
   bool indirect = false;
   // Index of the instruction starting at pc, or -1.
   int64_t index_of(uint64_t pc) const;
+  // When filled (decode_blocks of complete code): index_of by offset from the first
+  // instruction, -1 inside an instruction.
+  std::vector<int32_t> at_offset;
 
   // Basic blocks (filled when complete): the block of each instruction, each block's first
   // instruction, predecessors, and immediate dominator (-1 for the entry and for blocks not
   // reachable from it).
   std::vector<int32_t> block_of;
   std::vector<int64_t> block_start;
-  std::vector<std::vector<int32_t>> preds;
+  std::vector<int32_t> pred_start, pred_list;  // b's: pred_list[pred_start[b], pred_start[b + 1])
+  std::span<const int32_t> preds(int32_t b) const {
+    return {pred_list.data() + pred_start[b], pred_list.data() + pred_start[b + 1]};
+  }
   std::vector<int32_t> idom;
   // Each block's interval in a depth-first walk of the dominator tree (-1: unreachable): a
   // dominates b when a's interval holds b's. The chooser asks once per instruction and
@@ -100,8 +107,8 @@ void index_inline_facts(
 
 struct InlineMarkChoice {
   bool ok = false;
-  uint64_t pc = 0;     // the probe site when ok
-  std::string reason;  // why not, when !ok
+  uint64_t pc = 0;          // the probe site when ok
+  std::string_view reason;  // why not, when !ok (a string literal)
 };
 
 // The probe site of inline node `node` whose call-site mark (the inline tree's parentPc) is

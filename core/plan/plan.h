@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -16,14 +18,19 @@
 
 namespace gotap {
 
+// A whole binary has tens of thousands of inline sites, each naming its outer function and
+// file: copied into each site, they were 15% of a cold plan's time (malloc and free) and a
+// good part of its memory. They are views instead: into the binary's pclntab (a plan made by
+// GoBinary::plan, valid while the GoBinary lives, as its binary_view is), into the strings a
+// plan read from the cache keeps (ProbePlan::strings), or of string literals.
 struct InlineSite {
-  std::string outer;  // the function it was inlined into
+  std::string_view outer;  // the function it was inlined into
   // The call-site mark (the inline tree's parentPc): the entry probe of a probed site.
   uint64_t pc = 0;
-  std::string file;  // the call site
+  std::string_view file;  // the call site
   int line = 0;
-  int32_t sp_delta = 0;     // the outer function's frame there (pcsp): its SP is RSP + sp_delta
-  std::string skip_reason;  // why a skipped site has no probe ("" for a probed one)
+  int32_t sp_delta = 0;  // the outer function's frame there (pcsp): its SP is RSP + sp_delta
+  std::string_view skip_reason;  // why a skipped site has no probe ("" for a probed one)
 };
 
 struct FuncPlan {
@@ -96,6 +103,9 @@ struct ProbePlan {
   std::vector<std::string> warnings;  // e.g. inlined sites not probed
   // The binary the plan was made from, for the backends (lifetime: core/plan/binary_view.h).
   BinaryView binary_view;
+  // The bytes the inline sites' views point into when the plan came from the cache (null
+  // when they point into the binary).
+  std::shared_ptr<const std::string> strings;
 
   // entry probes + RET sites and tail jumps + inline sites + goroutine probes
   size_t probe_count() const;

@@ -20,7 +20,7 @@ namespace {
 // the key, a string table (the plan's names and files repeat: an outer function's name and
 // file for each of its inline sites) and the functions, each string an index into the table.
 constexpr char kMagic[8] = {'G', 'O', 'T', 'A', 'P', 'P', 'L', 'N'};
-constexpr uint32_t kFormat = 1;  // bump when the layout or FuncPlan changes
+constexpr uint32_t kFormat = 2;  // bump when the layout or FuncPlan changes
 constexpr size_t kHeader = sizeof kMagic + 4 + 4 + 8 + 8;
 constexpr size_t kMaxFiles = 32;
 
@@ -41,7 +41,7 @@ class Writer {
   void u32(uint32_t v) { raw(&v, sizeof v); }
   void u64(uint64_t v) { raw(&v, sizeof v); }
   // `s` must outlive the writer (the plan being encoded does).
-  void str(const std::string& s) {
+  void str(std::string_view s) {
     auto [it, added] = index_.try_emplace(s, static_cast<uint32_t>(strings_.size()));
     if (added) strings_.push_back(s);
     u32(it->second);
@@ -106,16 +106,36 @@ class Reader {
     if (ok_ && n > (b_.size() - pos_) / min_size) fail();
     return ok_ ? n : 0;
   }
+  // The table's strings are copied into one buffer that the plan keeps (view() hands out
+  // views into it), so that the file's bytes need not be kept.
   void read_table() {
     uint32_t n = count(4);
-    table_.reserve(n);
-    for (uint32_t i = 0; i < n && ok_; ++i) table_.push_back(bytes(u32()));
+    std::vector<std::string_view> in;
+    in.reserve(n);
+    size_t total = 0;
+    for (uint32_t i = 0; i < n && ok_; ++i) {
+      in.push_back(bytes(u32()));
+      total += in.back().size();
+    }
+    auto buf = std::make_shared<std::string>();
+    buf->reserve(total);
+    for (std::string_view s : in) buf->append(s);
+    table_.reserve(in.size());
+    size_t at = 0;
+    for (std::string_view s : in) {
+      table_.push_back(std::string_view(*buf).substr(at, s.size()));
+      at += s.size();
+    }
+    strings_ = std::move(buf);
   }
-  std::string str() {
+  std::string str() { return std::string(view()); }
+  // Valid while strings() lives.
+  std::string_view view() {
     uint32_t i = u32();
     if (ok_ && i >= table_.size()) fail();
-    return ok_ ? std::string(table_[i]) : std::string();
+    return ok_ ? table_[i] : std::string_view();
   }
+  std::shared_ptr<const std::string> strings() const { return strings_; }
   std::vector<uint64_t> addrs() {
     std::vector<uint64_t> v(count(8));
     for (auto& a : v) a = u64();
@@ -133,6 +153,7 @@ class Reader {
   size_t pos_ = 0;
   bool ok_ = true;
   std::vector<std::string_view> table_;
+  std::shared_ptr<const std::string> strings_;
 };
 
 void put_params(Writer& w, const std::vector<ParamLoc>& ps) {
@@ -191,12 +212,12 @@ void put_sites(Writer& w, const std::vector<InlineSite>& v) {
 std::vector<InlineSite> get_sites(Reader& r) {
   std::vector<InlineSite> v(r.count(28));
   for (auto& s : v) {
-    s.outer = r.str();
+    s.outer = r.view();
     s.pc = r.u64();
-    s.file = r.str();
+    s.file = r.view();
     s.line = static_cast<int>(r.u32());
     s.sp_delta = static_cast<int32_t>(r.u32());
-    s.skip_reason = r.str();
+    s.skip_reason = r.view();
   }
   return v;
 }
@@ -317,6 +338,7 @@ std::optional<CachedPlan> decode_plan_cache(std::string_view bytes, std::string_
   plan.warnings.resize(r.count(4));
   for (auto& s : plan.warnings) s = r.str();
   if (!r.ok() || !r.at_end()) return std::nullopt;
+  plan.strings = r.strings();
   return plan;
 }
 

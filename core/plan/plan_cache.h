@@ -8,6 +8,7 @@
 // plan made again. Files are 0600 in a 0700 directory owned by the user.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,8 @@ namespace gotap {
 struct CachedPlan {
   std::vector<FuncPlan> funcs;
   std::vector<std::string> warnings;
+  // The file's string table, which the inline sites' views point into.
+  std::shared_ptr<const std::string> strings;
 };
 
 // The bytes of one cache file for `key`.

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <map>
 #include <optional>
+#include <random>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -379,6 +380,128 @@ TEST(Disasm, SharedDecodeGivesTheExitsOfAFreshDecode) {
     }
   }
   EXPECT_GT(checked, 0u) << "fixture 'inlined' not built in " << testing::fixtures_dir();
+}
+
+// decode_blocks' instructions as a full Zydis decode gives them (operands of every branch
+// decoded), for comparing its minimal decode with.
+CodeBlocks blocks_by_full_decode(Bytes code, uint64_t entry) {
+  ZydisDecoder dec;
+  ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+  CodeBlocks out;
+  std::vector<uint64_t> targets;
+  bool next_leads = true, after_call = false;
+  for (size_t off = 0; off < code.size();) {
+    ZydisDecodedInstruction in;
+    ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+    if (!ZYAN_SUCCESS(
+            ZydisDecoderDecodeFull(&dec, code.data() + off, code.size() - off, &in, ops))) {
+      out.error_at = entry + off;
+      return out;
+    }
+    CodeInsn ci;
+    ci.pc = entry + off;
+    ci.len = in.length;
+    ci.leader = next_leads;
+    ci.nop1 = in.length == 1 && code[off] == 0x90 && !after_call;
+    after_call = in.meta.category == ZYDIS_CATEGORY_CALL;
+    if (in.mnemonic == ZYDIS_MNEMONIC_RET) ci.flags |= CodeInsn::kRet;
+    next_leads = false;
+    const bool jmp = in.mnemonic == ZYDIS_MNEMONIC_JMP;
+    const bool branch =
+        in.meta.category == ZYDIS_CATEGORY_COND_BR || in.meta.category == ZYDIS_CATEGORY_UNCOND_BR;
+    if (branch || jmp) {
+      ZyanU64 t = 0;
+      const bool has = in.operand_count_visible >= 1;
+      const bool direct = has && ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE &&
+                          ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&in, &ops[0], ci.pc, &t));
+      if (jmp && direct) ci.flags |= CodeInsn::kJmpDirect;
+      if (jmp && has && ops[0].type != ZYDIS_OPERAND_TYPE_IMMEDIATE)
+        ci.flags |= CodeInsn::kJmpIndirect;
+      if (branch) {
+        next_leads = true;
+        if (direct) {
+          targets.push_back(t);
+        } else {
+          out.indirect = true;
+        }
+        if (in.meta.category == ZYDIS_CATEGORY_UNCOND_BR) ci.falls_through = false;
+      }
+      if (direct) ci.target = t;
+    }
+    if (in.meta.category == ZYDIS_CATEGORY_RET || in.meta.category == ZYDIS_CATEGORY_INTERRUPT ||
+        in.mnemonic == ZYDIS_MNEMONIC_UD2) {
+      next_leads = true;
+      ci.falls_through = false;
+    }
+    out.insns.push_back(ci);
+    off += in.length;
+  }
+  for (uint64_t t : targets)
+    if (int64_t k = out.index_of(t); k >= 0) out.insns[k].leader = true;
+  out.complete = true;
+  return out;
+}
+
+::testing::AssertionResult same_blocks(const CodeBlocks& got, const CodeBlocks& want) {
+  if (got.complete != want.complete || got.error_at != want.error_at ||
+      got.indirect != want.indirect || got.insns.size() != want.insns.size())
+    return ::testing::AssertionFailure()
+           << "complete " << got.complete << "/" << want.complete << ", error_at " << got.error_at
+           << "/" << want.error_at << ", " << got.insns.size() << "/" << want.insns.size()
+           << " instructions";
+  for (size_t i = 0; i < got.insns.size(); ++i) {
+    const CodeInsn &a = got.insns[i], &b = want.insns[i];
+    if (a.pc != b.pc || a.len != b.len || a.leader != b.leader || a.nop1 != b.nop1 ||
+        a.falls_through != b.falls_through || a.target != b.target || a.flags != b.flags)
+      return ::testing::AssertionFailure() << "instruction at " << std::hex << a.pc << "/" << b.pc;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// decode_blocks decodes in Zydis' minimal mode (no operands), reading a branch's target from
+// its raw immediate: the same instructions, leaders, targets and exits as a full decode, on
+// random bytes (every encoding Zydis knows, branches made common) and on the code of real
+// programs.
+TEST(Disasm, MinimalDecodeAgreesWithTheFullOne) {
+  std::mt19937_64 rng(22);
+  size_t branches = 0;
+  for (int round = 0; round < 20000; ++round) {
+    std::vector<uint8_t> b(64);
+    for (auto& x : b) x = static_cast<uint8_t>(rng());
+    // Branch opcodes at random places: short and near Jcc, JMP, CALL, JMP/CALL r/m, LOOP/JRCXZ.
+    for (int k = 0; k < 8; ++k) {
+      const size_t at = rng() % (b.size() - 2);
+      static const uint8_t kOps[] = {0x70, 0x7f, 0xe8, 0xe9, 0xeb, 0xff, 0xe0, 0xe3, 0x0f, 0x66};
+      b[at] = kOps[rng() % sizeof kOps];
+      if (b[at] == 0x0f) b[at + 1] = static_cast<uint8_t>(0x80 + rng() % 16);
+    }
+    const uint64_t entry = 0x400000 + rng() % 0x100000;
+    const Bytes code(b.data(), b.size());
+    const CodeBlocks want = blocks_by_full_decode(code, entry);
+    for (const auto& in : want.insns) branches += in.target != 0 || in.flags != 0;
+    ASSERT_TRUE(same_blocks(decode_blocks(code, entry, false), want)) << "round " << round;
+  }
+  EXPECT_GT(branches, 10000u);
+  size_t funcs = 0;
+  std::vector<std::string> paths;
+  for (const auto& fx : all_fixtures("inlined"))
+    if (fx.flavour == "default" || fx.flavour == "cgo") paths.push_back(fx.path);
+  const std::string caddy = testing::fixtures_dir() + "/real/caddy/caddy";
+  if (file_exists(caddy)) paths.push_back(caddy);
+  for (const auto& path : paths) {
+    SCOPED_TRACE(path);
+    auto bin = GoBinary::open(path);
+    ASSERT_TRUE(bin.ok()) << bin.error().what();
+    for (const auto& f : (*bin)->pclntab().all_funcs()) {
+      if (f.end <= f.entry) continue;
+      Bytes code = (*bin)->elf().read(f.entry, f.end - f.entry);
+      ASSERT_TRUE(
+          same_blocks(decode_blocks(code, f.entry, false), blocks_by_full_decode(code, f.entry)))
+          << f.name;
+      ++funcs;
+    }
+  }
+  EXPECT_GT(funcs, 0u) << "fixture 'inlined' not built in " << testing::fixtures_dir();
 }
 
 }  // namespace

@@ -1,5 +1,10 @@
 // ElfFile on files that claim absurd header counts: refused with one line, not walked.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -46,6 +51,41 @@ TEST(ElfFile, ThousandsOfSectionHeadersAreRefused) {
   ASSERT_FALSE(elf.ok());
   EXPECT_NE(elf.error().what().find("30000 section headers"), std::string::npos)
       << elf.error().what();
+}
+
+// Resident pages of this process (/proc/self/statm's second field).
+long resident_pages() {
+  std::ifstream statm("/proc/self/statm");
+  long size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident;
+}
+
+// A whole binary's code is decoded once and given back (core/plan/go_binary.cpp): its pages
+// leave the resident memory, and read again they hold the same bytes.
+TEST(ElfFile, ReleasedCodeLeavesMemoryAndReadsBackTheSame) {
+  std::string path;
+  for (const Fixture& f : all_fixtures("basic"))
+    if (path.empty() || std::filesystem::file_size(f.path) > std::filesystem::file_size(path))
+      path = f.path;
+  ASSERT_FALSE(path.empty()) << "no basic fixture (tests/tools/build-fixtures.sh)";
+  auto elf = ElfFile::open(path);
+  ASSERT_TRUE(elf.ok()) << elf.error().what();
+  const ElfSection* text = (*elf)->section(".text");
+  ASSERT_NE(text, nullptr);
+  ASSERT_GT(text->size, 256u * 1024);
+  Bytes code = (*elf)->read(text->addr, text->size);
+  ASSERT_EQ(code.size(), text->size);
+  const std::vector<uint8_t> copy(code.begin(), code.end());  // every page read once
+  const long before = resident_pages();
+  (*elf)->release(text->addr, text->size);
+  const long pages = static_cast<long>(text->size / static_cast<size_t>(::sysconf(_SC_PAGESIZE)));
+  EXPECT_LT(resident_pages(), before - pages / 2);
+  code = (*elf)->read(text->addr, text->size);
+  EXPECT_TRUE(std::equal(code.begin(), code.end(), copy.begin(), copy.end()));
+  // Out of the file's bytes, or none: nothing happens.
+  (*elf)->release(0, 4096);
+  (*elf)->release(text->addr, 0);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -780,6 +781,38 @@ TEST(Pclntab, LoadIsFast) {
   // Release builds take ~40 ms for a 54 MB binary; Debug ~300 ms; ASan is slower still.
   double limit = kSanitized ? 3000.0 : 1000.0;
   EXPECT_LT(ms, limit);
+}
+
+// FuncPcTables answers as Pclntab does, whatever order the pcs are asked in (it remembers
+// the last run found, for questions in pc order).
+TEST(Pclntab, FuncPcTablesAgreeInAnyOrder) {
+  size_t asked = 0;
+  for (const Fixture& fx : testing::all_fixtures("inlined")) {
+    SCOPED_TRACE(fx.label());
+    auto elf = ElfFile::open(fx.path);
+    ASSERT_TRUE(elf.ok()) << elf.error().what();
+    auto t = Pclntab::load(**elf);
+    ASSERT_TRUE(t.ok()) << t.error().what();
+    std::mt19937_64 rng(7);
+    size_t n = 0;
+    for (const PclnFunc& f : t->all_funcs()) {
+      if (f.end <= f.entry || ++n % 7 != 0) continue;  // a sample of each binary's functions
+      std::vector<uint64_t> pcs;
+      for (uint64_t pc = f.entry - 1; pc <= f.end; ++pc) pcs.push_back(pc);
+      std::vector<uint64_t> shuffled = pcs;
+      std::shuffle(shuffled.begin(), shuffled.end(), rng);
+      std::vector<uint64_t> reversed(pcs.rbegin(), pcs.rend());
+      for (const auto* order : {&pcs, &reversed, &shuffled}) {
+        const FuncPcTables tables(*t, f);
+        for (uint64_t pc : *order) {
+          ASSERT_EQ(tables.sp_delta(pc), t->sp_delta(f, pc)) << f.name << " " << pc;
+          ASSERT_EQ(tables.file_line(pc), t->file_line(f, pc)) << f.name << " " << pc;
+          ++asked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(asked, 0u) << "fixture 'inlined' not built in " << testing::fixtures_dir();
 }
 
 }  // namespace

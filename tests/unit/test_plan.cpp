@@ -229,7 +229,15 @@ TEST(Plan, BinaryViewFramesAtInlineSites) {
     all.insert(all.end(), plan->funcs[0].inline_skipped.begin(),
                plan->funcs[0].inline_skipped.end());
     ASSERT_FALSE(all.empty());
+    // The sites' strings are views into the binary's bytes, not copies (core/plan/plan.h).
+    const Bytes image = view.elf->bytes();
+    auto in_image = [&](std::string_view v) {
+      const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+      return p >= image.data() && p + v.size() <= image.data() + image.size();
+    };
     for (const auto& s : all) {
+      EXPECT_TRUE(in_image(s.outer));
+      EXPECT_TRUE(in_image(s.file));
       EXPECT_EQ(view.func_name(s.pc), s.outer);
       auto frames = view.frames_at(s.pc, 16);
       ASSERT_GE(frames.size(), 1u);
@@ -321,10 +329,10 @@ TEST(Plan, InlineSites) {
       EXPECT_FALSE(all.empty()) << f->name;
       for (const auto& s : f->inline_skipped) EXPECT_FALSE(s.skip_reason.empty());
       for (const auto& s : all) {
-        SCOPED_TRACE(f->name + " in " + s.outer);
-        if (f == &clamp) outers.insert(s.outer);
+        SCOPED_TRACE(f->name + " in " + std::string(s.outer));
+        if (f == &clamp) outers.emplace(s.outer);
         // Inside the outer function, per debug/gosym.
-        auto [lo, hi] = ref.equal_range(s.outer);
+        auto [lo, hi] = ref.equal_range(std::string(s.outer));
         ASSERT_NE(lo, hi);
         EXPECT_TRUE(s.pc >= lo->second.entry && s.pc < lo->second.end) << std::hex << s.pc;
         EXPECT_EQ(s.file.substr(s.file.rfind('/') + 1), "main.go");

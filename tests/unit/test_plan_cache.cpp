@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -173,6 +174,27 @@ TEST(PlanCache, EveryTruncationAndByteFlipIsRejected) {
     b[i] ^= 1;
     EXPECT_FALSE(decode_plan_cache(b, "key").has_value()) << i;
   }
+}
+
+// A cached plan's inline sites are views into the strings the plan keeps, not into the
+// file's bytes, which are gone once it is read (ASan checks the reads below).
+TEST(PlanCache, SiteStringsOutliveTheFileBytes) {
+  FuncPlan f;
+  f.name = "main.f";
+  f.inline_sites.push_back(InlineSite{"main.outer", 0x2000, "/src/outer.go", 7, 8, ""});
+  f.inline_skipped.push_back(
+      InlineSite{"main.outer", 0x2010, "/src/outer.go", 9, 8, "a reason of some length"});
+  auto bytes = std::make_unique<std::string>(encode_plan_cache("key", {f}, {}));
+  auto back = decode_plan_cache(*bytes, "key");
+  ASSERT_TRUE(back.has_value());
+  const std::string want = to_json(f).dump();
+  bytes.reset();
+  ASSERT_NE(back->strings, nullptr);
+  EXPECT_EQ(to_json(back->funcs.at(0)).dump(), want);
+  // One copy of each string for every site that names it.
+  const InlineSite &a = back->funcs[0].inline_sites.at(0), &b = back->funcs[0].inline_skipped.at(0);
+  EXPECT_EQ(a.outer.data(), b.outer.data());
+  EXPECT_EQ(a.file.data(), b.file.data());
 }
 
 TEST(PlanCache, DisabledByEnvironment) {
