@@ -136,23 +136,52 @@ class JsonLinesWriter : public EventSink {
     line_.append(f.data(), f.size());
   }
 
-  // A string as the serializer writes it. Plain printable ASCII, nearly every name, needs no
-  // escape and is copied as it is; anything else goes through the serializer itself.
-  void str(const std::string& s) {
-    bool plain = true;
+  // Plain printable ASCII, nearly every name and most strings, needs no escape.
+  static bool plain(const std::string& s) {
     for (unsigned char c : s)
-      if (c < 0x20 || c > 0x7e || c == '"' || c == '\\') {
-        plain = false;
-        break;
-      }
-    if (plain) {
-      line_ += '"';
-      line_ += s;
-      line_ += '"';
-      return;
-    }
+      if (c < 0x20 || c > 0x7e || c == '"' || c == '\\') return false;
+    return true;
+  }
+  void quoted(const std::string& s) {
+    line_ += '"';
+    line_ += s;
+    line_ += '"';
+  }
+
+  // A string as the serializer writes it: a plain one is copied as it is; anything else goes
+  // through the serializer itself.
+  void str(const std::string& s) {
+    if (plain(s)) return quoted(s);
     scratch_ = s;
     out_json_.dump(scratch_, false, false, 0);
+  }
+
+  // A value as the serializer writes it. Scalars, nearly every traced value, are appended
+  // here without the serializer's dispatch and its output adapter's virtual calls (issue 22);
+  // floats (shortest round-trip digits, "null" for NaN and infinities) and composite values
+  // go through the serializer.
+  void value(const Event& v) {
+    using T = nlohmann::json::value_t;
+    switch (v.type()) {
+      case T::null:
+        line_ += "null";
+        return;
+      case T::boolean:
+        line_ += v.get_ref<const bool&>() ? "true" : "false";
+        return;
+      case T::number_integer:
+        return num(v.get_ref<const Event::number_integer_t&>());
+      case T::number_unsigned:
+        return num(v.get_ref<const Event::number_unsigned_t&>());
+      case T::string: {
+        const auto& s = v.get_ref<const std::string&>();
+        if (plain(s)) return quoted(s);
+        break;
+      }
+      default:
+        break;
+    }
+    out_json_.dump(v, false, false, 0);
   }
 
   void params(const std::vector<Param>& ps) {
@@ -166,7 +195,7 @@ class JsonLinesWriter : public EventSink {
       line_ += ",\"type\":";
       str(p.type);
       line_ += ",\"value\":";
-      out_json_.dump(p.value, false, false, 0);
+      value(p.value);
       line_ += '}';
     }
     line_ += ']';
