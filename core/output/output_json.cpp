@@ -1,5 +1,7 @@
 // JSON Lines writer: one event per line, exactly the objects the backends emit.
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include <fmt/format.h>
@@ -19,24 +21,25 @@ class JsonLinesWriter : public EventSink {
  public:
   explicit JsonLinesWriter(std::FILE* out) : out_(out) {}
   void emit(const Event& ev) override {
-    // One serializer writes the whole line into one buffer: a serializer per key and value,
-    // and the strings they returned, were most of the ptrace backend's CPU per hit (issue 22).
-    line_.clear();
+    // One serializer, kept, writes each value, and the line is one buffer: a serializer per key
+    // and value, and the strings they returned, were most of the ptrace backend's CPU per hit
+    // (issue 22).
+    n_ = 0;
     auto kind = ev.find("event");
     if (ev.is_object() && kind != ev.end()) {
       // "event" first, as in docs/json.md, so a reader sees what a line is at its start.
-      line_ += "{\"event\":";
-      out_json_.dump(*kind, false, false, 0);
+      lit("{\"event\":");
+      dump(*kind);
       for (auto it = ev.begin(); it != ev.end(); ++it) {
         if (it == kind) continue;
-        line_ += ',';
+        ch(',');
         str(it.key());
-        line_ += ':';
-        out_json_.dump(it.value(), false, false, 0);
+        ch(':');
+        dump(it.value());
       }
-      line_ += '}';
+      ch('}');
     } else {
-      out_json_.dump(ev, false, false, 0);
+      dump(ev);
     }
     write();
   }
@@ -44,68 +47,68 @@ class JsonLinesWriter : public EventSink {
   // The call events, straight from their structs: the same bytes as emit(to_event(x)) gives,
   // whose keys come out in the order of the object's std::map (sorted), "event" first.
   void emit_entry(const CallEntry& e) override {
-    line_.clear();
-    line_ += "{\"event\":\"entry\",\"args\":";
+    n_ = 0;
+    lit("{\"event\":\"entry\",\"args\":");
     params(e.args);
     site_tail(
         e,
         [&] {
           if (e.inlined) {
-            line_ += ",\"inlined\":true";
+            lit(",\"inlined\":true");
             if (!e.inlined_in.empty()) {
-              line_ += ",\"inlined_in\":";
+              lit(",\"inlined_in\":");
               str(e.inlined_in);
             }
           }
         },
         [&] { stack(e.stack); });
-    line_ += '}';
+    ch('}');
     write();
   }
   void emit_return(const CallReturn& r) override {
-    line_.clear();
-    line_ += "{\"event\":\"return\"";
+    n_ = 0;
+    lit("{\"event\":\"return\"");
     if (r.duration_ns) {
-      line_ += ",\"duration_ns\":";
+      lit(",\"duration_ns\":");
       num(*r.duration_ns);
     }
-    line_ += ',';
+    ch(',');
     // func, goid, pid, then results and stack, then tid, ts_ns: as sorted.
-    line_ += "\"func\":";
+    lit("\"func\":");
     str(r.func);
-    line_ += ",\"goid\":";
+    lit(",\"goid\":");
     num(r.goid);
-    line_ += ",\"pid\":";
+    lit(",\"pid\":");
     num(r.pid);
-    line_ += ",\"results\":";
+    lit(",\"results\":");
     params(r.results);
     stack(r.stack);
-    line_ += ",\"tid\":";
+    lit(",\"tid\":");
     num(r.tid);
-    line_ += ",\"ts_ns\":";
+    lit(",\"ts_ns\":");
     num(r.ts_ns);
     if (r.wall_ns) {
-      line_ += ",\"wall_ns\":";
+      lit(",\"wall_ns\":");
       num(*r.wall_ns);
     }
-    line_ += '}';
+    ch('}');
     write();
   }
   void emit_unfinished(const CallUnfinished& u) override {
-    line_.clear();
-    line_ += "{\"event\":\"unfinished\",\"entry_ts_ns\":";
+    n_ = 0;
+    lit("{\"event\":\"unfinished\",\"entry_ts_ns\":");
     num(u.entry_ts_ns);
-    line_ += ",\"func\":";
+    lit(",\"func\":");
     str(u.func);
-    line_ += ",\"goid\":";
+    lit(",\"goid\":");
     num(u.goid);
-    line_ += ",\"pid\":";
+    lit(",\"pid\":");
     num(u.pid);
-    line_ += ",\"tid\":";
+    lit(",\"tid\":");
     num(u.tid);
-    line_ += ",\"ts_ns\":";
+    lit(",\"ts_ns\":");
     num(u.ts_ns);
-    line_ += '}';
+    ch('}');
     write();
   }
 
@@ -116,78 +119,144 @@ class JsonLinesWriter : public EventSink {
   // (stack), tid, ts_ns.
   template <class Mid, class Late>
   void site_tail(const CallSite& s, Mid mid, Late late) {
-    line_ += ",\"func\":";
+    lit(",\"func\":");
     str(s.func);
-    line_ += ",\"goid\":";
+    lit(",\"goid\":");
     num(s.goid);
     mid();
-    line_ += ",\"pid\":";
+    lit(",\"pid\":");
     num(s.pid);
     late();
-    line_ += ",\"tid\":";
+    lit(",\"tid\":");
     num(s.tid);
-    line_ += ",\"ts_ns\":";
+    lit(",\"ts_ns\":");
     num(s.ts_ns);
+  }
+
+  // The line is written by hand into buf_, whose size is kept at least what it holds, through
+  // appends that the compiler inlines: a std::string append per piece (about 25 a call) was
+  // most of the writer's CPU (issue 22).
+  char* room(size_t n) {
+    if (buf_.size() - n_ < n) [[unlikely]]
+      grow(n);
+    return buf_.data() + n_;
+  }
+  [[gnu::noinline]] void grow(size_t n) { buf_.resize(std::max(2 * buf_.size(), n_ + n)); }
+  void raw(const char* s, size_t len) {
+    std::memcpy(room(len), s, len);
+    n_ += len;
+  }
+  // A literal's length is known here, so that its copy is a few moves, not a memcpy call.
+  template <size_t N>
+  void lit(const char (&s)[N]) {
+    std::memcpy(room(N - 1), s, N - 1);
+    n_ += N - 1;
+  }
+  void ch(char c) {
+    *room(1) = c;
+    ++n_;
+  }
+  // What the serializer writes for `v`, through its own buffer.
+  void dump(const Event& v) {
+    ser_.clear();
+    out_json_.dump(v, false, false, 0);
+    raw(ser_.data(), ser_.size());
   }
 
   template <class T>
   void num(T v) {
     fmt::format_int f(v);
-    line_.append(f.data(), f.size());
+    raw(f.data(), f.size());
   }
 
-  // A string as the serializer writes it. Plain printable ASCII, nearly every name, needs no
-  // escape and is copied as it is; anything else goes through the serializer itself.
-  void str(const std::string& s) {
-    bool plain = true;
+  // Plain printable ASCII, nearly every name and most strings, needs no escape.
+  static bool plain(const std::string& s) {
     for (unsigned char c : s)
-      if (c < 0x20 || c > 0x7e || c == '"' || c == '\\') {
-        plain = false;
+      if (c < 0x20 || c > 0x7e || c == '"' || c == '\\') return false;
+    return true;
+  }
+  void quoted(const std::string& s) {
+    char* p = room(s.size() + 2);
+    *p = '"';
+    std::memcpy(p + 1, s.data(), s.size());
+    p[s.size() + 1] = '"';
+    n_ += s.size() + 2;
+  }
+
+  // A string as the serializer writes it: a plain one is copied as it is; anything else goes
+  // through the serializer itself.
+  void str(const std::string& s) {
+    if (plain(s)) return quoted(s);
+    scratch_ = s;
+    dump(scratch_);
+  }
+
+  // A value as the serializer writes it. Scalars, nearly every traced value, are appended
+  // here without the serializer's dispatch and its output adapter's virtual calls (issue 22);
+  // floats (shortest round-trip digits, "null" for NaN and infinities) and composite values
+  // go through the serializer.
+  void value(const Event& v) {
+    using T = nlohmann::json::value_t;
+    switch (v.type()) {
+      case T::null:
+        lit("null");
+        return;
+      case T::boolean:
+        if (v.get_ref<const bool&>())
+          lit("true");
+        else
+          lit("false");
+        return;
+      case T::number_integer:
+        return num(v.get_ref<const Event::number_integer_t&>());
+      case T::number_unsigned:
+        return num(v.get_ref<const Event::number_unsigned_t&>());
+      case T::string: {
+        const auto& s = v.get_ref<const std::string&>();
+        if (plain(s)) return quoted(s);
         break;
       }
-    if (plain) {
-      line_ += '"';
-      line_ += s;
-      line_ += '"';
-      return;
+      default:
+        break;
     }
-    scratch_ = s;
-    out_json_.dump(scratch_, false, false, 0);
+    dump(v);
   }
 
   void params(const std::vector<Param>& ps) {
-    line_ += '[';
+    ch('[');
     bool first = true;
     for (const auto& p : ps) {
-      if (!first) line_ += ',';
+      if (!first) ch(',');
       first = false;
-      line_ += "{\"name\":";
+      lit("{\"name\":");
       str(p.name);
-      line_ += ",\"type\":";
+      lit(",\"type\":");
       str(p.type);
-      line_ += ",\"value\":";
-      out_json_.dump(p.value, false, false, 0);
-      line_ += '}';
+      lit(",\"value\":");
+      value(p.value);
+      ch('}');
     }
-    line_ += ']';
+    ch(']');
   }
 
   void stack(const std::optional<Event>& st) {
     if (!st) return;
-    line_ += ",\"stack\":";
-    out_json_.dump(*st, false, false, 0);
+    lit(",\"stack\":");
+    dump(*st);
   }
 
   void write() {
-    line_.push_back('\n');
-    std::fwrite(line_.data(), 1, line_.size(), out_);
+    ch('\n');
+    std::fwrite(buf_.data(), 1, n_, out_);
   }
 
   std::FILE* out_;
-  std::string line_;  // kept: its capacity serves the next line
-  // Writes into line_; kept with it, so that a line does not set one up.
+  std::string buf_ = std::string(512, '\0');  // the line is buf_[0, n_); kept for the next
+  size_t n_ = 0;
+  std::string ser_;  // what the serializer wrote, for a value it writes
+  // Writes into ser_; kept with it, so that a line does not set one up.
   nlohmann::detail::serializer<nlohmann::json> out_json_{
-      nlohmann::detail::output_adapter<char, std::string>(line_), ' ', kReplace};
+      nlohmann::detail::output_adapter<char, std::string>(ser_), ' ', kReplace};
   Event scratch_;  // a string that needs escaping, as the serializer takes it
 };
 

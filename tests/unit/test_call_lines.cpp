@@ -384,6 +384,47 @@ TEST(CallLines, RandomEventsSameAsTheJsonPath) {
   }
 }
 
+// What the JSON writer makes of `c`, typed or through its object (nlohmann's dump per key).
+std::string json_of(const Call& c, bool typed) {
+  return render([](std::FILE* f) { return make_json_lines_writer(f); }, {c}, typed);
+}
+
+// The JSON Lines writer's values, names and ids, written in place on the typed path, against
+// nlohmann's dump of to_event (the oracle: emit(to_event(x)), invalid UTF-8 replaced): one
+// random value of every kind (numbers at every limit, -0, NaN, infinities, denormals, any
+// double's bits, strings with escapes, control bytes and invalid UTF-8, marked shapes) as an
+// entry's argument and a return's result, byte for byte.
+TEST(JsonFastPaths, ValuesAsTheSerializer) {
+  std::mt19937_64 rng(2215);
+  for (int i = 0; i < 20000; ++i) {
+    const Event v = i % 4 == 0   ? edge_number(rng)
+                    : i % 4 == 1 ? marked_value(rng, 0)
+                    : i % 4 == 2 ? Event(random_string(rng))
+                                 : random_value(rng, 0);
+    const CallSite s{rng(), static_cast<int>(rng()), static_cast<int>(rng()),
+                     static_cast<int64_t>(rng()), random_string(rng)};
+    CallEntry e{s};
+    e.args = {{random_string(rng), random_string(rng), v}};
+    ASSERT_EQ(json_of(e, true), json_of(e, false))
+        << v.dump(-1, ' ', false, Event::error_handler_t::replace);
+    CallReturn r{s};
+    r.results = {{random_string(rng), random_string(rng), v}, {"~r1", "int", v}};
+    r.duration_ns = rng();
+    ASSERT_EQ(json_of(r, true), json_of(r, false));
+  }
+  // The scalars at their limits, one by one.
+  for (const Event& v :
+       {Event(nullptr), Event(true), Event(false), Event(std::numeric_limits<int64_t>::min()),
+        Event(std::numeric_limits<int64_t>::max()), Event(std::numeric_limits<uint64_t>::max()),
+        Event(int64_t{0}), Event(uint64_t{0}), Event(""), Event("plain"), Event("\x7f"),
+        Event("a\"b"), Event("\xff\xc3"), Event(-0.0), Event(5e-324)}) {
+    CallEntry e{CallSite{1, 2, 3, 4, "main.f"}};
+    e.args = {{"x", "T", v}};
+    ASSERT_EQ(json_of(e, true), json_of(e, false))
+        << v.dump(-1, ' ', false, Event::error_handler_t::replace);
+  }
+}
+
 // The text writer's pieces, each against what it replaces on the typed path: value_to_text,
 // printable, format_duration and fmt's "{:>13.6f}" and "{:>8}", byte for byte.
 TEST(TextFastPaths, ValuesAsValueToText) {
