@@ -178,7 +178,7 @@ struct Session {
   uint64_t samples = 0;  // ring buffer records handled, for the flush per batch
   EventCut cut = EventCut::None;
   // An exception out of decoding or the output: the trace ends, probes removed, exit 1.
-  std::optional<std::string> failed;
+  std::optional<std::string> failed{};
   // Read by --prometheus scrapes on the exporter's thread too.
   std::atomic<uint64_t> decode_failures{0};
 };

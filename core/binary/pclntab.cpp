@@ -469,7 +469,7 @@ Result<void> PclntabParser::parse_functab() {
     f.pcfile = u32(b + 16);
     f.pcln = u32(b + 20);
     f.npcdata = u32(b + 24);
-    uint32_t tail;  // offset of funcID
+    uint32_t tail = 36;  // offset of funcID (every layout sets it)
     switch (layout_) {
       case Layout::V12:
         tail = 36;

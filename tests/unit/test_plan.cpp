@@ -105,7 +105,9 @@ TEST(Plan, MainFunctionsMatchGosym) {
       }
       EXPECT_EQ(f.frame_size, 0);  // every entry probe is before the frame is allocated
       // The stack check's slow path calls runtime.morestack*; a jcc entry probe has one.
-      if (f.entry_probe_kind == "jcc") EXPECT_NE(f.morestack_call, 0u) << f.name;
+      if (f.entry_probe_kind == "jcc") {
+        EXPECT_NE(f.morestack_call, 0u) << f.name;
+      }
       if (f.morestack_call) {
         auto c = elf.read(f.morestack_call, 5);
         ASSERT_EQ(c.size(), 5u);
@@ -425,7 +427,9 @@ TEST(Plan, NewprocArgumentsPerRelease) {
     EXPECT_EQ(g->create_gp_arg, is_117 ? 3 : 1);
     EXPECT_EQ(g->create_pc_arg, is_117 ? 4 : 2);
   }
-  if (!testing::real_binaries().empty()) EXPECT_TRUE(saw_117) << "no Go 1.17 npm binary";
+  if (!testing::real_binaries().empty()) {
+    EXPECT_TRUE(saw_117) << "no Go 1.17 npm binary";
+  }
 }
 
 }  // namespace
