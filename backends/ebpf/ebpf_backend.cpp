@@ -369,14 +369,31 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   std::vector<Site> sites;
   sites.reserve(cfg.sites.size());
   std::vector<Site> refused;
+  // Known refusals cost a failed attach each; leave them out up front. Reading each site's
+  // instruction faults the executable's code back in, which planning gave back (18 MB of
+  // caddy, its cold peak): the sites are checked in address order and each batch's range is
+  // given back once checked.
+  std::vector<bool> can(cfg.sites.size());
+  {
+    std::vector<uint32_t> by_addr(cfg.sites.size());
+    for (uint32_t i = 0; i < by_addr.size(); ++i) by_addr[i] = i;
+    std::sort(by_addr.begin(), by_addr.end(),
+              [&](uint32_t a, uint32_t b) { return cfg.sites[a].addr < cfg.sites[b].addr; });
+    constexpr size_t kBatch = 4096;
+    for (size_t lo = 0; lo < by_addr.size(); lo += kBatch) {
+      const size_t hi = std::min(by_addr.size(), lo + kBatch);
+      for (size_t k = lo; k < hi; ++k)
+        can[by_addr[k]] = uprobe_can_probe(bin.elf->read(cfg.sites[by_addr[k]].addr, 16));
+      if (by_addr.size() >= kBatch) {
+        const uint64_t from = cfg.sites[by_addr[lo]].addr;
+        bin.elf->release(from, cfg.sites[by_addr[hi - 1]].addr + 16 - from);
+      }
+    }
+  }
   for (uint32_t i = 0; i < cfg.sites.size(); ++i) {
     auto off = bin.elf->vaddr_to_offset(cfg.sites[i].addr);
     if (!off) return make_error("probe address {} is not in the file", hex(cfg.sites[i].addr));
-    // Known refusals cost a failed attach each; leave them out up front.
-    if (!uprobe_can_probe(bin.elf->read(cfg.sites[i].addr, 16)))
-      refused.push_back({*off, i});
-    else
-      sites.push_back({*off, i});
+    (can[i] ? sites : refused).push_back({*off, i});
   }
 
   // The target: launched children wait, stopped, until the probes are live.
