@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Per-call cost of the ptrace backend: a Go program times N calls of a tiny function
-# itself (so start-up and attach are excluded) untraced, under `gotap trace
+# Per-call cost of the ptrace backend: a Go program (bench/ptrace-program.sh) times N calls
+# of a tiny function itself (so start-up and attach are excluded) untraced, under `gotap trace
 # --backend=ptrace`, and under `dlv trace` (Debian package delve) when installed.
 # Prints a markdown table of ns per call and the ratios.
 # Usage: bench/ptrace.sh [GOTAP] [GO_VERSION]   env: N, N_DLV, RUNS
@@ -8,56 +8,11 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 gotap=${1:-$here/build/gotap}
 gover=${2:-1.19}  # delve 1.20 (Debian 12) reads Go <= 1.20 binaries
-goroot=${GOROOT_BENCH:-/root/.cache/gotap/go/$gover}
 n=${N:-20000}
 n_dlv=${N_DLV:-200}
 work=$(mktemp -d /tmp/gotap-bench-ptrace.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-
-cat > "$work/go.mod" <<'GO'
-module benchptrace
-go 1.19
-GO
-cat > "$work/main.go" <<'GO'
-package main
-
-import (
-	"fmt"
-	"os"
-	"strconv"
-	"time"
-)
-
-//go:noinline
-func tiny(x int) int { return x + 1 }
-
-//go:noinline
-func framed(x int, s string) (int, string) {
-	if x < 0 {
-		fmt.Println(s)
-	}
-	return x + len(s), s
-}
-
-func main() {
-	n, _ := strconv.Atoi(os.Args[1])
-	fn := os.Args[2]
-	sum := 0
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		if fn == "tiny" {
-			sum += tiny(i)
-		} else {
-			v, _ := framed(i, "abc")
-			sum += v
-		}
-	}
-	el := time.Since(start)
-	fmt.Printf("ns_per_call %.1f sum %d\n", float64(el.Nanoseconds())/float64(n), sum)
-}
-GO
-(cd "$work" && GOTOOLCHAIN=local GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$work/cache" \
-  GOROOT="$goroot" "$goroot/bin/go" build -o bench .)
+"$here/bench/ptrace-program.sh" "$work/bench" "$gover"
 
 per_call() { sed -n 's/.*ns_per_call \([0-9.]*\).*/\1/p' | head -1; }
 # shellcheck source=bench/lib.sh
