@@ -2,6 +2,7 @@
 # A/B of the ptrace backend's per-hit levers (issue 22): the same traced loop as
 # bench/ptrace.sh, under each configuration in turn, interleaved over $RUNS rounds so that
 # the machine's noise hits all alike; prints min / median / max ns per call of each.
+# BENCH_BINARY is bench/ptrace-program.sh's program.
 # Usage: bench/ptrace-levers.sh BENCH_BINARY FUNC 'NAME=ENV... GOTAP' ...
 #   e.g. bench/ptrace-levers.sh /tmp/bench framed 'base=GOTAP_PTRACE_FOLLOW_CPU=0 build/gotap'
 # env: N (calls per run, 20000), RUNS (9), METRIC: "call" (the program's own ns per call,

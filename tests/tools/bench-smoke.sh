@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Runs one of bench/'s scripts in a short mode and checks that it measured: every row it
+# must print is there and every figure in it is a number. CI checks that the benchmarks
+# run, not their figures (those go to docs/benchmarks.md from full runs on a quiet machine):
+# a script that silently stopped measuring (a renamed timing line, a peer that fails, a
+# fixture moved) would otherwise only show when someone next needs its figures.
+# usage: bench-smoke.sh ebpf|ptrace|levers|whole|funcs GOTAP FIXTURES_DIR
+# Exit 77 (a skip) without root; 1 with what is missing.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/../.." && pwd)
+what=$1 gotap=$2 fx=$3
+[ "$(id -u)" = 0 ] || [ "$what" = funcs ] || { echo "bench-smoke: $what needs root (ptrace and BPF)"; exit 77; }
+out=$(mktemp /tmp/gotap-bench-smoke.XXXXXX)
+trap 'rm -f "$out" "$out.bin"' EXIT
+fail() {
+  echo "bench-smoke $what: $*" >&2
+  echo "---- output:" >&2
+  cat "$out" >&2
+  exit 1
+}
+# need PATTERN: a line matching the extended regex PATTERN is printed.
+need() { grep -Eq -- "$1" "$out" || fail "no line matching /$1/"; }
+num='[0-9]+(\.[0-9]+)?'
+
+case "$what" in
+  ebpf)
+    RUNS=1 "$here/bench/ebpf.sh" "$gotap" "$fx/1.26/default/latency" 20000 >"$out"
+    for k in untraced count empty_entry empty_entry_ret latency trace trace_json; do
+      need "^$k +$num\$"
+    done
+    if command -v bpftrace >/dev/null; then
+      need "^bpftrace_count +$num\$"
+      need "^count / bpftrace count: +$num "
+    fi
+    need "^trace / empty probes: +$num "
+    need "^trace --json / empty: +$num"
+    ;;
+  ptrace)
+    RUNS=1 N=2000 N_DLV=20 "$here/bench/ptrace.sh" "$gotap" >"$out"
+    for fn in tiny framed; do
+      # function, untraced, floor, bare, trace: numbers; the three ratios to them too.
+      need "^\| main\.$fn \| $num \| $num \| $num \| $num \| ${num}x \| $num \| $num \| "
+      if command -v dlv >/dev/null; then
+        need "^\| main\.$fn \|.* \| $num \| $num \| $num \|\$"
+      fi
+    done
+    ;;
+  levers)
+    "$here/bench/ptrace-program.sh" "$out.bin"
+    for m in call cpu held; do
+      RUNS=1 N=2000 METRIC=$m "$here/bench/ptrace-levers.sh" "$out.bin" framed "main=$gotap" \
+        "noqueue=GOTAP_PTRACE_QUEUE=0 $gotap" "floor=GOTAP_PTRACE_FLOOR=1 $gotap" >"$out"
+      for cfg in main noqueue floor; do need "^\| $cfg \| 1 \| $num \| $num \| $num \|\$"; done
+    done
+    ;;
+  whole)
+    for b in caddy/caddy rclone/rclone; do
+      [ -x "$fx/real/$b" ] || fail "no $fx/real/$b (tests/tools/fetch-real-binaries.sh)"
+    done
+    RUNS=1 FIXTURES=$fx "$here/bench/whole.sh" "$gotap" >"$out"
+    ms="$num / $num / $num"
+    need "^\| funcs --json caddy \| A \| $ms \| $ms \| $num \|\$"
+    need "^\| funcs --json rclone \| A \| $ms \| $ms \| $num \|\$"
+    for be in ebpf ptrace; do
+      need "^\| count 're:\.' caddy, $be: command to armed \| A \| $ms \| $ms \| $num \|\$"
+      need "^\| count 're:\.' caddy, $be: detach \| A \| $ms \| $ms \| - \|\$"
+    done
+    ;;
+  funcs)
+    RUNS=2 "$here/bench/funcs.sh" "$(dirname "$gotap")" >"$out"
+    need "^Binary: .*functions matching \`net/http\.\*\`: [1-9][0-9]* \(gotap\), [1-9][0-9]* \(debug/gosym\)"
+    for c in "gotap funcs --json 'net/http\.\*'" "gotap info --json" "debug/gosym \(Go 1\.[0-9]+\)"; do
+      need "^\| $c \| $num \| $num \| ${num}x \|\$"
+    done
+    ;;
+  *)
+    echo "usage: bench-smoke.sh ebpf|ptrace|levers|whole|funcs GOTAP FIXTURES_DIR" >&2
+    exit 2
+    ;;
+esac
+! grep -Eqw 'nan|failed' "$out" || fail "a figure is missing (nan or failed)"
+echo "bench-smoke $what: every row measured"
