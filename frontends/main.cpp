@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/sys/spawn.h"
 #include "frontends/commands.h"
 
 namespace gotap::cli {
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
     std::printf("gotap %s\n", GOTAP_VERSION);
     return 0;
   }
+  gotap::sys::keep_launch_environment();
   // Split at the first "--": what follows is the command to launch, untouched.
   Args opts, rest;
   bool after = false;
