@@ -1,9 +1,10 @@
 // A program gotap launches gets the environment the user gave gotap, variable for variable,
-// whatever gotap sets in its own (DEBUGINFOD_TIMEOUT for libdebuginfod leaked into every
-// traced program). The ground truth is the program's own account of its
-// environment (the errors fixture's `env` mode, cgo builds included, whose C side reads
-// GLIBC_TUNABLES), against the environment the test gave gotap with `env -i`. Once per
-// backend.
+// whatever gotap does to itself: it sets DEBUGINFOD_TIMEOUT for libdebuginfod (which leaked
+// into every traced program), and the planning commands run themselves again with glibc's
+// huge-page tunable in GLIBC_TUNABLES (core/sys/huge_pages.h), which must not reach it. The ground
+// truth is the program's own account of its environment (the errors fixture's `env` mode, cgo
+// builds included, whose C side reads GLIBC_TUNABLES), against the environment the test gave gotap
+// with `env -i`. Once per backend.
 #include <unistd.h>
 
 #include <fstream>
@@ -32,6 +33,13 @@ bool printed_env(const std::string& out, Env& env) {
     env[kv.substr(0, eq)] = eq == std::string::npos ? "" : kv.substr(eq + 1);
   }
   return false;
+}
+
+bool kernel_huge_pages_on() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string s;
+  std::getline(f, s);
+  return s.find("[always]") != std::string::npos || s.find("[madvise]") != std::string::npos;
 }
 
 class Environ : public ::testing::TestWithParam<std::string> {
@@ -81,6 +89,9 @@ TEST_P(Environ, LaunchedProgramGetsTheUsersEnvironmentExactly) {
       Env got;
       ASSERT_TRUE(printed_env(r.out, got)) << r.out;
       EXPECT_EQ(got, want) << r.out;
+      // And gotap did run with its heap in huge pages, unless told not to.
+      const bool huge = r.err.find("timing: start (heap in huge pages)") != std::string::npos;
+      EXPECT_EQ(huge, kernel_huge_pages_on() && !env.count("GOTAP_HUGE_PAGES")) << r.err;
       auto counts = events_in(r.out, "count");
       ASSERT_EQ(counts.size(), 1u) << r.out;
       EXPECT_EQ(counts[0]["func"], "main.plain");
