@@ -15,6 +15,7 @@
 #include "core/plan/plan.h"
 #include "core/plan/plan_cache.h"
 #include "core/plan/plan_json.h"
+#include "core/sys/huge_pages.h"
 #include "core/sys/timing.h"
 #include "frontends/commands.h"
 #include "frontends/options.h"
@@ -80,7 +81,7 @@ int cmd_funcs(const Args& args) {
   }
   auto pos = positionals(*vm, "args");
   if (pos.empty()) return usage_error("funcs needs a BINARY (see gotap funcs --help)");
-  sys::timing_mark("start");
+  sys::timing_mark(sys::heap_in_huge_pages() ? "start (heap in huge pages)" : "start");
   auto bin = GoBinary::open(pos[0], open_options(*vm));
   if (!bin) return report_error(bin.error());
   sys::timing_mark("open the binary");

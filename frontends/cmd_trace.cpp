@@ -18,6 +18,7 @@
 #include "core/output/value_text.h"
 #include "core/plan/go_binary.h"
 #include "core/plan/plan_cache.h"
+#include "core/sys/huge_pages.h"
 #include "core/sys/spawn.h"
 #include "core/sys/timing.h"
 #include "frontends/commands.h"
@@ -241,7 +242,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     // The file the backend will run (core/sys/spawn.h): the plan must be of that one.
     if (std::string found = sys::find_on_path(path); !found.empty()) path = found;
   }
-  sys::timing_mark("start");
+  sys::timing_mark(sys::heap_in_huge_pages() ? "start (heap in huge pages)" : "start");
   cond::ConditionSpec cond_spec;
   if (!goroutines_cmd) {
     auto cs = condition_spec(*vm);

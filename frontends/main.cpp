@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/sys/huge_pages.h"
+#include "core/sys/spawn.h"
 #include "frontends/commands.h"
 
 namespace gotap::cli {
@@ -69,6 +71,11 @@ int main(int argc, char** argv) {
     std::printf("gotap %s\n", GOTAP_VERSION);
     return 0;
   }
+  // The commands that plan probes touch 100+ MB of new heap (core/sys/huge_pages.h).
+  if (cmd == "funcs" || cmd == "trace" || cmd == "count" || cmd == "latency" || cmd == "graph" ||
+      cmd == "goroutines")
+    gotap::sys::rerun_with_huge_pages(argv);
+  gotap::sys::keep_launch_environment();
   // Split at the first "--": what follows is the command to launch, untouched.
   Args opts, rest;
   bool after = false;

@@ -19,8 +19,9 @@ void size_limit_maps(gotap_bpf* skel, const ProbeConfig& cfg, uint32_t rate_per_
   skel->rodata->stack_depth = stack_depth;
   bpf_map__set_max_entries(skel->maps.site_extra, nsites);
   bpf_map__set_max_entries(skel->maps.errors, nfuncs);
-  bpf_map__set_max_entries(skel->maps.rate_state, nfuncs);
-  bpf_map__set_max_entries(skel->maps.rate_dropped, nfuncs);
+  // Read and written only with --rate (rate_allows, and the summary's rate_limited).
+  bpf_map__set_max_entries(skel->maps.rate_state, rate_per_s ? nfuncs : 1);
+  bpf_map__set_max_entries(skel->maps.rate_dropped, rate_per_s ? nfuncs : 1);
 }
 
 Result<void> write_site_extra(gotap_bpf* skel, const ProbeConfig& cfg) {

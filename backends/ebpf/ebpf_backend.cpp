@@ -138,9 +138,11 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
   const uint32_t nfuncs = std::max<uint32_t>(1, static_cast<uint32_t>(cfg.funcs.size()));
   bpf_map__set_max_entries(skel->maps.probes, nsites);
   bpf_map__set_max_entries(skel->maps.counts, nfuncs);
-  bpf_map__set_max_entries(skel->maps.lat_stats, nfuncs);
-  bpf_map__set_max_entries(skel->maps.lat_hist,
-                           mode == Mode::Latency || live ? nfuncs * GOTAP_NBUCKETS : 1);
+  // Per-CPU arrays cost an allocation per entry and CPU as they are made (a whole binary's
+  // 46,129 functions: tens of ms each): only the maps the mode writes are sized.
+  const bool timed = mode == Mode::Latency || live;
+  bpf_map__set_max_entries(skel->maps.lat_stats, timed ? nfuncs : 1);
+  bpf_map__set_max_entries(skel->maps.lat_hist, timed ? nfuncs * GOTAP_NBUCKETS : 1);
   bpf_map__set_max_entries(skel->maps.conds, nfuncs);
   bpf_map__set_max_entries(skel->maps.held, held_capacity(cond, mode));
   bpf_map__set_max_entries(skel->maps.events,

@@ -2,6 +2,8 @@
 
 #include <Zydis/Zydis.h>
 
+#include "core/plan/x86_quick.h"
+
 #include <algorithm>
 #include <array>
 
@@ -190,43 +192,105 @@ BranchOperand branch_operand(const uint8_t* at, size_t len, const ZydisDecodedIn
 
 }  // namespace
 
+namespace {
+
+// What decode_blocks needs of one instruction, from either decoder.
+struct Flow {
+  uint8_t len = 0;
+  bool ret = false, call = false, jmp = false;
+  bool cond = false, uncond = false;  // Zydis' COND_BR and UNCOND_BR (every JMP)
+  bool stops = false;                 // INT3, INT n, UD2: nothing runs after it
+  BranchOperand op;                   // for branches and JMPs
+};
+
+Flow quick_flow(const QuickInsn& q, uint64_t pc) {
+  Flow f;
+  f.len = q.len;
+  switch (q.flow) {
+    case QuickInsn::kPlain:
+      break;
+    case QuickInsn::kRet:
+      f.ret = f.stops = true;
+      break;
+    case QuickInsn::kCall:
+      f.call = true;
+      break;
+    case QuickInsn::kJmp:
+    case QuickInsn::kJcc:
+      f.jmp = q.flow == QuickInsn::kJmp;
+      f.uncond = f.jmp;
+      f.cond = !f.jmp;
+      f.op.decoded = f.op.immediate = true;
+      f.op.target = pc + q.len + static_cast<uint64_t>(static_cast<int64_t>(q.rel));
+      break;
+    case QuickInsn::kJmpIndirect:
+      f.jmp = f.uncond = true;
+      f.op.decoded = true;
+      break;
+    case QuickInsn::kInt3:
+    case QuickInsn::kUd2:
+      f.stops = true;
+      break;
+  }
+  return f;
+}
+
+bool zydis_flow(const uint8_t* at, size_t len, uint64_t pc, Flow& f) {
+  ZydisDecodedInstruction in;
+  ZydisDecoderContext ctx;
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&decoders().minimal, &ctx, at, len, &in)))
+    return false;
+  f.len = in.length;
+  f.ret = in.mnemonic == ZYDIS_MNEMONIC_RET;
+  f.call = in.meta.category == ZYDIS_CATEGORY_CALL;
+  f.jmp = in.mnemonic == ZYDIS_MNEMONIC_JMP;
+  f.cond = in.meta.category == ZYDIS_CATEGORY_COND_BR;
+  f.uncond = in.meta.category == ZYDIS_CATEGORY_UNCOND_BR;
+  f.stops = in.meta.category == ZYDIS_CATEGORY_RET ||
+            in.meta.category == ZYDIS_CATEGORY_INTERRUPT || in.mnemonic == ZYDIS_MNEMONIC_UD2;
+  if (f.cond || f.uncond || f.jmp) f.op = branch_operand(at, len, in, pc);
+  return true;
+}
+
+}  // namespace
+
 CodeBlocks decode_blocks(Bytes code, uint64_t entry, bool dominators) {
-  // The minimal mode: length, mnemonic and category, no operands (which only branches need)
-  // nor the rest of the semantics. Zydis was a quarter of a cold whole-binary plan.
-  const ZydisDecoder* dec = &decoders().minimal;
+  // Most instructions are decoded by quick_decode's tables; the rest by Zydis in its minimal
+  // mode (length, mnemonic and category, no operands, which only branches need). Decoding
+  // was a quarter of a cold whole-binary plan with Zydis alone.
   CodeBlocks out;
   out.insns.reserve(code.size() / 4 + 8);  // Go's instructions average about 4 bytes
   std::vector<uint64_t> targets;
   bool next_leads = true, after_call = false;
   size_t off = 0;
   while (off < code.size()) {
-    ZydisDecodedInstruction in;
-    ZydisDecoderContext ctx;
-    if (!ZYAN_SUCCESS(
-            ZydisDecoderDecodeInstruction(dec, &ctx, code.data() + off, code.size() - off, &in))) {
-      out.error_at = entry + off;
+    const uint8_t* at = code.data() + off;
+    const size_t left = code.size() - off;
+    const uint64_t pc = entry + off;
+    Flow f;
+    QuickInsn q;
+    if (quick_decode(at, left, q)) {
+      f = quick_flow(q, pc);
+    } else if (!zydis_flow(at, left, pc, f)) {
+      out.error_at = pc;
       return out;  // incomplete: callers trust nothing about blocks then
     }
     CodeInsn ci;
-    ci.pc = entry + off;
-    ci.len = in.length;
+    ci.pc = pc;
+    ci.len = f.len;
     ci.leader = next_leads;
     // A NOP right after a CALL is the one Go puts after calls that never return (so their
     // return address stays in the function), not an inline mark.
-    ci.nop1 = in.length == 1 && code[off] == 0x90 && !after_call;
-    after_call = in.meta.category == ZYDIS_CATEGORY_CALL;
-    if (in.mnemonic == ZYDIS_MNEMONIC_RET) ci.flags |= CodeInsn::kRet;
-    out.insns.push_back(ci);
+    ci.nop1 = f.len == 1 && *at == 0x90 && !after_call;
+    after_call = f.call;
+    if (f.ret) ci.flags |= CodeInsn::kRet;
     next_leads = false;
-    const bool jmp = in.mnemonic == ZYDIS_MNEMONIC_JMP;
-    const bool branch =
-        in.meta.category == ZYDIS_CATEGORY_COND_BR || in.meta.category == ZYDIS_CATEGORY_UNCOND_BR;
-    if (branch || jmp) {
-      const BranchOperand op = branch_operand(code.data() + off, code.size() - off, in, ci.pc);
-      const bool direct = op.target.has_value();
-      const uint64_t t = op.target.value_or(0);
-      if (jmp && direct) out.insns.back().flags |= CodeInsn::kJmpDirect;
-      if (jmp && op.decoded && !op.immediate) out.insns.back().flags |= CodeInsn::kJmpIndirect;
+    const bool branch = f.cond || f.uncond;
+    if (branch || f.jmp) {
+      const bool direct = f.op.target.has_value();
+      const uint64_t t = f.op.target.value_or(0);
+      if (f.jmp && direct) ci.flags |= CodeInsn::kJmpDirect;
+      if (f.jmp && f.op.decoded && !f.op.immediate) ci.flags |= CodeInsn::kJmpIndirect;
       if (branch) {
         next_leads = true;
         if (direct) {
@@ -234,27 +298,16 @@ CodeBlocks decode_blocks(Bytes code, uint64_t entry, bool dominators) {
         } else {
           out.indirect = true;
         }
-        if (in.meta.category == ZYDIS_CATEGORY_UNCOND_BR) out.insns.back().falls_through = false;
+        if (f.uncond) ci.falls_through = false;
       }
-      if (direct) out.insns.back().target = t;  // Zydis puts every JMP in UNCOND_BR
+      if (direct) ci.target = t;  // Zydis puts every JMP in UNCOND_BR
     }
-    switch (in.meta.category) {
-      case ZYDIS_CATEGORY_COND_BR:
-      case ZYDIS_CATEGORY_UNCOND_BR:
-        break;
-      case ZYDIS_CATEGORY_RET:
-      case ZYDIS_CATEGORY_INTERRUPT:
-        next_leads = true;
-        out.insns.back().falls_through = false;
-        break;
-      default:
-        if (in.mnemonic == ZYDIS_MNEMONIC_UD2) {
-          next_leads = true;
-          out.insns.back().falls_through = false;
-        }
-        break;
+    if (f.stops) {
+      next_leads = true;
+      ci.falls_through = false;
     }
-    off += in.length;
+    out.insns.push_back(ci);
+    off += f.len;
   }
   // Each instruction's index by its offset: the chooser and the dominators ask for
   // instructions by pc many times each (a binary search was 4% of a whole binary's plan).

@@ -8,7 +8,24 @@
 #include <cerrno>
 #include <cstdlib>
 
+extern char** environ;
+
 namespace gotap::sys {
+
+namespace {
+
+std::vector<std::string> g_env;
+std::vector<char*> g_envp;  // into g_env, null-terminated; empty until kept
+
+}  // namespace
+
+void keep_launch_environment() {
+  g_env.clear();
+  for (char** e = environ; e && *e; ++e) g_env.emplace_back(*e);
+  g_envp.clear();
+  for (auto& v : g_env) g_envp.push_back(v.data());
+  g_envp.push_back(nullptr);
+}
 
 std::string find_on_path(const std::string& name) {
   if (name.empty()) return "";
@@ -62,7 +79,10 @@ Result<ExecChild> fork_exec(const std::vector<std::string>& argv, TraceStop how)
       ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
     else
       raise(SIGSTOP);
-    execv(path.c_str(), args.data());
+    if (g_envp.empty())
+      execv(path.c_str(), args.data());
+    else
+      execve(path.c_str(), args.data(), g_envp.data());
     int err = errno;
     ssize_t n = write(errors.write.get(), &err, sizeof(err));
     (void)n;

@@ -39,8 +39,14 @@ struct ExecChild {
   int exec_error();
 };
 
+// Keeps the environment as it is now, for every program fork_exec launches from then on: main
+// calls it first, before gotap sets anything in its own (DEBUGINFOD_TIMEOUT for
+// libdebuginfod), so that the traced program gets the user's environment, not gotap's.
+void keep_launch_environment();
+
 // Forks a child that runs argv[0] (resolved with find_on_path) with argv once traced as `how`
-// says. Errors: no command, no such program (ENOENT), fork failures.
+// says, in the environment keep_launch_environment kept (else the current one). Errors: no
+// command, no such program (ENOENT), fork failures.
 Result<ExecChild> fork_exec(const std::vector<std::string>& argv, TraceStop how);
 
 }  // namespace gotap::sys

@@ -13,8 +13,13 @@ namespace gotap::sys {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// Static initialisation: as close to the start of the process as a library gets.
-const Clock::time_point g_start = Clock::now();
+// Static initialisation: as close to the start of the process as a library gets; in a gotap
+// run again (huge_pages.h), the first run's start, so that the figures count from the command.
+const Clock::time_point g_start = [] {
+  if (const char* e = std::getenv(kRerunStartVar))
+    return Clock::time_point(Clock::duration(std::strtoll(e, nullptr, 10)));
+  return Clock::now();
+}();
 const bool g_on = [] {
   const char* e = std::getenv("GOTAP_TIMING");
   return e && *e && std::string_view(e) != "0";
@@ -43,6 +48,10 @@ std::pair<long, long> rss_mb() {
 }
 
 }  // namespace
+
+int64_t process_start_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(g_start.time_since_epoch()).count();
+}
 
 void timing_mark(std::string_view phase) {
   if (!g_on) return;

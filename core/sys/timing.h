@@ -4,6 +4,7 @@
 // and peak memory. Off, a mark costs one load.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 namespace gotap::sys {
@@ -11,5 +12,10 @@ namespace gotap::sys {
 // "gotap: timing: PHASE +X ms, cpu +C ms (Y ms, cpu D ms)" when GOTAP_TIMING is set and not
 // "0": wall and CPU time (all threads) since the previous mark, and since the start.
 void timing_mark(std::string_view phase);
+
+// When this process started (steady clock, ns): a gotap run again passes its first start on
+// in kRerunStartVar (huge_pages.h), so that the timing counts from the command.
+int64_t process_start_ns();
+inline constexpr const char* kRerunStartVar = "GOTAP_RERUN_START_NS";
 
 }  // namespace gotap::sys

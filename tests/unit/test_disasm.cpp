@@ -17,6 +17,7 @@
 #include "core/binary/elf_file.h"
 #include "core/plan/disasm.h"
 #include "core/plan/go_binary.h"
+#include "core/plan/x86_quick.h"
 #include "tests/unit/fixtures.h"
 
 namespace gotap {
@@ -502,6 +503,121 @@ TEST(Disasm, MinimalDecodeAgreesWithTheFullOne) {
     }
   }
   EXPECT_GT(funcs, 0u) << "fixture 'inlined' not built in " << testing::fixtures_dir();
+}
+
+// ---- quick_decode: the table decoder answers as Zydis does, or not at all ----
+
+// Zydis' answer for one instruction, in quick_decode's terms: nullopt when it does not decode.
+std::optional<QuickInsn> zydis_answer(const uint8_t* p, size_t n) {
+  static const ZydisDecoder dec = [] {
+    ZydisDecoder d;
+    ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+    return d;
+  }();
+  ZydisDecodedInstruction in;
+  ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, p, n, &in, ops))) return std::nullopt;
+  QuickInsn q;
+  q.len = in.length;
+  const bool imm = in.operand_count_visible >= 1 && ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE;
+  if (in.mnemonic == ZYDIS_MNEMONIC_RET) {
+    q.flow = QuickInsn::kRet;
+  } else if (in.meta.category == ZYDIS_CATEGORY_CALL) {
+    q.flow = QuickInsn::kCall;
+    if (imm) q.rel = static_cast<int32_t>(ops[0].imm.value.s);
+  } else if (in.mnemonic == ZYDIS_MNEMONIC_JMP) {
+    q.flow = imm ? QuickInsn::kJmp : QuickInsn::kJmpIndirect;
+    if (imm) q.rel = static_cast<int32_t>(ops[0].imm.value.s);
+  } else if (in.meta.category == ZYDIS_CATEGORY_COND_BR) {
+    q.flow = QuickInsn::kJcc;
+    if (imm) q.rel = static_cast<int32_t>(ops[0].imm.value.s);
+  } else if (in.mnemonic == ZYDIS_MNEMONIC_INT3) {
+    q.flow = QuickInsn::kInt3;
+  } else if (in.mnemonic == ZYDIS_MNEMONIC_UD2) {
+    q.flow = QuickInsn::kUd2;
+  } else if (in.meta.category == ZYDIS_CATEGORY_RET || in.meta.category == ZYDIS_CATEGORY_COND_BR ||
+             in.meta.category == ZYDIS_CATEGORY_UNCOND_BR ||
+             in.meta.category == ZYDIS_CATEGORY_INTERRUPT) {
+    // A flow quick_decode has no name for (LOOP, IRET, INT n...): it must not answer.
+    q.flow = static_cast<QuickInsn::Flow>(255);
+  }
+  return q;
+}
+
+// Empty when quick_decode, answering for p[0, n), agrees with Zydis; else what differs.
+std::string quick_disagrees(const uint8_t* p, size_t n, bool* answered) {
+  QuickInsn q;
+  *answered = quick_decode(p, n, q);
+  if (!*answered) return "";
+  auto z = zydis_answer(p, n);
+  std::ostringstream bytes;
+  for (size_t i = 0; i < std::min<size_t>(n, 15); ++i) bytes << std::hex << int(p[i]) << ' ';
+  if (!z) return "quick decoded bytes Zydis refuses: " + bytes.str();
+  if (z->len != q.len || z->flow != q.flow || z->rel != q.rel)
+    return "length " + std::to_string(q.len) + "/" + std::to_string(z->len) + ", flow " +
+           std::to_string(q.flow) + "/" + std::to_string(z->flow) + ", rel " +
+           std::to_string(q.rel) + "/" + std::to_string(z->rel) + ": " + bytes.str();
+  return "";
+}
+
+// Random instructions shaped like real ones (prefixes, REX, one- and two-byte opcodes, then
+// random ModRM, SIB, displacement and immediate bytes), cut at random lengths, and plain
+// random bytes: wherever quick_decode answers, Zydis decodes the same length and flow. Then
+// every instruction of real programs, where it must also answer for most of them (it is
+// there to be fast on Go's code).
+TEST(Disasm, QuickDecodeAgreesWithZydis) {
+  std::mt19937_64 rng(2026);
+  static const uint8_t kPrefixes[] = {0x66, 0xf2, 0xf3, 0x2e, 0x3e, 0x26,
+                                      0x36, 0x64, 0x65, 0xf0, 0x67};
+  size_t answered = 0, tried = 0;
+  uint8_t b[32];
+  for (int round = 0; round < 1'000'000; ++round) {
+    for (auto& x : b) x = static_cast<uint8_t>(rng());
+    size_t k = 0;
+    if (round % 4 != 0) {  // shaped: one in four stays plain random bytes
+      const int npre = static_cast<int>(rng() % 4);
+      for (int j = 0; j < npre; ++j) b[k++] = kPrefixes[rng() % sizeof kPrefixes];
+      if (rng() % 2) b[k++] = static_cast<uint8_t>(0x40 + rng() % 16);
+      if (rng() % 3 == 0) b[k++] = 0x0f;
+      ++k;  // the opcode: random
+    }
+    const size_t n = (round % 8 == 0) ? 1 + rng() % 15 : sizeof b;
+    bool yes = false;
+    const std::string why = quick_disagrees(b, n, &yes);
+    ASSERT_EQ(why, "") << "round " << round;
+    answered += yes;
+    ++tried;
+  }
+  EXPECT_GT(answered, tried / 5) << "quick_decode answers too rarely to be tested";
+
+  std::vector<std::string> paths;
+  for (const auto& fx : all_fixtures("inlined"))
+    if (fx.flavour == "default" || fx.flavour == "cgo") paths.push_back(fx.path);
+  const std::string caddy = testing::fixtures_dir() + "/real/caddy/caddy";
+  if (file_exists(caddy)) paths.push_back(caddy);
+  ASSERT_FALSE(paths.empty()) << "fixture 'inlined' not built in " << testing::fixtures_dir();
+  for (const auto& path : paths) {
+    SCOPED_TRACE(path);
+    auto bin = GoBinary::open(path);
+    ASSERT_TRUE(bin.ok()) << bin.error().what();
+    size_t insns = 0, quick = 0;
+    for (const auto& f : (*bin)->pclntab().all_funcs()) {
+      if (f.end <= f.entry) continue;
+      Bytes code = (*bin)->elf().read(f.entry, f.end - f.entry);
+      for (size_t off = 0; off < code.size();) {
+        auto z = zydis_answer(code.data() + off, code.size() - off);
+        if (!z) break;  // data in the text: the blocks' decoder stops there too
+        bool yes = false;
+        const std::string why = quick_disagrees(code.data() + off, code.size() - off, &yes);
+        ASSERT_EQ(why, "") << f.name << "+" << off;
+        quick += yes;
+        ++insns;
+        off += z->len;
+      }
+    }
+    // Measured: 97 to 99% of Go's instructions; below 90 the tables lost something common.
+    EXPECT_GT(quick * 10, insns * 9) << quick << " of " << insns << " instructions";
+  }
 }
 
 }  // namespace
