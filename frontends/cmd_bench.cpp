@@ -227,26 +227,35 @@ std::vector<Config> configurations(uint64_t calls, uint64_t ptrace_calls, uint64
   };
   std::string ebpf = reason("ebpf"), ptrace = reason("ptrace");
   std::vector<Config> out = {
-      {"untraced", Tool::Untraced, "", "", calls, ""},
-      {"ebpf count", Tool::Gotap, "count", "ebpf", calls, ebpf},
+      {"untraced", Tool::Untraced, "", "", calls, "", {}},
+      {"ebpf count", Tool::Gotap, "count", "ebpf", calls, ebpf, {}},
       // Every call rejected in the kernel by a condition that follows a pointer: what a
       // call that does not match costs, next to a count hit at the same site (docs/cli.md,
       // "Conditions"). The workload's req.ID is never negative.
       {"ebpf rejected", Tool::Gotap, "count", "ebpf", calls, ebpf, {"--if", "req.ID < 0"}},
-      {"ebpf latency", Tool::Gotap, "latency", "ebpf", calls, ebpf},
-      {"ebpf trace", Tool::Gotap, "trace", "ebpf", calls, ebpf},
-      {"ptrace trace", Tool::Gotap, "trace", "ptrace", ptrace_calls, ptrace},
+      {"ebpf latency", Tool::Gotap, "latency", "ebpf", calls, ebpf, {}},
+      {"ebpf trace", Tool::Gotap, "trace", "ebpf", calls, ebpf, {}},
+      {"ptrace trace", Tool::Gotap, "trace", "ptrace", ptrace_calls, ptrace, {}},
   };
   // A user's program has no argument known never to match: the row is the workload's only.
   if (!workload) std::erase_if(out, [](const Config& c) { return c.name == "ebpf rejected"; });
   if (peers) {
-    out.push_back({"bpftrace count", Tool::Bpftrace, "", "", calls,
+    out.push_back({"bpftrace count",
+                   Tool::Bpftrace,
+                   "",
+                   "",
+                   calls,
                    sys::find_on_path("bpftrace").empty()
                        ? "not installed (apt-get install bpftrace)"
-                       : (geteuid() != 0 ? "needs root" : "")});
-    out.push_back(
-        {"dlv trace", Tool::Dlv, "", "", dlv_calls,
-         sys::find_on_path("dlv").empty() ? "not installed (apt-get install delve)" : ""});
+                       : (geteuid() != 0 ? "needs root" : ""),
+                   {}});
+    out.push_back({"dlv trace",
+                   Tool::Dlv,
+                   "",
+                   "",
+                   dlv_calls,
+                   sys::find_on_path("dlv").empty() ? "not installed (apt-get install delve)" : "",
+                   {}});
   }
   return out;
 }

@@ -309,7 +309,7 @@ class LatencyView : public EventSink {
       return;
     }
     if (kind == "summary")
-      for (auto& [func, d] : durations_) inner_->emit(to_event(FuncLatency{func, d}));
+      for (auto& [func, d] : durations_) inner_->emit(to_event(FuncLatency{func, d, std::nullopt}));
     inner_->emit(ev);
   }
   void flush() override { inner_->flush(); }
