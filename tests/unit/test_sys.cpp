@@ -101,7 +101,9 @@ TEST(LoadBias, OfFixturesAtTheirExec) {
       EXPECT_EQ(*bias, 0u);
     }
   }
-  if (fixtures.size() > 1) EXPECT_GT(pies, 0) << "no PIE fixture among them";
+  if (fixtures.size() > 1) {
+    EXPECT_GT(pies, 0) << "no PIE fixture among them";
+  }
 }
 
 TEST(Spawn, FindOnPath) {
