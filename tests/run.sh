@@ -66,7 +66,7 @@ if [ "${GOTAP_SKIP_FUZZ:-0}" != 1 ]; then
   step "libFuzzer targets (${GOTAP_FUZZ_SECONDS:-20}s each)"
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug \
     -DGOTAP_FUZZ=ON -DGOTAP_SANITIZE=ON -DGOTAP_BACKEND_PTRACE=OFF -DGOTAP_BACKEND_EBPF=OFF >/dev/null
-  ninja -C build-fuzz -j "$jobs" $(cd build-fuzz && ninja -t targets all | awk -F: '/^fuzz_[a-z_]*:/ {print $1}')
+  ninja -C build-fuzz -j "$jobs" $(cd build-fuzz && ninja -t targets all | awk -F: '/^fuzz_[a-z0-9_]*:/ {print $1}')
   tests/tools/run-fuzzers.sh build-fuzz "$root/build/fixtures" "${GOTAP_FUZZ_SECONDS:-20}"
 else
   skip_stage GOTAP_SKIP_FUZZ "libFuzzer targets"

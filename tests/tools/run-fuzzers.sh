@@ -11,15 +11,35 @@ for d in "$fixtures"/*/*/; do
   [ -n "$f" ] && cp "$f" "$seeds/$(echo "$d" | tr '/' '_')bin"
 done
 cp /bin/true "$seeds/true"
-status=0
-for fz in "$build"/tests/fuzz_*; do
-  [ -x "$fz" ] || continue
+# One target per core at once: the stage's time is the targets' count times SECONDS over the
+# cores, not the sum.
+jobs=${GOTAP_FUZZ_JOBS:-$(nproc)}
+run_one() {
+  local fz=$1 name corpus
   name=$(basename "$fz")
   corpus="$build/corpus-$name"
   mkdir -p "$corpus"
-  echo "fuzz: $name for ${seconds}s"
-  if ! "$fz" -max_total_time="$seconds" -max_len=4194304 -rss_limit_mb=4096 -timeout=30 \
+  if "$fz" -max_total_time="$seconds" -max_len=4194304 -rss_limit_mb=4096 -timeout=30 \
     -print_final_stats=0 "$corpus" "$seeds" >"$build/$name.log" 2>&1; then
+    echo ok >"$build/$name.result"
+  else
+    echo failed >"$build/$name.result"
+  fi
+}
+names=()
+for fz in "$build"/tests/fuzz_*; do
+  [ -x "$fz" ] || continue
+  name=$(basename "$fz")
+  names+=("$name")
+  rm -f "$build/$name.result"
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  echo "fuzz: $name for ${seconds}s"
+  run_one "$fz" &
+done
+wait
+status=0
+for name in "${names[@]}"; do
+  if [ "$(cat "$build/$name.result" 2>/dev/null)" != ok ]; then
     echo "fuzz: $name FAILED; tail of its log:" >&2
     tail -40 "$build/$name.log" >&2
     status=1
