@@ -12,7 +12,9 @@ root=$PWD
 jobs=$(nproc)
 export GOTAP_GO_CACHE=${GOTAP_GO_CACHE:-$HOME/.cache/gotap/go}
 
-step() { printf '\n==== %s\n' "$*"; }
+# Each stage says when it starts, in minutes and seconds of the run: CI has a time limit.
+started=$SECONDS
+step() { printf '\n==== [%02d:%02d] %s\n' $(((SECONDS - started) / 60)) $(((SECONDS - started) % 60)) "$*"; }
 
 # A stage left out is said, and CI cannot leave one out.
 skip_stage() {
@@ -84,3 +86,4 @@ tests/tools/check-deb.sh "$root/build" ${demo:+"$demo"}
 step "test suite"
 cd build
 ctest_checked "$root/build/junit.xml" --output-on-failure -j "$jobs"
+step "passed"
