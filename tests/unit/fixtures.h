@@ -28,7 +28,8 @@ struct Fixture {
 
 std::string fixtures_dir();
 // Every built fixture binary, optionally only those of one program. Empty when none were
-// built: tests then GTEST_SKIP with a reason.
+// built: tests then GTEST_SKIP with a reason. With GOTAP_TEST_FIXTURE_SAMPLE set (the
+// sanitizer stage), the sweep of every program is one program per Go version and flavour.
 std::vector<Fixture> all_fixtures(const std::string& program = "");
 struct RealBinary {
   std::string name;  // "esbuild", ...
