@@ -60,7 +60,8 @@ if [ "${GOTAP_SKIP_ASAN:-0}" != 1 ]; then
   ninja -C build-asan -j "$jobs"
   # Sweeps over every fixture read a sample there (tests/unit/fixtures.h): the regular suite
   # reads them all.
-  (cd build-asan && GOTAP_TEST_FIXTURE_SAMPLE=1 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  (cd build-asan && GOTAP_TEST_FIXTURE_SAMPLE=1 ASAN_OPTIONS=detect_leaks=1 \
+    UBSAN_OPTIONS=print_stacktrace=1 \
     ctest_checked "$root/build-asan/junit.xml" -LE runtime --output-on-failure -j "$jobs")
 else
   skip_stage GOTAP_SKIP_ASAN "ASan+UBSan build of the unit tests"
