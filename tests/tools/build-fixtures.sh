@@ -210,6 +210,7 @@ jobs_file=$(mktemp)
 results=$(mktemp)
 trap 'rm -f "$jobs_file" "$results"' EXIT
 failed_tools=()
+built_tools=()
 while read -r ver goroot; do
   if ! build_gosymdump "$ver" "$goroot" "$out" >"$out/.gosymdump-$ver.log" 2>&1; then
     echo "build-fixtures: gosymdump does not build with Go $ver: see $out/.gosymdump-$ver.log" >&2
@@ -217,15 +218,24 @@ while read -r ver goroot; do
     continue
   fi
   rm -f "$out/.gosymdump-$ver.log"
-  for p in "${programs[@]}"; do
-    flavours=("${all_flavours[@]}")
-    if [ -f "$fixtures_src/$p/flavours" ]; then
-      # read returns 1 at the end of its input, which has no newline here.
-      read -r -a flavours < <(grep -v '^#' "$fixtures_src/$p/flavours" | tr '\n' ' ') || true
-    fi
-    for f in "${flavours[@]}"; do printf '%s\0' "$ver" "$goroot" "$out" "$f" "$p"; done
+  built_tools+=("$ver $goroot")
+done <<<"$toolchains"
+# Toolchains vary fastest: two jobs at once are then two toolchains, whose build caches are
+# apart. Two jobs of one toolchain at once compile the same standard packages twice, as go
+# build does not wait for another process's compile of a package it also needs.
+for p in "${programs[@]}"; do
+  flavours=("${all_flavours[@]}")
+  if [ -f "$fixtures_src/$p/flavours" ]; then
+    # read returns 1 at the end of its input, which has no newline here.
+    read -r -a flavours < <(grep -v '^#' "$fixtures_src/$p/flavours" | tr '\n' ' ') || true
+  fi
+  for f in "${flavours[@]}"; do
+    for t in "${built_tools[@]}"; do
+      read -r ver goroot <<<"$t"
+      printf '%s\0' "$ver" "$goroot" "$out" "$f" "$p"
+    done
   done
-done <<<"$toolchains" >"$jobs_file"
+done >"$jobs_file"
 
 xargs -0 -n 5 -P "${GOTAP_JOBS:-2}" "$here/build-fixtures.sh" --job <"$jobs_file" |
   tee "$results" | awk '$1 != "uptodate" && $1 != "built"'
