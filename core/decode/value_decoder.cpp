@@ -17,6 +17,7 @@ namespace {
 constexpr int kBudget = 20000;               // values decoded per decode call
 constexpr uint64_t kMaxValueRead = 1 << 16;  // bytes read at once for one value
 constexpr uint64_t kMaxMapGroups = 1 << 16;  // groups/buckets visited per map
+constexpr int64_t kMaxMapVisits = 1 << 18;   // groups/buckets visited per decode call
 
 uint64_t word(const uint8_t* p, size_t n, size_t off) {
   uint64_t v = 0;
@@ -174,18 +175,23 @@ std::string ValueDecoder::type_name_of_rtype(uint64_t rtype_addr) {
   return info(rtype_addr | kRtypeTag).name;
 }
 
-json ValueDecoder::decode(TypeId type, std::span<const uint8_t> bytes) {
+void ValueDecoder::fresh_budget() {
   budget_ = kBudget;
+  map_visits_ = kMaxMapVisits;
+}
+
+json ValueDecoder::decode(TypeId type, std::span<const uint8_t> bytes) {
+  fresh_budget();
   return value(type, bytes.data(), bytes.size(), 0);
 }
 
 json ValueDecoder::decode_at(TypeId type, uint64_t addr) {
-  budget_ = kBudget;
+  fresh_budget();
   return value_at(type, addr, 0);
 }
 
 json ValueDecoder::decode_interface(uint64_t w0, uint64_t data, bool eface) {
-  budget_ = kBudget;
+  fresh_budget();
   return iface_value(w0, data, eface, 0);
 }
 
@@ -208,7 +214,7 @@ std::optional<json> ValueDecoder::guess_interface(uint64_t w0, uint64_t w1) {
   // A type's name is printable; a guess that reads other bytes as a descriptor is not.
   for (unsigned char c : t.name)
     if (c < 0x20 || c == 0x7f) return std::nullopt;
-  budget_ = kBudget;
+  fresh_budget();
   return iface_value(w0, w1, eface, 0);
 }
 
@@ -490,6 +496,8 @@ bool ValueDecoder::map_slots(const TInfo& t, uint64_t h,
     more = each(kaddr, vaddr);
   };
   uint64_t visited = 0;
+  auto visit = [&] { return visited++ < kMaxMapGroups && map_visits_-- > 0; };
+  auto can_visit = [&] { return visited < kMaxMapGroups && map_visits_ > 0; };
   if (swiss) {
     uint64_t dir = word(hdr, sizeof hdr, 16);
     int64_t dirlen = static_cast<int64_t>(word(hdr, sizeof hdr, 24));
@@ -508,7 +516,8 @@ bool ValueDecoder::map_slots(const TInfo& t, uint64_t h,
       }
     }
     for (auto [data, n] : groups) {
-      for (uint64_t gi = 0; gi < n && more && visited++ < kMaxMapGroups; ++gi) {
+      if (!can_visit()) break;
+      for (uint64_t gi = 0; gi < n && more && visit(); ++gi) {
         uint64_t ga = data + gi * group;
         auto ctrl = mem_.u64(ga);
         if (!ctrl) break;
@@ -522,9 +531,11 @@ bool ValueDecoder::map_slots(const TInfo& t, uint64_t h,
     uint8_t flags = hdr[8], b = hdr[9];
     uint64_t buckets = word(hdr, sizeof hdr, 16), old = word(hdr, sizeof hdr, 24);
     auto walk = [&](uint64_t base, uint64_t nb, bool is_old) {
-      for (uint64_t bi = 0; bi < nb && more; ++bi) {
+      // B comes from the program's memory: up to 2^31 buckets. The budget ends the walk, not
+      // only each bucket's chain, or a corrupt B spins through empty iterations for seconds.
+      for (uint64_t bi = 0; bi < nb && more && can_visit(); ++bi) {
         uint64_t ba = base + bi * bucket;
-        for (int chain = 0; ba && chain < 1024 && more && visited++ < kMaxMapGroups; ++chain) {
+        for (int chain = 0; ba && chain < 1024 && more && visit(); ++chain) {
           uint8_t top[8];
           if (!mem_.read(ba, top, 8)) break;
           if (is_old && chain == 0 && top[0] >= 2 && top[0] <= 4) break;  // evacuated
@@ -573,6 +584,7 @@ std::optional<uint64_t> ValueDecoder::map_find(TypeId map_type, uint64_t h, bool
   if (!t.valid || t.kind != GoKind::Map || !info(t.key).valid) return std::nullopt;
   std::optional<uint64_t> found;
   std::string buf;
+  map_visits_ = kMaxMapGroups;  // a lookup is a call of its own, of one map
   map_slots(t, h, [&](uint64_t kaddr, uint64_t vaddr) {
     if (string_key) {
       uint64_t hdr[2];

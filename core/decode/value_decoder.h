@@ -130,6 +130,10 @@ class ValueDecoder {
   DecodeLimits lim_;
   std::unordered_map<uint64_t, TInfo> cache_;
   int budget_ = 0;  // bounds the total work of one decode call
+  // Buckets or groups the maps of one decode call may still visit, all maps together: a
+  // value can hold thousands of maps whose headers claim 2^31 buckets.
+  int64_t map_visits_ = 0;
+  void fresh_budget();
 };
 
 }  // namespace gotap

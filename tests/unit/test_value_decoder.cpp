@@ -59,6 +59,7 @@ enum : TypeId {
   kLoc,
   kUint64,
   kArrBigBytes,
+  kArr16Maps,
 };
 
 TypeGraph make_graph() {
@@ -112,6 +113,12 @@ TypeGraph make_graph() {
        .size = 100000,
        .elem = kUint8,
        .count = 100000});
+  add({.id = kArr16Maps,
+       .name = "[16]map[string]int",
+       .kind = GoKind::Array,
+       .size = 128,
+       .elem = kMapStrInt,
+       .count = 16});
   add({.id = kDuration, .name = "time.Duration", .kind = GoKind::Int64, .size = 8});
   add({.id = kLoc, .name = "time.Location", .kind = GoKind::Struct, .size = 104});
   add({.id = kPtrLoc, .name = "*time.Location", .kind = GoKind::Ptr, .size = 8, .elem = kLoc});
@@ -138,6 +145,7 @@ LocPiece ireg(int r, uint32_t off) {
 }
 
 constexpr uint64_t kTypes = 0x500000;
+constexpr uint64_t kBuckets = 0x100000000;
 
 // A type descriptor at kTypes + off with name `name` at kTypes + name_off.
 void put_rtype(FakeMemory& m, const GoVersion& v, uint64_t off, GoKind kind, uint64_t size,
@@ -408,6 +416,44 @@ TEST(ValueDecoder, BucketMap) {
   json got = d.decode(kMapStrInt, {reinterpret_cast<uint8_t*>(&ptr), 8});
   EXPECT_EQ(got["len"], 2);
   EXPECT_EQ(got["entries"], json::array({json::array({"a", 100}), json::array({"bb", -3})}));
+}
+
+// A map's header is the program's memory, so B may claim 2^31 buckets. The walk of one map
+// stops with its budget, and the maps of one value share one: before, the loop over buckets
+// went on through 2^31 empty turns (a fuzzer's timeout), and each map had a budget of its own.
+TEST(ValueDecoder, CorruptBucketCountsAreWalkedWithinABudget) {
+  // Every address from kBuckets on reads as zeros: empty buckets without overflow.
+  class EmptyBuckets : public FakeMemory {
+   public:
+    bool read(uint64_t addr, void* buf, size_t n) override {
+      if (addr < kBuckets) return FakeMemory::read(addr, buf, n);
+      ++bucket_reads;
+      std::memset(buf, 0, n);
+      return true;
+    }
+    uint64_t bucket_reads = 0;
+  };
+  TypeGraph g = make_graph();
+  EmptyBuckets m;
+  uint8_t hmap[48] = {};
+  uint64_t count = 5, buckets = kBuckets;
+  std::memcpy(hmap, &count, 8);
+  hmap[9] = 31;  // B
+  std::memcpy(hmap + 16, &buckets, 8);
+  m.put(0x7000, hmap, sizeof hmap);
+  std::vector<uint64_t> maps(16, 0x7000);
+  ValueDecoder d(m, env_for(&g, ver(22)), DecodeLimits{});
+  json got = d.decode(kArr16Maps, {reinterpret_cast<uint8_t*>(maps.data()), maps.size() * 8});
+  ASSERT_TRUE(got.is_array()) << got.dump();
+  ASSERT_EQ(got.size(), 16u);
+  for (const json& one : got) {
+    EXPECT_EQ(one["len"], 5);
+    EXPECT_EQ(one["entries"], json::array());
+    EXPECT_EQ(one["truncated"], true);
+  }
+  // Two reads a bucket (its tophash and its overflow pointer), 2^18 buckets a decode call.
+  EXPECT_LE(m.bucket_reads, 2u << 18);
+  EXPECT_GT(m.bucket_reads, 0u);
 }
 
 TEST(ValueDecoder, SwissMap) {
