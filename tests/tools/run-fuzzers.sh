@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every built libFuzzer target for a bounded time, seeded with small Go binaries.
 # usage: run-fuzzers.sh FUZZ_BUILD_DIR FIXTURES_DIR SECONDS
+# tests/fuzz/regressions/<target>/ holds inputs a target once failed on; each run reads them.
 set -euo pipefail
 build=$1 fixtures=$2 seconds=$3
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 seeds=$(mktemp -d)
 trap 'rm -rf "$seeds"' EXIT
 # Seeds: the smallest fixture of each Go version and flavour, plus a non-Go ELF.
@@ -18,9 +20,13 @@ run_one() {
   local fz=$1 name corpus
   name=$(basename "$fz")
   corpus="$build/corpus-$name"
-  mkdir -p "$corpus"
+  rm -rf "$build/artifacts-$name"
+  mkdir -p "$corpus" "$build/artifacts-$name"
+  # Inputs that once crashed or hung a target are read first, every run: a fix stays fixed.
+  local regressions=()
+  [ -d "$here/../fuzz/regressions/$name" ] && regressions=("$here/../fuzz/regressions/$name")
   if "$fz" -max_total_time="$seconds" -max_len=4194304 -rss_limit_mb=4096 -timeout=30 \
-    -print_final_stats=0 "$corpus" "$seeds" >"$build/$name.log" 2>&1; then
+    -print_final_stats=0 -artifact_prefix="$build/artifacts-$name/" "$corpus" "${regressions[@]}" "$seeds" >"$build/$name.log" 2>&1; then
     echo ok >"$build/$name.result"
   else
     echo failed >"$build/$name.result"
@@ -42,6 +48,12 @@ for name in "${names[@]}"; do
   if [ "$(cat "$build/$name.result" 2>/dev/null)" != ok ]; then
     echo "fuzz: $name FAILED; tail of its log:" >&2
     tail -40 "$build/$name.log" >&2
+    # CI keeps only this output: a small input is printed, to be added to the regressions.
+    for a in "$build/artifacts-$name"/*; do
+      [ -f "$a" ] || continue
+      echo "fuzz: $name's input $(basename "$a"), $(stat -c %s "$a") bytes, base64:" >&2
+      if [ "$(stat -c %s "$a")" -le 65536 ]; then base64 -w 100 "$a" >&2; fi
+    done
     status=1
   fi
 done
