@@ -26,7 +26,8 @@ run_one() {
   local regressions=()
   [ -d "$here/../fuzz/regressions/$name" ] && regressions=("$here/../fuzz/regressions/$name")
   if "$fz" -max_total_time="$seconds" -max_len=4194304 -rss_limit_mb=4096 -timeout=30 \
-    -print_final_stats=0 -artifact_prefix="$build/artifacts-$name/" "$corpus" "${regressions[@]}" "$seeds" >"$build/$name.log" 2>&1; then
+    -print_final_stats=0 -artifact_prefix="$build/artifacts-$name/" \
+    "$corpus" "${regressions[@]}" "$seeds" >"$build/$name.log" 2>&1; then
     echo ok >"$build/$name.result"
   else
     echo failed >"$build/$name.result"
