@@ -349,7 +349,10 @@ INSTANTIATE_TEST_SUITE_P(Backends, RealReleases, ::testing::Values("ebpf", "ptra
 
 // Both backends count the same calls of every function the patterns match, including those
 // whose number no input fixes (js_printer.Print), on every release: no backend counts a
-// call twice or loses one where the other does not.
+// call twice or loses one where the other does not. Only functions the program itself calls
+// a fixed number of times per run belong here: bundler.parseFile.func1, its deferred
+// recover, runs after parseFile sends its result, so esbuild may exit before the last
+// parseFile goroutine gets to it (3 of 4 once, on a loaded CI machine).
 TEST(RealReleasesParity, BackendsCountAlike) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach and BPF)";
   std::vector<std::pair<Release, std::vector<std::string>>> runs;
@@ -357,7 +360,7 @@ TEST(RealReleasesParity, BackendsCountAlike) {
     runs.push_back({r,
                     {"github.com/evanw/esbuild/internal/js_parser.Parse*",
                      "github.com/evanw/esbuild/internal/js_printer.Print*",
-                     "github.com/evanw/esbuild/internal/bundler.*parseFile*"}});
+                     "github.com/evanw/esbuild/internal/bundler.parseFile"}});
   runs.push_back({kBuf, {"github.com/bufbuild/buf/private/buf/bufformat.*"}});
   for (const auto& [r, patterns] : runs) {
     SCOPED_TRACE(r.dir);
