@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <chrono>
@@ -446,12 +447,33 @@ bool sigtrap_pending(pid_t pid, pid_t tid) {
 
 }  // namespace
 
-void Process::detach_all(const TrapFix& fix_trap, pid_t already_stopped) {
+void Process::detach_all(const TrapFix& fix_trap, pid_t already_stopped,
+                         const AllStopped& all_stopped) {
   std::unordered_set<pid_t> pending;
-  auto detach = [&](pid_t t, int sig) {
+  // With all_stopped: threads held in their stop until every thread is, and the signal each
+  // is to get when released.
+  std::vector<std::pair<pid_t, int>> parked;
+  bool holding = all_stopped != nullptr && already_stopped != 0;
+  auto release = [&](pid_t t, int sig) {
     ::ptrace(PTRACE_DETACH, t, nullptr, reinterpret_cast<void*>(static_cast<long>(sig)));
-    pending.erase(t);
     threads_.erase(t);
+  };
+  auto detach = [&](pid_t t, int sig) {
+    pending.erase(t);
+    if (holding) {
+      parked.push_back({t, sig});
+      return;
+    }
+    release(t, sig);
+  };
+  // A thread that cannot be held: what is parked so far goes, and so does the hold.
+  auto detach_now = [&](pid_t t, int sig) {
+    if (holding) {
+      holding = false;
+      for (auto [p, s] : parked) release(p, s);
+      parked.clear();
+    }
+    detach(t, sig);
   };
   // A thread in an interrupt stop may still have an int3's SIGTRAP queued: the kernel reports
   // the interrupt before it dequeues signals. Detached like that, the SIGTRAP would reach
@@ -508,13 +530,20 @@ void Process::detach_all(const TrapFix& fix_trap, pid_t already_stopped) {
           detach_stopped(t, held);
           break;
         }
-        detach(t, held);
+        detach_now(t, held);
         break;
       default:
         detach(t, held);
         break;
     }
   }
+  if (holding && pending.empty()) {
+    std::vector<pid_t> stopped;
+    for (auto [t, sig] : parked) stopped.push_back(t);
+    if (std::find(stopped.begin(), stopped.end(), already_stopped) != stopped.end())
+      all_stopped(stopped);
+  }
+  for (auto [t, sig] : parked) release(t, sig);
   threads_.clear();
 }
 

@@ -104,7 +104,14 @@ class Process {
   // rewinding the registers, so that the original instruction runs and no signal is sent.
   // `already_stopped`: a thread the caller holds in an interrupt stop (it reports no more).
   // Gives up after a few seconds on threads that never report.
-  void detach_all(const TrapFix& fix_trap, pid_t already_stopped = 0);
+  // `all_stopped`, when given, runs once every thread is held in a stop with no int3's
+  // SIGTRAP left to take, before any thread is released: the only moment at which gotap
+  // can know where every thread is. It gets those threads; `already_stopped` is among them
+  // and free for injections. It does not run when a thread cannot be held (a job-control
+  // stop, a thread that never reports).
+  using AllStopped = std::function<void(const std::vector<pid_t>& stopped)>;
+  void detach_all(const TrapFix& fix_trap, pid_t already_stopped = 0,
+                  const AllStopped& all_stopped = nullptr);
 
  private:
   Process() = default;
