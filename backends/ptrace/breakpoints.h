@@ -77,6 +77,9 @@ class Breakpoints {
   Result<void> place_scratch(Process& proc, pid_t tid, uint64_t syscall_at, uint64_t image_lo,
                              uint64_t image_hi);
   uint64_t scratch() const { return scratch_; }
+  uint64_t scratch_size() const { return scratch_size_; }
+  // The page was unmapped (page_release.h): no site has a copy any more.
+  void forget_scratch() { scratch_ = scratch_size_ = slots_ = 0; }
   bool in_scratch(uint64_t pc) const {
     return scratch_ && pc >= scratch_ && pc < scratch_ + scratch_size_;
   }

@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/ptrace/page_release.h"
 #include "backends/ptrace/unwind.h"
 #include "core/cond/condition.h"
 #include "core/cond/eval.h"
@@ -944,7 +945,22 @@ void Tracer::detach() {
   // A normal end leaves nothing a later gotap could take for a dead one's probes. While the
   // net is still the handler (a job-control stop), its table must stay.
   if (!net_.armed()) retire_table(proc_->mem(), bps_.scratch());
-  proc_->detach_all(rewind, held);
+  if (!held) {
+    proc_->detach_all(rewind);
+    return;
+  }
+  proc_->detach_all(rewind, held,
+                    [&](const std::vector<pid_t>& stopped) { release_pages(stopped, held); });
+}
+
+void Tracer::release_pages(const std::vector<pid_t>& stopped, pid_t via) {
+  net_.release_data(*proc_, via, syscall_at_);
+  const uint64_t lo = bps_.scratch(), hi = lo + bps_.scratch_size();
+  if (!lo || net_.handler_out()) return;
+  for (pid_t t : stopped)
+    if (may_return_into(t, proc_->mem(), lo, hi)) return;
+  auto r = proc_->inject_syscall(via, syscall_at_, SYS_munmap, {lo, hi - lo});
+  if (r && *r == 0) bps_.forget_scratch();
 }
 
 void Tracer::emit_aggregates() {

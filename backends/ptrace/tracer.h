@@ -107,6 +107,9 @@ class Tracer {
   nlohmann::json stack_of(const user_regs_struct& r, uint64_t pc, uint64_t ret_slot);
   void finish_pending();
   void detach();
+  // At detach, with every thread in `stopped` held: unmaps the data page, and the scratch
+  // page when no thread can come back to it (page_release.h). Syscalls run in `via`.
+  void release_pages(const std::vector<pid_t>& stopped, pid_t via);
   void emit(nlohmann::json ev);
   // A call event: staged for the queue's thread when there is one (with `params` to decode
   // there from the hit's copy), else decoded and written here.

@@ -204,6 +204,7 @@ Result<bool> TrapNet::arm(Process& proc, pid_t tid, uint64_t syscall_at, uint64_
   old_ = *old;
   page_ = page;
   armed_ = true;
+  handler_out_ = true;
   return true;
 }
 
@@ -213,7 +214,15 @@ Result<void> TrapNet::disarm(Process& proc, pid_t tid, uint64_t syscall_at) {
   if (!now) return now.error();
   armed_ = false;
   if (now->handler != page_) return {};  // the program set a handler of its own since
-  return set(proc, tid, syscall_at, old_);
+  GOTAP_TRY(set(proc, tid, syscall_at, old_));
+  handler_out_ = false;
+  return {};
+}
+
+void TrapNet::release_data(Process& proc, pid_t tid, uint64_t syscall_at) {
+  if (!data_) return;
+  (void)proc.inject_syscall(tid, syscall_at, SYS_munmap, {data_, 4096});
+  data_ = 0;
 }
 
 }  // namespace gotap::ptrace

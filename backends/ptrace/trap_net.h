@@ -96,6 +96,11 @@ class TrapNet {
   // Restores the program's handler, unless the program replaced ours meanwhile.
   Result<void> disarm(Process& proc, pid_t tid, uint64_t syscall_at);
   bool armed() const { return armed_; }
+  // Whether the page's handler may still be called: it was installed and is not known to be
+  // gone (disarm found the program's own handler in its place: that one may chain to it).
+  bool handler_out() const { return handler_out_; }
+  // Unmaps the data page (after the last query or set).
+  void release_data(Process& proc, pid_t tid, uint64_t syscall_at);
   // Handlers of dead gotaps' pages, and the program's handler behind each (remove_leftovers):
   // found installed, such a handler is replaced, not chained to.
   void set_leftovers(std::map<uint64_t, uint64_t> handlers) { leftovers_ = std::move(handlers); }
@@ -109,6 +114,7 @@ class TrapNet {
   Result<void> set(Process& proc, pid_t tid, uint64_t syscall_at, const KernelSigaction& sa);
 
   bool armed_ = false;
+  bool handler_out_ = false;
   uint64_t page_ = 0;
   uint64_t data_ = 0;  // a read-write page in the tracee for rt_sigaction's arguments
   KernelSigaction old_;

@@ -1,0 +1,35 @@
+// Whether gotap's scratch page can leave the tracee at a normal detach. Each ptrace attach
+// maps one (a whole binary's is 7 MiB, written, so resident); kept, they added up in a
+// long-lived program attached to again and again, towards vm.max_map_count and out of the
+// 2 GiB around the image that the copies must sit in. With the int3s gone and the program's
+// SIGTRAP handler back, no thread can enter the page again; one can only be in it, or come
+// back to it from a signal handler that interrupted a copy (the kernel's signal frame, on
+// the stack above the handler's, holds the pc to return to). Both are looked for while
+// every thread is stopped; when in doubt the page stays, as before.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <span>
+
+#include "backends/ptrace/memory.h"
+
+namespace gotap::ptrace {
+
+// How much of a thread's stack above its stack pointer is searched for a pc in the page. A
+// signal frame lies at most a handler's depth above it: Go runs its handler on a 32 KiB
+// signal stack; a C thread without one runs it on its own stack.
+inline constexpr uint64_t kReturnScan = 128 * 1024;
+
+// Whether an aligned 8-byte word of `bytes` lies in [lo, hi).
+bool has_word_in(std::span<const uint8_t> bytes, uint64_t lo, uint64_t hi);
+
+// Whether stopped thread `tid` of mem's process may still run code in [lo, hi): its pc is
+// there, or it blocks a signal (it may be in a handler) and a word of the kReturnScan bytes
+// from its stack pointer up is there (what cannot be read is not searched: the end of the
+// stack's mapping). A false positive only keeps the page. A handler installed with
+// SA_NODEFER and an empty mask is not seen.
+bool may_return_into(pid_t tid, TraceeMemory& mem, uint64_t lo, uint64_t hi);
+
+}  // namespace gotap::ptrace
