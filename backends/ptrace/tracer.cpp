@@ -279,6 +279,15 @@ const std::string* Tracer::holder_of(uint64_t addr, uint64_t bias) {
   return it == holders_->end() ? nullptr : &it->second;
 }
 
+// Go code that runs with signals blocked: the runtime's (its signal handlers block every
+// signal, and what they call is the runtime's) and syscall's fork, which blocks them around
+// the clone. Hits elsewhere cannot be forced SIGTRAPs (TrapNet::rearm).
+static bool may_block_signals(std::string_view name) {
+  for (std::string_view p : {"runtime.", "runtime/internal/", "internal/", "syscall."})
+    if (name.substr(0, p.size()) == p) return true;
+  return false;
+}
+
 Result<void> Tracer::setup_probes(pid_t stopped) {
   const ElfFile& elf = *bin_.elf;
   auto bias = bin_.load_bias(proc_->pid());
@@ -310,6 +319,8 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   if (use_queue_) queue_ = std::make_unique<EventQueue>(sink_, mem, env, lim, 4096, flush_ns_);
 
   fstate_.resize(plan_.funcs.size());
+  for (size_t i = 0; i < plan_.funcs.size(); ++i)
+    fstate_[i].signals_blocked = may_block_signals(plan_.funcs[i].name);
   // Per-function state only for what is asked for (a whole binary has 10,000s of functions).
   rate_ = RateLimit(opts_.rate_per_s, opts_.rate_per_s ? plan_.funcs.size() : 0);
   if (opts_.count_failed)
@@ -724,6 +735,13 @@ bool Tracer::arm_net(pid_t tid) {
   return *r;
 }
 
+void Tracer::keep_net(pid_t tid) {
+  uint64_t mask = 0;
+  if (::ptrace(PTRACE_GETSIGMASK, tid, sizeof mask, &mask) != 0 || mask == 0) return;
+  auto r = net_.rearm(*proc_, tid, syscall_at_);
+  if (r && *r) ++net_rearms_;
+}
+
 bool Tracer::handle_trap(pid_t tid) {
   if (net_wanted_ && TrapNet::catches_sigtrap(proc_->pid())) arm_net(tid);
   const user_regs_struct& r = trap_regs_;
@@ -738,6 +756,10 @@ bool Tracer::handle_trap(pid_t tid) {
     held_total_ns_ += t - std::min(t, stop_taken_ns_);
     Process::cont(tid, proc_->take_held_signal(tid));
     return true;
+  }
+  if (net_.armed()) {
+    const int f = s->roles.empty() ? -1 : s->roles[0].func;
+    if (f < 0 || fstate_[f].signals_blocked) keep_net(tid);
   }
   uint64_t ts = now_ns();
   trap_goid_.reset();
@@ -1048,6 +1070,7 @@ Result<void> Tracer::run() {
   sum.ended_by = exec_ended_ ? "exec" : gone ? "exit" : "stop";
   sum.extra = {{"hits", hits_}, {"goid_read_errors", goid_read_errors_}};
   if (rate_.enabled()) sum.extra["rate_limited"] = rate_.dropped_total();
+  if (net_rearms_) sum.extra["net_rearmed"] = net_rearms_;
   if (budget_.enabled()) {
     json names = json::array();
     for (size_t f = 0; f < plan_.funcs.size(); ++f)

@@ -48,6 +48,8 @@ class Tracer {
   struct FuncState {
     bool abi_internal = true;
     bool needs_xmm = false;
+    // Code that may run with signals blocked (tracer.cpp, may_block_signals).
+    bool signals_blocked = false;
     uint64_t count = 0;
     LatencySummary latency;
     // The itab word of the error result (core/plan/error_result.h), and the calls that
@@ -107,6 +109,9 @@ class Tracer {
   nlohmann::json stack_of(const user_regs_struct& r, uint64_t pc, uint64_t ret_slot);
   void finish_pending();
   void detach();
+  // After a hit in code that may run with signals blocked: TrapNet::rearm when the thread
+  // blocks signals.
+  void keep_net(pid_t tid);
   // At detach, with every thread in `stopped` held: unmaps the data page, and the scratch
   // page when no thread can come back to it (page_release.h). Syscalls run in `via`.
   void release_pages(const std::vector<pid_t>& stopped, pid_t via);
@@ -148,6 +153,8 @@ class Tracer {
   std::vector<uint64_t> leftover_sites_;
   std::optional<std::map<uint64_t, std::string>> holders_;  // holder_of
   user_regs_struct trap_regs_{};
+  // The SIGTRAP handler put back after the kernel reset it (TrapNet::rearm).
+  uint64_t net_rearms_ = 0;
   bool net_wanted_ = false;  // not armed yet: the program has no SIGTRAP handler yet
   uint64_t syscall_at_ = 0;  // where syscalls are injected: the ELF entry, never run again
   std::unique_ptr<GoroutineReader> gr_;

@@ -201,6 +201,7 @@ Result<bool> TrapNet::arm(Process& proc, pid_t tid, uint64_t syscall_at, uint64_
   ours.handler = page;
   ours.flags |= SA_SIGINFO;
   GOTAP_TRY(set(proc, tid, syscall_at, ours));
+  ours_ = ours;
   old_ = *old;
   page_ = page;
   armed_ = true;
@@ -213,10 +214,18 @@ Result<void> TrapNet::disarm(Process& proc, pid_t tid, uint64_t syscall_at) {
   auto now = query(proc, tid, syscall_at);
   if (!now) return now.error();
   armed_ = false;
-  if (now->handler != page_) return {};  // the program set a handler of its own since
+  // SIG_DFL is the kernel's reset (rearm), not the program's choice: its handler goes back.
+  // Another handler: the program set its own since.
+  if (now->handler != page_ && now->handler != 0) return {};
   GOTAP_TRY(set(proc, tid, syscall_at, old_));
   handler_out_ = false;
   return {};
+}
+
+Result<bool> TrapNet::rearm(Process& proc, pid_t tid, uint64_t syscall_at) {
+  if (!armed_ || catches_sigtrap(proc.pid())) return false;
+  GOTAP_TRY(set(proc, tid, syscall_at, ours_));
+  return true;
 }
 
 void TrapNet::release_data(Process& proc, pid_t tid, uint64_t syscall_at) {

@@ -95,6 +95,12 @@ class TrapNet {
   Result<bool> arm(Process& proc, pid_t tid, uint64_t syscall_at, uint64_t page);
   // Restores the program's handler, unless the program replaced ours meanwhile.
   Result<void> disarm(Process& proc, pid_t tid, uint64_t syscall_at);
+  // An int3 hit by a thread that blocks SIGTRAP (in a signal handler: Go's block every
+  // signal) has its SIGTRAP forced by the kernel, which first resets the handler to SIG_DFL
+  // (force_sig_info_to_task): the net is gone, and a gotap that died then would leave the
+  // program to die of the next leftover int3 it hits. Puts ours back when that happened (the
+  // process no longer catches SIGTRAP); true when it did.
+  Result<bool> rearm(Process& proc, pid_t tid, uint64_t syscall_at);
   bool armed() const { return armed_; }
   // Whether the page's handler may still be called: it was installed and is not known to be
   // gone (disarm found the program's own handler in its place: that one may chain to it).
@@ -118,6 +124,7 @@ class TrapNet {
   uint64_t page_ = 0;
   uint64_t data_ = 0;  // a read-write page in the tracee for rt_sigaction's arguments
   KernelSigaction old_;
+  KernelSigaction ours_;
   std::map<uint64_t, uint64_t> leftovers_;
 };
 
