@@ -29,6 +29,7 @@
 #include "core/events/typed_events.h"
 #include "core/model/wait_reasons.h"
 #include "core/plan/error_result.h"
+#include "core/plan/fork_child.h"
 #include "core/sys/timing.h"
 #include "core/sys/uprobe_holders.h"
 
@@ -345,6 +346,12 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   size_t wanted = 0, taken = 0, failed = 0;
   std::string first_problem, first_holder;
   uint8_t first_byte = 0;
+  const auto child_code = fork_child_ranges(elf, *bin_.pclntab);
+  auto in_child = [&](uint64_t pc) {
+    auto it = std::upper_bound(child_code.begin(), child_code.end(),
+                               std::pair<uint64_t, uint64_t>{pc, UINT64_MAX});
+    return it != child_code.begin() && pc < std::prev(it)->second;
+  };
   for (size_t i = 0; i < plan_.funcs.size(); ++i) {
     const FuncPlan& f = plan_.funcs[i];
     FuncState& fs = fstate_[i];
@@ -355,6 +362,15 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
           if (pc.kind == LocPiece::FloatReg) fs.needs_xmm = true;
     auto add = [&](uint64_t pc, SiteRole role, int32_t sp_delta) {
       ++wanted;
+      if (in_child(pc)) {
+        ++failed;
+        if (first_problem.empty())
+          first_problem = fmt::format(
+              "{}: runs in the child os/exec forks, where an int3 kills it (--backend=ebpf "
+              "probes it)",
+              f.name);
+        return false;
+      }
       auto r = bps_.add(pc + bias_, role, sp_delta, code);
       if (r) return true;
       ++failed;
