@@ -343,8 +343,8 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     most += (f.entry_probe ? 1 + f.tail_jumps.size() : 0) + f.ret_sites.size() +
             (f.inline_probed ? f.inline_sites.size() : 0);
   bps_.reserve(most);
-  size_t wanted = 0, taken = 0, failed = 0;
-  std::string first_problem, first_holder;
+  size_t wanted = 0, taken = 0, failed = 0, child_left = 0;
+  std::string first_problem, first_holder, first_child;
   uint8_t first_byte = 0;
   const auto child_code = fork_child_ranges(elf, *bin_.pclntab);
   auto in_child = [&](uint64_t pc) {
@@ -361,16 +361,11 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
         for (const auto& pc : p.loc.pieces)
           if (pc.kind == LocPiece::FloatReg) fs.needs_xmm = true;
     auto add = [&](uint64_t pc, SiteRole role, int32_t sp_delta) {
-      ++wanted;
       if (in_child(pc)) {
-        ++failed;
-        if (first_problem.empty())
-          first_problem = fmt::format(
-              "{}: runs in the child os/exec forks, where an int3 kills it (--backend=ebpf "
-              "probes it)",
-              f.name);
+        if (!child_left++) first_child = f.name;
         return false;
       }
+      ++wanted;
       auto r = bps_.add(pc + bias_, role, sp_delta, code);
       if (r) return true;
       ++failed;
@@ -426,6 +421,13 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
                   "debugger) is on them{}",
                   taken, first_holder.empty() ? "" : "; " + first_holder)
             : "first: " + first_problem;
+  // Left out on purpose, not a failure: said apart from the sites that could not be placed.
+  const std::string child_why = fmt::format(
+      "{} probe site{} left out: {} runs in the child os/exec forks, where an int3 kills it "
+      "(--backend=ebpf probes it)",
+      child_left, child_left == 1 ? "" : "s", first_child);
+  if (child_left && wanted == 0) return runtime_error("no probe could be placed: {}", child_why);
+  if (child_left) fmt::print(stderr, "gotap: warning: {}\n", child_why);
   if (wanted && failed == wanted)
     return runtime_error("no probe could be placed ({} sites; {})", wanted, why);
   if (failed)

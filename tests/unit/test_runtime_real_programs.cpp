@@ -248,8 +248,9 @@ std::string code_differs_from_file(pid_t pid) {
 // The largest plan of a real binary, armed attached: every function of caddy counted (46,129
 // functions; on ptrace 145,589 sites, whose out-of-line copies take 7 MiB, more than the 4 MiB
 // below its non-PIE image: ptrace failed with "cannot map a scratch page"). caddy keeps
-// answering while traced and after, no site is reported unplaced, each request's connection
-// is counted exactly, and the code in the process equals the file once gotap is gone.
+// answering while traced and after, no site is reported unplaced (ptrace leaves out those of
+// os/exec's child), each request's connection is counted exactly, and the code in the
+// process equals the file once gotap is gone.
 TEST_P(RealPrograms, CaddyWholeBinaryArmed) {
   if (auto why = Caddy::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   TempDir dir("caddy-whole");
@@ -268,6 +269,14 @@ TEST_P(RealPrograms, CaddyWholeBinaryArmed) {
   EXPECT_EQ(answered, kRequests) << "requests failed while traced";
   EXPECT_EQ(err.find("not placed"), std::string::npos) << err;
   EXPECT_EQ(err.find("cannot map"), std::string::npos) << err;
+  // ptrace leaves out the code os/exec's vfork child runs (core/plan/fork_child.h): a few
+  // dozen functions' sites, not the runtime's hundreds that the child never runs.
+  if (backend() == "ptrace") {
+    const size_t at = err.find(" probe sites left out: ");
+    ASSERT_NE(at, std::string::npos) << err;
+    const size_t from = err.rfind("warning: ", at) + 9;
+    EXPECT_LT(std::stoul(err.substr(from, at - from)), 100u) << err;
+  }
   Counts c = counts_in(read_file(out));
   ASSERT_TRUE(c.summary) << err;
   EXPECT_EQ((*c.summary)["lost"], 0);
