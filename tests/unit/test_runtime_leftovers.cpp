@@ -31,20 +31,36 @@ std::string hammering_fixture() {
   return path;
 }
 
-TEST(Leftovers, ThreadOnADeadGotapsInt3SurvivesTheNextAttach) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach)";
-  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
-  const std::string fx = hammering_fixture();
-  if (fx.empty()) GTEST_SKIP() << "no latency fixture built (tests/tools/build-fixtures.sh)";
-  // main.work in a loop on the main thread, for far longer than the test.
-  Child prog = spawn({fx, "bench", "100000000000"});
-  ASSERT_GT(prog.pid, 0);
-  const std::string pid = std::to_string(prog.pid);
-  usleep(300'000);
-  auto alive = [&] {
+// The hammering fixture running main.work in a loop on its main thread, for far longer than
+// any test; killed after the test, whatever its outcome.
+class Leftovers : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach)";
+    if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+    const std::string fx = hammering_fixture();
+    if (fx.empty()) GTEST_SKIP() << "no latency fixture built (tests/tools/build-fixtures.sh)";
+    prog = spawn({fx, "bench", "100000000000"});
+    ASSERT_GT(prog.pid, 0);
+    pid = std::to_string(prog.pid);
+    usleep(300'000);
+  }
+  void TearDown() override {
+    if (prog.pid <= 0) return;
+    kill(prog.pid, SIGKILL);
+    waitpid(prog.pid, nullptr, 0);
+    close(prog.out);
+    close(prog.err);
+  }
+  bool alive() {
     int st = 0;
     return waitpid(prog.pid, &st, WNOHANG) == 0;
-  };
+  }
+  Child prog;
+  std::string pid;
+};
+
+TEST_F(Leftovers, ThreadOnADeadGotapsInt3SurvivesTheNextAttach) {
   int restored = 0;
   for (int trial = 0; trial < 20 && !HasFailure(); ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial));
@@ -72,10 +88,6 @@ TEST(Leftovers, ThreadOnADeadGotapsInt3SurvivesTheNextAttach) {
   TextCompare text = compare_text(prog.pid);
   EXPECT_GT(text.bytes, 0u);
   EXPECT_EQ(text.differing, 0u) << text.first;
-  kill(prog.pid, SIGKILL);
-  waitpid(prog.pid, nullptr, 0);
-  close(prog.out);
-  close(prog.err);
 }
 
 // Anonymous executable mappings of pid: gotap's scratch pages among them ([vdso] and the
@@ -93,15 +105,7 @@ int anonymous_code_mappings(pid_t pid) {
 // GiB of the image ran out. The main thread runs main.work without pause, so half of the
 // attaches trace a function in use at the detach. ptrace only: the eBPF backend maps
 // nothing into the program.
-TEST(Leftovers, NormalDetachUnmapsItsPages) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach)";
-  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
-  const std::string fx = hammering_fixture();
-  if (fx.empty()) GTEST_SKIP() << "no latency fixture built (tests/tools/build-fixtures.sh)";
-  Child prog = spawn({fx, "bench", "100000000000"});
-  ASSERT_GT(prog.pid, 0);
-  const std::string pid = std::to_string(prog.pid);
-  usleep(300'000);
+TEST_F(Leftovers, NormalDetachUnmapsItsPages) {
   const int before = anonymous_code_mappings(prog.pid);
   for (int i = 0; i < 10; ++i) {
     const char* func = i % 2 ? "main.work" : "main.park";
@@ -112,15 +116,10 @@ TEST(Leftovers, NormalDetachUnmapsItsPages) {
     EXPECT_EQ(anonymous_code_mappings(prog.pid), before)
         << "after attach " << i << " (" << func << ")";
   }
-  int st = 0;
-  EXPECT_EQ(waitpid(prog.pid, &st, WNOHANG), 0) << "the program died";
+  EXPECT_TRUE(alive()) << "the program died";
   TextCompare text = compare_text(prog.pid);
   EXPECT_GT(text.bytes, 0u);
   EXPECT_EQ(text.differing, 0u) << text.first;
-  kill(prog.pid, SIGKILL);
-  waitpid(prog.pid, nullptr, 0);
-  close(prog.out);
-  close(prog.err);
 }
 
 bool catches_sigtrap(pid_t pid) {
@@ -137,18 +136,11 @@ bool catches_sigtrap(pid_t pid) {
 // for a handler the program had set, so it left the program without its own: Go's handler
 // never came back, and neither did gotap's pages. Here runtime.sigtrampgo, which runs in
 // Go's handler, is traced while the program gets a SIGURG every 2 ms.
-TEST(Leftovers, HitsInSignalHandlersLeaveTheProgramItsHandler) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach)";
-  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
-  const std::string fx = hammering_fixture();
-  if (fx.empty()) GTEST_SKIP() << "no latency fixture built (tests/tools/build-fixtures.sh)";
-  Child prog = spawn({fx, "bench", "100000000000"});
-  ASSERT_GT(prog.pid, 0);
-  usleep(300'000);
+TEST_F(Leftovers, HitsInSignalHandlersLeaveTheProgramItsHandler) {
   ASSERT_TRUE(catches_sigtrap(prog.pid));
   const int before = anonymous_code_mappings(prog.pid);
-  Child g = spawn({gotap_binary(), "count", "--backend", "ptrace", "--json", "-p",
-                   std::to_string(prog.pid), "-d", "2", "runtime.sigtrampgo"});
+  Child g = spawn({gotap_binary(), "count", "--backend", "ptrace", "--json", "-p", pid, "-d", "2",
+                   "runtime.sigtrampgo"});
   ASSERT_GT(g.pid, 0);
   // Late in the trace, long after the first forced SIGTRAP, the net is back most of the time
   // (it is gone from each forced hit to gotap's next injection).
@@ -179,11 +171,7 @@ TEST(Leftovers, HitsInSignalHandlersLeaveTheProgramItsHandler) {
   EXPECT_GT(hits, 0u) << out << err;
   EXPECT_TRUE(catches_sigtrap(prog.pid)) << "the program's SIGTRAP handler did not come back";
   EXPECT_EQ(anonymous_code_mappings(prog.pid), before);
-  EXPECT_EQ(waitpid(prog.pid, &st, WNOHANG), 0) << "the program died";
-  kill(prog.pid, SIGKILL);
-  waitpid(prog.pid, nullptr, 0);
-  close(prog.out);
-  close(prog.err);
+  EXPECT_TRUE(alive()) << "the program died";
 }
 
 }  // namespace
