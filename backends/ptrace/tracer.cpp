@@ -985,10 +985,7 @@ void Tracer::detach() {
   // A normal end leaves nothing a later gotap could take for a dead one's probes. While the
   // net is still the handler (a job-control stop), its table must stay.
   if (!net_.armed()) retire_table(proc_->mem(), bps_.scratch());
-  if (!held) {
-    proc_->detach_all(rewind);
-    return;
-  }
+  // Without a held thread nothing can be injected: detach_all then holds no thread.
   proc_->detach_all(rewind, held,
                     [&](const std::vector<pid_t>& stopped) { release_pages(stopped, held); });
 }
