@@ -153,7 +153,7 @@ bool TrapNet::catches_sigtrap(pid_t pid) {
   return signal_mask(pid, 0, "SigCgt").value_or(0) & (1ull << (SIGTRAP - 1));
 }
 
-Result<KernelSigaction> TrapNet::query(Process& proc, pid_t tid, uint64_t syscall_at) {
+Result<KernelSigaction> TrapNet::query(Process& proc, pid_t tid, uint64_t syscall_at, int sig) {
   if (!data_) {
     auto r = proc.inject_syscall(tid, syscall_at, SYS_mmap,
                                  {0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
@@ -164,7 +164,7 @@ Result<KernelSigaction> TrapNet::query(Process& proc, pid_t tid, uint64_t syscal
     data_ = *r;
   }
   auto r = proc.inject_syscall(tid, syscall_at, SYS_rt_sigaction,
-                               {SIGTRAP, 0, data_, sizeof(KernelSigaction::mask)});
+                               {uint64_t(sig), 0, data_, sizeof(KernelSigaction::mask)});
   if (!r) return r.error();
   if (*r != 0)
     return runtime_error("rt_sigaction in the tracee failed: {}", strerror(-int64_t(*r)));
@@ -173,16 +173,47 @@ Result<KernelSigaction> TrapNet::query(Process& proc, pid_t tid, uint64_t syscal
   return sa;
 }
 
-Result<void> TrapNet::set(Process& proc, pid_t tid, uint64_t syscall_at,
-                          const KernelSigaction& sa) {
+Result<void> TrapNet::set(Process& proc, pid_t tid, uint64_t syscall_at, const KernelSigaction& sa,
+                          int sig) {
   if (!proc.mem().write(data_ + 64, &sa, sizeof sa))
     return runtime_error("cannot write {:#x}", data_ + 64);
   auto r = proc.inject_syscall(tid, syscall_at, SYS_rt_sigaction,
-                               {SIGTRAP, data_ + 64, 0, sizeof(KernelSigaction::mask)});
+                               {uint64_t(sig), data_ + 64, 0, sizeof(KernelSigaction::mask)});
   if (!r) return r.error();
   if (*r != 0)
     return runtime_error("rt_sigaction in the tracee failed: {}", strerror(-int64_t(*r)));
   return {};
+}
+
+namespace {
+constexpr uint64_t kTrapBit = 1ull << (SIGTRAP - 1);
+}  // namespace
+
+// Best effort, signal by signal: a signal left as it was keeps today's exposure, no more.
+void TrapNet::unblock_in_handlers(Process& proc, pid_t tid, uint64_t syscall_at) {
+  const uint64_t caught = signal_mask(proc.pid(), 0, "SigCgt").value_or(0);
+  for (int sig = 1; sig <= 64; ++sig) {
+    if (sig == SIGTRAP || !(caught & (1ull << (sig - 1)))) continue;
+    auto sa = query(proc, tid, syscall_at, sig);
+    if (!sa) return;
+    if (sa->handler <= 1 || !(sa->mask & kTrapBit)) continue;
+    sa->mask &= ~kTrapBit;
+    if (!set(proc, tid, syscall_at, *sa, sig)) return;
+    unblocked_[sig] = *sa;
+  }
+}
+
+void TrapNet::block_in_handlers(Process& proc, pid_t tid, uint64_t syscall_at) {
+  for (auto& [sig, mine] : unblocked_) {
+    auto now = query(proc, tid, syscall_at, sig);
+    if (!now) break;
+    // The program set this signal's action since: it stays as the program wants it.
+    if (now->handler != mine.handler || now->mask != mine.mask || now->flags != mine.flags)
+      continue;
+    now->mask |= kTrapBit;
+    if (!set(proc, tid, syscall_at, *now, sig)) break;
+  }
+  unblocked_.clear();
 }
 
 Result<bool> TrapNet::arm(Process& proc, pid_t tid, uint64_t syscall_at, uint64_t page) {
@@ -206,11 +237,13 @@ Result<bool> TrapNet::arm(Process& proc, pid_t tid, uint64_t syscall_at, uint64_
   page_ = page;
   armed_ = true;
   handler_out_ = true;
+  unblock_in_handlers(proc, tid, syscall_at);
   return true;
 }
 
 Result<void> TrapNet::disarm(Process& proc, pid_t tid, uint64_t syscall_at) {
   if (!armed_) return {};
+  block_in_handlers(proc, tid, syscall_at);
   auto now = query(proc, tid, syscall_at);
   if (!now) return now.error();
   armed_ = false;

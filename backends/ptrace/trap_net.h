@@ -20,6 +20,7 @@
 #include <span>
 #include <vector>
 
+#include <signal.h>
 #include <sys/user.h>
 
 #include "backends/ptrace/process.h"
@@ -101,6 +102,12 @@ class TrapNet {
   // program to die of the next leftover int3 it hits. Puts ours back when that happened (the
   // process no longer catches SIGTRAP); true when it did.
   Result<bool> rearm(Process& proc, pid_t tid, uint64_t syscall_at);
+  // Go's handlers block every signal while they run, SIGTRAP included: an int3 in code they
+  // run (sigtrampgo, findfunc and pcvalue for each SIGURG preemption) would, once gotap is
+  // killed, have its SIGTRAP forced past the net and kill the program. arm() takes SIGTRAP
+  // out of each caught signal's sa_mask, so that the net catches those hits too; disarm()
+  // puts it back where the handler is still the one it changed. How many it changed.
+  size_t unblocked() const { return unblocked_.size(); }
   bool armed() const { return armed_; }
   // Whether the page's handler may still be called: it was installed and is not known to be
   // gone (disarm found the program's own handler in its place: that one may chain to it).
@@ -116,8 +123,11 @@ class TrapNet {
   static bool catches_sigtrap(pid_t pid);
 
  private:
-  Result<KernelSigaction> query(Process& proc, pid_t tid, uint64_t syscall_at);
-  Result<void> set(Process& proc, pid_t tid, uint64_t syscall_at, const KernelSigaction& sa);
+  Result<KernelSigaction> query(Process& proc, pid_t tid, uint64_t syscall_at, int sig = SIGTRAP);
+  Result<void> set(Process& proc, pid_t tid, uint64_t syscall_at, const KernelSigaction& sa,
+                   int sig = SIGTRAP);
+  void unblock_in_handlers(Process& proc, pid_t tid, uint64_t syscall_at);
+  void block_in_handlers(Process& proc, pid_t tid, uint64_t syscall_at);
 
   bool armed_ = false;
   bool handler_out_ = false;
@@ -126,6 +136,7 @@ class TrapNet {
   KernelSigaction old_;
   KernelSigaction ours_;
   std::map<uint64_t, uint64_t> leftovers_;
+  std::map<int, KernelSigaction> unblocked_;  // as unblock_in_handlers set them
 };
 
 }  // namespace gotap::ptrace

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <sstream>
 #include <string>
 
@@ -172,6 +173,80 @@ TEST_F(Leftovers, HitsInSignalHandlersLeaveTheProgramItsHandler) {
   EXPECT_TRUE(catches_sigtrap(prog.pid)) << "the program's SIGTRAP handler did not come back";
   EXPECT_EQ(anonymous_code_mappings(prog.pid), before);
   EXPECT_TRUE(alive()) << "the program died";
+}
+
+// Go's signal handlers block every signal while they run. A gotap killed while it probed
+// code they run (here runtime.sigtrampgo, hit at each SIGURG) left int3s whose SIGTRAP the
+// kernel forced past the blocked mask, with the default action: the program died at the next
+// signal ("trace/breakpoint trap"), though its SIGTRAP handler was the net. gotap now takes
+// SIGTRAP out of the handlers' masks while it traces, so the net catches those hits too.
+TEST_F(Leftovers, KilledWhileProbingSignalHandlerCodeLeavesTheProgramRunning) {
+  Child g = spawn(
+      {gotap_binary(), "count", "--backend", "ptrace", "--json", "-p", pid, "runtime.sigtrampgo"});
+  ASSERT_GT(g.pid, 0);
+  const std::string err = read_until(g.err, "Tracing ", 60000);
+  ASSERT_NE(err.find("Tracing "), std::string::npos) << err;
+  for (int i = 0; i < 100; ++i) {  // hits while traced
+    kill(prog.pid, SIGURG);
+    usleep(2000);
+  }
+  kill(g.pid, SIGKILL);
+  waitpid(g.pid, nullptr, 0);
+  close(g.out);
+  close(g.err);
+  // Every signal now runs the dead gotap's int3 in the handler.
+  int st = 0;
+  bool died = false;
+  for (int i = 0; i < 500 && !died; ++i) {
+    kill(prog.pid, SIGURG);
+    usleep(2000);
+    died = waitpid(prog.pid, &st, WNOHANG) == prog.pid;
+  }
+  EXPECT_FALSE(died) << "the program died: "
+                     << (WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "exit " + std::to_string(st));
+  if (died) prog.pid = 0;
+}
+
+// The newest "GT sigmask" line the program printed: what was read over 300 ms, its last line.
+std::string newest_mask_line(int fd) {
+  const std::string got = read_until(fd, "\x01", 300);
+  const size_t end = got.rfind('\n');
+  if (end == std::string::npos) return "";
+  const size_t begin = got.rfind('\n', end - 1);
+  return got.substr(begin == std::string::npos ? 0 : begin + 1,
+                    end - (begin == std::string::npos ? 0 : begin + 1));
+}
+
+// While ptrace traces, the program's handlers let SIGTRAP through (the net above); a normal
+// end gives them their masks back. The program reads its handlers' masks itself.
+TEST(SignalMasks, TracedHandlersLetSigtrapThroughAndGetTheirMasksBack) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  const std::string fx = hammering_fixture();
+  if (fx.empty()) GTEST_SKIP() << "no latency fixture built (tests/tools/build-fixtures.sh)";
+  Child prog = spawn({fx, "sigmask", "20000"});
+  ASSERT_GT(prog.pid, 0);
+  usleep(200'000);
+  EXPECT_EQ(newest_mask_line(prog.out), "GT sigmask urg=1 prof=1 int=1") << "before";
+  Child g = spawn({gotap_binary(), "trace", "--backend", "ptrace", "-p", std::to_string(prog.pid),
+                   "main.work"});
+  ASSERT_GT(g.pid, 0);
+  const std::string err = read_until(g.err, "Tracing ", 60000);
+  EXPECT_NE(err.find("Tracing "), std::string::npos) << err;
+  usleep(200'000);
+  EXPECT_EQ(newest_mask_line(prog.out), "GT sigmask urg=0 prof=0 int=0") << "while traced";
+  kill(g.pid, SIGINT);
+  int st = 0;
+  waitpid(g.pid, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st << read_all(g.err);
+  close(g.out);
+  close(g.err);
+  usleep(200'000);
+  EXPECT_EQ(newest_mask_line(prog.out), "GT sigmask urg=1 prof=1 int=1") << "after";
+  kill(prog.pid, SIGKILL);
+  waitpid(prog.pid, nullptr, 0);
+  close(prog.out);
+  close(prog.err);
 }
 
 }  // namespace
