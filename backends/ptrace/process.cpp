@@ -11,6 +11,7 @@
 #include <array>
 #include <charconv>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -133,6 +134,30 @@ Result<std::unique_ptr<Process>> Process::launch(const std::vector<std::string>&
   return p;
 }
 
+namespace {
+
+// Whether thread t of pid is gone or exiting: no stat, or its state is Z or X.
+bool thread_exiting(pid_t pid, pid_t t) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(t) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return true;
+  // "tid (comm) S ...": comm may hold spaces and parentheses; the state follows the last ')'.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return true;
+  const char state = stat[close + 2];
+  return state == 'Z' || state == 'X';
+}
+
+// TracerPid of thread t of pid; -1 when it cannot be read.
+pid_t tracer_of(pid_t pid, pid_t t) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(t) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("TracerPid:", 0) == 0) return pid_t(std::atoi(line.c_str() + 10));
+  return -1;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Process>> Process::attach(pid_t pid) {
   if (kill(pid, 0) != 0) return errno_error(ErrorKind::Runtime, "cannot attach to pid {}", pid);
   std::unique_ptr<Process> p(new Process());
@@ -145,6 +170,17 @@ Result<std::unique_ptr<Process>> Process::attach(pid_t pid) {
       if (p->threads_.count(t)) continue;
       if (::ptrace(PTRACE_SEIZE, t, nullptr, reinterpret_cast<void*>(kSeizeOptions)) != 0) {
         if (errno == ESRCH) continue;  // exited meanwhile
+        // EPERM, in a program whose threads come and go (an attach met one now and then):
+        // a thread a seized one has just cloned is ours already (PTRACE_O_TRACECLONE), and
+        // one that is exiting cannot be seized.
+        if (errno == EPERM && t != pid) {
+          if (tracer_of(pid, t) == getpid()) {
+            p->threads_.insert(t);
+            more = true;
+            continue;
+          }
+          if (thread_exiting(pid, t)) continue;
+        }
         auto err = errno_error(ErrorKind::Runtime, "cannot attach to pid {} (thread {})", pid, t);
         p->detach_all([](pid_t, user_regs_struct&) { return false; });
         return err;
