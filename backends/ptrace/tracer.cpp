@@ -30,6 +30,7 @@
 #include "core/model/wait_reasons.h"
 #include "core/plan/error_result.h"
 #include "core/plan/fork_child.h"
+#include "core/plan/signals_blocked.h"
 #include "core/sys/timing.h"
 #include "core/sys/uprobe_holders.h"
 
@@ -343,14 +344,16 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     most += (f.entry_probe ? 1 + f.tail_jumps.size() : 0) + f.ret_sites.size() +
             (f.inline_probed ? f.inline_sites.size() : 0);
   bps_.reserve(most);
-  size_t wanted = 0, taken = 0, failed = 0, child_left = 0;
-  std::string first_problem, first_holder, first_child;
+  size_t wanted = 0, taken = 0, failed = 0, child_left = 0, blocked_left = 0;
+  std::string first_problem, first_holder, first_child, first_blocked;
   uint8_t first_byte = 0;
-  const auto child_code = fork_child_ranges(elf, *bin_.pclntab);
-  auto in_child = [&](uint64_t pc) {
-    auto it = std::upper_bound(child_code.begin(), child_code.end(),
-                               std::pair<uint64_t, uint64_t>{pc, UINT64_MAX});
-    return it != child_code.begin() && pc < std::prev(it)->second;
+  using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
+  const Ranges child_code = fork_child_ranges(elf, *bin_.pclntab);
+  const Ranges blocked_code = signals_blocked_ranges(*bin_.pclntab);
+  auto in = [](const Ranges& code, uint64_t pc) {
+    auto it =
+        std::upper_bound(code.begin(), code.end(), std::pair<uint64_t, uint64_t>{pc, UINT64_MAX});
+    return it != code.begin() && pc < std::prev(it)->second;
   };
   for (size_t i = 0; i < plan_.funcs.size(); ++i) {
     const FuncPlan& f = plan_.funcs[i];
@@ -361,8 +364,12 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
         for (const auto& pc : p.loc.pieces)
           if (pc.kind == LocPiece::FloatReg) fs.needs_xmm = true;
     auto add = [&](uint64_t pc, SiteRole role, int32_t sp_delta) {
-      if (in_child(pc)) {
-        if (!child_left++) first_child = f.name;
+      if (in(child_code, pc)) {
+        if (!child_left++) first_child = bin_.func_name(pc);  // f's, or f inlined there
+        return false;
+      }
+      if (in(blocked_code, pc)) {
+        if (!blocked_left++) first_blocked = bin_.func_name(pc);
         return false;
       }
       ++wanted;
@@ -426,8 +433,14 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
       "{} probe site{} left out: {} runs in the child os/exec forks, where an int3 kills it "
       "(--backend=ebpf probes it)",
       child_left, child_left == 1 ? "" : "s", first_child);
-  if (child_left && wanted == 0) return runtime_error("no probe could be placed: {}", child_why);
+  const std::string blocked_why = fmt::format(
+      "{} probe site{} left out: {} runs with signals blocked, where an int3 that a killed "
+      "gotap leaves kills the program (--backend=ebpf probes it)",
+      blocked_left, blocked_left == 1 ? "" : "s", first_blocked);
+  if ((child_left || blocked_left) && wanted == 0)
+    return runtime_error("no probe could be placed: {}", child_left ? child_why : blocked_why);
   if (child_left) fmt::print(stderr, "gotap: warning: {}\n", child_why);
+  if (blocked_left) fmt::print(stderr, "gotap: warning: {}\n", blocked_why);
   if (wanted && failed == wanted)
     return runtime_error("no probe could be placed ({} sites; {})", wanted, why);
   if (failed)
@@ -455,6 +468,11 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   sys::timing_mark("ptrace: map and write the scratch pages");
   // The safety net goes up before the first int3 (attached), or once the Go runtime has
   // installed its own SIGTRAP handler (launched: at a later hit, handle_trap).
+  {
+    std::vector<uint64_t> sets = block_all_sets(elf, *bin_.pclntab);
+    for (uint64_t& a : sets) a += bias_;
+    net_.set_block_all_sets(std::move(sets));
+  }
   if (!arm_net(stopped)) net_wanted_ = true;
   GOTAP_TRY(bps_.insert_all(mem));
   sys::timing_mark("ptrace: armed");

@@ -203,6 +203,26 @@ void TrapNet::unblock_in_handlers(Process& proc, pid_t tid, uint64_t syscall_at)
   }
 }
 
+void TrapNet::unblock_in_sets(TraceeMemory& mem) {
+  for (uint64_t a : sets_) {
+    uint64_t v = 0;
+    // A full mask, as Go's are once the runtime is initialised (cgo's lacks glibc's 32-34).
+    if (!mem.read(a, &v, 8) || !(v & kTrapBit) || __builtin_popcountll(v) < 56) continue;
+    const uint64_t mine = v & ~kTrapBit;
+    if (mem.write(a, &mine, 8)) cleared_[a] = mine;
+  }
+}
+
+void TrapNet::block_in_sets(TraceeMemory& mem) {
+  for (auto [a, mine] : cleared_) {
+    uint64_t v = 0;
+    if (!mem.read(a, &v, 8) || v != mine) continue;
+    v |= kTrapBit;
+    (void)mem.write(a, &v, 8);
+  }
+  cleared_.clear();
+}
+
 void TrapNet::block_in_handlers(Process& proc, pid_t tid, uint64_t syscall_at) {
   for (auto& [sig, mine] : unblocked_) {
     auto now = query(proc, tid, syscall_at, sig);
@@ -238,11 +258,13 @@ Result<bool> TrapNet::arm(Process& proc, pid_t tid, uint64_t syscall_at, uint64_
   armed_ = true;
   handler_out_ = true;
   unblock_in_handlers(proc, tid, syscall_at);
+  unblock_in_sets(proc.mem());
   return true;
 }
 
 Result<void> TrapNet::disarm(Process& proc, pid_t tid, uint64_t syscall_at) {
   if (!armed_) return {};
+  block_in_sets(proc.mem());
   block_in_handlers(proc, tid, syscall_at);
   auto now = query(proc, tid, syscall_at);
   if (!now) return now.error();

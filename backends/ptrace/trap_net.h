@@ -108,6 +108,11 @@ class TrapNet {
   // out of each caught signal's sa_mask, so that the net catches those hits too; disarm()
   // puts it back where the handler is still the one it changed. How many it changed.
   size_t unblocked() const { return unblocked_.size(); }
+  // The same for Go's own "every signal" masks (core/plan/signals_blocked.h), at these
+  // addresses in the tracee: arm() clears SIGTRAP in each that holds a full mask; disarm()
+  // puts it back where the value is still the one gotap wrote. Set before arm().
+  void set_block_all_sets(std::vector<uint64_t> addrs) { sets_ = std::move(addrs); }
+  size_t sets_cleared() const { return cleared_.size(); }
   bool armed() const { return armed_; }
   // Whether the page's handler may still be called: it was installed and is not known to be
   // gone (disarm found the program's own handler in its place: that one may chain to it).
@@ -128,6 +133,8 @@ class TrapNet {
                    int sig = SIGTRAP);
   void unblock_in_handlers(Process& proc, pid_t tid, uint64_t syscall_at);
   void block_in_handlers(Process& proc, pid_t tid, uint64_t syscall_at);
+  void unblock_in_sets(TraceeMemory& mem);
+  void block_in_sets(TraceeMemory& mem);
 
   bool armed_ = false;
   bool handler_out_ = false;
@@ -137,6 +144,8 @@ class TrapNet {
   KernelSigaction ours_;
   std::map<uint64_t, uint64_t> leftovers_;
   std::map<int, KernelSigaction> unblocked_;  // as unblock_in_handlers set them
+  std::vector<uint64_t> sets_;
+  std::map<uint64_t, uint64_t> cleared_;  // address -> the value gotap wrote there
 };
 
 }  // namespace gotap::ptrace

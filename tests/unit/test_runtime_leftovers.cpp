@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -247,6 +248,56 @@ TEST(SignalMasks, TracedHandlersLetSigtrapThroughAndGetTheirMasksBack) {
   waitpid(prog.pid, nullptr, 0);
   close(prog.out);
   close(prog.err);
+}
+
+// Go also blocks every signal with sigprocmask: around clone and fork, in an exiting thread
+// (mexit, and handoffp, startm, newm and the allocator it calls), and a cgo thread starts
+// with C's full mask. A gotap killed while it probed the whole binary of a program whose
+// threads come and go, or that execs, left int3s there, and the program died of SIGTRAP at
+// once. Now gotap clears SIGTRAP in Go's two full masks while it traces, and places no int3
+// where a cgo thread starts or where handlers return (core/plan/signals_blocked.h). The
+// program's own count is the ground truth that it went on.
+TEST(KilledGotap, ProgramWhoseThreadsComeAndGoOrThatExecsSurvives) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  std::map<std::string, std::string> newest;  // flavour -> the newest Go's build
+  for (const Fixture& f : all_fixtures("latency"))
+    if (f.flavour == "default" || f.flavour == "cgo") newest[f.flavour] = f.path;
+  if (newest.empty()) GTEST_SKIP() << "no latency fixture built (tests/tools/build-fixtures.sh)";
+  for (const auto& [flavour, path] : newest)
+    for (const char* mode : {"threads", "exec"}) {
+      SCOPED_TRACE(flavour + " " + mode);
+      Child prog = spawn({path, mode, "100000000"});
+      ASSERT_GT(prog.pid, 0);
+      usleep(200'000);
+      Child g = spawn(
+          {gotap_binary(), "count", "--backend", "ptrace", "-p", std::to_string(prog.pid), "re:."});
+      ASSERT_GT(g.pid, 0);
+      const std::string err = read_until(g.err, "Tracing ", 60000);
+      EXPECT_NE(err.find("Tracing "), std::string::npos) << err;
+      usleep(300'000);
+      kill(g.pid, SIGKILL);
+      waitpid(g.pid, nullptr, 0);
+      close(g.out);
+      close(g.err);
+      int st = 0;
+      bool died = false;
+      for (int i = 0; i < 100 && !died; ++i) {
+        usleep(10'000);
+        died = waitpid(prog.pid, &st, WNOHANG) == prog.pid;
+      }
+      EXPECT_FALSE(died) << "the program died: "
+                         << (WIFSIGNALED(st) ? strsignal(WTERMSIG(st))
+                                             : "exit " + std::to_string(st));
+      if (!died) {
+        kill(prog.pid, SIGKILL);
+        waitpid(prog.pid, nullptr, 0);
+      }
+      const std::string out = read_all(prog.out);
+      EXPECT_EQ(out.find("exec failed"), std::string::npos) << out.substr(0, 2000);
+      close(prog.out);
+      close(prog.err);
+    }
 }
 
 }  // namespace
