@@ -136,24 +136,33 @@ Result<std::unique_ptr<Process>> Process::launch(const std::vector<std::string>&
 
 namespace {
 
-// Whether thread t of pid is gone or exiting: no stat, or its state is Z or X.
-bool thread_exiting(pid_t pid, pid_t t) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(t) + "/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return true;
-  // "tid (comm) S ...": comm may hold spaces and parentheses; the state follows the last ')'.
-  const size_t close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 >= stat.size()) return true;
-  const char state = stat[close + 2];
-  return state == 'Z' || state == 'X';
+// The value of a line of /proc/PID[/task/TID]/status ("TracerPid", "State", "SigPnd", ...;
+// tid 0: the process's), its blanks skipped; nullopt when the thread is gone or has no such
+// line.
+std::optional<std::string> status_value(pid_t pid, pid_t tid, std::string_view field) {
+  std::string path = "/proc/" + std::to_string(pid) +
+                     (tid ? "/task/" + std::to_string(tid) : std::string()) + "/status";
+  std::ifstream f(path);
+  for (std::string line; std::getline(f, line);) {
+    if (line.size() <= field.size() || line.compare(0, field.size(), field) != 0 ||
+        line[field.size()] != ':')
+      continue;
+    const size_t v = line.find_first_not_of(" \t", field.size() + 1);
+    return v == std::string::npos ? std::string() : line.substr(v);
+  }
+  return std::nullopt;
 }
 
 // TracerPid of thread t of pid; -1 when it cannot be read.
 pid_t tracer_of(pid_t pid, pid_t t) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(t) + "/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("TracerPid:", 0) == 0) return pid_t(std::atoi(line.c_str() + 10));
-  return -1;
+  auto v = status_value(pid, t, "TracerPid");
+  return v ? pid_t(std::atoi(v->c_str())) : -1;
+}
+
+// Whether thread t of pid is gone or exiting (State Z or X).
+bool thread_exiting(pid_t pid, pid_t t) {
+  auto v = status_value(pid, t, "State");
+  return !v || v->empty() || (*v)[0] == 'Z' || (*v)[0] == 'X';
 }
 
 }  // namespace
@@ -457,21 +466,12 @@ Result<uint64_t> Process::inject_by_step(pid_t tid, uint64_t code_addr, long nr,
 }
 
 std::optional<uint64_t> signal_mask(pid_t pid, pid_t tid, std::string_view field) {
-  std::string path = "/proc/" + std::to_string(pid) +
-                     (tid ? "/task/" + std::to_string(tid) : std::string()) + "/status";
-  std::ifstream f(path);
-  for (std::string line; std::getline(f, line);) {
-    if (line.size() <= field.size() || line.compare(0, field.size(), field) != 0 ||
-        line[field.size()] != ':')
-      continue;
-    uint64_t mask = 0;
-    const char* p = line.data() + field.size() + 1;
-    while (*p == ' ' || *p == '\t') ++p;
-    auto [end, ec] = std::from_chars(p, line.data() + line.size(), mask, 16);
-    if (ec != std::errc() || end == p) return std::nullopt;
-    return mask;
-  }
-  return std::nullopt;
+  auto v = status_value(pid, tid, field);
+  if (!v) return std::nullopt;
+  uint64_t mask = 0;
+  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), mask, 16);
+  if (ec != std::errc() || end == v->data()) return std::nullopt;
+  return mask;
 }
 
 namespace {
