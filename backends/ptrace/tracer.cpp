@@ -429,14 +429,15 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
                   taken, first_holder.empty() ? "" : "; " + first_holder)
             : "first: " + first_problem;
   // Left out on purpose, not a failure: said apart from the sites that could not be placed.
-  const std::string child_why = fmt::format(
-      "{} probe site{} left out: {} runs in the child os/exec forks, where an int3 kills it "
-      "(--backend=ebpf probes it)",
-      child_left, child_left == 1 ? "" : "s", first_child);
-  const std::string blocked_why = fmt::format(
-      "{} probe site{} left out: {} runs with signals blocked, where an int3 that a killed "
-      "gotap leaves kills the program (--backend=ebpf probes it)",
-      blocked_left, blocked_left == 1 ? "" : "s", first_blocked);
+  auto left_out = [](size_t n, const std::string& first, const char* where) {
+    return fmt::format("{} probe site{} left out: {} runs {} (--backend=ebpf probes it)", n,
+                       n == 1 ? "" : "s", first, where);
+  };
+  const std::string child_why =
+      left_out(child_left, first_child, "in the child os/exec forks, where an int3 kills it");
+  const std::string blocked_why =
+      left_out(blocked_left, first_blocked,
+               "with signals blocked, where an int3 that a killed gotap leaves kills the program");
   if ((child_left || blocked_left) && wanted == 0)
     return runtime_error("no probe could be placed: {}", child_left ? child_why : blocked_why);
   if (child_left) fmt::print(stderr, "gotap: warning: {}\n", child_why);

@@ -149,8 +149,12 @@ bool rewind_leftover(const std::vector<uint64_t>& sites, TraceeMemory& mem, user
   return true;
 }
 
+namespace {
+constexpr uint64_t kTrapBit = 1ull << (SIGTRAP - 1);
+}  // namespace
+
 bool TrapNet::catches_sigtrap(pid_t pid) {
-  return signal_mask(pid, 0, "SigCgt").value_or(0) & (1ull << (SIGTRAP - 1));
+  return signal_mask(pid, 0, "SigCgt").value_or(0) & kTrapBit;
 }
 
 Result<KernelSigaction> TrapNet::query(Process& proc, pid_t tid, uint64_t syscall_at, int sig) {
@@ -184,10 +188,6 @@ Result<void> TrapNet::set(Process& proc, pid_t tid, uint64_t syscall_at, const K
     return runtime_error("rt_sigaction in the tracee failed: {}", strerror(-int64_t(*r)));
   return {};
 }
-
-namespace {
-constexpr uint64_t kTrapBit = 1ull << (SIGTRAP - 1);
-}  // namespace
 
 // Best effort, signal by signal: a signal left as it was keeps today's exposure, no more.
 void TrapNet::unblock_in_handlers(Process& proc, pid_t tid, uint64_t syscall_at) {
