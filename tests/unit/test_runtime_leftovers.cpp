@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -176,6 +177,27 @@ TEST_F(Leftovers, HitsInSignalHandlersLeaveTheProgramItsHandler) {
   EXPECT_TRUE(alive()) << "the program died";
 }
 
+// Ends gotap as SIGKILL or the OOM killer would, and reaps it.
+void kill_gotap(Child& g) {
+  kill(g.pid, SIGKILL);
+  waitpid(g.pid, nullptr, 0);
+  close(g.out);
+  close(g.err);
+}
+
+// Watches `pid` for `rounds` of `poke` then `pause_us`: how it died ("Trace/breakpoint trap",
+// "exit 2"), or "" when it lived through them. A death is reaped.
+std::string death_of(pid_t pid, int rounds, int pause_us, const std::function<void()>& poke) {
+  for (int i = 0; i < rounds; ++i) {
+    poke();
+    usleep(pause_us);
+    int st = 0;
+    if (waitpid(pid, &st, WNOHANG) == pid)
+      return WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "exit " + std::to_string(WEXITSTATUS(st));
+  }
+  return "";
+}
+
 // Go's signal handlers block every signal while they run. A gotap killed while it probed
 // code they run (here runtime.sigtrampgo, hit at each SIGURG) left int3s whose SIGTRAP the
 // kernel forced past the blocked mask, with the default action: the program died at the next
@@ -191,21 +213,11 @@ TEST_F(Leftovers, KilledWhileProbingSignalHandlerCodeLeavesTheProgramRunning) {
     kill(prog.pid, SIGURG);
     usleep(2000);
   }
-  kill(g.pid, SIGKILL);
-  waitpid(g.pid, nullptr, 0);
-  close(g.out);
-  close(g.err);
+  kill_gotap(g);
   // Every signal now runs the dead gotap's int3 in the handler.
-  int st = 0;
-  bool died = false;
-  for (int i = 0; i < 500 && !died; ++i) {
-    kill(prog.pid, SIGURG);
-    usleep(2000);
-    died = waitpid(prog.pid, &st, WNOHANG) == prog.pid;
-  }
-  EXPECT_FALSE(died) << "the program died: "
-                     << (WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "exit " + std::to_string(st));
-  if (died) prog.pid = 0;
+  const std::string death = death_of(prog.pid, 500, 2000, [&] { kill(prog.pid, SIGURG); });
+  EXPECT_EQ(death, "") << "the program died";
+  if (!death.empty()) prog.pid = 0;
 }
 
 // The newest "GT sigmask" line the program printed: what was read over 300 ms, its last line.
@@ -213,9 +225,9 @@ std::string newest_mask_line(int fd) {
   const std::string got = read_until(fd, "\x01", 300);
   const size_t end = got.rfind('\n');
   if (end == std::string::npos) return "";
-  const size_t begin = got.rfind('\n', end - 1);
-  return got.substr(begin == std::string::npos ? 0 : begin + 1,
-                    end - (begin == std::string::npos ? 0 : begin + 1));
+  const size_t before = end == 0 ? std::string::npos : got.rfind('\n', end - 1);
+  const size_t start = before == std::string::npos ? 0 : before + 1;
+  return got.substr(start, end - start);
 }
 
 // That line without its SIGINT column.
@@ -283,20 +295,10 @@ TEST(KilledGotap, ProgramWhoseThreadsComeAndGoOrThatExecsSurvives) {
       const std::string err = read_until(g.err, "Tracing ", 60000);
       EXPECT_NE(err.find("Tracing "), std::string::npos) << err;
       usleep(300'000);
-      kill(g.pid, SIGKILL);
-      waitpid(g.pid, nullptr, 0);
-      close(g.out);
-      close(g.err);
-      int st = 0;
-      bool died = false;
-      for (int i = 0; i < 100 && !died; ++i) {
-        usleep(10'000);
-        died = waitpid(prog.pid, &st, WNOHANG) == prog.pid;
-      }
-      EXPECT_FALSE(died) << "the program died: "
-                         << (WIFSIGNALED(st) ? strsignal(WTERMSIG(st))
-                                             : "exit " + std::to_string(st));
-      if (!died) {
+      kill_gotap(g);
+      const std::string death = death_of(prog.pid, 100, 10'000, [] {});
+      EXPECT_EQ(death, "") << "the program died";
+      if (death.empty()) {
         kill(prog.pid, SIGKILL);
         waitpid(prog.pid, nullptr, 0);
       }
