@@ -10,6 +10,7 @@
 #include <Zydis/Zydis.h>
 
 #include "backends/ptrace/scratch_room.h"
+#include "backends/ptrace/site_bytes.h"
 #include "backends/ptrace/trap_net.h"
 #include "core/sys/proc_maps.h"
 
@@ -335,13 +336,19 @@ Result<void> Breakpoints::place_scratch(Process& proc, pid_t tid, uint64_t sysca
   });
 }
 
-Result<void> Breakpoints::insert_all(TraceeMemory& mem) {
-  static const uint8_t kInt3 = 0xCC;
-  for (const Site& s : sites_) {
-    if (!mem.write(s.addr, &kInt3, 1)) {
-      restore_all(mem);
-      return runtime_error("cannot write a breakpoint at {:#x}", s.addr);
-    }
+namespace {
+
+WriteBytes writer_of(TraceeMemory& mem) {
+  return [&mem](uint64_t addr, const uint8_t* b, size_t n) { return mem.write(addr, b, n); };
+}
+
+}  // namespace
+
+Result<void> Breakpoints::insert_all(TraceeMemory& mem, const FileText& file) {
+  const size_t done = write_site_bytes(sites_, true, mem, writer_of(mem), file);
+  if (done < sites_.size()) {
+    restore_all(mem, file);
+    return runtime_error("cannot write a breakpoint at {:#x}", sites_[done].addr);
   }
   inserted_ = true;
   return {};
@@ -359,8 +366,13 @@ bool Breakpoints::drop_func(int func, TraceeMemory& mem) {
   return ok;
 }
 
-void Breakpoints::restore_all(TraceeMemory& mem) {
-  for (const Site& s : sites_) mem.write(s.addr, s.orig, 1);
+void Breakpoints::restore_all(TraceeMemory& mem, const FileText& file) {
+  // A site that cannot be written back is not the end: every other one still is.
+  for (size_t i = 0; i < sites_.size();) {
+    const auto rest = std::span<const Site>(sites_).subspan(i);
+    const size_t done = write_site_bytes(rest, false, mem, writer_of(mem), file);
+    i += done + 1;
+  }
   inserted_ = false;
 }
 

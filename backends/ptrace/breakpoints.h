@@ -46,6 +46,10 @@ struct Site {
 };
 static_assert(sizeof(Site) == 64);
 
+// The executable's bytes as its file has them at a run-time address: n bytes, or fewer (none)
+// where the file does not back them all.
+using FileText = std::function<std::span<const uint8_t>(uint64_t addr, size_t n)>;
+
 // The sites are one flat vector, sorted by address once every site is added (finish), and
 // found by address through an open-addressing index of 32-bit positions: no node, bucket or
 // role vector per site (a whole caddy's table went from about 25 MB to 12).
@@ -98,12 +102,15 @@ class Breakpoints {
     return slots_ ? slots_ + uint64_t(&s - sites_.data()) * kSlotSize : 0;
   }
 
-  Result<void> insert_all(TraceeMemory& mem);
+  // The int3s, and the original bytes back: a page's sites in one write where `file` shows
+  // that nothing but the sites differs from the file there (site_bytes.h). Without `file`,
+  // one write per site.
+  Result<void> insert_all(TraceeMemory& mem, const FileText& file = {});
   // --max-overhead: takes func's roles off every site, and puts the original byte back where
   // no role is left. The site stays known, so that a hit taken before the write still
   // resumes through its copy. False when a byte could not be written.
   bool drop_func(int func, TraceeMemory& mem);
-  void restore_all(TraceeMemory& mem);
+  void restore_all(TraceeMemory& mem, const FileText& file = {});
   bool inserted() const { return inserted_; }
 
   // Sets regs (taken at the trap, rip = addr + 1) so that the thread resumes in the site's

@@ -241,7 +241,8 @@ Result<void> Tracer::start() {
   }
   auto r = setup_probes(stopped);
   if (!r) {
-    bps_.restore_all(proc_->mem());
+    bps_.restore_all(proc_->mem(), file_text());
+    release_file_text();
     if (proc_->launched()) {
       kill(proc_->pid(), SIGKILL);
     } else {
@@ -475,7 +476,9 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     net_.set_block_all_sets(std::move(sets));
   }
   if (!arm_net(stopped)) net_wanted_ = true;
-  GOTAP_TRY(bps_.insert_all(mem));
+  auto inserted = bps_.insert_all(mem, file_text());
+  release_file_text();
+  GOTAP_TRY(inserted);
   sys::timing_mark("ptrace: armed");
 
   // The thread that ran the injected syscalls is resumed before the banner: scripts act on
@@ -973,13 +976,38 @@ void Tracer::finish_pending() {
   held_.clear();
 }
 
+FileText Tracer::file_text() const {
+  // The writes go in address order: what they passed is given back a MiB at a time, so that
+  // a whole binary's text (17 MB) is never resident at once.
+  auto from = std::make_shared<uint64_t>(UINT64_MAX);
+  return [this, from](uint64_t addr, size_t n) -> std::span<const uint8_t> {
+    if (addr < bias_) return {};
+    const uint64_t v = addr - bias_;
+    constexpr uint64_t kStep = 1 << 20;
+    if (*from == UINT64_MAX || v < *from) *from = v & ~(kStep - 1);
+    if (v - *from >= 2 * kStep) {
+      const uint64_t to = (v & ~(kStep - 1)) - kStep;
+      bin_.elf->release(*from, to - *from);
+      *from = to;
+    }
+    return bin_.elf->read(v, n);
+  };
+}
+
+void Tracer::release_file_text() const {
+  for (const auto& seg : bin_.elf->segments())
+    if (seg.type == 1 /* PT_LOAD */ && (seg.flags & 1 /* PF_X */))
+      bin_.elf->release(seg.vaddr, seg.filesz);
+}
+
 void Tracer::detach() {
   if (proc_->gone()) return;
   if (exec_ended_) {
     proc_->detach_all([](pid_t, user_regs_struct&) { return false; });
     return;
   }
-  bps_.restore_all(proc_->mem());
+  bps_.restore_all(proc_->mem(), file_text());
+  release_file_text();
   // A hit taken before the restore: run the original instruction, now back in place.
   auto rewind = [this](pid_t, user_regs_struct& r) {
     if (!bps_.find(r.rip - 1)) return rewind_leftover(leftover_sites_, proc_->mem(), r);

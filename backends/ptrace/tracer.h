@@ -108,6 +108,10 @@ class Tracer {
   RegState reg_state(const user_regs_struct& r, pid_t tid, bool xmm, uint64_t sp);
   nlohmann::json stack_of(const user_regs_struct& r, uint64_t pc, uint64_t ret_slot);
   void finish_pending();
+  // The executable's file at run-time addresses, for Breakpoints' writes of a page's sites at
+  // once; and its text given back to the system once read (a whole binary's: 17 MB).
+  FileText file_text() const;
+  void release_file_text() const;
   void detach();
   // After a hit in code that may run with signals blocked: TrapNet::rearm when the thread
   // blocks signals.
