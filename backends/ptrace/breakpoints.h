@@ -25,7 +25,18 @@ enum class StepKind : uint8_t { PushRbp, Ret, Jcc, Jmp, Call, Nop, OutOfLine };
 struct SiteRole {
   // TailJump: a jump that leaves the function as a RET does, with its results not set up.
   // The goroutine probes: runtime.casgstatus, runtime.newproc1's entry and its RETs.
-  enum Kind : uint8_t { Entry, Return, TailJump, Inline, GStatus, GCreate, GCreated } kind = Entry;
+  // Uncount: count's probe on the stack check's call to morestack, after which the entry
+  // probe fires again for the same call.
+  enum Kind : uint8_t {
+    Entry,
+    Return,
+    TailJump,
+    Inline,
+    GStatus,
+    GCreate,
+    GCreated,
+    Uncount
+  } kind = Entry;
   int func = -1;        // index into ProbePlan::funcs
   int inline_idx = -1;  // Inline: index into FuncPlan::inline_sites
 };

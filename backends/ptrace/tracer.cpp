@@ -386,18 +386,30 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
       if (first_problem.empty()) first_problem = fmt::format("{}: {}", f.name, r.error().what());
       return false;
     };
+    // Count needs a function's returns only for what its entry cannot tell (as on eBPF): a
+    // re-entry after morestack (unless the morestack call takes it back), a condition decided
+    // at the return, a failure. Elsewhere a RET's int3 would be a second stop per call that
+    // on_return throws away. A condition may reject the first entry and accept the refire:
+    // no blind uncount then.
+    fs.uncount = opts_.mode == Mode::Count && f.entry_refires && f.entry_probe &&
+                 f.morestack_call && !opts_.condition &&
+                 add(f.morestack_call, {SiteRole::Uncount, int(i), -1}, 0);
+    const bool rets = opts_.mode != Mode::Count || (f.entry_refires && !fs.uncount) ||
+                      fs.err.has_value() || (opts_.condition && opts_.condition->at_ret(int(i)));
+    const size_t nrets = rets ? f.ret_sites.size() + (f.entry_probe ? f.tail_jumps.size() : 0) : 0;
     // Another tracer on the entry: the function is not traced at all, or each of its returns
     // would show as a call of no length (docs/cli.md, "Sites another tracer holds").
     if (f.entry_probe && !add(f.entry_probe, {SiteRole::Entry, int(i), -1}, f.frame_size) &&
         mem.read(f.entry_probe + bias_, &first_byte, 1) && first_byte == 0xCC) {
-      wanted += f.ret_sites.size() + f.tail_jumps.size();
-      failed += f.ret_sites.size() + f.tail_jumps.size();
+      wanted += nrets;
+      failed += nrets;
       continue;
     }
     // A RET's frame is torn down: the return address is at RSP.
-    for (uint64_t rs : f.ret_sites) add(rs, {SiteRole::Return, int(i), -1}, 0);
+    if (rets)
+      for (uint64_t rs : f.ret_sites) add(rs, {SiteRole::Return, int(i), -1}, 0);
     // A tail jump ends the call too (the eBPF backend probes them the same way).
-    if (f.entry_probe)
+    if (rets && f.entry_probe)
       for (uint64_t tj : f.tail_jumps) add(tj, {SiteRole::TailJump, int(i), -1}, 0);
     if (f.inline_probed)
       for (size_t k = 0; k < f.inline_sites.size(); ++k)
@@ -555,7 +567,8 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
   }
   // Count keeps the frame only to recognise the refire after morestack (as eBPF tracks it),
   // and, with a condition, so that only a selected call's failure is counted.
-  if (opts_.mode == Mode::Count && !f.entry_refires && !at_ret && !(cond && fs.err)) return;
+  if (opts_.mode == Mode::Count && (!f.entry_refires || fs.uncount) && !at_ret && !(cond && fs.err))
+    return;
   trap_goid_ = goid;
   Held& held = held_[goid];
   ++held.open;
@@ -594,7 +607,9 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
   const bool errcheck = role.kind == SiteRole::Return && fs.err;
   // Without a condition every failure counts; with one, only a selected call's (below).
   if (errcheck && !cond) check_error(s, fs, r);
-  if (opts_.mode == Mode::Count && !f.entry_refires && !at_ret && !(cond && errcheck)) return;
+  if (opts_.mode == Mode::Count && (!f.entry_refires || fs.uncount) && !at_ret &&
+      !(cond && errcheck))
+    return;
   uint64_t sp = r.rsp + s.sp_delta;
   auto gi = gr_->current(r, fs.abi_internal);
   int64_t goid = gi ? gi->goid : 0;
@@ -870,6 +885,13 @@ void Tracer::handle_roles(const Site& site, const user_regs_struct& r, pid_t tid
       case SiteRole::GCreated:
         on_goroutine(role, r, tid, ts);
         break;
+      case SiteRole::Uncount: {
+        // The entry fires again once morestack has grown the stack: the same call.
+        std::lock_guard<std::mutex> lock(fstate_mu_);
+        FuncState& fs = fstate_[role.func];
+        if (fs.count) --fs.count;  // 0: its entry came before the attach
+        break;
+      }
     }
   }
 }

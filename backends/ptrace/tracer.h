@@ -51,6 +51,9 @@ class Tracer {
     // Code that may run with signals blocked (tracer.cpp, may_block_signals).
     bool signals_blocked = false;
     uint64_t count = 0;
+    // Count: an entry that refires after morestack is taken back at the morestack call (an
+    // Uncount site), so no frame is kept and the RETs need no int3.
+    bool uncount = false;
     LatencySummary latency;
     // The itab word of the error result (core/plan/error_result.h), and the calls that
     // returned a non-nil error.

@@ -243,6 +243,51 @@ TEST_F(PtraceTrace, CountExactAcrossMorestack) {
   if (refiring == 0) GTEST_SKIP() << "no fixture's plan probes main.grow where it re-fires";
 }
 
+// Count stops a thread once per call: a function whose returns tell nothing the entry does not
+// (no error result, no condition at the return) has no int3 on its RETs. Each stop is the
+// program's time (tens of us here); trace still stops at both ends. An entry probe that
+// refires after morestack (Go 1.19's stack-check jump) is taken back at the morestack call:
+// two more stops for each time the stack grows there, which this loop's shallow stack does
+// at most a few times.
+TEST_F(PtraceTrace, CountStopsOncePerCall) {
+  size_t checked = 0;
+  for (const Fixture& f : all_fixtures("latency")) {
+    if (f.flavour != "default" && f.flavour != "stripped") continue;
+    SCOPED_TRACE(f.label());
+    auto bin = GoBinary::open(f.path);
+    ASSERT_TRUE(bin.ok());
+    auto plan = (*bin)->plan({"main.work"}, PlanOptions{});
+    ASSERT_TRUE(plan.ok() && plan->funcs.size() == 1u);
+    const FuncPlan& fp = plan->funcs[0];
+    if (fp.ret_sites.empty() || !fp.entry_probe) continue;
+    if (fp.entry_refires) ASSERT_NE(fp.morestack_call, 0u);
+    const uint64_t regrowths = fp.entry_refires ? 4 : 0;
+    constexpr uint64_t kCalls = 300;
+    for (Mode mode : {Mode::Count, Mode::Trace}) {
+      TraceOptions o;
+      o.mode = mode;
+      o.target.argv = {f.path, "bench", std::to_string(kCalls)};
+      TraceRun r = trace(f.path, {"main.work"}, o);
+      ASSERT_TRUE(r.ok) << r.error;
+      auto sum = events_of(r.events, "summary");
+      ASSERT_EQ(sum.size(), 1u);
+      if (mode == Mode::Count) {
+        auto counts = events_of(r.events, "count");
+        ASSERT_EQ(counts.size(), 1u);
+        EXPECT_EQ(counts[0]["count"].get<uint64_t>(), kCalls);
+        EXPECT_GE(sum[0]["hits"].get<uint64_t>(), kCalls);
+        EXPECT_LE(sum[0]["hits"].get<uint64_t>(), kCalls + 2 * regrowths);
+      } else {
+        EXPECT_EQ(events_of(r.events, "return").size(), kCalls);
+        EXPECT_GE(sum[0]["hits"].get<uint64_t>(), 2 * kCalls);
+        EXPECT_LE(sum[0]["hits"].get<uint64_t>(), 2 * kCalls + regrowths);
+      }
+    }
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no latency fixtures built";
+}
+
 // A site that two functions share (a wrapper's RET that is also its target's, one inlined copy
 // that starts where another does) is one int3 with two roles. It is placed; it was reported as
 // "N of M probe sites not placed (first: )", a warning with no reason and nothing wrong.
