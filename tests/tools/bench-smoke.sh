@@ -4,7 +4,7 @@
 # run, not their figures (those go to docs/benchmarks.md from full runs on a quiet machine):
 # a script that silently stopped measuring (a renamed timing line, a peer that fails, a
 # fixture moved) would otherwise only show when someone next needs its figures.
-# usage: bench-smoke.sh ebpf|ptrace|levers|whole|funcs GOTAP FIXTURES_DIR
+# usage: bench-smoke.sh ebpf|ptrace|count|levers|whole|funcs GOTAP FIXTURES_DIR
 # Exit 77 (a skip) without root; 1 with what is missing.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -45,6 +45,15 @@ case "$what" in
       fi
     done
     ;;
+  count)
+    RUNS=1 N=2000 FIXTURES=$fx "$here/bench/ptrace-count.sh" "$gotap" >"$out"
+    for rel in 1.19 1.27; do
+      need "^\| $rel \| untraced \| $num / $num / $num \| \| \|\$"
+      for w in count latency; do
+        need "^\| $rel \| $w \(A\) \| $num / $num / $num \| ${num}x \| $num \|\$"
+      done
+    done
+    ;;
   levers)
     "$here/bench/ptrace-program.sh" "$out.bin"
     for m in call cpu held; do
@@ -74,7 +83,7 @@ case "$what" in
     done
     ;;
   *)
-    echo "usage: bench-smoke.sh ebpf|ptrace|levers|whole|funcs GOTAP FIXTURES_DIR" >&2
+    echo "usage: bench-smoke.sh ebpf|ptrace|count|levers|whole|funcs GOTAP FIXTURES_DIR" >&2
     exit 2
     ;;
 esac
