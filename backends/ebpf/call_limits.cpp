@@ -38,8 +38,8 @@ Result<void> write_site_extra(gotap_bpf* skel, const ProbeConfig& cfg) {
   auto flush = [&]() -> Result<void> {
     uint32_t count = static_cast<uint32_t>(keys.size());
     // Kernels before 5.6 have no batch operations: one element at a time there.
-    if (count && !(batch && bpf_map_update_batch(fd, keys.data(), values.data(), &count,
-                                                 nullptr) == 0)) {
+    if (count &&
+        !(batch && bpf_map_update_batch(fd, keys.data(), values.data(), &count, nullptr) == 0)) {
       batch = false;
       for (size_t k = 0; k < keys.size(); ++k)
         if (bpf_map_update_elem(fd, &keys[k], &values[k], BPF_ANY) != 0)
