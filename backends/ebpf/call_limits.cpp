@@ -4,9 +4,9 @@
 #include <bpf/libbpf.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "backends/ebpf/aggregates.h"
+#include "backends/ebpf/map_writer.h"
 #include "gotap.skel.h"
 #include "gotap_limits.h"
 
@@ -26,40 +26,18 @@ void size_limit_maps(gotap_bpf* skel, const ProbeConfig& cfg, uint32_t rate_per_
 }
 
 Result<void> write_site_extra(gotap_bpf* skel, const ProbeConfig& cfg) {
-  const int fd = bpf_map__fd(skel->maps.site_extra);
-  // A chunk at a time, in one system call each: a whole binary has 10,000s of entry sites
-  // with a return offset (caddy: 45,000, one update each took 80 ms of arming here).
-  constexpr size_t kChunk = 1024;
-  std::vector<uint32_t> keys;
-  std::vector<gotap_site_extra> values;
-  keys.reserve(kChunk);
-  values.reserve(kChunk);
-  bool batch = true;
-  auto flush = [&]() -> Result<void> {
-    uint32_t count = static_cast<uint32_t>(keys.size());
-    // Kernels before 5.6 have no batch operations: one element at a time there.
-    if (count &&
-        !(batch && bpf_map_update_batch(fd, keys.data(), values.data(), &count, nullptr) == 0)) {
-      batch = false;
-      for (size_t k = 0; k < keys.size(); ++k)
-        if (bpf_map_update_elem(fd, &keys[k], &values[k], BPF_ANY) != 0)
-          return errno_error(ErrorKind::Runtime, "cannot configure probe {}", keys[k]);
-    }
-    keys.clear();
-    values.clear();
-    return {};
-  };
+  // A whole binary has 10,000s of entry sites with a return offset (caddy: 45,000; one
+  // update each took 80 ms of arming here).
+  MapWriter<gotap_site_extra> w(bpf_map__fd(skel->maps.site_extra));
   for (uint32_t i = 0; i < cfg.sites.size(); ++i) {
     const SiteConfig& s = cfg.sites[i];
     if (s.err_word.src == GOTAP_SRC_NONE && s.ret_off == 0) continue;  // the map's zeroes
     gotap_site_extra x{};
     x.err = s.err_word;
     x.ret_off = s.ret_off;
-    keys.push_back(i);
-    values.push_back(x);
-    if (keys.size() == kChunk) GOTAP_TRY(flush());
+    GOTAP_TRY(w.put(i, x));
   }
-  return flush();
+  return w.flush();
 }
 
 std::optional<uint64_t> read_failed(gotap_bpf* skel, const ProbeConfig& cfg, uint32_t f) {

@@ -29,6 +29,7 @@
 #include "backends/ebpf/cond_maps.h"
 #include "backends/ebpf/event_decoder.h"
 #include "backends/ebpf/insn_filter.h"
+#include "backends/ebpf/map_writer.h"
 #include "backends/ebpf/overhead.h"
 #include "backends/ebpf/probe_config.h"
 #include "backends/ebpf/prog_stats.h"
@@ -86,33 +87,11 @@ std::string last_libbpf_line() {
   return nl == std::string::npos ? log : log.substr(nl + 1);
 }
 
-// The sites' records into the `probes` map, a chunk at a time: a whole binary's records at
-// once would be tens of MB more at the peak of arming, and one system call each, 100,000s.
+// The sites' records into the `probes` map (map_writer.h).
 Result<void> write_probes(int fd, const ProbeConfig& cfg) {
-  constexpr uint32_t kChunk = 1024;
-  std::vector<uint32_t> keys;
-  std::vector<gotap_probe> values;
-  keys.reserve(kChunk);
-  values.reserve(kChunk);
-  bool batch = true;
-  for (uint32_t first = 0; first < cfg.sites.size(); first += kChunk) {
-    const uint32_t n = std::min<uint32_t>(kChunk, static_cast<uint32_t>(cfg.sites.size()) - first);
-    keys.clear();
-    values.clear();
-    for (uint32_t i = first; i < first + n; ++i) {
-      keys.push_back(i);
-      values.push_back(cfg.record(i));
-    }
-    uint32_t count = n;
-    // Kernels before 5.6 have no batch operations: one element at a time there.
-    if (batch && bpf_map_update_batch(fd, keys.data(), values.data(), &count, nullptr) == 0)
-      continue;
-    batch = false;
-    for (uint32_t k = 0; k < n; ++k)
-      if (bpf_map_update_elem(fd, &keys[k], &values[k], BPF_ANY) != 0)
-        return errno_error(ErrorKind::Runtime, "cannot configure probe {}", keys[k]);
-  }
-  return {};
+  MapWriter<gotap_probe> w(fd);
+  for (uint32_t i = 0; i < cfg.sites.size(); ++i) GOTAP_TRY(w.put(i, cfg.record(i)));
+  return w.flush();
 }
 
 Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode mode, int tgid,
