@@ -387,24 +387,32 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
       return false;
     };
     // Count needs a function's returns only for what its entry cannot tell (as on eBPF): a
-    // re-entry after morestack (unless the morestack call takes it back), a condition decided
-    // at the return, a failure. Elsewhere a RET's int3 would be a second stop per call that
-    // on_return throws away. A condition may reject the first entry and accept the refire:
-    // no blind uncount then.
-    fs.uncount = opts_.mode == Mode::Count && f.entry_refires && f.entry_probe &&
-                 f.morestack_call && !opts_.condition &&
-                 add(f.morestack_call, {SiteRole::Uncount, int(i), -1}, 0);
-    const bool rets = opts_.mode != Mode::Count || (f.entry_refires && !fs.uncount) ||
-                      fs.err.has_value() || (opts_.condition && opts_.condition->at_ret(int(i)));
-    const size_t nrets = rets ? f.ret_sites.size() + (f.entry_probe ? f.tail_jumps.size() : 0) : 0;
+    // re-entry after morestack that no Uncount site takes back (tracks_refires), a condition
+    // decided at the return, a failure. Elsewhere a RET's int3 would be a second stop per
+    // call that on_return throws away. A condition may reject the first entry and accept the
+    // refire: no blind uncount then.
+    const bool at_ret = opts_.condition && opts_.condition->at_ret(int(i));
+    auto needs_rets = [&] {
+      return opts_.mode != Mode::Count || tracks_refires(f, fs) || fs.err.has_value() || at_ret;
+    };
+    fs.uncount =
+        opts_.mode == Mode::Count && f.entry_refires && f.morestack_call && !opts_.condition;
+    const size_t nrets =
+        needs_rets() ? f.ret_sites.size() + (f.entry_probe ? f.tail_jumps.size() : 0) : 0;
+    const bool entry_placed =
+        f.entry_probe && add(f.entry_probe, {SiteRole::Entry, int(i), -1}, f.frame_size);
     // Another tracer on the entry: the function is not traced at all, or each of its returns
     // would show as a call of no length (docs/cli.md, "Sites another tracer holds").
-    if (f.entry_probe && !add(f.entry_probe, {SiteRole::Entry, int(i), -1}, f.frame_size) &&
-        mem.read(f.entry_probe + bias_, &first_byte, 1) && first_byte == 0xCC) {
+    if (f.entry_probe && !entry_placed && mem.read(f.entry_probe + bias_, &first_byte, 1) &&
+        first_byte == 0xCC) {
       wanted += nrets;
       failed += nrets;
       continue;
     }
+    // Without its entry or its own site, the refire is tracked through the returns instead.
+    if (fs.uncount)
+      fs.uncount = entry_placed && add(f.morestack_call, {SiteRole::Uncount, int(i), -1}, 0);
+    const bool rets = needs_rets();
     // A RET's frame is torn down: the return address is at RSP.
     if (rets)
       for (uint64_t rs : f.ret_sites) add(rs, {SiteRole::Return, int(i), -1}, 0);
@@ -567,8 +575,7 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
   }
   // Count keeps the frame only to recognise the refire after morestack (as eBPF tracks it),
   // and, with a condition, so that only a selected call's failure is counted.
-  if (opts_.mode == Mode::Count && (!f.entry_refires || fs.uncount) && !at_ret && !(cond && fs.err))
-    return;
+  if (opts_.mode == Mode::Count && !tracks_refires(f, fs) && !at_ret && !(cond && fs.err)) return;
   trap_goid_ = goid;
   Held& held = held_[goid];
   ++held.open;
@@ -607,9 +614,7 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
   const bool errcheck = role.kind == SiteRole::Return && fs.err;
   // Without a condition every failure counts; with one, only a selected call's (below).
   if (errcheck && !cond) check_error(s, fs, r);
-  if (opts_.mode == Mode::Count && (!f.entry_refires || fs.uncount) && !at_ret &&
-      !(cond && errcheck))
-    return;
+  if (opts_.mode == Mode::Count && !tracks_refires(f, fs) && !at_ret && !(cond && errcheck)) return;
   uint64_t sp = r.rsp + s.sp_delta;
   auto gi = gr_->current(r, fs.abi_internal);
   int64_t goid = gi ? gi->goid : 0;

@@ -111,6 +111,11 @@ class Tracer {
   RegState reg_state(const user_regs_struct& r, pid_t tid, bool xmm, uint64_t sp);
   nlohmann::json stack_of(const user_regs_struct& r, uint64_t pc, uint64_t ret_slot);
   void finish_pending();
+  // Count keeps a frame per call (and probes the RETs) to recognise an entry probe's refire
+  // after morestack, unless an Uncount site takes the refire back.
+  static bool tracks_refires(const FuncPlan& f, const FuncState& fs) {
+    return f.entry_refires && !fs.uncount;
+  }
   // The executable's file at run-time addresses, for Breakpoints' writes of a page's sites at
   // once; and its text given back to the system once read (a whole binary's: 17 MB).
   FileText file_text() const;

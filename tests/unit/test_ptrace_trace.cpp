@@ -260,7 +260,9 @@ TEST_F(PtraceTrace, CountStopsOncePerCall) {
     ASSERT_TRUE(plan.ok() && plan->funcs.size() == 1u);
     const FuncPlan& fp = plan->funcs[0];
     if (fp.ret_sites.empty() || !fp.entry_probe) continue;
-    if (fp.entry_refires) ASSERT_NE(fp.morestack_call, 0u);
+    if (fp.entry_refires) {
+      ASSERT_NE(fp.morestack_call, 0u);
+    }
     const uint64_t regrowths = fp.entry_refires ? 4 : 0;
     constexpr uint64_t kCalls = 300;
     for (Mode mode : {Mode::Count, Mode::Trace}) {
