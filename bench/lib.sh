@@ -1,5 +1,5 @@
 # Shared by the bench scripts (sourced): figures collected per name over interleaved runs,
-# and their medians.
+# their medians, and min / median / max.
 
 # res[NAME]: the figures of NAME's runs, space-separated ("nan" for a run that gave none).
 declare -A res
@@ -16,3 +16,8 @@ run() {
 
 # The median of the numbers on standard input ("nan" when there are none).
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : "nan")}'; }
+
+# stats NUMBERS...: "min / median / max", each rounded.
+stats() {
+  printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {printf "%.0f / %.0f / %.0f", v[1], v[int((NR+1)/2)], v[NR]}'
+}

@@ -16,10 +16,8 @@ fx=${FIXTURES:-$here/build/fixtures}
 releases=${RELEASES:-1.19 1.27}
 
 per_call() { sed -n 's/.*ns_per_call \([0-9.]*\).*/\1/p' | head -1; }
-stats() {
-  printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {printf "%.0f / %.0f / %.0f", v[1], v[int((NR+1)/2)], v[NR]}'
-}
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+# shellcheck source=bench/lib.sh
+. "$here/bench/lib.sh"
 
 echo "Host: $(nproc) CPUs, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg); $runs runs of $n calls."
 echo "A: $a${b:+; B: $b}"
@@ -39,16 +37,13 @@ for rel in $releases; do
       got[latency $l]+=" $("$t" latency --backend=ptrace -o /dev/null main.work -- "$prog" bench "$n" 2>/dev/null | per_call)"
     done
   done
-  # shellcheck disable=SC2086
-  base=$(median ${got[untraced]})
+  base=$(echo "${got[untraced]}" | median)
   # shellcheck disable=SC2086
   echo "| $rel | untraced | $(stats ${got[untraced]}) | | |"
   for l in A ${b:+B}; do
-    # shellcheck disable=SC2086
-    lat=$(median ${got[latency $l]})
+    lat=$(echo "${got[latency $l]}" | median)
     for what in count latency; do
-      # shellcheck disable=SC2086
-      m=$(median ${got[$what $l]})
+      m=$(echo "${got[$what $l]}" | median)
       # shellcheck disable=SC2086
       echo "| $rel | $what ($l) | $(stats ${got[$what $l]}) | $(awk -v a="$m" -v b="$base" 'BEGIN{printf "%.0fx", a / b}') | $(awk -v a="$m" -v b="$lat" 'BEGIN{printf "%.2f", a / b}') |"
     done

@@ -30,10 +30,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# stats NUMBERS...: "min / median / max"
-stats() {
-  printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {printf "%.0f / %.0f / %.0f", v[1], v[int((NR+1)/2)], v[NR]}'
-}
+# shellcheck source=bench/lib.sh
+. "$here/bench/lib.sh"
 # timed FILE CMD...: runs CMD with GOTAP_TIMING=1, stderr to FILE; prints "wall_ms cpu_ms",
 # and keeps its peak RSS (MB) in $f.rss.
 timed() {
