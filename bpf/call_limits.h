@@ -17,7 +17,7 @@ struct {
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1); /* resized to the number of functions */
+  __uint(max_entries, 1); /* resized to the number of functions with an error result */
   __type(key, __u32);
   __type(value, __u64);
 } errors SEC(".maps");
@@ -40,7 +40,7 @@ struct {
 
 /* At a RET of a function with an error result: counts the call as failed when the error's
  * itab word is not zero. */
-static __always_inline void count_error(struct pt_regs* ctx, __u32 idx, __u32 func) {
+static __always_inline void count_error(struct pt_regs* ctx, __u32 idx) {
   struct gotap_site_extra* x = bpf_map_lookup_elem(&site_extra, &idx);
   if (!x) return;
   struct gotap_word* w = &x->err;
@@ -55,7 +55,8 @@ static __always_inline void count_error(struct pt_regs* ctx, __u32 idx, __u32 fu
     return;
   }
   if (!v) return;
-  __u64* c = bpf_map_lookup_elem(&errors, &func);
+  __u32 slot = x->err_slot;
+  __u64* c = bpf_map_lookup_elem(&errors, &slot);
   if (c) *c += 1;
 }
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
-/* gotap's uprobe program. One program serves every probe site: the attach cookie indexes
- * the `probes` map, which says which function the site belongs to, whether it is an entry or
- * a RET, and where the argument or result words live. Count and latency aggregate here; trace
- * streams events through the ring buffer. */
+/* gotap's uprobe program. One program serves every probe site: the attach cookie says which
+ * function the site belongs to and whether it is an entry or a RET (gotap_cookie). In trace
+ * mode it also indexes the `probes` map, which says where the argument or result words live.
+ * Count and latency aggregate here; trace streams events through the ring buffer. */
 #include "vmlinux.h"
 
 #include <bpf/bpf_core_read.h>
@@ -29,7 +29,7 @@ const volatile __u32 bench_no_submit = 0;
 
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, 1); /* resized to the number of probe sites */
+  __uint(max_entries, 1); /* resized to the number of probe sites in trace mode */
   __type(key, __u32);
   __type(value, struct gotap_probe);
 } probes SEC(".maps");
@@ -240,11 +240,17 @@ static __always_inline void record_latency(__u32 func, __u64 dur) {
 static __always_inline int probe_hit(struct pt_regs* ctx) {
   __u64 pid_tgid = bpf_get_current_pid_tgid();
   if (target_tgid && (pid_tgid >> 32) != target_tgid) return 0;
-  __u32 idx = (__u32)bpf_get_attach_cookie(ctx);
-  struct gotap_probe* p = bpf_map_lookup_elem(&probes, &idx);
-  if (!p) return 0;
-  __u32 func = p->func_id;
-  __u8 flags = p->flags;
+  __u64 cookie = bpf_get_attach_cookie(ctx);
+  __u32 idx = gotap_cookie_site(cookie);
+  __u32 func = gotap_cookie_func(cookie);
+  __u8 flags = gotap_cookie_flags(cookie);
+  /* Only trace's events read the site's record (its words and copies); the other modes have
+   * no records (the verifier drops this with the mode's constant). */
+  struct gotap_probe* p = 0;
+  if (mode == GOTAP_MODE_TRACE) {
+    p = bpf_map_lookup_elem(&probes, &idx);
+    if (!p) return 0;
+  }
   int is_ret = flags & GOTAP_PROBE_RET;
   /* --if: the function's compiled condition (goroutine probes' ids are past the map's end). */
   struct gotap_cond* cp = 0;
@@ -257,7 +263,7 @@ static __always_inline int probe_hit(struct pt_regs* ctx) {
   /* count mode probes such a RET for the error alone (with a condition it is tracked, and the
    * failure is counted below, once the call is known to be selected) */
   if ((flags & GOTAP_PROBE_ERRCHECK) && mode == GOTAP_MODE_COUNT && !(flags & GOTAP_PROBE_TRACK)) {
-    count_error(ctx, idx, func);
+    count_error(ctx, idx);
     return 0;
   }
 
@@ -389,7 +395,7 @@ static __always_inline int probe_hit(struct pt_regs* ctx) {
     /* A return alone is a call reported too: it takes a token of its own. */
     dropped = mode == GOTAP_MODE_TRACE && !rate_allows(func, now);
   }
-  if (flags & GOTAP_PROBE_ERRCHECK) count_error(ctx, idx, func);
+  if (flags & GOTAP_PROBE_ERRCHECK) count_error(ctx, idx);
   if (mode == GOTAP_MODE_LATENCY || live_metrics) {
     if (start) record_latency(func, dur);
   }

@@ -83,7 +83,28 @@ enum gotap_probe_flags {
   GOTAP_PROBE_UNCOUNT = 32, /* count mode: the morestack call; the entry probe refires */
 };
 
-/* One probe site; the attach cookie is its index in the `probes` array map. */
+/* A probe site's attach cookie: its index in the `probes` and `site_extra` maps (low 24
+ * bits), its gotap_probe_flags (bits 24-31) and its func_id (high 32 bits). Count and latency
+ * need only the last two, so their hits read no map to know what was hit, and their
+ * `probes` map is neither sized nor written (a whole binary: 100,000s of 248-byte records). */
+#define GOTAP_COOKIE_SITE_BITS 24
+#define GOTAP_COOKIE_MAX_SITES (1u << GOTAP_COOKIE_SITE_BITS)
+
+static inline gotap_u64 gotap_cookie(gotap_u32 site, gotap_u8 flags, gotap_u32 func_id) {
+  return ((gotap_u64)func_id << 32) | ((gotap_u64)flags << GOTAP_COOKIE_SITE_BITS) |
+         (site & (GOTAP_COOKIE_MAX_SITES - 1));
+}
+static inline gotap_u32 gotap_cookie_site(gotap_u64 cookie) {
+  return (gotap_u32)cookie & (GOTAP_COOKIE_MAX_SITES - 1);
+}
+static inline gotap_u8 gotap_cookie_flags(gotap_u64 cookie) {
+  return (gotap_u8)(cookie >> GOTAP_COOKIE_SITE_BITS);
+}
+static inline gotap_u32 gotap_cookie_func(gotap_u64 cookie) {
+  return (gotap_u32)(cookie >> 32);
+}
+
+/* One probe site's record in the `probes` array map (trace mode), at its cookie's index. */
 struct gotap_probe {
   gotap_u32 func_id;
   gotap_u8 flags;

@@ -32,13 +32,13 @@ struct {
 } site_off SEC(".maps");
 
 static __always_inline int site_is_off(struct pt_regs* ctx) {
-  __u32 idx = (__u32)bpf_get_attach_cookie(ctx);
+  __u32 idx = gotap_cookie_site(bpf_get_attach_cookie(ctx));
   __u32* off = bpf_map_lookup_elem(&site_off, &idx);
   return off && *off;
 }
 
 static __always_inline void add_site_cost(struct pt_regs* ctx, __u64 t0) {
-  __u32 idx = (__u32)bpf_get_attach_cookie(ctx);
+  __u32 idx = gotap_cookie_site(bpf_get_attach_cookie(ctx));
   struct gotap_site_cost* c = bpf_map_lookup_elem(&site_cost, &idx);
   if (!c) return;
   c->ns += bpf_ktime_get_ns() - t0;

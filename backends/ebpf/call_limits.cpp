@@ -19,10 +19,19 @@ void size_limit_maps(gotap_bpf* skel, const ProbeConfig& cfg, uint32_t rate_per_
   skel->rodata->rate_per_s = rate_per_s;
   skel->rodata->stack_depth = stack_depth;
   bpf_map__set_max_entries(skel->maps.site_extra, nsites);
-  bpf_map__set_max_entries(skel->maps.errors, nfuncs);
+  bpf_map__set_max_entries(skel->maps.errors, std::max<uint32_t>(1, cfg.error_funcs));
   // Read and written only with --rate (rate_allows, and the summary's rate_limited).
   bpf_map__set_max_entries(skel->maps.rate_state, rate_per_s ? nfuncs : 1);
   bpf_map__set_max_entries(skel->maps.rate_dropped, rate_per_s ? nfuncs : 1);
+}
+
+gotap_site_extra site_extra(const ProbeConfig& cfg, uint32_t i) {
+  const SiteConfig& s = cfg.sites[i];
+  gotap_site_extra x{};
+  x.err = s.err_word;
+  x.ret_off = s.ret_off;
+  if (s.err_word.src != GOTAP_SRC_NONE) x.err_slot = cfg.funcs[s.func_id].err_slot;
+  return x;
 }
 
 Result<void> write_site_extra(gotap_bpf* skel, const ProbeConfig& cfg) {
@@ -32,21 +41,19 @@ Result<void> write_site_extra(gotap_bpf* skel, const ProbeConfig& cfg) {
   for (uint32_t i = 0; i < cfg.sites.size(); ++i) {
     const SiteConfig& s = cfg.sites[i];
     if (s.err_word.src == GOTAP_SRC_NONE && s.ret_off == 0) continue;  // the map's zeroes
-    gotap_site_extra x{};
-    x.err = s.err_word;
-    x.ret_off = s.ret_off;
-    GOTAP_TRY(w.put(i, x));
+    GOTAP_TRY(w.put(i, site_extra(cfg, i)));
   }
   return w.flush();
 }
 
-std::optional<uint64_t> read_failed(gotap_bpf* skel, const ProbeConfig& cfg, uint32_t f) {
-  if (f >= cfg.funcs.size() || !cfg.funcs[f].has_error) return std::nullopt;
-  return read_percpu_u64(bpf_map__fd(skel->maps.errors), f);
-}
-
-uint64_t read_rate_limited(gotap_bpf* skel, uint32_t f) {
-  return read_percpu_u64(bpf_map__fd(skel->maps.rate_dropped), f);
+std::vector<std::optional<uint64_t>> read_failed_all(gotap_bpf* skel, const ProbeConfig& cfg) {
+  std::vector<std::optional<uint64_t>> out(cfg.funcs.size());
+  const std::vector<uint64_t> by_slot =
+      read_percpu_u64_all(bpf_map__fd(skel->maps.errors), cfg.error_funcs);
+  for (size_t f = 0; f < cfg.funcs.size(); ++f)
+    if (cfg.funcs[f].has_error && cfg.funcs[f].err_slot < by_slot.size())
+      out[f] = by_slot[cfg.funcs[f].err_slot];
+  return out;
 }
 
 }  // namespace gotap::ebpf

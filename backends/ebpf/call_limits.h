@@ -1,13 +1,15 @@
 // The loader's side of bpf/call_limits.h and bpf/stack_walk.h: sizing the error-result and
 // --rate maps, writing per site where its error word and return address are, and reading
-// the failed and rate-limited counts.
+// the failed counts.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "backends/ebpf/probe_config.h"
 #include "core/model/result.h"
+#include "gotap_limits.h"
 
 struct gotap_bpf;
 
@@ -16,11 +18,13 @@ namespace gotap::ebpf {
 // Before load: map sizes, the --rate and --stack constants.
 void size_limit_maps(gotap_bpf* skel, const ProbeConfig& cfg, uint32_t rate_per_s,
                      uint32_t stack_depth);
-// After load: site_extra[cookie] for every site (error word, return address slot).
+// Site i's entry in site_extra: its error word and the function's slot in `errors`, its
+// return address slot.
+gotap_site_extra site_extra(const ProbeConfig& cfg, uint32_t i);
+// After load: site_extra[cookie] for every site.
 Result<void> write_site_extra(gotap_bpf* skel, const ProbeConfig& cfg);
-// Calls of function `f` that returned a non-nil error; nullopt when it has no error result.
-std::optional<uint64_t> read_failed(gotap_bpf* skel, const ProbeConfig& cfg, uint32_t f);
-// Calls of function `f` that --rate left out.
-uint64_t read_rate_limited(gotap_bpf* skel, uint32_t f);
+// Per function (index f), its calls that returned a non-nil error; nullopt for a function
+// without an error result. Read in a few system calls: the summary, a scrape.
+std::vector<std::optional<uint64_t>> read_failed_all(gotap_bpf* skel, const ProbeConfig& cfg);
 
 }  // namespace gotap::ebpf

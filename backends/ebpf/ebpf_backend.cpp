@@ -115,14 +115,24 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
 
   const uint32_t nsites = std::max<uint32_t>(1, static_cast<uint32_t>(cfg.sites.size()));
   const uint32_t nfuncs = std::max<uint32_t>(1, static_cast<uint32_t>(cfg.funcs.size()));
-  bpf_map__set_max_entries(skel->maps.probes, nsites);
+  // Only trace's events read a site's record; the other modes take all they need from the
+  // cookie (gotap_cookie).
+  bpf_map__set_max_entries(skel->maps.probes, mode == Mode::Trace ? nsites : 1);
   bpf_map__set_max_entries(skel->maps.counts, nfuncs);
   // Per-CPU arrays cost an allocation per entry and CPU as they are made (a whole binary's
   // 46,129 functions: tens of ms each): only the maps the mode writes are sized.
   const bool timed = mode == Mode::Latency || live;
   bpf_map__set_max_entries(skel->maps.lat_stats, timed ? nfuncs : 1);
   bpf_map__set_max_entries(skel->maps.lat_hist, timed ? nfuncs * GOTAP_NBUCKETS : 1);
-  bpf_map__set_max_entries(skel->maps.conds, nfuncs);
+  // Without --if no hit reads `conds` (has_cond): 904 bytes a function would be 40 MB of
+  // kernel memory for a whole binary.
+  bpf_map__set_max_entries(skel->maps.conds, cond ? nfuncs : 1);
+  // Count keeps calls in flight only at sites that track them (GOTAP_PROBE_TRACK); without
+  // any, the 65,536 preallocated entries cost 14 ms to make and are never used.
+  if (mode == Mode::Count &&
+      std::none_of(cfg.sites.begin(), cfg.sites.end(),
+                   [](const SiteConfig& s) { return s.flags & GOTAP_PROBE_TRACK; }))
+    bpf_map__set_max_entries(skel->maps.inflight, 1);
   bpf_map__set_max_entries(skel->maps.held, held_capacity(cond, mode));
   bpf_map__set_max_entries(skel->maps.events,
                            mode == Mode::Trace ? static_cast<uint32_t>(eo.ringbuf_bytes) : 4096);
@@ -141,7 +151,7 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
     e.errnum = -err;
     return e;
   }
-  GOTAP_TRY(write_probes(bpf_map__fd(skel->maps.probes), cfg));
+  if (mode == Mode::Trace) GOTAP_TRY(write_probes(bpf_map__fd(skel->maps.probes), cfg));
   if (auto r = write_site_extra(skel.get(), cfg); !r) return r.error();
   if (cond) GOTAP_TRY(load_conditions(skel->maps.conds, *cond, plan, tgid));
   return skel;
@@ -345,6 +355,9 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   ProbeConfig cfg =
       build_probe_config(plan, mode, opts.max_str, bin.types, opts.condition, opts.count_failed);
   if (cfg.sites.empty()) return make_error("nothing to probe: no function has a probe site");
+  if (cfg.sites.size() > GOTAP_COOKIE_MAX_SITES)
+    return make_error("{} probe sites are more than the eBPF backend can address ({})",
+                      cfg.sites.size(), GOTAP_COOKIE_MAX_SITES);
 
   // Probe sites as file offsets; the kernel resolves them per mapping (PIE or not).
   std::vector<Site> sites;
@@ -374,7 +387,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   for (uint32_t i = 0; i < cfg.sites.size(); ++i) {
     auto off = bin.elf->vaddr_to_offset(cfg.sites[i].addr);
     if (!off) return make_error("probe address {} is not in the file", hex(cfg.sites[i].addr));
-    (can[i] ? sites : refused).push_back({*off, i});
+    const SiteConfig& s = cfg.sites[i];
+    (can[i] ? sites : refused).push_back({*off, gotap_cookie(i, s.flags, s.func_id)});
   }
 
   // The target: launched children wait, stopped, until the probes are live.
@@ -406,7 +420,9 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     if (!held.empty()) {
       std::set<uint32_t> funcs;
       for (const auto& [id, why] : held) funcs.insert(id);
-      std::erase_if(sites, [&](const Site& s) { return funcs.count(cfg.sites[s.cookie].func_id); });
+      std::erase_if(sites, [&](const Site& s) {
+        return funcs.count(cfg.sites[gotap_cookie_site(s.cookie)].func_id);
+      });
       const std::string first = cfg.funcs[held.begin()->first].plan->name;
       if (sites.empty()) {
         target.terminate();
@@ -435,7 +451,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   const bool measure_cost = opts.max_overhead_pct > 0 && filter_pid > 0;
   std::vector<uint32_t> group_of;
   if (measure_cost)
-    for (const Site& s : sites) group_of.push_back(cfg.sites[s.cookie].func_id);
+    for (const Site& s : sites) group_of.push_back(cfg.sites[gotap_cookie_site(s.cookie)].func_id);
   if (!eo.force_per_site) {
     auto s = open_and_load(plan, cfg, mode, filter_pid, true, live, opts.rate_per_s,
                            opts.stack_depth, eo, opts.condition, measure_cost);
@@ -476,7 +492,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
       std::chrono::duration<double, std::milli>(Clock::now() - t_attach).count();
   refused.insert(refused.end(), attachment.skipped().begin(), attachment.skipped().end());
   if (!refused.empty() && !eo.quiet) {
-    const auto& first = cfg.sites[refused[0].cookie];
+    const auto& first = cfg.sites[gotap_cookie_site(refused[0].cookie)];
     const uint32_t id = first.func_id;
     std::cerr << "gotap: warning: the kernel refuses " << refused.size()
               << " probe site(s) (instructions uprobes refuse or would run wrongly), e.g. "
@@ -521,16 +537,28 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     const int counters_fd = bpf_map__fd(skel->maps.counters);
     opts.metrics->begin(
         filter_pid, [&, counts_fd, stats_fd, hist_fd, counters_fd](MetricsSnapshot& snap) {
-          for (uint32_t f = 0; f < cfg.funcs.size(); ++f) {
+          // Whole maps in batches: a scrape of a whole binary is 10,000s of functions.
+          const uint32_t n = static_cast<uint32_t>(cfg.funcs.size());
+          const std::vector<uint64_t> calls = read_percpu_u64_all(counts_fd, n);
+          const auto failed = read_failed_all(skel.get(), cfg);
+          const bool limited = opts.rate_per_s && mode == Mode::Trace;
+          const std::vector<uint64_t> dropped =
+              limited ? read_percpu_u64_all(bpf_map__fd(skel->maps.rate_dropped), n)
+                      : std::vector<uint64_t>();
+          auto timed = mode != Mode::Count ? read_latency_all(stats_fd, hist_fd, n)
+                                           : std::vector<std::pair<uint32_t, LatencySummary>>();
+          size_t next_timed = 0;
+          snap.funcs.reserve(n);
+          for (uint32_t f = 0; f < n; ++f) {
             FuncMetrics m;
             m.func = cfg.funcs[f].plan->name;
-            m.calls = read_percpu_u64(counts_fd, f);
-            m.failed = read_failed(skel.get(), cfg, f);
-            if (opts.rate_per_s && mode == Mode::Trace)
-              m.rate_limited = read_rate_limited(skel.get(), f);
+            m.calls = calls[f];
+            m.failed = failed[f];
+            if (limited) m.rate_limited = dropped[f];
             if (mode != Mode::Count) {
               m.timed = true;
-              m.latency = read_latency(stats_fd, hist_fd, f);
+              if (next_timed < timed.size() && timed[next_timed].first == f)
+                m.latency = std::move(timed[next_timed++].second);
             }
             snap.funcs.push_back(std::move(m));
           }
@@ -629,9 +657,11 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     // Only functions that were called have a line: the others' names are not copied nor
     // their failures read (a whole binary has 10,000s of them).
     std::vector<FuncCount> counts;
+    const std::vector<uint64_t> calls =
+        read_percpu_u64_all(fd, static_cast<uint32_t>(cfg.funcs.size()));
+    const auto failed = read_failed_all(skel.get(), cfg);
     for (uint32_t f = 0; f < cfg.funcs.size(); ++f)
-      if (const uint64_t n = read_percpu_u64(fd, f))
-        counts.push_back({cfg.funcs[f].plan->name, n, read_failed(skel.get(), cfg, f)});
+      if (calls[f]) counts.push_back({cfg.funcs[f].plan->name, calls[f], failed[f]});
     for (const auto& ev : count_events(std::move(counts))) {
       sink.emit(ev);
       ++session.events;
@@ -640,10 +670,9 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     int sfd = bpf_map__fd(skel->maps.lat_stats);
     int hfd = bpf_map__fd(skel->maps.lat_hist);
     std::vector<FuncLatency> latencies;
-    for (uint32_t f = 0; f < cfg.funcs.size(); ++f)
-      if (LatencySummary l = read_latency(sfd, hfd, f); l.count)
-        latencies.push_back(
-            {cfg.funcs[f].plan->name, std::move(l), read_failed(skel.get(), cfg, f)});
+    const auto failed = read_failed_all(skel.get(), cfg);
+    for (auto& [f, l] : read_latency_all(sfd, hfd, static_cast<uint32_t>(cfg.funcs.size())))
+      if (l.count) latencies.push_back({cfg.funcs[f].plan->name, std::move(l), failed[f]});
     for (const auto& ev : latency_events(std::move(latencies))) {
       sink.emit(ev);
       ++session.events;
@@ -707,7 +736,9 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   }
   if (opts.rate_per_s && mode == Mode::Trace) {
     uint64_t limited = 0;
-    for (uint32_t f = 0; f < cfg.funcs.size(); ++f) limited += read_rate_limited(skel.get(), f);
+    for (uint64_t n : read_percpu_u64_all(bpf_map__fd(skel->maps.rate_dropped),
+                                          static_cast<uint32_t>(cfg.funcs.size())))
+      limited += n;
     sum.extra["rate_limited"] = limited;
   }
   if (opts.condition) sum.extra["condition_held_full"] = counters[GOTAP_CNT_HELD_FULL];

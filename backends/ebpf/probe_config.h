@@ -51,12 +51,16 @@ struct FuncConfig {
   const FuncPlan* plan = nullptr;
   bool traced_returns = false;  // RET sites are probed
   bool has_error = false;       // its RETs count failed calls (FAILED, errors map)
+  // With has_error: its entry in the `errors` map. Only these functions have one: a whole
+  // binary's per-CPU entry for each of its functions took 25 ms to make.
+  uint32_t err_slot = 0;
 };
 
 struct ProbeConfig {
   std::vector<FuncConfig> funcs;     // index = func_id
   std::vector<SiteConfig> sites;     // index = attach cookie
   std::vector<gotap_probe> records;  // the captures of the sites that have any
+  uint32_t error_funcs = 0;          // functions with has_error: the `errors` map's entries
   int inline_sites = 0;
   int morestack_sites = 0;
   // Caps of the casgstatus probe beyond the goid (cap 0); -1 when not captured.
