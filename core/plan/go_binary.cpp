@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <future>
 #include <map>
 #include <set>
 #include <thread>
@@ -771,6 +772,11 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
     }
   }
 
+  // A stripped binary's method tables are indexed on the second CPU while the patterns are
+  // matched here (each is a single-threaded 20-30 ms on a whole caddy); the future joins on
+  // every way out.
+  std::future<void> scanning;
+  if (!dwarf_) scanning = std::async(std::launch::async, [this] { (void)method_tables(); });
   const auto& funcs = pclntab_.all_funcs();
   std::set<uint32_t> matched;          // indices into funcs
   std::set<std::string_view> inlined;  // names that exist only inlined
@@ -814,6 +820,7 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
     if (!any) return make_error("pattern '{}' matches no function", pat.text());
   }
 
+  if (scanning.valid()) scanning.get();
   // The runtime types of every matched method, indexed once.
   if (method_tables()) {
     std::vector<MethodSignature> sigs;
