@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -332,6 +333,41 @@ std::string target_text(const TraceOptions& opts, int pid, const std::string& pa
   return "pid " + std::to_string(pid);
 }
 
+// Probe sites as file offsets; the kernel resolves them per mapping (PIE or not). Known
+// refusals cost a failed attach each: they are left out up front, in `refused`. Reading each
+// site's instruction faults the executable's code back in, which planning gave back (18 MB of
+// caddy, its cold peak): the sites are checked in address order and each batch's range is
+// given back once checked.
+struct SplitSites {
+  std::vector<Site> sites, refused;
+};
+Result<SplitSites> split_sites(const BinaryView& bin, const ProbeConfig& cfg) {
+  SplitSites out;
+  out.sites.reserve(cfg.sites.size());
+  std::vector<bool> can(cfg.sites.size());
+  std::vector<uint32_t> by_addr(cfg.sites.size());
+  for (uint32_t i = 0; i < by_addr.size(); ++i) by_addr[i] = i;
+  std::sort(by_addr.begin(), by_addr.end(),
+            [&](uint32_t a, uint32_t b) { return cfg.sites[a].addr < cfg.sites[b].addr; });
+  constexpr size_t kBatch = 4096;
+  for (size_t lo = 0; lo < by_addr.size(); lo += kBatch) {
+    const size_t hi = std::min(by_addr.size(), lo + kBatch);
+    for (size_t k = lo; k < hi; ++k)
+      can[by_addr[k]] = uprobe_can_probe(bin.elf->read(cfg.sites[by_addr[k]].addr, 16));
+    if (by_addr.size() >= kBatch) {
+      const uint64_t from = cfg.sites[by_addr[lo]].addr;
+      bin.elf->release(from, cfg.sites[by_addr[hi - 1]].addr + 16 - from);
+    }
+  }
+  for (uint32_t i = 0; i < cfg.sites.size(); ++i) {
+    auto off = bin.elf->vaddr_to_offset(cfg.sites[i].addr);
+    if (!off) return make_error("probe address {} is not in the file", hex(cfg.sites[i].addr));
+    const SiteConfig& s = cfg.sites[i];
+    (can[i] ? out.sites : out.refused).push_back({*off, gotap_cookie(i, s.flags, s.func_id)});
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink,
@@ -359,38 +395,6 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     return make_error("{} probe sites are more than the eBPF backend can address ({})",
                       cfg.sites.size(), GOTAP_COOKIE_MAX_SITES);
 
-  // Probe sites as file offsets; the kernel resolves them per mapping (PIE or not).
-  std::vector<Site> sites;
-  sites.reserve(cfg.sites.size());
-  std::vector<Site> refused;
-  // Known refusals cost a failed attach each; leave them out up front. Reading each site's
-  // instruction faults the executable's code back in, which planning gave back (18 MB of
-  // caddy, its cold peak): the sites are checked in address order and each batch's range is
-  // given back once checked.
-  std::vector<bool> can(cfg.sites.size());
-  {
-    std::vector<uint32_t> by_addr(cfg.sites.size());
-    for (uint32_t i = 0; i < by_addr.size(); ++i) by_addr[i] = i;
-    std::sort(by_addr.begin(), by_addr.end(),
-              [&](uint32_t a, uint32_t b) { return cfg.sites[a].addr < cfg.sites[b].addr; });
-    constexpr size_t kBatch = 4096;
-    for (size_t lo = 0; lo < by_addr.size(); lo += kBatch) {
-      const size_t hi = std::min(by_addr.size(), lo + kBatch);
-      for (size_t k = lo; k < hi; ++k)
-        can[by_addr[k]] = uprobe_can_probe(bin.elf->read(cfg.sites[by_addr[k]].addr, 16));
-      if (by_addr.size() >= kBatch) {
-        const uint64_t from = cfg.sites[by_addr[lo]].addr;
-        bin.elf->release(from, cfg.sites[by_addr[hi - 1]].addr + 16 - from);
-      }
-    }
-  }
-  for (uint32_t i = 0; i < cfg.sites.size(); ++i) {
-    auto off = bin.elf->vaddr_to_offset(cfg.sites[i].addr);
-    if (!off) return make_error("probe address {} is not in the file", hex(cfg.sites[i].addr));
-    const SiteConfig& s = cfg.sites[i];
-    (can[i] ? sites : refused).push_back({*off, gotap_cookie(i, s.flags, s.func_id)});
-  }
-
   // The target: launched children wait, stopped, until the probes are live.
   TargetProcess target;
   std::string path = bin.path();
@@ -410,6 +414,31 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   } else if (!opts.target.all) {
     return make_error("no target: give a pid, a command or --all");
   }
+
+  // uprobe_multi first: one link for every site. Kernels before 6.6 refuse it; then one
+  // perf-event uprobe per site. The sites are read and checked on the second CPU while the
+  // BPF object loads here (neither needs the other; the future joins on every way out).
+  const auto t_attach = Clock::now();
+  auto splitting = std::async(std::launch::async, [&] { return split_sites(bin, cfg); });
+  Skel skel;
+  Attachment attachment;
+  std::string multi_error;
+  // Count keeps its own in-kernel counts; trace and latency add them for --prometheus.
+  const bool live = opts.metrics && mode != Mode::Count;
+  // --max-overhead: the kernel measures each site's cost, and each function has uprobes of
+  // its own, so that one can go while the others stay (backends/ebpf/overhead.h).
+  const bool measure_cost = opts.max_overhead_pct > 0 && filter_pid > 0;
+  std::optional<Result<Skel>> multi_skel;
+  if (!eo.force_per_site)
+    multi_skel = open_and_load(plan, cfg, mode, filter_pid, true, live, opts.rate_per_s,
+                               opts.stack_depth, eo, opts.condition, measure_cost);
+  auto split = splitting.get();
+  if (!split) {
+    target.terminate();
+    return split.error();
+  }
+  std::vector<Site> sites = std::move(split->sites);
+  std::vector<Site> refused = std::move(split->refused);
 
   // Sites another tracer holds with an int3 of its own (a ptrace gotap, a debugger): a uprobe
   // there would go when that tracer puts its byte back. A function whose entry is held is
@@ -438,23 +467,11 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     }
   }
 
-  // uprobe_multi first: one link for every site. Kernels before 6.6 refuse it; then one
-  // perf-event uprobe per site.
-  const auto t_attach = Clock::now();
-  Skel skel;
-  Attachment attachment;
-  std::string multi_error;
-  // Count keeps its own in-kernel counts; trace and latency add them for --prometheus.
-  const bool live = opts.metrics && mode != Mode::Count;
-  // --max-overhead: the kernel measures each site's cost, and each function has uprobes of
-  // its own, so that one can go while the others stay (backends/ebpf/overhead.h).
-  const bool measure_cost = opts.max_overhead_pct > 0 && filter_pid > 0;
   std::vector<uint32_t> group_of;
   if (measure_cost)
     for (const Site& s : sites) group_of.push_back(cfg.sites[gotap_cookie_site(s.cookie)].func_id);
-  if (!eo.force_per_site) {
-    auto s = open_and_load(plan, cfg, mode, filter_pid, true, live, opts.rate_per_s,
-                           opts.stack_depth, eo, opts.condition, measure_cost);
+  if (multi_skel) {
+    auto& s = *multi_skel;
     if (s) {
       bpf_program* prog = eo.empty_program ? (*s)->progs.gotap_empty : (*s)->progs.gotap_probe;
       auto a = measure_cost ? Attachment::multi_grouped(prog, path, sites, group_of, filter_pid)
