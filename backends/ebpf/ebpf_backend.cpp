@@ -671,8 +671,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   if (session.goroutines) session.events += session.goroutines->events();
   if (mode == Mode::Count) {
     int fd = bpf_map__fd(skel->maps.counts);
-    // Only functions that were called have a line: the others' names are not copied nor
-    // their failures read (a whole binary has 10,000s of them).
+    // Only functions that were called have a line: the others' names are not copied (a
+    // whole binary has 10,000s of them); counts and failures come in batches, whole.
     std::vector<FuncCount> counts;
     const std::vector<uint64_t> calls =
         read_percpu_u64_all(fd, static_cast<uint32_t>(cfg.funcs.size()));
