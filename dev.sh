@@ -6,21 +6,25 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-# Debian packages gotap needs to build and test itself.
+# Debian packages gotap needs to build and test itself, and curl, which the tutorials (read
+# after `./dev.sh demo`) use to send a server its requests. tests/tools/check-commands.py
+# fails when a script, test or tutorial runs a command that neither these lists nor a
+# minimal Debian provide.
 PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
   libelf-dev libdw-dev libzydis-dev libboost-program-options-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbpf-dev bpftool clang llvm libclang-rt-14-dev libunwind-dev
   zlib1g-dev libzstd-dev clang-format dpkg-dev python3 file libdebuginfod1
-  prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0)
+  prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 curl)
 
 # The peers gotap's tests and benchmarks compare against (bpftrace, dlv), hyperfine, and
 # chromium (a test renders the flame-graph SVG headless), debuginfod (a test serves a debug
 # file from it on loopback), prometheus (a test scrapes gotap --prometheus with it on
 # loopback, and traces it), etcd, hugo and restic (Debian's stripped Go programs that
 # test_runtime_real_programs drives on loopback), man-db (the .deb check reads the installed
-# man page): installed for `test` only.
+# man page), time (GNU time: the benchmarks' CPU time and peak RSS, bench/whole.sh, scale.sh,
+# ebpf-parts.sh): installed for `test` only.
 TEST_PACKAGES=(bpftrace delve hyperfine chromium debuginfod prometheus etcd-server etcd-client
-  hugo restic man-db)
+  hugo restic man-db time)
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
