@@ -32,6 +32,7 @@ runs=${RUNS:-7}
 ns() { grep -o 'ns_per_call [0-9.]*' | awk '{print $2}' | tail -1; }
 # shellcheck source=bench/lib.sh
 . "$here/bench/lib.sh"
+need /usr/bin/time:time
 metric=ns
 # cpu NAME CMD...: CMD's CPU time (its own and its waited children's) with CALLS calls less
 # with one, per call, appended to cpu[NAME].

@@ -21,3 +21,16 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR
 stats() {
   printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {printf "%.0f / %.0f / %.0f", v[1], v[int((NR+1)/2)], v[NR]}'
 }
+
+# need CMD:PACKAGE...: exits 2 with one line naming every CMD that is not installed and the
+# Debian packages that have them, before a run measures anything: a missing /usr/bin/time
+# otherwise shows only later, as a figure file that was never written.
+need() {
+  local c cmds="" pkgs=""
+  for c in "$@"; do
+    command -v "${c%%:*}" >/dev/null || { cmds+=" ${c%%:*}"; pkgs+=" ${c##*:}"; }
+  done
+  [ -z "$cmds" ] && return
+  echo "$(basename "$0"): not installed:$cmds (apt-get install$pkgs; ./dev.sh test installs them)" >&2
+  exit 2
+}

@@ -27,6 +27,9 @@ secs=${SECONDS_RUN:-2}
 errors=$fx/1.26/default/errors
 [ -x "$gotap" ] || { echo "scale.sh: no gotap at $gotap" >&2; exit 2; }
 [ -x "$errors" ] || { echo "scale.sh: no errors fixture at $errors (set FIXTURES)" >&2; exit 2; }
+# shellcheck source=bench/lib.sh
+. "$here/bench/lib.sh"
+need /usr/bin/time:time python3:python3
 work=$(mktemp -d /tmp/gotap-bench-scale.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/www"

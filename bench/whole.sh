@@ -32,6 +32,7 @@ trap cleanup EXIT
 
 # shellcheck source=bench/lib.sh
 . "$here/bench/lib.sh"
+need /usr/bin/time:time curl:curl
 # timed FILE CMD...: runs CMD with GOTAP_TIMING=1, stderr to FILE; prints "wall_ms cpu_ms",
 # and keeps its peak RSS (MB) in $f.rss.
 timed() {
@@ -76,7 +77,14 @@ if [ -x "$caddy" ]; then
   echo ok >"$work/www/index.html"
   "$caddy" file-server --listen "127.0.0.1:$port" --root "$work/www" >"$work/caddy.log" 2>&1 &
   caddy_pid=$!
-  for _ in $(seq 50); do curl -fs "127.0.0.1:$port/" >/dev/null && break; sleep 0.2; done
+  for ((t = 1; ; t++)); do
+    curl -fs "127.0.0.1:$port/" >/dev/null && break
+    if [ "$t" -ge 50 ]; then
+      echo "whole.sh: caddy did not answer on 127.0.0.1:$port within 10 s: $(tail -1 "$work/caddy.log")" >&2
+      exit 1
+    fi
+    sleep 0.2
+  done
   if [ "$cache" = warm ]; then
     for t in "${tools[@]}"; do
       "$t" count -d 1 -p "$caddy_pid" 're:.' >/dev/null 2>&1 || true
