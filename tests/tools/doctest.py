@@ -15,12 +15,16 @@ Commands run from REPO_ROOT with `bash -o pipefail` (so `gotap ... | grep` fails
 does), one after another, so a file can build on what its earlier blocks made. Other
 blocks (```sh) are not run: README.md's first one is the machine setup, which CI itself runs
 as `./dev.sh test`.
+A command that has not ended after TIMEOUT seconds (600; DOCTEST_TIMEOUT overrides) fails:
+its process group (everything it started) is sent SIGTERM, then SIGKILL, and the output
+it printed is shown, so that the next command does not meet its leftovers.
 Exit status: 0 when every block passed, 1 otherwise. A summary line "N passed, N failed"
 ends the output.
 """
 
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -76,11 +80,38 @@ def output_matches(want, got):
     return match(0, 0)
 
 
+def run(cmd, root, timeout):
+    """(exit status or None when it timed out, output) of one command."""
+    p = subprocess.Popen(["bash", "-o", "pipefail", "-c", cmd], cwd=root, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                         env=dict(os.environ, LC_ALL="C.UTF-8"), start_new_session=True)
+    try:
+        return p.communicate(timeout=timeout)[0], p.returncode
+    except subprocess.TimeoutExpired as e:
+        partial = e.output or b""
+    # communicate() again returns all the output, what it read before the timeout included.
+    # SIGTERM first: a gotap that is tracing detaches from its program before it ends.
+    for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(p.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            return p.communicate(timeout=grace)[0] or b"", None
+        except subprocess.TimeoutExpired as e:
+            partial = e.output or partial
+    # A process that left the group still holds the pipe: give up reading it.
+    p.stdout.close()
+    p.wait()
+    return partial, None
+
+
 def main():
     if len(sys.argv) < 3:
         print("usage: doctest.py REPO_ROOT FILE.md...", file=sys.stderr)
         return 2
     root = sys.argv[1]
+    timeout = int(os.environ.get("DOCTEST_TIMEOUT", "600"))
     passed = failed = 0
     for path in sys.argv[2:]:
         for start, steps in blocks(path):
@@ -89,14 +120,16 @@ def main():
                 if want and re.fullmatch(r"\[exit (\d+)\]", want[-1].strip() if want else ""):
                     status = int(re.fullmatch(r"\[exit (\d+)\]", want[-1].strip()).group(1))
                     want = want[:-1]
-                r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=root, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   timeout=600, env=dict(os.environ, LC_ALL="C.UTF-8"))
-                got = r.stdout.decode("utf-8", "replace").split("\n")
+                out, returncode = run(cmd, root, timeout)
+                got = out.decode("utf-8", "replace").split("\n")
                 where = f"{os.path.relpath(path, root)}:{start}: $ {cmd.splitlines()[0]}"
-                if r.returncode != status:
+                if returncode is None:
                     failed += 1
-                    print(f"FAIL {where}\n  exit status {r.returncode}, documented {status}")
+                    print(f"FAIL {where}\n  still running after {timeout} s: killed")
+                    print("  output:\n    " + "\n    ".join(got[-20:]))
+                elif returncode != status:
+                    failed += 1
+                    print(f"FAIL {where}\n  exit status {returncode}, documented {status}")
                     print("  output:\n    " + "\n    ".join(got[-20:]))
                 elif not output_matches(want, got):
                     failed += 1
