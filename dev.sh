@@ -2,7 +2,7 @@
 # gotap's one entry point for a fresh Debian 12 machine (run as root, from the repo root):
 #   ./dev.sh demo    install what is missing, build, and trace the bundled demo program
 #   ./dev.sh test    install what is missing, build, and run every test
-#   ./dev.sh deps | build
+#   ./dev.sh deps | test-deps | build    what demo, test (before running) and build install
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -86,9 +86,9 @@ case "${1:-}" in
   # npm fetches real Go binaries the tests read (esbuild built by Go 1.17 to 1.26, buf by
   # 1.27); a machine may already have it with its own Node.js (whose package Debian's npm
   # would conflict with).
-  test)
+  test | test-deps)
     if command -v npm >/dev/null; then deps "${TEST_PACKAGES[@]}"; else deps "${TEST_PACKAGES[@]}" npm; fi
-    exec tests/run.sh
+    [ "$1" = test-deps ] || exec tests/run.sh
     ;;
-  *) echo "usage: $0 demo|test|deps|build" >&2; exit 2 ;;
+  *) echo "usage: $0 demo|test|deps|test-deps|build" >&2; exit 2 ;;
 esac
