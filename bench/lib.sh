@@ -31,6 +31,6 @@ need() {
     command -v "${c%%:*}" >/dev/null || { cmds+=" ${c%%:*}"; pkgs+=" ${c##*:}"; }
   done
   [ -z "$cmds" ] && return
-  echo "$(basename "$0"): not installed:$cmds (apt-get install$pkgs; ./dev.sh test installs them)" >&2
+  echo "$(basename "$0"): not installed:$cmds (apt-get install$pkgs, or ./dev.sh test-deps)" >&2
   exit 2
 }
