@@ -77,9 +77,9 @@ if [ -x "$caddy" ]; then
   echo ok >"$work/www/index.html"
   "$caddy" file-server --listen "127.0.0.1:$port" --root "$work/www" >"$work/caddy.log" 2>&1 &
   caddy_pid=$!
-  for ((t = 1; ; t++)); do
+  for ((try = 1; ; try++)); do
     curl -fs "127.0.0.1:$port/" >/dev/null && break
-    if [ "$t" -ge 50 ]; then
+    if [ "$try" -ge 50 ]; then
       echo "whole.sh: caddy did not answer on 127.0.0.1:$port within 10 s: $(tail -1 "$work/caddy.log")" >&2
       exit 1
     fi
