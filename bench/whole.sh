@@ -25,7 +25,8 @@ else
 fi
 caddy_pid=
 cleanup() {
-  [ -n "$caddy_pid" ] && kill "$caddy_pid" 2>/dev/null && wait "$caddy_pid" 2>/dev/null
+  # A caddy that ends by the signal must not turn the exit status into 143.
+  [ -n "$caddy_pid" ] && kill "$caddy_pid" 2>/dev/null && { wait "$caddy_pid" 2>/dev/null || true; }
   rm -rf "$work"
 }
 trap cleanup EXIT
