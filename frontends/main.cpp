@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/output/go_quote.h"
+#include "core/model/go_quote.h"
 #include "core/sys/huge_pages.h"
 #include "core/sys/spawn.h"
 #include "frontends/commands.h"

@@ -11,7 +11,7 @@
 
 #include "core/events/call_tree.h"
 #include "core/events/typed_events.h"
-#include "core/output/go_quote.h"
+#include "core/model/go_quote.h"
 #include "core/output/goroutine_views.h"
 
 namespace gotap {

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/output/go_quote.h"
+#include "core/model/go_quote.h"
 
 namespace gotap {
 

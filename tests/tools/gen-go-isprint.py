@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Writes core/output/go_isprint_tables.inc from a Go toolchain's src/strconv/isprint.go.
+"""Writes core/model/go_isprint_tables.inc from a Go toolchain's src/strconv/isprint.go.
 
 The tables are Go's own (strconv.IsPrint, which %q uses), so gotap's quoting of names and
 values keeps and escapes exactly the runes Go does.
-Usage: gen-go-isprint.py GOROOT OUT   e.g. ~/.cache/gotap/go/1.24 core/output/go_isprint_tables.inc
+Usage: gen-go-isprint.py GOROOT OUT   e.g. ~/.cache/gotap/go/1.24 core/model/go_isprint_tables.inc
 """
 import re
 import sys

@@ -9,7 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/output/go_quote.h"
+#include "core/events/overhead_budget.h"
+#include "core/model/go_quote.h"
 #include "core/output/output_views.h"
 #include "core/output/value_text.h"
 #include "core/output/writers.h"
@@ -101,6 +102,13 @@ TEST(GoQuote, Names) {
 TEST(GoQuote, Messages) {
   EXPECT_EQ(printable_text("no function 'a\x1b[2J\xe2\x80\xae\xff' \"x\""),
             "no function 'a\\x1b[2J\\u202e\\xff' \"x\"");
+}
+
+// The message both backends print on stderr when the overhead budget detaches a function.
+TEST(GoQuote, DetachedMessage) {
+  const std::string m = detached_message("F\x1b[2J\xe2\x80\xae", OverheadTrip{}, 5);
+  EXPECT_EQ(m.find('\x1b'), std::string::npos) << m;
+  EXPECT_NE(m.find(R"(detached "F\x1b[2J\u202e": )"), std::string::npos) << m;
 }
 
 // The bytes no text view may write: ESC, any C0 or C1 control, a bidi control, invalid UTF-8.

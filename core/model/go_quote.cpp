@@ -1,4 +1,4 @@
-#include "core/output/go_quote.h"
+#include "core/model/go_quote.h"
 
 #include <algorithm>
 #include <iterator>
@@ -7,7 +7,7 @@ namespace gotap {
 
 namespace {
 
-#include "core/output/go_isprint_tables.inc"
+#include "core/model/go_isprint_tables.inc"
 
 // strconv's bsearch: the first index whose entry is >= v.
 template <class T, size_t N>

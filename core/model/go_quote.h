@@ -12,7 +12,7 @@
 namespace gotap {
 
 // Go's strconv.IsPrint: letters, marks, numbers, punctuation, symbols and the ASCII space
-// (Unicode tables of Go 1.24, core/output/go_isprint_tables.inc).
+// (Unicode tables of Go 1.24, core/model/go_isprint_tables.inc).
 bool go_is_print(uint32_t r);
 // `s` as Go's strconv.Quote writes it, appended to `out`: printable runes as they are, \a \b
 // \f \n \r \t \v \" \\, other runes \xNN (below U+0020 and U+007F), \uNNNN or \UNNNNNNNN,
