@@ -63,7 +63,7 @@ void print_text(const ProbePlan& plan) {
                                printable(std::string(s.outer)), hex(s.pc),
                                printable(std::string(s.file)), s.line, s.skip_reason);
   }
-  for (const auto& w : plan.warnings) std::cerr << "gotap: warning: " << printable(w) << "\n";
+  for (const auto& w : plan.warnings) std::cerr << "gotap: warning: " << printable_text(w) << "\n";
 }
 
 }  // namespace
@@ -125,7 +125,8 @@ int cmd_funcs(const Args& args) {
       print(0);
     }
     sys::timing_mark("print");
-    for (const auto& w : plan->warnings) std::cerr << "gotap: warning: " << printable(w) << "\n";
+    for (const auto& w : plan->warnings)
+      std::cerr << "gotap: warning: " << printable_text(w) << "\n";
   } else {
     print_text(*plan);
   }

@@ -78,7 +78,8 @@ int cmd_info(const Args& args) {
   if (pos.size() != 1) return usage_error("info takes exactly one BINARY (see gotap info --help)");
   auto bin = GoBinary::open(pos[0], open_options(*vm));
   if (!bin) return report_error(bin.error());
-  for (const auto& w : (*bin)->warnings()) std::cerr << "gotap: warning: " << printable(w) << "\n";
+  for (const auto& w : (*bin)->warnings())
+    std::cerr << "gotap: warning: " << printable_text(w) << "\n";
   nlohmann::json j = info_json(**bin);
   if (vm->count("json")) {
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

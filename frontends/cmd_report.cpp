@@ -40,7 +40,7 @@ int cmd_report(const Args& args) {
   // A graph recorded by `gotap graph ROOT` is drawn beneath ROOT again.
   std::string root;
   if (header->value("command", "") == "graph" && (*header)["patterns"].is_array() &&
-      !(*header)["patterns"].empty())
+      !(*header)["patterns"].empty() && (*header)["patterns"][0].is_string())
     root = (*header)["patterns"][0].get<std::string>();
   auto sink = format == "graph" ? make_graph_writer(out->fp, root, vm->count("args") > 0)
                                 : make_output(format, out->fp);

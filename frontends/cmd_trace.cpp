@@ -274,7 +274,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     if (goroutines_cmd)
       for (const auto& f : plan->funcs) selection.under.insert(f.name);
   }
-  for (const auto& w : plan->warnings) std::cerr << "gotap: warning: " << printable(w) << "\n";
+  for (const auto& w : plan->warnings) std::cerr << "gotap: warning: " << printable_text(w) << "\n";
 
   register_backends();
   std::string why;
@@ -284,7 +284,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   if (opts.condition && (*backend)->name() == "ebpf" && !condition->ebpf_problem.empty())
     return usage_error(condition->ebpf_problem);
   if (backend_name == "auto")
-    std::cerr << "gotap: backend " << (*backend)->name() << ": " << why << "\n";
+    std::cerr << "gotap: backend " << (*backend)->name() << ": " << printable_text(why) << "\n";
 
   std::string format = vm->count("json")    ? "json"
                        : command == "graph" ? "graph"

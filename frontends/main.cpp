@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/model/go_quote.h"
 #include "core/sys/huge_pages.h"
 #include "core/sys/spawn.h"
 #include "frontends/commands.h"
@@ -13,10 +14,9 @@
 namespace gotap::cli {
 
 int report_error(const Error& e) {
-  std::string msg = e.what();
-  // One line, always: messages may quote file names or patterns with newlines in them.
-  for (char& c : msg)
-    if (c == '\n' || c == '\r') c = ' ';
+  // One line, always, and nothing a terminal acts on: messages may quote file names,
+  // patterns or a binary's names with newlines or escape sequences in them (go_quote.h).
+  const std::string msg = printable_text(e.what());
   std::fprintf(stderr, "gotap: %s\n", msg.c_str());
   return e.kind == ErrorKind::Runtime ? 1 : 2;
 }

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/model/go_quote.h"
+
 namespace gotap {
 
 std::optional<double> parse_max_overhead(const std::string& text) {
@@ -79,8 +81,9 @@ size_t OverheadBudget::detached_count() const {
 }
 
 std::string detached_message(const std::string& func, const OverheadTrip& t, double budget) {
+  // Both backends print it on stderr: the name is the binary's, shown as text shows names.
   return fmt::format("detached {}: its probes cost {:.1f}% of the program's CPU (budget {:g}%)",
-                     func, t.percent, budget);
+                     printable(func), t.percent, budget);
 }
 
 Event detached_event(uint64_t ts_ns, int pid, const std::string& func, const OverheadTrip& t,

@@ -154,7 +154,7 @@ class GoroutineTable : public EventSink {
         int c = column_of(r.state);
         if (c >= 0) r.in[c] += ts - r.since;
       }
-      r.state = ev.value("to", "?");
+      r.state = printable(ev.value("to", "?"));
       r.reason = printable(ev.value("reason", ""));
       r.since = ts;
     } else {

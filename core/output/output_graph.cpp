@@ -24,7 +24,7 @@ class GraphWriter : public EventSink {
     if (ev.value("event", "") != "summary") return tree_.add(ev);
     render(tree_.finish());
     print(fmt::format("# {} calls shown, {} lost, backend {}\n", shown_, ev.value("lost", 0),
-                      ev.value("backend", "")));
+                      printable(ev.value("backend", ""))));
     std::fflush(out_);
   }
   void flush() override { std::fflush(out_); }

@@ -1,5 +1,6 @@
-// Human-readable writer, uftrace/funclatency style. Everything the tracee controls (strings,
-// names) goes through quote_go_string or value_to_text, so it cannot inject escape sequences.
+// Human-readable writer, uftrace/funclatency style. Everything the tracee, its binary or a
+// record controls (strings, names) goes through printable(), quote_go_string or
+// value_to_text (go_quote.h), so it cannot inject escape sequences.
 #include <algorithm>
 #include <cstdio>
 #include <iterator>
@@ -33,7 +34,7 @@ void param_text(std::string& out, const std::string& name, const Event* value) {
     return;
   }
   if (!name.empty() && name[0] != '~') {
-    out += name;
+    append_printable(out, name);
     out += '=';
   }
   out += value ? value_to_text(*value) : "?";
@@ -64,7 +65,7 @@ void append_params(std::string& out, const std::vector<Param>& ps) {
       continue;
     }
     if (!p.name.empty() && p.name[0] != '~') {
-      out += p.name;
+      append_printable(out, p.name);
       out += '=';
     }
     append_value_text(out, p.value);
@@ -90,7 +91,7 @@ class TextWriter : public EventSink {
           "(budget {}%)\n",
           safe_name(ev, "func"), ev.value("overhead_pct", 0.0), ev.value("budget_pct", 0.0)));
     if (kind == "gstate" || kind == "gcreate" || kind == "gexit") return goroutine_line(kind, ev);
-    print(ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    print(ev.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) + "\n");
   }
   void flush() override {
     print_counts();
@@ -131,7 +132,7 @@ class TextWriter : public EventSink {
                   d == ev.end() ? std::nullopt
                                 : std::optional<uint64_t>(ev.value("duration_ns", uint64_t{0})));
     } else {
-      unfinished_text(fn, ev.value("reason", std::string("never returned")));
+      unfinished_text(fn, printable(ev.value("reason", std::string("never returned"))));
     }
     auto st = ev.find("stack");
     end_call(st == ev.end() ? nullptr : &*st);
@@ -244,8 +245,9 @@ class TextWriter : public EventSink {
   void end_call(const Event* stack) {
     if (stack && stack->is_array())
       for (const auto& fr : *stack)
-        fmt::format_to(std::back_inserter(line_), "{:>34}{}\n", "",
-                       fr.is_string() ? fr.get_ref<const std::string&>() : value_to_text(fr));
+        fmt::format_to(
+            std::back_inserter(line_), "{:>34}{}\n", "",
+            fr.is_string() ? printable(fr.get_ref<const std::string&>()) : value_to_text(fr));
     print(line_);
   }
 
@@ -303,7 +305,8 @@ class TextWriter : public EventSink {
     header("#     TIME(s)     GOID  TRANSITION\n");
     std::string what;
     if (kind == "gstate")
-      what = ev.value("from", std::string("?")) + " -> " + ev.value("to", std::string("?"));
+      what = printable(ev.value("from", std::string("?"))) + " -> " +
+             printable(ev.value("to", std::string("?")));
     else if (kind == "gcreate")
       what = fmt::format("created by goroutine {}", ev.value("parent_goid", int64_t{0}));
     else
@@ -317,12 +320,13 @@ class TextWriter : public EventSink {
       if (it.key() == "event" || it.key() == "backend" || it.key() == "probes" ||
           it.key() == "events" || it.key() == "lost" || it.key() == "ts_ns")
         continue;
-      extra += " " + it.key() + "=" + it.value().dump();
+      extra += " " + printable(it.key()) + "=" +
+               it.value().dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
     }
     print(fmt::format("# {} events, {} lost, {} probes, backend {}{}\n",
                       ev.value("events", uint64_t{0}), ev.value("lost", uint64_t{0}),
-                      ev.value("probes", uint64_t{0}), ev.value("backend", std::string("?")),
-                      extra));
+                      ev.value("probes", uint64_t{0}),
+                      printable(ev.value("backend", std::string("?"))), extra));
   }
 
   std::FILE* out_;

@@ -11,6 +11,7 @@
 
 #include "core/events/call_tree.h"
 #include "core/events/typed_events.h"
+#include "core/model/go_quote.h"
 #include "core/output/goroutine_views.h"
 
 namespace gotap {
@@ -147,14 +148,16 @@ class PerfettoWriter : public WholeTraceWriter {
       Event args = Event::object();
       if (s.args.is_array())
         for (const auto& a : s.args)
-          if (a.contains("name") && a.contains("value"))
+          if (a.contains("name") && a["name"].is_string() && a.contains("value"))
             args[a["name"].get<std::string>()] = a["value"];
       if (!s.finished && !s.instant) args["unfinished"] = true;
       if (!args.empty()) e["args"] = std::move(args);
       events.push_back(std::move(e));
     }
     Event doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"}};
-    print(doc.dump(-1, ' ', false, Event::error_handler_t::replace) + "\n");
+    // ASCII only: a name's bidi override or control byte stays an escape should the JSON be
+    // shown on a terminal, and invalid UTF-8 is replaced rather than thrown on.
+    print(doc.dump(-1, ' ', true, Event::error_handler_t::replace) + "\n");
   }
 
   std::map<int64_t, StateSpan> open_;
@@ -163,12 +166,16 @@ class PerfettoWriter : public WholeTraceWriter {
   uint64_t last_ts_ = 0;
 };
 
-// Self time per distinct stack of traced calls, the input of every flame graph tool.
+// Self time per distinct stack of traced calls, the input of every flame graph tool. Each
+// name is printable() (go_quote.h): a frame's text is what the text view shows for it.
 std::map<std::string, uint64_t> folded_stacks(const std::vector<CallSpan>& spans) {
   std::map<std::string, int64_t> self;
   auto join = [](const std::vector<std::string>& v, size_t n) {
     std::string k;
-    for (size_t i = 0; i < n; ++i) k += (i ? ";" : "") + v[i];
+    for (size_t i = 0; i < n; ++i) {
+      if (i) k += ';';
+      append_printable(k, v[i]);
+    }
     return k;
   };
   for (const auto& s : spans) {
@@ -281,8 +288,13 @@ class SvgWriter : public WholeTraceWriter {
         xml_escape(n.name), n.total / 1e6, 100.0 * n.total / all, x, y, w, kRow - 1, fill));
     if (w > 30) {
       size_t fit = static_cast<size_t>((w - 6) / 7.2);
-      std::string label =
-          n.name.size() > fit ? n.name.substr(0, fit > 2 ? fit - 2 : 0) + ".." : n.name;
+      std::string label = n.name;
+      if (label.size() > fit) {
+        // Cut on a character's first byte: half a UTF-8 sequence is not XML.
+        size_t cut = fit > 2 ? fit - 2 : 0;
+        while (cut > 0 && (static_cast<unsigned char>(label[cut]) & 0xC0) == 0x80) --cut;
+        label = label.substr(0, cut) + "..";
+      }
       print(fmt::format("<text x=\"{:.2f}\" y=\"{:.1f}\">{}</text>", x + 3, y + kRow - 5,
                         xml_escape(label)));
     }

@@ -8,136 +8,47 @@
 
 namespace gotap {
 
-namespace {
-
-// c's low `digits` hex digits (lower case), or more when c needs them: fmt's "{:0Nx}".
-void append_hex(std::string& out, uint32_t c, int digits) {
-  char buf[8];
-  int n = 0;
-  do {
-    buf[n++] = "0123456789abcdef"[c & 0xF];
-    c >>= 4;
-  } while (c || n < digits);
-  while (n) out.push_back(buf[--n]);
-}
-
-}  // namespace
-
-void append_quoted(std::string& out, std::string_view s) {
-  out.push_back('"');
-  for (size_t i = 0; i < s.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        continue;
-      case '\\':
-        out += "\\\\";
-        continue;
-      case '\n':
-        out += "\\n";
-        continue;
-      case '\t':
-        out += "\\t";
-        continue;
-      case '\r':
-        out += "\\r";
-        continue;
-      default:
-        break;
-    }
-    if (c >= 0x20 && c < 0x7f) {
-      out.push_back(static_cast<char>(c));
-      continue;
-    }
-    // Multi-byte UTF-8 is kept only when it is a printable code point; C1 controls
-    // (U+0080..U+009F, e.g. the 8-bit CSI) and anything malformed are escaped.
-    int len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    bool valid = len > 0 && i + len <= s.size();
-    uint32_t cp = len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
-    for (int k = 1; valid && k < len; ++k) {
-      unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) valid = false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (valid && cp >= 0xA0 && cp != 0x2028 && cp != 0x2029 && !(cp >= 0xD800 && cp <= 0xDFFF)) {
-      out.append(s, i, len);
-      i += len - 1;
-    } else if (valid && cp >= 0x80) {
-      out += "\\u";
-      append_hex(out, cp, 4);
-      i += len - 1;
-    } else {
-      out += "\\x";
-      append_hex(out, c, 2);
-    }
-  }
-  out.push_back('"');
-}
-
-std::string quote_go_string(const std::string& s) {
-  std::string out;
-  append_quoted(out, s);
-  return out;
-}
-
-std::string printable(const std::string& s) {
-  // Nearly every name is plain printable ASCII: returned as it is, without quoting it first
-  // to find out (a string built per name, on every call line).
-  bool plain = true;
-  for (unsigned char c : s)
-    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
-      plain = false;
-      break;
-    }
-  if (plain) return s;
-  std::string q = quote_go_string(s);
-  return q.size() == s.size() + 2 ? s : q;
-}
-
-namespace {
-
-bool plain_ascii(const std::string& s) {
-  for (unsigned char c : s)
-    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') return false;
-  return true;
-}
-
-}  // namespace
-
-void append_printable(std::string& out, const std::string& s) {
-  if (plain_ascii(s)) {
-    out += s;
-    return;
-  }
-  // As printable(): the quoted form, unless quoting only added the quotes.
-  const size_t at = out.size();
-  append_quoted(out, s);
-  if (out.size() - at == s.size() + 2) {
-    out.resize(at);
-    out += s;
-  }
+bool nests_deeper_than(const nlohmann::json& v, int levels) {
+  if (!v.is_array() && !v.is_object()) return levels < 0;
+  if (levels < 1) return true;
+  for (const auto& e : v)
+    if (nests_deeper_than(e, levels - 1)) return true;
+  return false;
 }
 
 namespace {
 
 using nlohmann::json;
 
-std::string text(const json& v);
+std::string text(const json& v, int d);
 
-std::string join_elems(const json& elems) {
+// A value's JSON, for shapes this gotap does not know: every byte past ASCII escaped, invalid
+// UTF-8 replaced, so the JSON cannot carry a control sequence or a bidi override either; "..."
+// when it nests past the bound (the serializer recurses).
+std::string json_text(const json& v, int d) {
+  if (nests_deeper_than(v, kMaxValueNesting - d)) return "...";
+  return v.dump(-1, ' ', true, json::error_handler_t::replace);
+}
+
+std::string join_elems(const json& elems, int d) {
   std::string out;
   if (!elems.is_array()) return out;
   for (const auto& e : elems) {
     if (!out.empty()) out += ", ";
-    out += text(e);
+    out += text(e, d + 1);
   }
   return out;
 }
 
+// A string gotap wrote (a time, a duration, an address) or a name (a field's, a type's, a
+// func value's): from a record it may hold anything, so it is shown as a name is.
 std::string str_of(const json& v) {
-  return v.is_string() ? v.get<std::string>()
-                       : v.dump(-1, ' ', false, json::error_handler_t::replace);
+  return v.is_string() ? printable(v.get_ref<const std::string&>()) : json_text(v, 0);
+}
+
+// A string's own bytes, to be quoted or decoded.
+std::string raw_of(const json& v) {
+  return v.is_string() ? v.get<std::string>() : json_text(v, 0);
 }
 
 int64_t int_of(const json& v) {
@@ -158,7 +69,7 @@ std::string more(size_t shown, int64_t len) {
 
 // Bytes as Go's %q when they are printable text, else as hex (Go's %x with 0x in front).
 std::string bytes_text(const json& v) {
-  std::string hex = str_of(v["bytes"]), raw;
+  std::string hex = raw_of(v["bytes"]), raw;
   auto nib = [](char c) {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
   };
@@ -168,11 +79,12 @@ std::string bytes_text(const json& v) {
     raw.push_back(static_cast<char>(hi << 4 | lo));
   }
   std::string q = quote_go_string(raw);
-  // Printable: nothing had to be escaped as \xNN or \uNNNN (\n, \t, \" are text).
+  // Printable: nothing had to be escaped but \n, \r, \t, \" and \\ (text's own escapes).
   bool printable = true;
   for (size_t i = 0; i + 1 < q.size(); ++i)
     if (q[i] == '\\') {
-      if (q[i + 1] == 'x' || q[i + 1] == 'u') printable = false;
+      const char e = q[i + 1];
+      if (e != 'n' && e != 'r' && e != 't' && e != '"' && e != '\\') printable = false;
       ++i;
     }
   std::string s = raw.empty() ? "\"\"" : printable ? q : "0x" + hex;
@@ -182,22 +94,22 @@ std::string bytes_text(const json& v) {
   return s;
 }
 
-std::string struct_text(const json& fields, bool cut) {
+std::string struct_text(const json& fields, bool cut, int d) {
   std::string s = "{";
   bool first = true;
   for (const auto& f : fields) {
     if (!first) s += ", ";
     first = false;
     if (f.is_object() && f.contains("name"))
-      s += str_of(f["name"]) + ":" + text(f.value("value", json()));
+      s += str_of(f["name"]) + ":" + text(f.value("value", json()), d + 1);
     else
-      s += text(f);
+      s += text(f, d + 1);
   }
   if (cut) s += first ? "..." : ", ...";  // fields left out by --max-line
   return s + "}";
 }
 
-std::string object_text(const json& v) {
+std::string object_text(const json& v, int d) {
   // gotap's own objects, told apart by their marks: no Go name is ever a key here (a
   // struct's fields are in "fields"), so a mark cannot be a field. Every accessor checks
   // the JSON type: a record may hold anything.
@@ -210,12 +122,12 @@ std::string object_text(const json& v) {
     return s;
   }
   if (v.contains("duration")) return str_of(v["duration"]);
-  if (v.contains("fields")) return struct_text(v["fields"], is_true(v, "truncated"));
+  if (v.contains("fields")) return struct_text(v["fields"], is_true(v, "truncated"), d);
   if (v.contains("bytes")) return bytes_text(v);
   if (v.contains("str")) {  // a string cut short or not read
     if (is_true(v, "unreadable"))
       return fmt::format("<not captured (len {})>", str_of(v.value("len", json())));
-    std::string s = quote_go_string(str_of(v["str"]));
+    std::string s = quote_go_string(raw_of(v["str"]));
     if (is_true(v, "truncated")) s += fmt::format("...(len {})", str_of(v.value("len", json())));
     return s;
   }
@@ -223,17 +135,17 @@ std::string object_text(const json& v) {
   // Untyped words that turned out to be an interface (a stripped binary's ArgInfo words, its
   // dynamic type found in the runtime's type descriptors): shown as the interface.
   if (v.contains("type") && v.contains("value"))
-    return str_of(v["type"]) + "(" + text(v["value"]) + ")";
+    return str_of(v["type"]) + "(" + text(v["value"], d + 1) + ")";
   if (v.contains("raw")) {
     // Nothing captured: e.g. a float register, which a BPF program cannot read.
     if (v["raw"].empty()) return "<not captured>";
-    return "raw" + text(v["raw"]);
+    return "raw" + text(v["raw"], d + 1);
   }
   if (v.contains("type")) return str_of(v["type"]) + "(?)";
   if (v.contains("elems")) {  // slice, or an array cut short
     int64_t len = v.contains("len") ? int_of(v["len"]) : int64_t(v["elems"].size());
-    return "[" + join_elems(v["elems"]) + more(v["elems"].is_array() ? v["elems"].size() : 0, len) +
-           "]";
+    return "[" + join_elems(v["elems"], d) +
+           more(v["elems"].is_array() ? v["elems"].size() : 0, len) + "]";
   }
   if (v.contains("entries")) {  // map
     std::string s = "map[";
@@ -242,9 +154,9 @@ std::string object_text(const json& v) {
       for (const auto& kv : v["entries"]) {
         if (shown++) s += ", ";
         if (kv.is_array() && kv.size() == 2)
-          s += text(kv[0]) + ":" + text(kv[1]);
+          s += text(kv[0], d + 1) + ":" + text(kv[1], d + 1);
         else
-          s += text(kv);
+          s += text(kv, d + 1);
       }
     if (v.contains("len")) s += more(shown, int_of(v["len"]));
     return s + "]";
@@ -253,21 +165,22 @@ std::string object_text(const json& v) {
   if (v.contains("addr") && v.contains("cap"))
     return fmt::format("chan({}, len {}, cap {})", str_of(v["addr"]),
                        str_of(v.value("len", json())), str_of(v["cap"]));
-  if (v.contains("elem")) return "&" + text(v["elem"]);
+  if (v.contains("elem")) return "&" + text(v["elem"], d + 1);
   if (v.contains("addr")) {
     if (is_true(v, "unreadable")) return "<unreadable at " + str_of(v["addr"]) + ">";
     return "(*)" + str_of(v["addr"]);
   }
   if (v.contains("real") && v.contains("imag")) {
     bool neg = v["imag"].is_number() && v["imag"].get<double>() < 0;
-    return "(" + v["real"].dump() + (neg ? "" : "+") + v["imag"].dump() + "i)";
+    return "(" + json_text(v["real"], d) + (neg ? "" : "+") + json_text(v["imag"], d) + "i)";
   }
   if (is_true(v, "unreadable")) return "<unreadable>";
   // A shape this gotap does not know (a newer record?): shown as JSON, never an error.
-  return v.dump(-1, ' ', false, json::error_handler_t::replace);
+  return json_text(v, d);
 }
 
-std::string text(const json& v) {
+std::string text(const json& v, int d) {
+  if (d > kMaxValueNesting) return "...";
   switch (v.type()) {
     case json::value_t::null:
       return "nil";
@@ -280,11 +193,11 @@ std::string text(const json& v) {
     case json::value_t::string:
       return quote_go_string(v.get<std::string>());
     case json::value_t::array:
-      return "[" + join_elems(v) + "]";
+      return "[" + join_elems(v, d) + "]";
     case json::value_t::object:
-      return object_text(v);
+      return object_text(v, d);
     default:
-      return v.dump(-1, ' ', false, json::error_handler_t::replace);
+      return json_text(v, d);
   }
 }
 
@@ -294,9 +207,9 @@ std::string value_to_text(const nlohmann::json& v) {
   // Total: any shape prints something. The accessors above check types, and this is the
   // last line of defence should one be missed: an event line is never lost to a value.
   try {
-    return text(v);
+    return text(v, 0);
   } catch (const std::exception&) {
-    return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return json_text(v, 0);
   }
 }
 

@@ -8,22 +8,25 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/model/go_quote.h"
+
 namespace gotap {
 
+// How deep the text of a value nests, in JSON levels (an array, an object), at most: deeper
+// parts print as "...". A record's line may nest no deeper (record.h), so `gotap report`
+// renders every value it reads in full; a live value is far shallower (--max-depth).
+constexpr int kMaxValueNesting = 1000;
+// Whether `v` holds arrays or objects nested more than `levels` deep (a scalar: 0 levels, [1]
+// one); it looks no deeper than that, so it cannot overflow the stack itself.
+bool nests_deeper_than(const nlohmann::json& v, int levels);
+
+// Total: any JSON prints something, and no byte of it reaches the terminal raw: strings are
+// Go-quoted, names (fields, types) printable() (go_quote.h).
 std::string value_to_text(const nlohmann::json& v);
 // Appends value_to_text(v) to `out`, the same bytes: a scalar (nil, bool, number, string) is
 // written in place, without a string of its own; a composite value goes through
 // value_to_text. The text writer renders every call's values with it (issue 22).
 void append_value_text(std::string& out, const nlohmann::json& v);
-// A Go-quoted string: printable ASCII as is, \n \t \" \\, everything else \xNN or \uNNNN, so
-// a tracee's bytes can never reach the terminal as control sequences.
-std::string quote_go_string(const std::string& s);
-// quote_go_string(s), appended to `out`.
-void append_quoted(std::string& out, std::string_view s);
-// s itself when every byte is printable ASCII, else its quoted form.
-std::string printable(const std::string& s);
-// printable(s), appended to `out`.
-void append_printable(std::string& out, const std::string& s);
 // A duration with a unit that keeps 4 to 7 significant digits: "812 ns", "12.345 us".
 std::string format_duration(uint64_t ns);
 // format_duration(ns), appended to `out`.

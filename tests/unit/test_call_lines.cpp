@@ -454,8 +454,9 @@ TEST(TextFastPaths, NamesAsPrintable) {
   // The escapes themselves, as Go's %q writes them (hex digits now written by hand).
   EXPECT_EQ(quote_go_string("\x01\x1b\x7f\xff\xc3"), R"("\x01\x1b\x7f\xff\xc3")");
   EXPECT_EQ(quote_go_string("\xc2\x85\xe2\x80\xa8\xe2\x80\xa9"), R"("\u0085\u2028\u2029")");
-  EXPECT_EQ(quote_go_string("\xed\xa0\x80"), R"("\ud800")");
-  EXPECT_EQ(quote_go_string("\xf0\x80\x82\x85"), R"("\u0085")");  // overlong
+  // A surrogate and an overlong form are invalid UTF-8 to Go: each byte escaped.
+  EXPECT_EQ(quote_go_string("\xed\xa0\x80"), R"("\xed\xa0\x80")");
+  EXPECT_EQ(quote_go_string("\xf0\x80\x82\x85"), R"("\xf0\x80\x82\x85")");
   EXPECT_EQ(quote_go_string("\xc3\xa9\xf0\x9f\x98\x80"), "\"\xc3\xa9\xf0\x9f\x98\x80\"");
   EXPECT_EQ(printable("main.(*T).M"), "main.(*T).M");
   EXPECT_EQ(printable("caf\xc3\xa9"), "caf\xc3\xa9");

@@ -101,6 +101,99 @@ TEST_F(Cli, ReportOfRecordVersions) {
   fs::remove(v2);
 }
 
+// A crafted record's names and strings carry a screen clear (ESC[2J) and a bidi override
+// (U+202E): every view shows them escaped as Go's %q does (Go prints "F\x1b[2J\u202e" for
+// them), never raw (issue 35). A record cannot hold invalid UTF-8: the JSON parser refuses
+// the line (test_go_quote.cpp covers such names).
+TEST_F(Cli, ReportEscapesHostileNames) {
+  const std::string rec = temp_path("hostile.rec");
+  const std::string bad = "F\x1b[2J\xe2\x80\xae";
+  nlohmann::json args = nlohmann::json::array(
+      {{{"name", bad},
+        {"value",
+         {{"fields", nlohmann::json::array(
+                         {{{"name", bad}, {"value", 1}}, {{"name", "s"}, {"value", bad}}})}}}}});
+  nlohmann::json entry = {{"event", "entry"}, {"ts_ns", 1},  {"goid", 1},
+                          {"tid", 1},         {"func", bad}, {"args", args}};
+  nlohmann::json ret = {{"event", "return"}, {"ts_ns", 2},       {"goid", 1},      {"tid", 1},
+                        {"func", bad},       {"duration_ns", 1}, {"results", args}};
+  auto line = [&](const nlohmann::json& j) { return j.dump() + "\n"; };
+  write_bytes(rec,
+              "{\"event\":\"record\",\"format\":\"gotap-record\",\"version\":2,"
+              "\"command\":\"trace\"}\n" +
+                  line(entry) + line(ret) +
+                  "{\"event\":\"summary\",\"events\":2,\"lost\":0,\"backend\":\"ptrace\"}\n");
+  const std::string quoted = R"("F\x1b[2J\u202e")";
+  for (const char* format : {"text", "latency", "graph", "folded", "svg", "perfetto", "json"}) {
+    SCOPED_TRACE(format);
+    std::vector<std::string> argv = {gotap_binary(), "report", "--format", format, rec};
+    if (std::string(format) == "graph") argv.insert(argv.begin() + 2, "--args");
+    auto r = run_command(argv);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+    // JSON Lines keep non-ASCII as UTF-8 (docs/cli.md "Quoting"); every other view escapes it.
+    if (std::string(format) != "json") {
+      EXPECT_EQ(r.out.find("\xe2\x80\xae"), std::string::npos) << r.out;
+    }
+    const std::string f = format;
+    if (f == "text") {
+      // The function, the parameter and the field name, and the string value.
+      EXPECT_NE(
+          r.out.find("-> " + quoted + "(" + quoted + "={" + quoted + ":1, s:" + quoted + "})"),
+          std::string::npos)
+          << r.out;
+    } else if (f == "json" || f == "perfetto") {
+      EXPECT_NE(r.out.find(f == "json" ? "F\\u001b[2J\xe2\x80\xae" : "F\\u001b[2J\\u202e"),
+                std::string::npos)
+          << r.out;
+    } else if (f == "svg") {
+      EXPECT_NE(r.out.find("&quot;F\\x1b[2J\\u202e&quot;"), std::string::npos) << r.out;
+    } else {
+      EXPECT_NE(r.out.find(quoted), std::string::npos) << r.out;
+    }
+  }
+  fs::remove(rec);
+}
+
+// A record line nested 200,000 deep (it crashed report with SIGSEGV) is refused before it is
+// parsed: one line naming the line, exit 2. So is a field of another type than gotap writes.
+TEST_F(Cli, ReportOfDeepOrMistypedRecord) {
+  const std::string rec = temp_path("deep.rec");
+  const std::string header =
+      "{\"event\":\"record\",\"format\":\"gotap-record\",\"version\":2,\"command\":\"trace\"}\n";
+  const std::string deep = R"({"event":"entry","func":"main.f","args":[{"name":"a","value":)" +
+                           std::string(200000, '[') + std::string(200000, ']') + "}]}\n";
+  for (const char* format : {"text", "json", "graph", "perfetto", "svg"}) {
+    write_bytes(rec, header + deep);
+    auto r = run_command({gotap_binary(), "report", "--format", format, rec});
+    EXPECT_EQ(r.exit_code, 2) << format << ": " << r.err;
+    expect_one_error_line(r);
+    EXPECT_NE(r.err.find(rec + ":2: nests deeper than 1000 levels"), std::string::npos) << r.err;
+  }
+  // Just under the ceiling is a record gotap reads: 995 levels of value in 4 of event.
+  write_bytes(
+      rec,
+      header +
+          R"({"event":"entry","ts_ns":1,"goid":1,"tid":1,"func":"main.f","args":[{"name":"a","value":)" +
+          std::string(995, '[') + std::string(995, ']') + "}]}\n");
+  for (const char* format : {"text", "json", "graph", "perfetto", "svg"}) {
+    auto r = run_command({gotap_binary(), "report", "--format", format, rec});
+    EXPECT_EQ(r.exit_code, 0) << format << ": " << r.err;
+    EXPECT_EQ(r.signal, 0);
+  }
+  write_bytes(rec, header + "{\"event\":\"entry\",\"func\":\"main.f\",\"goid\":\"x\"}\n");
+  auto r = run_command({gotap_binary(), "report", rec});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find(rec + ":2: "), std::string::npos) << r.err;
+  write_bytes(rec,
+              "{\"event\":\"record\",\"format\":\"gotap-record\",\"version\":2,\"command\":7}\n");
+  r = run_command({gotap_binary(), "report", rec});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  expect_one_error_line(r);
+  fs::remove(rec);
+}
+
 TEST_F(Cli, MaxLineMustNotBeNegative) {
   auto r = run_command({gotap_binary(), "trace", "--max-line", "-1", "main.f", "--", "/bin/true"});
   EXPECT_EQ(r.exit_code, 2);

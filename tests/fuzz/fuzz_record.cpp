@@ -1,0 +1,28 @@
+// libFuzzer target: `gotap report` on arbitrary bytes, through every view. A record is a file
+// anyone may hand it: the reader and the views may refuse it (an error) but never throw,
+// crash or overflow the stack, whatever the nesting.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include "core/output/output_views.h"
+#include "core/output/record.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static std::FILE* devnull = std::fopen("/dev/null", "w");
+  const std::string bytes(reinterpret_cast<const char*>(data), size);
+  // Most inputs are not records: a header is put in front of half of them, so that the
+  // fuzzer reaches the events (the first byte chooses).
+  const std::string header =
+      "{\"event\":\"record\",\"format\":\"gotap-record\",\"version\":2,\"command\":\"trace\"}\n";
+  const std::string text = size && (data[0] & 1) ? header + bytes.substr(1) : bytes;
+  for (const char* format :
+       {"text", "json", "latency", "graph", "perfetto", "folded", "svg", "goroutines"}) {
+    std::istringstream in(text);
+    auto sink = gotap::make_output(format, devnull);
+    (void)gotap::replay_record("fuzz", in, *sink);
+  }
+  return 0;
+}

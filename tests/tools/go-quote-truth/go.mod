@@ -1,0 +1,2 @@
+module q
+go 1.24
