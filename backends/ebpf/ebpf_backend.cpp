@@ -369,8 +369,9 @@ Result<SplitSites> split_sites(const BinaryView& bin, const ProbeConfig& cfg) {
   return out;
 }
 
-// Test only (GOTAP_TEST_DELAY_ATTACH_MS=N): waits N ms between planning and attaching, and
-// says so on stderr first, so that a test can make the traced program exec inside that window
+// Test only (GOTAP_TEST_DELAY_ATTACH_MS=N): waits N ms between planning and attaching (for
+// -- CMD, between planning and starting CMD), and says so on stderr first, so that a test
+// can make the traced program exec, or its file change, inside that window
 // (test_runtime_exec_planned.cpp).
 void delay_attach_for_tests() {
   const char* e = getenv("GOTAP_TEST_DELAY_ATTACH_MS");
@@ -417,6 +418,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   TargetProcess target;
   int filter_pid = 0;
   if (!opts.target.argv.empty()) {
+    delay_attach_for_tests();  // the file may change on disk before it starts
     auto t = TargetProcess::launch(opts.target.argv);
     if (!t) return t.error();
     target = std::move(*t);
@@ -454,7 +456,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   }
   std::vector<Site> sites = std::move(split->sites);
   std::vector<Site> refused = std::move(split->refused);
-  delay_attach_for_tests();
+  if (opts.target.argv.empty()) delay_attach_for_tests();
 
   // Sites another tracer holds with an int3 of its own (a ptrace gotap, a debugger): a uprobe
   // there would go when that tracer puts its byte back. A function whose entry is held is

@@ -217,6 +217,52 @@ TEST_P(ExecPlanned, ProbesOnlyTheImageThatWasPlanned) {
   EXPECT_GT(traced, 0);
 }
 
+// -- CMD: the file planned from is replaced on disk (renamed over) before it starts. What
+// starts is another program: gotap refuses it (exit 1, one line) and it never runs, since it
+// was stopped at its first instruction.
+TEST_P(ExecPlanned, LaunchedFileReplacedOnDiskIsRefused) {
+  std::string latency, execbpf;
+  for (const Fixture& f : all_fixtures("execbpf"))
+    if (f.flavour == "default" && file_exists(fs::path(f.path).parent_path() / "latency")) {
+      execbpf = f.path;
+      latency = (fs::path(f.path).parent_path() / "latency").string();
+    }
+  if (execbpf.empty()) GTEST_SKIP() << "no execbpf and latency fixtures built (build-fixtures.sh)";
+  const fs::path dir = fs::temp_directory_path() / ("gotap-replaced-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path prog = dir / "prog";
+  fs::copy_file(latency, prog, fs::copy_options::overwrite_existing);
+
+  setenv("GOTAP_TEST_DELAY_ATTACH_MS", std::to_string(kWindowMs).c_str(), 1);
+  Child g = spawn({gotap_binary(), "count", "--backend", GetParam(), "--json", "main.park", "--",
+                   prog.string(), "park", "1", "1"});
+  unsetenv("GOTAP_TEST_DELAY_ATTACH_MS");
+  ASSERT_GT(g.pid, 0);
+  std::string err = read_until(g.err, "gotap: test: attaching in", 60000);
+  ASSERT_NE(err.find("gotap: test: attaching in"), std::string::npos) << err;
+  // Planned from latency; execbpf takes its name.
+  fs::copy_file(execbpf, dir / "new", fs::copy_options::overwrite_existing);
+  fs::rename(dir / "new", prog);
+  const int st = wait_or_kill(g.pid, 60);
+  const std::string out = read_all(g.out);
+  err += read_all(g.err);
+  close(g.out);
+  close(g.err);
+  fs::remove_all(dir);
+  std::vector<std::string> lines;
+  std::istringstream in(err);
+  for (std::string l; std::getline(in, l);)
+    if (l.rfind("gotap: test: ", 0) != 0) lines.push_back(l);
+  ASSERT_TRUE(WIFEXITED(st)) << err;
+  EXPECT_EQ(WEXITSTATUS(st), 1) << err;
+  ASSERT_EQ(lines.size(), 1u) << err;
+  EXPECT_EQ(lines[0].rfind("gotap: the program started (pid ", 0), 0u) << err;
+  EXPECT_NE(lines[0].find("is not the file that was planned"), std::string::npos) << err;
+  // Neither program ran: execbpf says "ready" first thing, latency "done" at its end.
+  EXPECT_EQ(out.find("ready"), std::string::npos) << out;
+  EXPECT_EQ(out.find("done"), std::string::npos) << out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, ExecPlanned, ::testing::Values("ebpf"),
                          [](const auto& info) { return info.param; });
 
