@@ -154,11 +154,10 @@ class Collector : public prometheus::Collectable {
 // civetweb serves a connection per worker thread, from its accept to its close: a client
 // that connects and sends nothing held the only worker for civetweb's default 30 s, and 223
 // such connections held every scrape for far longer than any scrape timeout. Now a worker
-// waits at most kRequestTimeoutMs for a request (and for each write of the response to make
-// progress), and there are kWorkers of them: each idle connection costs a worker
-// kRequestTimeoutMs at most, and civetweb holds at most kWorkers + kQueued connections at
-// once (more wait in the kernel's listen backlog). 250 idle connections delay a scrape by
-// about 250 / kWorkers * kRequestTimeoutMs (test_runtime_prometheus.cpp).
+// waits at most kRequestTimeoutMs for a request, and there are kWorkers of them: each idle
+// connection costs a worker kRequestTimeoutMs at most, and civetweb holds at most kWorkers +
+// kQueued connections at once (more wait in the kernel's listen backlog). 250 idle connections
+// delay a scrape by about 250 / kWorkers * kRequestTimeoutMs (test_runtime_prometheus.cpp).
 constexpr int kWorkers = 48;
 constexpr int kQueued = 32;
 constexpr int kRequestTimeoutMs = 200;
