@@ -151,6 +151,25 @@ class Collector : public prometheus::Collectable {
   bool goroutines_;
 };
 
+// civetweb serves a connection per worker thread, from its accept to its close: a client
+// that connects and sends nothing held the only worker for civetweb's default 30 s, and 223
+// such connections held every scrape for far longer than any scrape timeout. Now a worker
+// waits at most kRequestTimeoutMs for a request, and there are kWorkers of them: each idle
+// connection costs a worker kRequestTimeoutMs at most, and civetweb holds at most kWorkers +
+// kQueued connections at once (more wait in the kernel's listen backlog). 250 idle connections
+// delay a scrape by about 250 / kWorkers * kRequestTimeoutMs (test_runtime_prometheus.cpp).
+constexpr int kWorkers = 48;
+constexpr int kQueued = 32;
+constexpr int kRequestTimeoutMs = 200;
+
+std::vector<std::string> civet_options(const std::string& listening) {
+  return {"listening_ports",    listening,
+          "num_threads",        std::to_string(kWorkers),
+          "connection_queue",   std::to_string(kQueued),
+          "request_timeout_ms", std::to_string(kRequestTimeoutMs),
+          "enable_keep_alive",  "no"};
+}
+
 bool parse_port(const std::string& text, int* port) {
   if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string::npos)
     return false;
@@ -221,8 +240,9 @@ Result<std::string> parse_prometheus_address(const std::string& addr) {
   size_t colon = addr.rfind(':');
   if (colon == std::string::npos || !parse_port(addr.substr(colon + 1), &port)) return bad();
   std::string host = addr.substr(0, colon);
-  if (host.empty()) return std::to_string(port);
-  if (host == "localhost") host = "127.0.0.1";
+  // Loopback unless a host is given: the series name the traced program's functions, and
+  // nothing is served to the network unless asked for (0.0.0.0:PORT).
+  if (host.empty() || host == "localhost") host = "127.0.0.1";
   in_addr a4{};
   if (inet_pton(AF_INET, host.c_str(), &a4) != 1) return bad();
   return host + ":" + std::to_string(port);
@@ -249,7 +269,7 @@ Result<std::unique_ptr<PrometheusExporter>> PrometheusExporter::start(const std:
   sigaction(SIGPIPE, nullptr, &old_pipe);
   std::string failure;
   try {
-    e->exposer_ = std::make_unique<prometheus::Exposer>(*civet, /*num_threads=*/1);
+    e->exposer_ = std::make_unique<prometheus::Exposer>(civet_options(*civet));
   } catch (const std::exception& ex) {
     failure = ex.what();
   }
@@ -261,8 +281,7 @@ Result<std::unique_ptr<PrometheusExporter>> PrometheusExporter::start(const std:
   }
   e->exposer_->RegisterCollectable(e->collector_);
 
-  std::string host = *civet;
-  host = host.find(':') == std::string::npos ? "0.0.0.0" : host.substr(0, host.rfind(':'));
+  const std::string host = civet->substr(0, civet->rfind(':'));
   auto ports = e->exposer_->GetListeningPorts();
   e->where_ = host + ":" + (ports.empty() ? std::string("?") : std::to_string(ports[0]));
   return e;

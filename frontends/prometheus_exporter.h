@@ -17,9 +17,9 @@ class Collectable;
 
 namespace gotap::cli {
 
-// ADDR as civetweb takes it: "127.0.0.1:9464", or "9464" for every IPv4 address (from
-// ":9464"); "localhost" means 127.0.0.1. "[::1]:9464" only when civetweb was built with IPv6
-// (Debian's is not). Bad input when it is none of these.
+// ADDR as civetweb takes it: "127.0.0.1:9464"; ":9464" and "localhost:9464" mean
+// 127.0.0.1:9464, "0.0.0.0:9464" every IPv4 address. "[::1]:9464" only when civetweb was
+// built with IPv6 (Debian's is not). Bad input when it is none of these.
 Result<std::string> parse_prometheus_address(const std::string& addr);
 
 class PrometheusExporter {

@@ -32,6 +32,7 @@
 #include "backends/ebpf/insn_filter.h"
 #include "backends/ebpf/map_writer.h"
 #include "backends/ebpf/overhead.h"
+#include "backends/ebpf/planned_image.h"
 #include "backends/ebpf/probe_config.h"
 #include "backends/ebpf/prog_stats.h"
 #include "backends/ebpf/target.h"
@@ -368,6 +369,19 @@ Result<SplitSites> split_sites(const BinaryView& bin, const ProbeConfig& cfg) {
   return out;
 }
 
+// Test only (GOTAP_TEST_DELAY_ATTACH_MS=N): waits N ms between planning and attaching (for
+// -- CMD, between planning and starting CMD), and says so on stderr first, so that a test
+// can make the traced program exec, or its file change, inside that window
+// (test_runtime_exec_planned.cpp).
+void delay_attach_for_tests() {
+  const char* e = getenv("GOTAP_TEST_DELAY_ATTACH_MS");
+  if (!e || !*e) return;
+  const long ms = std::strtol(e, nullptr, 10);
+  if (ms <= 0 || ms > 60000) return;
+  std::cerr << "gotap: test: attaching in " << ms << " ms" << std::endl;
+  poll(nullptr, 0, static_cast<int>(ms));
+}
+
 }  // namespace
 
 Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink,
@@ -395,11 +409,16 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     return make_error("{} probe sites are more than the eBPF backend can address ({})",
                       cfg.sites.size(), GOTAP_COOKIE_MAX_SITES);
 
+  // The probes go into the planned file and no other, whatever its path names by now.
+  auto planned = PlannedImage::of(*bin.elf);
+  if (!planned) return planned.error();
+  const std::string& path = planned->attach_path;
+
   // The target: launched children wait, stopped, until the probes are live.
   TargetProcess target;
-  std::string path = bin.path();
   int filter_pid = 0;
   if (!opts.target.argv.empty()) {
+    delay_attach_for_tests();  // the file may change on disk before it starts
     auto t = TargetProcess::launch(opts.target.argv);
     if (!t) return t.error();
     target = std::move(*t);
@@ -409,8 +428,6 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     if (!t) return t.error();
     target = std::move(*t);
     filter_pid = target.pid();
-    // The running file, even when it was replaced or deleted on disk.
-    path = "/proc/" + std::to_string(filter_pid) + "/exe";
   } else if (!opts.target.all) {
     return make_error("no target: give a pid, a command or --all");
   }
@@ -439,6 +456,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   }
   std::vector<Site> sites = std::move(split->sites);
   std::vector<Site> refused = std::move(split->refused);
+  if (opts.target.argv.empty()) delay_attach_for_tests();
 
   // Sites another tracer holds with an int3 of its own (a ptrace gotap, a debugger): a uprobe
   // there would go when that tracer puts its byte back. A function whose entry is held is
@@ -505,6 +523,30 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     skel = std::move(*s);
     attachment = std::move(*a);
   }
+  // Whether the process runs the planned file, asked once its uprobes are registered: one
+  // that exec'd before is refused; one that execs from now on keeps none of them
+  // (planned_image.h). Dynamic types: the tracee's addresses, minus the PIE load bias, are
+  // the file's.
+  uint64_t bias = 0;
+  if (filter_pid > 0) {
+    auto proven = proven_bias(*bin.elf, *planned, filter_pid);
+    if (!proven) {
+      attachment.detach();
+      const bool gone = target.exited();
+      target.terminate();
+      if (gone) return runtime_error("pid {} exited before its probes were in place", filter_pid);
+      if (target.launched())
+        return runtime_error(
+            "the program started (pid {}) is not the file that was planned: it changed on disk "
+            "in between; nothing was traced",
+            filter_pid);
+      return runtime_error(
+          "pid {} changed its program (exec) after gotap read it: it no longer runs the file "
+          "that was planned; nothing was traced and no probe is left",
+          filter_pid);
+    }
+    bias = *proven;
+  }
   const double attach_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - t_attach).count();
   refused.insert(refused.end(), attachment.skipped().begin(), attachment.skipped().end());
@@ -517,9 +559,6 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
               << (id < cfg.funcs.size() ? cfg.funcs[id].plan->name : "a goroutine probe") << "\n";
   }
 
-  // Dynamic types: the tracee's addresses, minus the PIE load bias, are the file's.
-  uint64_t bias = 0;
-  if (filter_pid > 0) bias = bin.load_bias(filter_pid).value_or(0);
   Session session{bin, plan, opts, sink, cfg, nullptr, nullptr};
   session.cut = eo.cut;
   auto func_name = [&bin, bias](uint64_t pc) {

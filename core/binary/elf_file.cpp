@@ -41,6 +41,7 @@ Result<std::unique_ptr<ElfFile>> ElfFile::open(const std::string& path) {
   f->map_ = m;
   f->data_ = static_cast<const uint8_t*>(m);
   f->size_ = st.st_size;
+  f->fd_ = std::move(fd);
   GOTAP_TRY(f->load());
   return f;
 }

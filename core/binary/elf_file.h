@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/model/result.h"
+#include "core/sys/fd.h"
 
 struct Elf;  // libelf
 
@@ -57,6 +58,11 @@ class ElfFile {
   ElfFile& operator=(const ElfFile&) = delete;
 
   const std::string& path() const { return path_; }
+  // The descriptor open() mapped the file through, kept open for the object's life: the
+  // very file that was read, whatever its path names later (-1 for from_bytes). The eBPF
+  // backend attaches its uprobes through it (/proc/self/fd/N), so they can only go into
+  // the file the plan was made from.
+  int fd() const { return fd_.get(); }
   uint16_t type() const { return type_; }  // ET_EXEC, ET_DYN
   bool is_pie() const;
   uint64_t entry() const { return entry_; }
@@ -98,6 +104,7 @@ class ElfFile {
   Result<void> load();
 
   std::string path_;
+  sys::Fd fd_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   void* map_ = nullptr;         // mmap'ed file, or

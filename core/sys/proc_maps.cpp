@@ -44,6 +44,7 @@ std::optional<Mapping> parse_maps_line(std::string_view line) {
   std::string_view off = next_field(line), dev = next_field(line), inode = next_field(line);
   if (m.perms.size() != 4 || !parse_hex(off, m.offset) || dev.find(':') == std::string_view::npos)
     return std::nullopt;
+  m.dev = dev;
   auto [p, ec] = std::from_chars(inode.data(), inode.data() + inode.size(), m.inode);
   if (inode.empty() || ec != std::errc() || p != inode.data() + inode.size()) return std::nullopt;
   // The path is the rest of the line after the padding: it may contain spaces itself.

@@ -3,6 +3,7 @@
 // latency fixture's ground truth; the requests rclone served) and agree with the
 // `latency --json` output of the same run. Also the CLI's errors for a bad ADDR.
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -353,6 +354,97 @@ TEST(PrometheusCli, BadAddressAndPortInUse) {
   // Nothing was launched: the fixture's output is absent.
   EXPECT_EQ(busy.out.find("done"), std::string::npos) << busy.out;
   close(holder);
+}
+
+// The addresses /proc/net/tcp lists a socket listening on `port` at (IPv4, as the kernel
+// prints them: "0100007F" is 127.0.0.1).
+std::vector<std::string> listening_on(int port) {
+  std::vector<std::string> out;
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line;
+  std::getline(tcp, line);  // the header
+  char want[8];
+  snprintf(want, sizeof want, "%04X", port);
+  while (std::getline(tcp, line)) {
+    std::istringstream ls(line);
+    std::string slot, local, remote, state;
+    ls >> slot >> local >> remote >> state;
+    if (state == "0A" && local.size() == 13 && local.substr(9) == want)
+      out.push_back(local.substr(0, 8));
+  }
+  return out;
+}
+
+// An IPv4 address of this machine that is not loopback, or "".
+std::string non_loopback_ipv4() {
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return "";
+  std::string found;
+  for (ifaddrs* i = all; i && found.empty(); i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    const in_addr a = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr;
+    if ((ntohl(a.s_addr) >> 24) == 127) continue;
+    char buf[INET_ADDRSTRLEN];
+    found = inet_ntop(AF_INET, &a, buf, sizeof buf);
+  }
+  freeifaddrs(all);
+  return found;
+}
+
+int connect_to(const std::string& ip, int port) {
+  int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, ip.c_str(), &a.sin_addr);
+  if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(s);
+    return -1;
+  }
+  return s;
+}
+
+// `--prometheus :PORT` listens on loopback only, and clients that connect and send nothing
+// (250 of them, more than any worker count) do not keep a scrape from being answered: each
+// holds a worker for a bounded time at most.
+TEST(PrometheusListener, LoopbackByDefaultIdleClientsDoNotBlockScrapes) {
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  auto fixtures = all_fixtures("latency");
+  if (fixtures.empty()) GTEST_SKIP() << "no latency fixtures built";
+  const int port = free_port();
+  // The program parks for about 4 s, then gotap ends with it.
+  Child g = spawn({gotap_binary(), "count", "--backend", "ptrace", "--prometheus",
+                   ":" + std::to_string(port), "main.park", "--", fixtures.back().path, "park", "1",
+                   "100"});
+  ASSERT_GT(g.pid, 0);
+  const std::string err = read_until(g.err, "/metrics\n", 30000);
+  const std::string where =
+      "gotap: serving metrics on http://127.0.0.1:" + std::to_string(port) + "/metrics\n";
+  EXPECT_NE(err.find(where), std::string::npos) << err;
+  // The kernel's view: one listener, on 127.0.0.1.
+  EXPECT_EQ(listening_on(port), std::vector<std::string>{"0100007F"});
+  if (const std::string ip = non_loopback_ipv4(); !ip.empty()) {
+    const int s = connect_to(ip, port);
+    EXPECT_LT(s, 0) << "reachable on " << ip;
+    if (s >= 0) close(s);
+  }
+
+  std::vector<int> idle;
+  for (int i = 0; i < 250; ++i)
+    if (int s = connect_to("127.0.0.1", port); s >= 0) idle.push_back(s);
+  EXPECT_EQ(idle.size(), 250u);
+  const auto t0 = Clock::now();
+  const auto r = http_get(port, "/metrics");
+  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_TRUE(r && r->rfind("HTTP/1.1 200", 0) == 0 &&
+              r->find("gotap_lost_events_total{") != std::string::npos)
+      << (r ? r->substr(0, 300) : "no answer");
+  EXPECT_LT(took, 3.0) << "a scrape behind 250 idle connections took " << took << " s";
+  for (int s : idle) close(s);
+
+  EXPECT_NE(wait_exit(g.pid, 30), -1);
+  close(g.out);
+  close(g.err);
 }
 
 }  // namespace

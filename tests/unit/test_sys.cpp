@@ -29,6 +29,7 @@ TEST(ProcMaps, ParsesLines) {
   EXPECT_EQ(m->end, 0x55d0c0a01000u);
   EXPECT_EQ(m->perms, "r-xp");
   EXPECT_EQ(m->offset, 0x2000u);
+  EXPECT_EQ(m->dev, "fd:01");
   EXPECT_EQ(m->inode, 1234567u);
   EXPECT_EQ(m->path, "/tmp/a b (deleted)");
   auto anon = sys::parse_maps_line("7f0000000000-7f0000001000 rw-p 00000000 00:00 0 ");
