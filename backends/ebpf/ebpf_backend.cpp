@@ -41,6 +41,7 @@
 #include "core/events/live_metrics.h"
 #include "core/events/overhead_budget.h"
 #include "core/events/typed_events.h"
+#include "core/model/go_quote.h"
 #include "core/model/wait_reasons.h"
 #include "core/sys/fd.h"
 #include "core/sys/timing.h"
@@ -481,7 +482,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
       if (!eo.quiet)
         std::cerr << "gotap: warning: " << held.size() << " function(s) not traced: their entry "
                   << "already holds an int3 of another tracer (ptrace or a debugger), e.g. "
-                  << first << "\n";
+                  << printable(first) << "\n";
     }
   }
 
@@ -556,7 +557,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     std::cerr << "gotap: warning: the kernel refuses " << refused.size()
               << " probe site(s) (instructions uprobes refuse or would run wrongly), e.g. "
               << hex(first.addr) << " in "
-              << (id < cfg.funcs.size() ? cfg.funcs[id].plan->name : "a goroutine probe") << "\n";
+              << (id < cfg.funcs.size() ? printable(cfg.funcs[id].plan->name) : "a goroutine probe")
+              << "\n";
   }
 
   Session session{bin, plan, opts, sink, cfg, nullptr, nullptr};
