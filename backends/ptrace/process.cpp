@@ -16,6 +16,7 @@
 #include <fstream>
 #include <string>
 
+#include "backends/ptrace/forked_child.h"
 #include "backends/ptrace/inject_stub.h"
 #include "core/sys/spawn.h"
 
@@ -24,8 +25,11 @@ namespace gotap::ptrace {
 namespace {
 
 // TRACESYSGOOD: the syscall stops of an injection (inject_stub.h) carry SIGTRAP | 0x80, which
-// a tracer that dies there does not leave the thread to take as a signal.
-constexpr long kSeizeOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD;
+// a tracer that dies there does not leave the thread to take as a signal. TRACEFORK: each
+// forked child stops before it runs, to be cleaned of the int3s it inherits (forked_child.h);
+// not TRACEVFORK: a vfork's child shares the program's memory, whose int3s must stay.
+constexpr long kSeizeOptions =
+    PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD;
 
 std::vector<pid_t> list_tasks(pid_t pid) {
   std::vector<pid_t> out;
@@ -212,13 +216,31 @@ void Process::note_exit(const WaitStatus& ws) {
   }
 }
 
+bool Process::release_child(const WaitStatus& ws) {
+  if (!ws.stopped() || threads_.count(ws.tid) || is_thread_of(pid_, ws.tid)) return false;
+  // Its first stop, before it ran an instruction. A child that shares the program's memory
+  // (CLONE_VM without CLONE_THREAD) is left as it is: its int3s are the program's.
+  if (child_clean_ && same_memory(pid_, ws.tid) == false) {
+    TraceeMemory child(ws.tid);
+    child_clean_(child);
+    ++children_cleaned_;
+  }
+  // A signal that reached it first is its own, delivered as it goes.
+  const int sig = ws.event() == 0 ? ws.stop_sig() : 0;
+  ::ptrace(PTRACE_DETACH, ws.tid, nullptr, reinterpret_cast<void*>(static_cast<long>(sig)));
+  return true;
+}
+
 void Process::handle_other_stop(const WaitStatus& ws) {
   pid_t tid = ws.tid;
+  if (release_child(ws)) return;
   threads_.insert(tid);  // a new thread can report its first stop before its creator's event
   switch (ws.event()) {
     case PTRACE_EVENT_CLONE: {
+      // A clone whose exit signal is not SIGCHLD is reported here, process or thread.
       unsigned long nt = 0;
-      if (::ptrace(PTRACE_GETEVENTMSG, tid, nullptr, &nt) == 0) threads_.insert(pid_t(nt));
+      if (::ptrace(PTRACE_GETEVENTMSG, tid, nullptr, &nt) == 0 && is_thread_of(pid_, pid_t(nt)))
+        threads_.insert(pid_t(nt));
       cont(tid, 0);
       return;
     }
@@ -547,11 +569,13 @@ void Process::detach_all(const TrapFix& fix_trap, pid_t already_stopped,
       continue;
     }
     pid_t t = ws.tid;
+    if (!pending.count(t) && release_child(ws)) continue;
     int held = take_held_signal(t);
     switch (ws.event()) {
       case PTRACE_EVENT_CLONE: {
         unsigned long nt = 0;
-        if (::ptrace(PTRACE_GETEVENTMSG, t, nullptr, &nt) == 0) pending.insert(pid_t(nt));
+        if (::ptrace(PTRACE_GETEVENTMSG, t, nullptr, &nt) == 0 && is_thread_of(pid_, pid_t(nt)))
+          pending.insert(pid_t(nt));
         detach(t, held);
         break;
       }

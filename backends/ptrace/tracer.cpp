@@ -496,6 +496,15 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     net_.set_block_all_sets(std::move(sets));
   }
   if (!arm_net(stopped)) net_wanted_ = true;
+  // A forked child gets no int3 from the program: whatever its signal state, an int3 it ran
+  // would kill it, traced by nobody (forked_child.h). Its table is emptied too, so that a
+  // gotap that traces it later does not take the page for a dead gotap's.
+  proc_->set_child_clean([this](TraceeMemory& child) {
+    if (!bps_.inserted()) return;
+    bps_.restore_in(child, file_text());
+    release_file_text();
+    retire_table(child, bps_.scratch());
+  });
   auto inserted = bps_.insert_all(mem, file_text());
   release_file_text();
   GOTAP_TRY(inserted);
@@ -1160,6 +1169,7 @@ Result<void> Tracer::run() {
   sum.extra = {{"hits", hits_}, {"goid_read_errors", goid_read_errors_}};
   if (rate_.enabled()) sum.extra["rate_limited"] = rate_.dropped_total();
   if (net_rearms_) sum.extra["net_rearmed"] = net_rearms_;
+  if (proc_->children_cleaned()) sum.extra["children_cleaned"] = proc_->children_cleaned();
   if (budget_.enabled()) {
     json names = json::array();
     for (size_t f = 0; f < plan_.funcs.size(); ++f)
