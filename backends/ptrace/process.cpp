@@ -101,7 +101,8 @@ Result<std::unique_ptr<Process>> Process::launch(const std::vector<std::string>&
   if (waitpid(child, &st, WUNTRACED) != child || !WIFSTOPPED(st)) {
     return runtime_error("cannot start {}", argv[0]);
   }
-  // No PTRACE_O_EXITKILL: a launched program outlives gotap, as an attached one does.
+  // No PTRACE_O_EXITKILL: a launched program outlives a gotap that is killed, as an attached
+  // one does. A trace that ends ends it (Tracer::end_launched).
   if (::ptrace(PTRACE_SEIZE, child, nullptr, reinterpret_cast<void*>(kSeizeOptions)) != 0) {
     int e = errno;
     kill(child, SIGKILL);

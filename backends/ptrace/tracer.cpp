@@ -31,6 +31,7 @@
 #include "core/plan/error_result.h"
 #include "core/plan/fork_child.h"
 #include "core/plan/signals_blocked.h"
+#include "core/sys/spawn.h"
 #include "core/sys/timing.h"
 #include "core/sys/uprobe_holders.h"
 
@@ -1073,6 +1074,22 @@ void Tracer::detach() {
                     [&](const std::vector<pid_t>& stopped) { release_pages(stopped, held); });
 }
 
+void Tracer::end_launched(bool gone) {
+  if (!proc_->launched() || gone) return;
+  // A program that replaced itself runs untraced, but it is still the trace's: as the eBPF
+  // backend does, gotap waits for it until the trace ends.
+  if (exec_ended_) {
+    for (;;) {
+      siginfo_t si{};
+      if (stop_due() || waitid(P_PID, id_t(proc_->pid()), &si, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+          si.si_pid != 0)
+        break;
+      usleep(20'000);
+    }
+  }
+  (void)sys::end_child(proc_->pid());
+}
+
 void Tracer::release_pages(const std::vector<pid_t>& stopped, pid_t via) {
   net_.release_data(*proc_, via, syscall_at_);
   const uint64_t lo = bps_.scratch(), hi = lo + bps_.scratch_size();
@@ -1138,6 +1155,7 @@ Result<void> Tracer::run() {
       cpu_follow_.moves(), hits_ ? held_total_ns_ / hits_ : 0));
   detach();
   sys::timing_mark("ptrace: detached");
+  end_launched(gone);
   // The program is released: what is queued is written now, then the sink is this thread's.
   uint64_t queue_misses = 0;
   if (queue_) {
