@@ -101,6 +101,10 @@ class Process {
   using ChildClean = std::function<void(TraceeMemory& child)>;
   void set_child_clean(ChildClean clean) { child_clean_ = std::move(clean); }
   bool release_child(const WaitStatus& ws);
+  // The children forked since whose first stop has not come yet, released as it comes
+  // (bounded: a second). After the last thread is detached, or the program exited: a
+  // child it forked just before must not be left to the kernel's detach, int3s and all.
+  void release_children();
   uint64_t children_cleaned() const { return children_cleaned_; }
 
   bool exec_seen() const { return exec_seen_; }
@@ -139,6 +143,10 @@ class Process {
   void inject_step();
   TrapFix fix_trap_;
   ChildClean child_clean_;
+  // At a CLONE or FORK event: the new thread, or nothing when it made a process (then kept
+  // in children_ until its first stop).
+  std::optional<pid_t> new_thread(const WaitStatus& ws);
+  std::unordered_set<pid_t> children_;
   uint64_t children_cleaned_ = 0;
   uint64_t stub_area_ = 0;
   bool stub_searched_ = false;

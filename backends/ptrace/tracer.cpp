@@ -499,9 +499,9 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   if (!arm_net(stopped)) net_wanted_ = true;
   // A forked child gets no int3 from the program: whatever its signal state, an int3 it ran
   // would kill it, traced by nobody (forked_child.h). Its table is emptied too, so that a
-  // gotap that traces it later does not take the page for a dead gotap's.
+  // gotap that traces it later does not take the page for a dead gotap's. Also when the
+  // program's int3s are gone: a child forked before they went reports after.
   proc_->set_child_clean([this](TraceeMemory& child) {
-    if (!bps_.inserted()) return;
     bps_.restore_in(child, file_text());
     release_file_text();
     retire_table(child, bps_.scratch());
@@ -1154,6 +1154,7 @@ Result<void> Tracer::run() {
       hits_, hit_ ? hit_->mem().syscalls() : 0, hit_ ? hit_->mem().misses() : 0,
       cpu_follow_.moves(), hits_ ? held_total_ns_ / hits_ : 0));
   detach();
+  proc_->release_children();
   sys::timing_mark("ptrace: detached");
   end_launched(gone);
   // The program is released: what is queued is written now, then the sink is this thread's.
