@@ -11,8 +11,9 @@
 // Launched and attached, trace and count, the default and cgo builds; once per backend.
 //
 // EndOfTrace: a program gotap launched ends with the trace (SIGTERM, SIGKILL after a grace
-// period), on both backends; the program's own report ("GT forked ...", printed when SIGTERM
-// reaches it) proves it was asked to end, not killed. Before, ptrace left it running.
+// period), on both backends, also after it exec'd; the program's own report ("GT forked ...",
+// printed when SIGTERM reaches it) proves it was asked to end, not killed. Before, ptrace left
+// it running.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -162,6 +163,26 @@ TEST_P(EndOfTrace, ALaunchedProgramEndsWithTheTrace) {
   // Ended by SIGTERM, which it caught: it reported its children before it went.
   EXPECT_TRUE(t.found) << r.out;
   EXPECT_EQ(t.exited0, t.forked) << r.out;
+}
+
+// The program replaces itself (ptrace's trace of it ends there, `ended_by` exec) with one that
+// runs until SIGTERM: it is still the trace's, ended when the duration is up.
+TEST_P(EndOfTrace, ALaunchedProgramThatExecsEndsWithTheTrace) {
+  RunResult r = run_command({gotap_binary(), "trace", "--backend", GetParam(), "--json", "-d",
+                             "1.5", "main.work", "--", forker("default"), "-n", "2", "-exec"},
+                            20);
+  const Truth t = truth_of(r.out);
+  ASSERT_GT(t.pid, 0) << r.out << r.err;
+  const bool left = kill(t.pid, 0) == 0;
+  if (left) kill(t.pid, SIGKILL);
+  EXPECT_FALSE(left) << "pid " << t.pid << " still runs after the trace";
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // Both programs' reports: the second one's, on SIGTERM.
+  size_t reports = 0;
+  for (size_t at = r.out.find("GT forked"); at != std::string::npos;
+       at = r.out.find("GT forked", at + 1))
+    ++reports;
+  EXPECT_EQ(reports, 2u) << r.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, EndOfTrace, ::testing::Values("ebpf", "ptrace"),
