@@ -8,9 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
-#include <thread>
 #include <utility>
 
 #include "core/sys/spawn.h"
@@ -118,19 +116,12 @@ bool TargetProcess::exited() {
 void TargetProcess::terminate() {
   if (!launched_ || exited()) return;
   if (stopped_) {
+    // Never ran: nothing to give a grace period to.
     kill(pid_, SIGKILL);
     release().ok();
-  } else {
-    kill(pid_, SIGTERM);
   }
-  for (int i = 0; i < 100 && !exited(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  if (!exited()) {
-    kill(pid_, SIGKILL);
-    int status = 0;
-    if (waitpid(pid_, &status, 0) == pid_) exit_status_ = status;
-    exited_ = true;
-  }
+  if (auto e = sys::end_child(pid_)) exit_status_ = e->status;
+  exited_ = true;
 }
 
 }  // namespace gotap::ebpf

@@ -31,7 +31,8 @@ class TargetProcess {
   Result<void> release();
   // True once the process has exited (reaps a launched child).
   bool exited();
-  // Ends a launched child that is still running (SIGTERM, then SIGKILL after a grace time).
+  // Ends a launched child that is still running (sys::end_child: SIGTERM, then SIGKILL after
+  // a grace time), or one stopped at its exec that never ran (SIGKILL).
   void terminate();
   int exit_status() const { return exit_status_; }  // wait status of a launched child
 

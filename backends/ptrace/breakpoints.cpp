@@ -367,13 +367,17 @@ bool Breakpoints::drop_func(int func, TraceeMemory& mem) {
 }
 
 void Breakpoints::restore_all(TraceeMemory& mem, const FileText& file) {
+  restore_in(mem, file);
+  inserted_ = false;
+}
+
+void Breakpoints::restore_in(TraceeMemory& mem, const FileText& file) const {
   // A site that cannot be written back is not the end: every other one still is.
   for (size_t i = 0; i < sites_.size();) {
     const auto rest = std::span<const Site>(sites_).subspan(i);
     const size_t done = write_site_bytes(rest, false, mem, writer_of(mem), file);
     i += done + 1;
   }
-  inserted_ = false;
 }
 
 bool Breakpoints::step_over(const Site& s, user_regs_struct& r) const {

@@ -122,6 +122,8 @@ class Breakpoints {
   // resumes through its copy. False when a byte could not be written.
   bool drop_func(int func, TraceeMemory& mem);
   void restore_all(TraceeMemory& mem, const FileText& file = {});
+  // The original bytes in another copy of the text (a forked child's), the table unchanged.
+  void restore_in(TraceeMemory& mem, const FileText& file = {}) const;
   bool inserted() const { return inserted_; }
 
   // Sets regs (taken at the trap, rip = addr + 1) so that the thread resumes in the site's

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <string>
 
+#include "backends/ptrace/forked_child.h"
 #include "backends/ptrace/inject_stub.h"
 #include "core/sys/spawn.h"
 
@@ -24,8 +25,11 @@ namespace gotap::ptrace {
 namespace {
 
 // TRACESYSGOOD: the syscall stops of an injection (inject_stub.h) carry SIGTRAP | 0x80, which
-// a tracer that dies there does not leave the thread to take as a signal.
-constexpr long kSeizeOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD;
+// a tracer that dies there does not leave the thread to take as a signal. TRACEFORK: each
+// forked child stops before it runs, to be cleaned of the int3s it inherits (forked_child.h);
+// not TRACEVFORK: a vfork's child shares the program's memory, whose int3s must stay.
+constexpr long kSeizeOptions =
+    PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD;
 
 std::vector<pid_t> list_tasks(pid_t pid) {
   std::vector<pid_t> out;
@@ -97,7 +101,8 @@ Result<std::unique_ptr<Process>> Process::launch(const std::vector<std::string>&
   if (waitpid(child, &st, WUNTRACED) != child || !WIFSTOPPED(st)) {
     return runtime_error("cannot start {}", argv[0]);
   }
-  // No PTRACE_O_EXITKILL: a launched program outlives gotap, as an attached one does.
+  // No PTRACE_O_EXITKILL: a launched program outlives a gotap that is killed, as an attached
+  // one does. A trace that ends ends it (Tracer::end_launched).
   if (::ptrace(PTRACE_SEIZE, child, nullptr, reinterpret_cast<void*>(kSeizeOptions)) != 0) {
     int e = errno;
     kill(child, SIGKILL);
@@ -212,16 +217,61 @@ void Process::note_exit(const WaitStatus& ws) {
   }
 }
 
+bool Process::release_child(const WaitStatus& ws) {
+  if (!ws.stopped() || threads_.count(ws.tid) || is_thread_of(pid_, ws.tid)) return false;
+  children_.erase(ws.tid);
+  // Its first stop, before it ran an instruction. A child that shares the program's memory
+  // (CLONE_VM without CLONE_THREAD) is left as it is: its int3s are the program's.
+  if (child_clean_ && same_memory(pid_, ws.tid) == false) {
+    TraceeMemory child(ws.tid);
+    child_clean_(child);
+    ++children_cleaned_;
+  }
+  // A signal that reached it first is its own, delivered as it goes.
+  const int sig = ws.event() == 0 ? ws.stop_sig() : 0;
+  ::ptrace(PTRACE_DETACH, ws.tid, nullptr, reinterpret_cast<void*>(static_cast<long>(sig)));
+  return true;
+}
+
+std::optional<pid_t> Process::new_thread(const WaitStatus& ws) {
+  if (ws.event() != PTRACE_EVENT_CLONE && ws.event() != PTRACE_EVENT_FORK) return std::nullopt;
+  unsigned long nt = 0;
+  if (::ptrace(PTRACE_GETEVENTMSG, ws.tid, nullptr, &nt) != 0) return std::nullopt;
+  // A clone whose exit signal is not SIGCHLD is reported as CLONE, process or thread.
+  if (ws.event() == PTRACE_EVENT_CLONE && is_thread_of(pid_, pid_t(nt))) return pid_t(nt);
+  children_.insert(pid_t(nt));
+  return std::nullopt;
+}
+
+void Process::release_children() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (!children_.empty() && std::chrono::steady_clock::now() < deadline) {
+    for (auto it = children_.begin(); it != children_.end();) {
+      const pid_t c = *it;
+      int st = 0;
+      const pid_t r = waitpid(c, &st, __WALL | WNOHANG);
+      if (r == 0) {
+        ++it;
+        continue;
+      }
+      // Released already (its stop came first), gone, or stopped now.
+      it = children_.erase(it);
+      if (r == c && WIFSTOPPED(st)) release_child(WaitStatus{c, st});
+    }
+    if (!children_.empty()) usleep(200);
+  }
+}
+
 void Process::handle_other_stop(const WaitStatus& ws) {
   pid_t tid = ws.tid;
+  if (release_child(ws)) return;
   threads_.insert(tid);  // a new thread can report its first stop before its creator's event
   switch (ws.event()) {
-    case PTRACE_EVENT_CLONE: {
-      unsigned long nt = 0;
-      if (::ptrace(PTRACE_GETEVENTMSG, tid, nullptr, &nt) == 0) threads_.insert(pid_t(nt));
+    case PTRACE_EVENT_CLONE:
+    case PTRACE_EVENT_FORK:
+      if (auto nt = new_thread(ws)) threads_.insert(*nt);
       cont(tid, 0);
       return;
-    }
     case PTRACE_EVENT_STOP:
       if (ws.group_stop()) {
         ::ptrace(PTRACE_LISTEN, tid, nullptr, nullptr);
@@ -547,14 +597,14 @@ void Process::detach_all(const TrapFix& fix_trap, pid_t already_stopped,
       continue;
     }
     pid_t t = ws.tid;
+    if (release_child(ws)) continue;
     int held = take_held_signal(t);
     switch (ws.event()) {
-      case PTRACE_EVENT_CLONE: {
-        unsigned long nt = 0;
-        if (::ptrace(PTRACE_GETEVENTMSG, t, nullptr, &nt) == 0) pending.insert(pid_t(nt));
+      case PTRACE_EVENT_CLONE:
+      case PTRACE_EVENT_FORK:
+        if (auto nt = new_thread(ws)) pending.insert(*nt);
         detach(t, held);
         break;
-      }
       case 0: {
         int sig = fixed ? 0 : ws.stop_sig();
         // The pending interrupt is dropped by the detach.

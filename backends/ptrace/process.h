@@ -90,8 +90,22 @@ class Process {
 
   // Resumes a stopped thread with a signal (0 = none).
   static bool cont(pid_t tid, int sig);
-  // Handles a stop that is not a probe hit: thread creation, group stops, signals.
+  // Handles a stop that is not a probe hit: thread creation, group stops, signals, and the
+  // first stop of a forked child (release_child).
   void handle_other_stop(const WaitStatus& ws);
+
+  // A forked child's first stop (PTRACE_O_TRACEFORK, or a clone that made no thread): unless
+  // it shares the program's memory, `clean` gets that memory (to put the original bytes back
+  // where the program has int3s); then the child is detached, to run untraced. False, doing
+  // nothing, for a stop of the program's own.
+  using ChildClean = std::function<void(TraceeMemory& child)>;
+  void set_child_clean(ChildClean clean) { child_clean_ = std::move(clean); }
+  bool release_child(const WaitStatus& ws);
+  // The children forked since whose first stop has not come yet, released as it comes
+  // (bounded: a second). After the last thread is detached, or the program exited: a
+  // child it forked just before must not be left to the kernel's detach, int3s and all.
+  void release_children();
+  uint64_t children_cleaned() const { return children_cleaned_; }
 
   bool exec_seen() const { return exec_seen_; }
   int exit_code() const { return exit_code_; }
@@ -128,6 +142,12 @@ class Process {
   int inject_steps_ = 0;
   void inject_step();
   TrapFix fix_trap_;
+  ChildClean child_clean_;
+  // At a CLONE or FORK event: the new thread, or nothing when it made a process (then kept
+  // in children_ until its first stop).
+  std::optional<pid_t> new_thread(const WaitStatus& ws);
+  std::unordered_set<pid_t> children_;
+  uint64_t children_cleaned_ = 0;
   uint64_t stub_area_ = 0;
   bool stub_searched_ = false;
   Result<uint64_t> inject_by_step(pid_t tid, uint64_t code_addr, long nr,

@@ -31,6 +31,7 @@
 #include "core/plan/error_result.h"
 #include "core/plan/fork_child.h"
 #include "core/plan/signals_blocked.h"
+#include "core/sys/spawn.h"
 #include "core/sys/timing.h"
 #include "core/sys/uprobe_holders.h"
 
@@ -496,6 +497,15 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     net_.set_block_all_sets(std::move(sets));
   }
   if (!arm_net(stopped)) net_wanted_ = true;
+  // A forked child gets no int3 from the program: whatever its signal state, an int3 it ran
+  // would kill it, traced by nobody (forked_child.h). Its table is emptied too, so that a
+  // gotap that traces it later does not take the page for a dead gotap's. Also when the
+  // program's int3s are gone: a child forked before they went reports after.
+  proc_->set_child_clean([this](TraceeMemory& child) {
+    bps_.restore_in(child, file_text());
+    release_file_text();
+    retire_table(child, bps_.scratch());
+  });
   auto inserted = bps_.insert_all(mem, file_text());
   release_file_text();
   GOTAP_TRY(inserted);
@@ -1064,6 +1074,22 @@ void Tracer::detach() {
                     [&](const std::vector<pid_t>& stopped) { release_pages(stopped, held); });
 }
 
+void Tracer::end_launched(bool gone) {
+  if (!proc_->launched() || gone) return;
+  // A program that replaced itself runs untraced, but it is still the trace's: as the eBPF
+  // backend does, gotap waits for it until the trace ends.
+  if (exec_ended_) {
+    for (;;) {
+      siginfo_t si{};
+      if (stop_due() || waitid(P_PID, id_t(proc_->pid()), &si, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+          si.si_pid != 0)
+        break;
+      usleep(20'000);
+    }
+  }
+  (void)sys::end_child(proc_->pid());
+}
+
 void Tracer::release_pages(const std::vector<pid_t>& stopped, pid_t via) {
   net_.release_data(*proc_, via, syscall_at_);
   const uint64_t lo = bps_.scratch(), hi = lo + bps_.scratch_size();
@@ -1128,7 +1154,9 @@ Result<void> Tracer::run() {
       hits_, hit_ ? hit_->mem().syscalls() : 0, hit_ ? hit_->mem().misses() : 0,
       cpu_follow_.moves(), hits_ ? held_total_ns_ / hits_ : 0));
   detach();
+  proc_->release_children();
   sys::timing_mark("ptrace: detached");
+  end_launched(gone);
   // The program is released: what is queued is written now, then the sink is this thread's.
   uint64_t queue_misses = 0;
   if (queue_) {
@@ -1160,6 +1188,7 @@ Result<void> Tracer::run() {
   sum.extra = {{"hits", hits_}, {"goid_read_errors", goid_read_errors_}};
   if (rate_.enabled()) sum.extra["rate_limited"] = rate_.dropped_total();
   if (net_rearms_) sum.extra["net_rearmed"] = net_rearms_;
+  if (proc_->children_cleaned()) sum.extra["children_cleaned"] = proc_->children_cleaned();
   if (budget_.enabled()) {
     json names = json::array();
     for (size_t f = 0; f < plan_.funcs.size(); ++f)

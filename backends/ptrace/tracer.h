@@ -121,6 +121,9 @@ class Tracer {
   FileText file_text() const;
   void release_file_text() const;
   void detach();
+  // A launched program ends with its trace, once the probes are removed (sys::end_child);
+  // `gone`: it had exited already.
+  void end_launched(bool gone);
   // After a hit in code that may run with signals blocked: TrapNet::rearm when the thread
   // blocks signals.
   void keep_net(pid_t tid);

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -89,6 +90,37 @@ Result<ExecChild> fork_exec(const std::vector<std::string>& argv, TraceStop how)
     _exit(127);
   }
   return ExecChild{pid, std::move(errors.read)};
+}
+
+namespace {
+
+// 1: reaped (*status set), 0: still running, -1: no child of ours by that pid.
+int try_reap(pid_t pid, int* status, bool block) {
+  for (;;) {
+    const pid_t r = waitpid(pid, status, block ? 0 : WNOHANG);
+    if (r == pid) return 1;
+    if (r == 0) return 0;
+    if (errno != EINTR) return -1;
+  }
+}
+
+}  // namespace
+
+std::optional<EndedChild> end_child(pid_t pid, int grace_ms) {
+  EndedChild out;
+  int got = try_reap(pid, &out.status, false);
+  if (got != 0) return got > 0 ? std::optional(out) : std::nullopt;
+  out.signalled = true;
+  kill(pid, SIGTERM);
+  kill(pid, SIGCONT);
+  for (int waited = 0; waited < grace_ms; waited += 10) {
+    usleep(10'000);
+    got = try_reap(pid, &out.status, false);
+    if (got != 0) return got > 0 ? std::optional(out) : std::nullopt;
+  }
+  kill(pid, SIGKILL);
+  if (try_reap(pid, &out.status, true) < 0) return std::nullopt;
+  return out;
 }
 
 }  // namespace gotap::sys

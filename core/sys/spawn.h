@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,5 +49,21 @@ void keep_launch_environment();
 // says, in the environment keep_launch_environment kept (else the current one). Errors: no
 // command, no such program (ENOENT), fork failures.
 Result<ExecChild> fork_exec(const std::vector<std::string>& argv, TraceStop how);
+
+// How long a launched program has to end after SIGTERM when its trace ends (end_child).
+constexpr int kEndGraceMs = 1000;
+
+// How a launched program ended when its trace did.
+struct EndedChild {
+  int status = 0;          // its wait status
+  bool signalled = false;  // false: it had exited on its own before
+};
+
+// Ends a program gotap launched (its child), as `perf record -- CMD` and `strace -- CMD` do
+// when the trace ends before it: SIGTERM (and SIGCONT, for a program stopped by job control),
+// SIGKILL if it is still there `grace_ms` later; then reaps it. Both backends call it once
+// their probes are removed (docs/cli.md, "Targets"). nullopt when pid is no child of ours,
+// or was reaped already.
+std::optional<EndedChild> end_child(pid_t pid, int grace_ms = kEndGraceMs);
 
 }  // namespace gotap::sys
