@@ -24,8 +24,9 @@ constexpr uint32_t kFormat = 2;  // bump when the layout or FuncPlan changes
 constexpr size_t kHeader = sizeof kMagic + 4 + 4 + 8 + 8;
 constexpr size_t kMaxFiles = 32;
 
-// FNV-1a, 64 bits: a checksum against truncation and corruption (the directory is the
-// user's own, so it need not resist someone forging a file).
+// FNV-1a, 64 bits: a checksum against truncation and corruption. It does not resist a forged
+// file: the sites of a plan read back are checked against the binary instead
+// (core/plan/cached_sites.h).
 uint64_t fnv1a(std::string_view s) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : s) {

@@ -5,7 +5,9 @@
 //
 // The cache is never trusted: a file is used only if it is whole (its size and checksum
 // agree), of this format version, and of exactly this key; anything else is ignored and the
-// plan made again. Files are 0600 in a 0700 directory owned by the user.
+// plan made again. Its sites are then checked against the binary (core/plan/cached_sites.h):
+// the checksum only finds corruption, and the file can be rewritten. Files are 0600 in a 0700
+// directory owned by the user.
 #pragma once
 
 #include <memory>

@@ -7,14 +7,20 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "core/binary/elf_file.h"
+#include "core/binary/pclntab.h"
+#include "core/plan/cached_sites.h"
+#include "core/plan/disasm.h"
 #include "core/plan/go_binary.h"
 #include "core/plan/plan.h"
 #include "core/plan/plan_cache.h"
@@ -89,6 +95,9 @@ TEST(PlanCache, CachedPlanIsIdenticalAndBadFilesFallBackToPlanning) {
     ASSERT_TRUE(fresh.ok()) << fresh.error().what();
     const std::string want = dump(*fresh);
     ASSERT_GT(fresh->funcs.size(), 256u);
+    // Every site planning makes passes the check a cached plan must pass (else each warm run
+    // would plan again).
+    EXPECT_EQ(check_cached_sites((*bin)->elf(), (*bin)->pclntab(), fresh->funcs), "");
 
     PlanOptions cached;
     cached.cache_dir = dir.string();
@@ -110,12 +119,12 @@ TEST(PlanCache, CachedPlanIsIdenticalAndBadFilesFallBackToPlanning) {
     const std::string good = slurp(file);
     EXPECT_EQ(plan_again(), want);  // from the cache
 
-    // The file is really read: a valid file of the same key with one function renamed
-    // gives that name.
+    // The file is really read: a valid file of the same key with one function's source file
+    // renamed gives that name.
     const std::string key = (*bin)->plan_cache_key(pats, cached);
     auto decoded = decode_plan_cache(good, key);
     ASSERT_TRUE(decoded.has_value());
-    decoded->funcs[0].name = "cache.was.read";
+    decoded->funcs[0].file = "cache.was.read";
     spit(file, encode_plan_cache(key, decoded->funcs, decoded->warnings));
     EXPECT_NE(plan_again().find("cache.was.read"), std::string::npos);
 
@@ -128,6 +137,118 @@ TEST(PlanCache, CachedPlanIsIdenticalAndBadFilesFallBackToPlanning) {
       EXPECT_EQ(plan_again(), want);
       EXPECT_EQ(slurp(only_file(dir)), good);
     }
+  }
+}
+
+// A cache file rewritten with a valid checksum (as its owner, or anyone writing as them, can):
+// a site moved into data, into the middle of an instruction or out of its function is caught
+// against the binary, and the plan is made again, equal to a plan made with no cache. The
+// instruction boundaries come from Zydis (instruction_length), not from gotap's planner.
+TEST(PlanCache, ForgedSitesArePlannedAgainNotUsed) {
+  auto fixtures = some_fixtures();
+  ASSERT_FALSE(fixtures.empty()) << "fixture 'args' (1.26) not built in "
+                                 << testing::fixtures_dir();
+  const Fixture& fx = fixtures[0];
+  TempDir tmp;
+  const fs::path dir = tmp.path / "plans";
+  auto bin = GoBinary::open(fx.path);
+  ASSERT_TRUE(bin.ok()) << bin.error().what();
+  const std::vector<std::string> pats = {"re:."};
+  auto fresh = (*bin)->plan(pats, PlanOptions{});
+  ASSERT_TRUE(fresh.ok()) << fresh.error().what();
+  const std::string want = dump(*fresh);
+  PlanOptions cached;
+  cached.cache_dir = dir.string();
+  auto plan_again = [&] {
+    auto b = GoBinary::open(fx.path);
+    EXPECT_TRUE(b.ok());
+    auto p = (*b)->plan(pats, cached);
+    EXPECT_TRUE(p.ok());
+    return p.ok() ? dump(*p) : std::string();
+  };
+  ASSERT_EQ(plan_again(), want);
+  const fs::path file = only_file(dir);
+  const std::string good = slurp(file);
+  const std::string key = (*bin)->plan_cache_key(pats, cached);
+  auto base = decode_plan_cache(good, key);
+  ASSERT_TRUE(base.has_value());
+  const ElfFile& elf = (*bin)->elf();
+
+  // Two planned functions with RET sites, and a function's inline site.
+  size_t a = SIZE_MAX, b = SIZE_MAX, in = SIZE_MAX;
+  for (size_t i = 0; i < base->funcs.size(); ++i) {
+    const FuncPlan& f = base->funcs[i];
+    if (f.entry && !f.ret_sites.empty()) {
+      if (a == SIZE_MAX)
+        a = i;
+      else if (b == SIZE_MAX)
+        b = i;
+    }
+    if (!f.inline_sites.empty() && in == SIZE_MAX) in = i;
+  }
+  ASSERT_NE(b, SIZE_MAX);
+  ASSERT_NE(in, SIZE_MAX);
+  // Inside an instruction of a's code: one byte into its first instruction longer than one.
+  const FuncPlan& fa = base->funcs[a];
+  uint64_t inside = 0;
+  for (uint64_t pc = fa.entry; pc < fa.end && !inside;) {
+    unsigned len = instruction_length(elf.read(pc, fa.end - pc), pc);
+    ASSERT_GT(len, 0u);
+    if (len > 1) inside = pc + 1;
+    pc += len;
+  }
+  ASSERT_NE(inside, 0u);
+  // Inside an instruction of the inline site's outer function.
+  const InlineSite& site = base->funcs[in].inline_sites[0];
+  const PclnFunc* outer = (*bin)->pclntab().find(site.pc);
+  ASSERT_NE(outer, nullptr);
+  uint64_t inline_inside = 0;
+  for (uint64_t pc = outer->entry; pc < outer->end && !inline_inside;) {
+    unsigned len = instruction_length(elf.read(pc, outer->end - pc), pc);
+    ASSERT_GT(len, 0u);
+    if (len > 1) inline_inside = pc + 1;
+    pc += len;
+  }
+  ASSERT_NE(inline_inside, 0u);
+
+  std::vector<std::pair<std::string, std::function<void(std::vector<FuncPlan>&)>>> forgeries;
+  for (const char* sec : {".rodata", ".noptrdata"})
+    if (const ElfSection* s = elf.section(sec))
+      forgeries.push_back({std::string("RET site in ") + sec,
+                           [&, addr = s->addr + 64](auto& v) { v[a].ret_sites[0] = addr; }});
+  ASSERT_GE(forgeries.size(), 1u) << "no .rodata";
+  forgeries.push_back(
+      {"RET site inside an instruction", [&](auto& v) { v[a].ret_sites[0] = inside; }});
+  forgeries.push_back({"entry probe inside an instruction", [&](auto& v) {
+                         v[a].entry_probe = inside;
+                         v[a].entry_probe_kind = "push_rbp";
+                       }});
+  forgeries.push_back({"another function's RET",
+                       [&](auto& v) { v[a].ret_sites[0] = base->funcs[b].ret_sites[0]; }});
+  forgeries.push_back({"function bounds widened", [&](auto& v) {
+                         v[a].end = base->funcs[b].end;
+                         v[a].ret_sites[0] = base->funcs[b].ret_sites[0];
+                       }});
+  forgeries.push_back({"inline site inside an instruction",
+                       [&](auto& v) { v[in].inline_sites[0].pc = inline_inside; }});
+  forgeries.push_back({"inline site in .rodata", [&](auto& v) {
+                         v[in].inline_sites[0].pc = elf.section(".rodata")->addr + 64;
+                       }});
+  // Each forgery is caught; three of them (in data, inside an instruction, outside the
+  // function) go the whole way, file to plan: a whole plan made again costs seconds each.
+  for (auto& [what, forge] : forgeries) {
+    SCOPED_TRACE(what);
+    auto funcs = base->funcs;
+    forge(funcs);
+    EXPECT_NE(check_cached_sites(elf, (*bin)->pclntab(), funcs), "");
+    if (what != "RET site in .rodata" && what != "RET site inside an instruction" &&
+        what != "another function's RET")
+      continue;
+    const std::string forged = encode_plan_cache(key, funcs, base->warnings);
+    ASSERT_TRUE(decode_plan_cache(forged, key).has_value());  // a valid file, checksum and all
+    spit(file, forged);
+    EXPECT_EQ(plan_again(), want);
+    EXPECT_EQ(slurp(only_file(dir)), good);  // and the good plan written back
   }
 }
 
