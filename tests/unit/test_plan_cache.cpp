@@ -1,6 +1,7 @@
 // The plan cache (core/plan/plan_cache.h): a cached plan is the plan made again, byte for
 // byte; a cache file that is corrupt, truncated, of another key or replaced by anything else
 // is ignored, and planning gives the identical plan and writes a good file back.
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -323,14 +325,118 @@ TEST(PlanCache, SiteStringsOutliveTheFileBytes) {
   EXPECT_EQ(a.file.data(), b.file.data());
 }
 
+// Sets an environment variable for one scope, and puts back what was there.
+struct ScopedEnv {
+  std::string name;
+  std::optional<std::string> old;
+  ScopedEnv(const char* n, const char* v) : name(n) {
+    if (const char* o = std::getenv(n)) old = o;
+    if (v)
+      ::setenv(n, v, 1);
+    else
+      ::unsetenv(n);
+  }
+  ~ScopedEnv() {
+    if (old)
+      ::setenv(name.c_str(), old->c_str(), 1);
+    else
+      ::unsetenv(name.c_str());
+  }
+};
+
 TEST(PlanCache, DisabledByEnvironment) {
-  ::setenv("GOTAP_PLAN_CACHE", "off", 1);
-  EXPECT_EQ(plan_cache_dir(), "");
-  ::setenv("GOTAP_PLAN_CACHE", "/some/dir", 1);
-  EXPECT_EQ(plan_cache_dir(), "/some/dir");
-  ::unsetenv("GOTAP_PLAN_CACHE");
-  ::setenv("XDG_CACHE_HOME", "/x", 1);
-  EXPECT_EQ(plan_cache_dir(), "/x/gotap/plans");
+  TempDir tmp;  // the user's own
+  {
+    ScopedEnv off("GOTAP_PLAN_CACHE", "off");
+    EXPECT_EQ(plan_cache_dir(), "");
+  }
+  {
+    ScopedEnv set("GOTAP_PLAN_CACHE", "/some/dir");
+    EXPECT_EQ(plan_cache_dir(), "/some/dir");
+  }
+  ScopedEnv unset("GOTAP_PLAN_CACHE", nullptr);
+  ScopedEnv xdg("XDG_CACHE_HOME", (tmp.path / "x").c_str());
+  EXPECT_EQ(plan_cache_dir(), (tmp.path / "x" / "gotap" / "plans").string());
+}
+
+// Every file and directory under `root`, links not followed, with its owner.
+std::vector<std::pair<fs::path, uid_t>> owners_under(const fs::path& root) {
+  std::vector<std::pair<fs::path, uid_t>> out;
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
+       ++it) {
+    struct stat st;
+    if (::lstat(it->path().c_str(), &st) == 0) out.push_back({it->path(), st.st_uid});
+  }
+  return out;
+}
+
+// Root with a user's HOME or XDG_CACHE_HOME (`sudo -E`): the user (nobody) owns the home and
+// planted ~/.cache/gotap as a link to a directory of root's. The cache is root's own
+// (/root/.cache/gotap/plans), and the cache code given the user's path itself creates,
+// writes, reads and prunes nothing at the link's target, and makes nothing in the home.
+TEST(PlanCache, ForeignHomeIsNeitherUsedNorFollowed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: the home is given to nobody";
+  const passwd* pw = ::getpwnam("nobody");
+  const uid_t nobody = pw ? pw->pw_uid : 65534;
+  TempDir tmp;
+  const fs::path home = tmp.path / "home", target = tmp.path / "somewhere";
+  ASSERT_EQ(::mkdir(home.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((home / ".cache").c_str(), 0755), 0);
+  ASSERT_EQ(::symlink(target.c_str(), (home / ".cache" / "gotap").c_str()), 0);
+  ASSERT_EQ(::mkdir(target.c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir((target / "plans").c_str(), 0700), 0);
+  for (const fs::path& p : {home, home / ".cache"})
+    ASSERT_EQ(::chown(p.c_str(), nobody, nobody), 0);
+  ASSERT_EQ(::lchown((home / ".cache" / "gotap").c_str(), nobody, nobody), 0);
+  // 40 plans at the target: more than the cache keeps, so a prune there would remove some.
+  FuncPlan f;
+  f.name = "main.f";
+  const std::string key = "key";
+  const std::string bytes = encode_plan_cache(key, {f}, {});
+  for (int i = 0; i < 40; ++i) spit(target / "plans" / fmt::format("{:016x}.plan", i), bytes);
+  const std::string root_cache = std::string(::getpwuid(0)->pw_dir) + "/.cache/gotap/plans";
+
+  {
+    ScopedEnv unset("GOTAP_PLAN_CACHE", nullptr), x("XDG_CACHE_HOME", nullptr);
+    ScopedEnv h("HOME", home.c_str());
+    EXPECT_EQ(plan_cache_dir(), root_cache);
+  }
+  {
+    ScopedEnv unset("GOTAP_PLAN_CACHE", nullptr), h("HOME", home.c_str());
+    ScopedEnv x("XDG_CACHE_HOME", (home / ".cache").c_str());
+    EXPECT_EQ(plan_cache_dir(), root_cache);
+  }
+  // The paths themselves, as GOTAP_PLAN_CACHE could name them.
+  for (const fs::path& dir : {home / ".cache" / "gotap" / "plans", home / ".cache" / "other"}) {
+    SCOPED_TRACE(dir.string());
+    store_plan_cache(dir.string(), key, {f}, {});
+    EXPECT_FALSE(load_plan_cache(dir.string(), key).has_value());
+  }
+  size_t left = 0;
+  for (const auto& e : fs::directory_iterator(target / "plans")) {
+    EXPECT_EQ(e.path().extension(), ".plan") << e.path();  // no temporary file either
+    ++left;
+  }
+  EXPECT_EQ(left, 40u);
+  for (const auto& [path, uid] : owners_under(home)) EXPECT_EQ(uid, nobody) << path;
+}
+
+// A link anywhere on the way that is neither the user's nor root's is not followed, even to
+// a directory that would pass every other check.
+TEST(PlanCache, AnotherUsersLinkOnTheWayIsNotFollowed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: the link is given to nobody";
+  const passwd* pw = ::getpwnam("nobody");
+  const uid_t nobody = pw ? pw->pw_uid : 65534;
+  TempDir tmp;
+  ASSERT_EQ(::mkdir((tmp.path / "real").c_str(), 0700), 0);
+  ASSERT_EQ(::symlink("real", (tmp.path / "link").c_str()), 0);
+  FuncPlan f;
+  f.name = "main.f";
+  const std::string dir = (tmp.path / "link" / "plans").string();
+  store_plan_cache(dir, "key", {f}, {});  // through root's own link: used
+  EXPECT_TRUE(load_plan_cache(dir, "key").has_value());
+  ASSERT_EQ(::lchown((tmp.path / "link").c_str(), nobody, nobody), 0);
+  EXPECT_FALSE(load_plan_cache(dir, "key").has_value());
 }
 
 }  // namespace
