@@ -158,7 +158,10 @@ TEST_F(OutputFile, DevNullAndOwnLinksAndFifosAreWritten) {
   const fs::path theirs = sticky_ / "their-fifo";
   ASSERT_EQ(::mkfifo(theirs.c_str(), 0666), 0);
   ASSERT_EQ(::chown(theirs.c_str(), nobody_, nobody_), 0);
+  int their_rd = ::open(theirs.c_str(), O_RDONLY | O_NONBLOCK);  // a refusal, never a wait
+  ASSERT_GE(their_rd, 0);
   EXPECT_FALSE(sys::open_output_file(theirs.string()).ok());
+  ::close(their_rd);
   EXPECT_FALSE(sys::open_output_file(sticky_.string() + "/").ok());
   EXPECT_FALSE(sys::open_output_file(sticky_.string()).ok());
 }
