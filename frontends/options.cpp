@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/sys/output_file.h"
+
 namespace gotap::cli {
 
 Result<po::variables_map> parse_options(const std::vector<std::string>& args,
@@ -47,9 +49,10 @@ Result<OutputFile> open_output(const po::variables_map& vm, const char* option, 
   }
   const std::string path = vm[option].as<std::string>();
   // Events hold the traced program's memory, secrets included: readable by the owner only,
-  // as perf.data is. An existing file keeps its mode; O_TRUNC empties it as "w" did.
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return errno_error(ErrorKind::BadInput, "cannot write {}", path);
+  // as perf.data is, and never written through another user's link or into their file.
+  auto opened = sys::open_output_file(path);
+  if (!opened) return opened.error();
+  int fd = opened->release();
   f.owned.reset(fdopen(fd, "w"));
   if (!f.owned) {
     close(fd);

@@ -223,4 +223,18 @@ unsigned instruction_length(Bytes code, uint64_t addr) {
   return in.length;
 }
 
+InsnKind instruction_kind(Bytes code) {
+  InsnKind k;
+  ZydisDecodedInstruction in;
+  if (code.empty() || !ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(decoder(), nullptr, code.data(),
+                                                                  code.size(), &in)))
+    return k;
+  k.len = in.length;
+  k.ret = in.mnemonic == ZYDIS_MNEMONIC_RET;
+  k.jmp = in.mnemonic == ZYDIS_MNEMONIC_JMP;
+  k.jcc = in.meta.category == ZYDIS_CATEGORY_COND_BR;
+  k.call = in.meta.category == ZYDIS_CATEGORY_CALL;
+  return k;
+}
+
 }  // namespace gotap

@@ -48,4 +48,13 @@ std::optional<int64_t> fs_load_offset(Bytes code);
 // Length of the instruction at `code` (0 when it does not decode).
 unsigned instruction_length(Bytes code, uint64_t addr);
 
+// The length of the instruction at `code` (0 when it does not decode) and what kind of
+// control flow it is, as the planner tells its sites apart (a RET, a JMP of either form, a
+// conditional jump, a CALL): for checking sites read from the plan cache.
+struct InsnKind {
+  unsigned len = 0;
+  bool ret = false, jmp = false, jcc = false, call = false;
+};
+InsnKind instruction_kind(Bytes code);
+
 }  // namespace gotap

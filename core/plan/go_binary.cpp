@@ -23,8 +23,10 @@
 
 #include "core/binary/rtype_graph.h"
 #include "core/plan/abi.h"
+#include "core/plan/cached_sites.h"
 #include "core/plan/disasm.h"
 #include "core/plan/inline_mark.h"
+#include "core/plan/parallel_for.h"
 #include "core/plan/pattern.h"
 #include "core/plan/plan_cache.h"
 #include "core/sys/timing.h"
@@ -363,33 +365,6 @@ std::vector<InlineSite> GoBinary::inline_sites(std::string_view name,
   if (skipped) std::sort(skipped->begin(), skipped->end(), by_pc);
   return out;
 }
-
-namespace {
-
-// How many threads planning uses: every CPU gotap may run on, at most 8.
-size_t plan_threads() {
-  cpu_set_t set;
-  size_t n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-  return std::clamp<size_t>(n, 1, 8);
-}
-
-// Runs fn(i) for each i in [0, n) on every CPU: threads take the next few items as they
-// finish (function sizes vary a thousandfold), so callers keep each item's results apart
-// and take them back in order. One thread when n is too small to be worth more.
-void parallel_for(size_t n, const std::function<void(size_t)>& fn) {
-  const size_t threads = n < 256 ? 1 : plan_threads();
-  std::atomic<size_t> next{0};
-  auto run = [&] {
-    constexpr size_t kChunk = 16;
-    for (size_t lo; (lo = next.fetch_add(kChunk)) < n;)
-      for (size_t i = lo; i < std::min(n, lo + kChunk); ++i) fn(i);
-  };
-  std::vector<std::jthread> pool;
-  for (size_t k = 1; k < threads; ++k) pool.emplace_back(run);
-  run();
-}
-
-}  // namespace
 
 std::unordered_map<std::string_view, GoBinary::SitesOf> GoBinary::inline_sites_of(
     const std::set<std::string_view>& names, PlanWork* plan) const {
@@ -754,7 +729,14 @@ Result<ProbePlan> GoBinary::plan(const std::vector<std::string>& patterns,
 
   const std::string cache_key = o.cache_dir.empty() ? "" : plan_cache_key(patterns, o);
   if (!cache_key.empty()) {
-    if (auto cached = load_plan_cache(o.cache_dir, cache_key)) {
+    auto cached = load_plan_cache(o.cache_dir, cache_key);
+    if (cached) sys::timing_mark("plan: cache read");
+    // A site the binary does not confirm is planned again, never probed: the file is the
+    // user's to rewrite (core/plan/cached_sites.h). Seen with GOTAP_TIMING=1.
+    std::string bad = cached ? check_cached_sites(*elf_, pclntab_, cached->funcs) : "";
+    if (!bad.empty()) sys::timing_mark(fmt::format("plan: cache rejected, {}", bad));
+    if (cached && bad.empty()) {
+      sys::timing_mark("plan: cache checked");
       // The types of the methods' signatures, as planning them would have added.
       if (method_tables()) {
         std::vector<MethodSignature> sigs;

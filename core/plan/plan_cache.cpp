@@ -1,16 +1,23 @@
 #include "core/plan/plan_cache.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
+
+#include "core/sys/fd.h"
+#include "core/sys/private_dir.h"
 
 namespace gotap {
 
@@ -24,8 +31,9 @@ constexpr uint32_t kFormat = 2;  // bump when the layout or FuncPlan changes
 constexpr size_t kHeader = sizeof kMagic + 4 + 4 + 8 + 8;
 constexpr size_t kMaxFiles = 32;
 
-// FNV-1a, 64 bits: a checksum against truncation and corruption (the directory is the
-// user's own, so it need not resist someone forging a file).
+// FNV-1a, 64 bits: a checksum against truncation and corruption. It does not resist a forged
+// file: the sites of a plan read back are checked against the binary instead
+// (core/plan/cached_sites.h).
 uint64_t fnv1a(std::string_view s) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : s) {
@@ -226,34 +234,45 @@ std::string file_name(std::string_view key) {
   return fmt::format("{:016x}.plan", fnv1a(key));
 }
 
-// The directory, made 0700 if missing; "" when it is not a directory the user alone owns
-// and can write.
-bool usable_dir(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::path p(dir);
-  if (!std::filesystem::exists(p, ec)) {
-    // Parents as well (~/.cache may not exist yet), each 0700 like the last.
-    std::filesystem::path made;
-    for (const auto& part : p) {
-      made /= part;
-      ::mkdir(made.c_str(), 0700);
-    }
+// Keeps the newest kMaxFiles cache files of the directory open at `dir`.
+void prune(int dir) {
+  int fd = ::dup(dir);
+  DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
+  if (!d) {
+    if (fd >= 0) ::close(fd);
+    return;
   }
-  struct stat st;
-  return ::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
-         (st.st_mode & 077) == 0;
+  std::vector<std::pair<timespec, std::string>> files;
+  while (const dirent* e = ::readdir(d)) {
+    std::string_view name(e->d_name);
+    struct stat st;
+    if (name.ends_with(".plan") && ::fstatat(dir, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISREG(st.st_mode))
+      files.push_back({st.st_mtim, std::string(name)});
+  }
+  ::closedir(d);
+  if (files.size() <= kMaxFiles) return;
+  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.first.tv_sec, a.first.tv_nsec) > std::tie(b.first.tv_sec, b.first.tv_nsec);
+  });
+  for (size_t i = kMaxFiles; i < files.size(); ++i) ::unlinkat(dir, files[i].second.c_str(), 0);
 }
 
-// Keeps the newest kMaxFiles cache files.
-void prune(const std::string& dir) {
-  std::error_code ec;
-  std::vector<std::pair<std::filesystem::file_time_type, std::filesystem::path>> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-    if (e.path().extension() == ".plan") files.push_back({e.last_write_time(ec), e.path()});
-  if (files.size() <= kMaxFiles) return;
-  std::sort(files.begin(), files.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (size_t i = kMaxFiles; i < files.size(); ++i) std::filesystem::remove(files[i].second, ec);
+// A name for a temporary file no other gotap picks at the same moment.
+std::string temp_name() {
+  static std::atomic<uint64_t> n{0};
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return fmt::format(".tmp.{}.{}.{}", ::getpid(), ts.tv_nsec, n++);
+}
+
+// $XDG_CACHE_HOME or $HOME when gotap's user owns it (or, not made yet, what it would be made
+// in): `sudo -E` gives root a user's, where root would make root-owned directories, or follow
+// a link that user planted.
+std::optional<std::string> own_base(const char* var) {
+  const char* v = std::getenv(var);
+  if (!v || *v != '/' || !sys::nearest_dir_is_own(v)) return std::nullopt;
+  return std::string(v);
 }
 
 }  // namespace
@@ -348,17 +367,21 @@ std::string plan_cache_dir() {
     if (v == "0" || v == "off") return "";
     if (v.starts_with('/')) return std::string(v);
   }
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x == '/')
-    return std::string(x) + "/gotap/plans";
-  if (const char* h = std::getenv("HOME"); h && *h == '/')
-    return std::string(h) + "/.cache/gotap/plans";
+  if (auto x = own_base("XDG_CACHE_HOME")) return *x + "/gotap/plans";
+  if (auto h = own_base("HOME")) return *h + "/.cache/gotap/plans";
+  // The user's own home, from the password database: root's is /root.
+  if (const passwd* pw = ::getpwuid(::geteuid()); pw && pw->pw_dir && *pw->pw_dir == '/') {
+    std::string home = pw->pw_dir;
+    if (sys::nearest_dir_is_own(home)) return home + "/.cache/gotap/plans";
+  }
   return "";
 }
 
 std::optional<CachedPlan> load_plan_cache(const std::string& dir, std::string_view key) {
   if (dir.empty()) return std::nullopt;
-  std::string path = dir + "/" + file_name(key);
-  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  sys::Fd d = sys::open_private_dir(dir, /*create=*/false);
+  if (!d) return std::nullopt;
+  int fd = ::openat(d.get(), file_name(key).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   struct stat st;
   std::string bytes;
@@ -381,10 +404,13 @@ std::optional<CachedPlan> load_plan_cache(const std::string& dir, std::string_vi
 void store_plan_cache(const std::string& dir, std::string_view key,
                       const std::vector<FuncPlan>& funcs,
                       const std::vector<std::string>& warnings) {
-  if (dir.empty() || !usable_dir(dir)) return;
+  if (dir.empty()) return;
+  sys::Fd d = sys::open_private_dir(dir, /*create=*/true);
+  if (!d) return;
   std::string bytes = encode_plan_cache(key, funcs, warnings);
-  std::string tmp = dir + "/.tmp.XXXXXX";
-  int fd = ::mkstemp(tmp.data());  // 0600
+  const std::string tmp = temp_name();
+  int fd =
+      ::openat(d.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return;
   size_t put = 0;
   while (put < bytes.size()) {
@@ -394,11 +420,11 @@ void store_plan_cache(const std::string& dir, std::string_view key,
   }
   const bool closed = ::close(fd) == 0;
   bool ok = put == bytes.size() && closed;
-  if (!ok || ::rename(tmp.c_str(), (dir + "/" + file_name(key)).c_str()) != 0) {
-    ::unlink(tmp.c_str());
+  if (!ok || ::renameat(d.get(), tmp.c_str(), d.get(), file_name(key).c_str()) != 0) {
+    ::unlinkat(d.get(), tmp.c_str(), 0);
     return;
   }
-  prune(dir);
+  prune(d.get());
 }
 
 }  // namespace gotap

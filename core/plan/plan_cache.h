@@ -5,7 +5,10 @@
 //
 // The cache is never trusted: a file is used only if it is whole (its size and checksum
 // agree), of this format version, and of exactly this key; anything else is ignored and the
-// plan made again. Files are 0600 in a 0700 directory owned by the user.
+// plan made again. Its sites are then checked against the binary (core/plan/cached_sites.h):
+// the checksum only finds corruption, and the file can be rewritten. Files are 0600 in a 0700
+// directory owned by the user, reached through no other user's directory or link
+// (core/sys/private_dir.h).
 #pragma once
 
 #include <memory>
@@ -38,8 +41,10 @@ std::optional<CachedPlan> decode_plan_cache(std::string_view bytes, std::string_
 std::string plan_cache_with_header(std::string_view payload);
 
 // Where plans are cached: $GOTAP_PLAN_CACHE when it is a path, else
-// $XDG_CACHE_HOME/gotap/plans or ~/.cache/gotap/plans; "" when GOTAP_PLAN_CACHE is "off" or
-// "0" (disabled) or there is no home.
+// $XDG_CACHE_HOME/gotap/plans or $HOME/.cache/gotap/plans when that directory is the user's
+// own (root under `sudo -E` has a user's), else .cache/gotap/plans in the home the password
+// database gives the user (root's: /root); "" when GOTAP_PLAN_CACHE is "off" or "0"
+// (disabled) or there is no home of the user's own.
 std::string plan_cache_dir();
 
 // Reads the cache file of `key` in `dir`; nullopt when there is none or it is not valid.

@@ -1,20 +1,28 @@
 // The plan cache (core/plan/plan_cache.h): a cached plan is the plan made again, byte for
 // byte; a cache file that is corrupt, truncated, of another key or replaced by anything else
 // is ignored, and planning gives the identical plan and writes a good file back.
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "core/binary/elf_file.h"
+#include "core/binary/pclntab.h"
+#include "core/plan/cached_sites.h"
+#include "core/plan/disasm.h"
 #include "core/plan/go_binary.h"
 #include "core/plan/plan.h"
 #include "core/plan/plan_cache.h"
@@ -89,6 +97,9 @@ TEST(PlanCache, CachedPlanIsIdenticalAndBadFilesFallBackToPlanning) {
     ASSERT_TRUE(fresh.ok()) << fresh.error().what();
     const std::string want = dump(*fresh);
     ASSERT_GT(fresh->funcs.size(), 256u);
+    // Every site planning makes passes the check a cached plan must pass (else each warm run
+    // would plan again).
+    EXPECT_EQ(check_cached_sites((*bin)->elf(), (*bin)->pclntab(), fresh->funcs), "");
 
     PlanOptions cached;
     cached.cache_dir = dir.string();
@@ -110,12 +121,12 @@ TEST(PlanCache, CachedPlanIsIdenticalAndBadFilesFallBackToPlanning) {
     const std::string good = slurp(file);
     EXPECT_EQ(plan_again(), want);  // from the cache
 
-    // The file is really read: a valid file of the same key with one function renamed
-    // gives that name.
+    // The file is really read: a valid file of the same key with one function's source file
+    // renamed gives that name.
     const std::string key = (*bin)->plan_cache_key(pats, cached);
     auto decoded = decode_plan_cache(good, key);
     ASSERT_TRUE(decoded.has_value());
-    decoded->funcs[0].name = "cache.was.read";
+    decoded->funcs[0].file = "cache.was.read";
     spit(file, encode_plan_cache(key, decoded->funcs, decoded->warnings));
     EXPECT_NE(plan_again().find("cache.was.read"), std::string::npos);
 
@@ -128,6 +139,118 @@ TEST(PlanCache, CachedPlanIsIdenticalAndBadFilesFallBackToPlanning) {
       EXPECT_EQ(plan_again(), want);
       EXPECT_EQ(slurp(only_file(dir)), good);
     }
+  }
+}
+
+// A cache file rewritten with a valid checksum (as its owner, or anyone writing as them, can):
+// a site moved into data, into the middle of an instruction or out of its function is caught
+// against the binary, and the plan is made again, equal to a plan made with no cache. The
+// instruction boundaries come from Zydis (instruction_length), not from gotap's planner.
+TEST(PlanCache, ForgedSitesArePlannedAgainNotUsed) {
+  auto fixtures = some_fixtures();
+  ASSERT_FALSE(fixtures.empty()) << "fixture 'args' (1.26) not built in "
+                                 << testing::fixtures_dir();
+  const Fixture& fx = fixtures[0];
+  TempDir tmp;
+  const fs::path dir = tmp.path / "plans";
+  auto bin = GoBinary::open(fx.path);
+  ASSERT_TRUE(bin.ok()) << bin.error().what();
+  const std::vector<std::string> pats = {"re:."};
+  auto fresh = (*bin)->plan(pats, PlanOptions{});
+  ASSERT_TRUE(fresh.ok()) << fresh.error().what();
+  const std::string want = dump(*fresh);
+  PlanOptions cached;
+  cached.cache_dir = dir.string();
+  auto plan_again = [&] {
+    auto b = GoBinary::open(fx.path);
+    EXPECT_TRUE(b.ok());
+    auto p = (*b)->plan(pats, cached);
+    EXPECT_TRUE(p.ok());
+    return p.ok() ? dump(*p) : std::string();
+  };
+  ASSERT_EQ(plan_again(), want);
+  const fs::path file = only_file(dir);
+  const std::string good = slurp(file);
+  const std::string key = (*bin)->plan_cache_key(pats, cached);
+  auto base = decode_plan_cache(good, key);
+  ASSERT_TRUE(base.has_value());
+  const ElfFile& elf = (*bin)->elf();
+
+  // Two planned functions with RET sites, and a function's inline site.
+  size_t a = SIZE_MAX, b = SIZE_MAX, in = SIZE_MAX;
+  for (size_t i = 0; i < base->funcs.size(); ++i) {
+    const FuncPlan& f = base->funcs[i];
+    if (f.entry && !f.ret_sites.empty()) {
+      if (a == SIZE_MAX)
+        a = i;
+      else if (b == SIZE_MAX)
+        b = i;
+    }
+    if (!f.inline_sites.empty() && in == SIZE_MAX) in = i;
+  }
+  ASSERT_NE(b, SIZE_MAX);
+  ASSERT_NE(in, SIZE_MAX);
+  // Inside an instruction of a's code: one byte into its first instruction longer than one.
+  const FuncPlan& fa = base->funcs[a];
+  uint64_t inside = 0;
+  for (uint64_t pc = fa.entry; pc < fa.end && !inside;) {
+    unsigned len = instruction_length(elf.read(pc, fa.end - pc), pc);
+    ASSERT_GT(len, 0u);
+    if (len > 1) inside = pc + 1;
+    pc += len;
+  }
+  ASSERT_NE(inside, 0u);
+  // Inside an instruction of the inline site's outer function.
+  const InlineSite& site = base->funcs[in].inline_sites[0];
+  const PclnFunc* outer = (*bin)->pclntab().find(site.pc);
+  ASSERT_NE(outer, nullptr);
+  uint64_t inline_inside = 0;
+  for (uint64_t pc = outer->entry; pc < outer->end && !inline_inside;) {
+    unsigned len = instruction_length(elf.read(pc, outer->end - pc), pc);
+    ASSERT_GT(len, 0u);
+    if (len > 1) inline_inside = pc + 1;
+    pc += len;
+  }
+  ASSERT_NE(inline_inside, 0u);
+
+  std::vector<std::pair<std::string, std::function<void(std::vector<FuncPlan>&)>>> forgeries;
+  for (const char* sec : {".rodata", ".noptrdata"})
+    if (const ElfSection* s = elf.section(sec))
+      forgeries.push_back({std::string("RET site in ") + sec,
+                           [&, addr = s->addr + 64](auto& v) { v[a].ret_sites[0] = addr; }});
+  ASSERT_GE(forgeries.size(), 1u) << "no .rodata";
+  forgeries.push_back(
+      {"RET site inside an instruction", [&](auto& v) { v[a].ret_sites[0] = inside; }});
+  forgeries.push_back({"entry probe inside an instruction", [&](auto& v) {
+                         v[a].entry_probe = inside;
+                         v[a].entry_probe_kind = "push_rbp";
+                       }});
+  forgeries.push_back({"another function's RET",
+                       [&](auto& v) { v[a].ret_sites[0] = base->funcs[b].ret_sites[0]; }});
+  forgeries.push_back({"function bounds widened", [&](auto& v) {
+                         v[a].end = base->funcs[b].end;
+                         v[a].ret_sites[0] = base->funcs[b].ret_sites[0];
+                       }});
+  forgeries.push_back({"inline site inside an instruction",
+                       [&](auto& v) { v[in].inline_sites[0].pc = inline_inside; }});
+  forgeries.push_back({"inline site in .rodata", [&](auto& v) {
+                         v[in].inline_sites[0].pc = elf.section(".rodata")->addr + 64;
+                       }});
+  // Each forgery is caught; three of them (in data, inside an instruction, outside the
+  // function) go the whole way, file to plan: a whole plan made again costs seconds each.
+  for (auto& [what, forge] : forgeries) {
+    SCOPED_TRACE(what);
+    auto funcs = base->funcs;
+    forge(funcs);
+    EXPECT_NE(check_cached_sites(elf, (*bin)->pclntab(), funcs), "");
+    if (what != "RET site in .rodata" && what != "RET site inside an instruction" &&
+        what != "another function's RET")
+      continue;
+    const std::string forged = encode_plan_cache(key, funcs, base->warnings);
+    ASSERT_TRUE(decode_plan_cache(forged, key).has_value());  // a valid file, checksum and all
+    spit(file, forged);
+    EXPECT_EQ(plan_again(), want);
+    EXPECT_EQ(slurp(only_file(dir)), good);  // and the good plan written back
   }
 }
 
@@ -202,14 +325,118 @@ TEST(PlanCache, SiteStringsOutliveTheFileBytes) {
   EXPECT_EQ(a.file.data(), b.file.data());
 }
 
+// Sets an environment variable for one scope, and puts back what was there.
+struct ScopedEnv {
+  std::string name;
+  std::optional<std::string> old;
+  ScopedEnv(const char* n, const char* v) : name(n) {
+    if (const char* o = std::getenv(n)) old = o;
+    if (v)
+      ::setenv(n, v, 1);
+    else
+      ::unsetenv(n);
+  }
+  ~ScopedEnv() {
+    if (old)
+      ::setenv(name.c_str(), old->c_str(), 1);
+    else
+      ::unsetenv(name.c_str());
+  }
+};
+
 TEST(PlanCache, DisabledByEnvironment) {
-  ::setenv("GOTAP_PLAN_CACHE", "off", 1);
-  EXPECT_EQ(plan_cache_dir(), "");
-  ::setenv("GOTAP_PLAN_CACHE", "/some/dir", 1);
-  EXPECT_EQ(plan_cache_dir(), "/some/dir");
-  ::unsetenv("GOTAP_PLAN_CACHE");
-  ::setenv("XDG_CACHE_HOME", "/x", 1);
-  EXPECT_EQ(plan_cache_dir(), "/x/gotap/plans");
+  TempDir tmp;  // the user's own
+  {
+    ScopedEnv off("GOTAP_PLAN_CACHE", "off");
+    EXPECT_EQ(plan_cache_dir(), "");
+  }
+  {
+    ScopedEnv set("GOTAP_PLAN_CACHE", "/some/dir");
+    EXPECT_EQ(plan_cache_dir(), "/some/dir");
+  }
+  ScopedEnv unset("GOTAP_PLAN_CACHE", nullptr);
+  ScopedEnv xdg("XDG_CACHE_HOME", (tmp.path / "x").c_str());
+  EXPECT_EQ(plan_cache_dir(), (tmp.path / "x" / "gotap" / "plans").string());
+}
+
+// Every file and directory under `root`, links not followed, with its owner.
+std::vector<std::pair<fs::path, uid_t>> owners_under(const fs::path& root) {
+  std::vector<std::pair<fs::path, uid_t>> out;
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
+       ++it) {
+    struct stat st;
+    if (::lstat(it->path().c_str(), &st) == 0) out.push_back({it->path(), st.st_uid});
+  }
+  return out;
+}
+
+// Root with a user's HOME or XDG_CACHE_HOME (`sudo -E`): the user (nobody) owns the home and
+// planted ~/.cache/gotap as a link to a directory of root's. The cache is root's own
+// (/root/.cache/gotap/plans), and the cache code given the user's path itself creates,
+// writes, reads and prunes nothing at the link's target, and makes nothing in the home.
+TEST(PlanCache, ForeignHomeIsNeitherUsedNorFollowed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: the home is given to nobody";
+  const passwd* pw = ::getpwnam("nobody");
+  const uid_t nobody = pw ? pw->pw_uid : 65534;
+  TempDir tmp;
+  const fs::path home = tmp.path / "home", target = tmp.path / "somewhere";
+  ASSERT_EQ(::mkdir(home.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((home / ".cache").c_str(), 0755), 0);
+  ASSERT_EQ(::symlink(target.c_str(), (home / ".cache" / "gotap").c_str()), 0);
+  ASSERT_EQ(::mkdir(target.c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir((target / "plans").c_str(), 0700), 0);
+  for (const fs::path& p : {home, home / ".cache"})
+    ASSERT_EQ(::chown(p.c_str(), nobody, nobody), 0);
+  ASSERT_EQ(::lchown((home / ".cache" / "gotap").c_str(), nobody, nobody), 0);
+  // 40 plans at the target: more than the cache keeps, so a prune there would remove some.
+  FuncPlan f;
+  f.name = "main.f";
+  const std::string key = "key";
+  const std::string bytes = encode_plan_cache(key, {f}, {});
+  for (int i = 0; i < 40; ++i) spit(target / "plans" / fmt::format("{:016x}.plan", i), bytes);
+  const std::string root_cache = std::string(::getpwuid(0)->pw_dir) + "/.cache/gotap/plans";
+
+  {
+    ScopedEnv unset("GOTAP_PLAN_CACHE", nullptr), x("XDG_CACHE_HOME", nullptr);
+    ScopedEnv h("HOME", home.c_str());
+    EXPECT_EQ(plan_cache_dir(), root_cache);
+  }
+  {
+    ScopedEnv unset("GOTAP_PLAN_CACHE", nullptr), h("HOME", home.c_str());
+    ScopedEnv x("XDG_CACHE_HOME", (home / ".cache").c_str());
+    EXPECT_EQ(plan_cache_dir(), root_cache);
+  }
+  // The paths themselves, as GOTAP_PLAN_CACHE could name them.
+  for (const fs::path& dir : {home / ".cache" / "gotap" / "plans", home / ".cache" / "other"}) {
+    SCOPED_TRACE(dir.string());
+    store_plan_cache(dir.string(), key, {f}, {});
+    EXPECT_FALSE(load_plan_cache(dir.string(), key).has_value());
+  }
+  size_t left = 0;
+  for (const auto& e : fs::directory_iterator(target / "plans")) {
+    EXPECT_EQ(e.path().extension(), ".plan") << e.path();  // no temporary file either
+    ++left;
+  }
+  EXPECT_EQ(left, 40u);
+  for (const auto& [path, uid] : owners_under(home)) EXPECT_EQ(uid, nobody) << path;
+}
+
+// A link anywhere on the way that is neither the user's nor root's is not followed, even to
+// a directory that would pass every other check.
+TEST(PlanCache, AnotherUsersLinkOnTheWayIsNotFollowed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: the link is given to nobody";
+  const passwd* pw = ::getpwnam("nobody");
+  const uid_t nobody = pw ? pw->pw_uid : 65534;
+  TempDir tmp;
+  ASSERT_EQ(::mkdir((tmp.path / "real").c_str(), 0700), 0);
+  ASSERT_EQ(::symlink("real", (tmp.path / "link").c_str()), 0);
+  FuncPlan f;
+  f.name = "main.f";
+  const std::string dir = (tmp.path / "link" / "plans").string();
+  store_plan_cache(dir, "key", {f}, {});  // through root's own link: used
+  EXPECT_TRUE(load_plan_cache(dir, "key").has_value());
+  ASSERT_EQ(::lchown((tmp.path / "link").c_str(), nobody, nobody), 0);
+  EXPECT_FALSE(load_plan_cache(dir, "key").has_value());
 }
 
 }  // namespace
