@@ -23,6 +23,14 @@ class MemoryReader {
   virtual ~MemoryReader() = default;
   // All n bytes or false.
   virtual bool read(uint64_t addr, void* buf, size_t n) = 0;
+  // The 8-byte words at addrs[0..n) into out[0..n): how many of the first words were read
+  // (it stops at the first it cannot read). A reader whose reads are system calls does them
+  // together: a map's control words are a word per group, thousands of groups apart.
+  virtual size_t read_words(const uint64_t* addrs, uint64_t* out, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      if (!read(addrs[i], &out[i], 8)) return i;
+    return n;
+  }
 
   std::optional<uint64_t> u64(uint64_t addr) {
     uint64_t v;
