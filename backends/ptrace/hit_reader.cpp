@@ -25,10 +25,10 @@ bool HitMemory::read(uint64_t addr, void* buf, size_t n) {
   return live_.read(addr, buf, n);
 }
 
-size_t HitMemory::read_words(const uint64_t* addrs, uint64_t* out, size_t n) {
-  if (!live_ok_) return MemoryReader::read_words(addrs, out, n);
+size_t HitMemory::read_blocks(const uint64_t* addrs, size_t size, void* out, size_t n) {
+  if (!live_ok_) return MemoryReader::read_blocks(addrs, size, out, n);
   syscalls_ += (n + 1023) / 1024;
-  return live_.read_words(addrs, out, n);
+  return live_.read_blocks(addrs, size, out, n);
 }
 
 void HitMemory::copy(const std::vector<Range>& ranges) {

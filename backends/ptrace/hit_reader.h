@@ -24,7 +24,7 @@ class HitMemory : public MemoryReader {
   explicit HitMemory(TraceeMemory& live) : live_(live) {}
   bool read(uint64_t addr, void* buf, size_t n) override;
   // Live, in batches, while live reads are allowed (the copy holds no map's groups).
-  size_t read_words(const uint64_t* addrs, uint64_t* out, size_t n) override;
+  size_t read_blocks(const uint64_t* addrs, size_t size, void* out, size_t n) override;
 
   struct Range {
     uint64_t addr = 0;

@@ -195,13 +195,15 @@ bool ValueDecoder::BudgetedMemory::read(uint64_t addr, void* buf, size_t n) {
   return d_.spend(n) && d_.raw_.read(addr, buf, n);
 }
 
-size_t ValueDecoder::BudgetedMemory::read_words(const uint64_t* addrs, uint64_t* out, size_t n) {
+size_t ValueDecoder::BudgetedMemory::read_blocks(const uint64_t* addrs, size_t size, void* out,
+                                                 size_t n) {
   // In batches, with the clock and the stop flag looked at between them.
   size_t done = 0;
   while (done < n) {
     const size_t k = std::min(kWordBatch, n - done);
-    if (!d_.spend(8 * k)) return done;
-    const size_t got = d_.raw_.read_words(addrs + done, out + done, k);
+    if (!d_.spend(size * k)) return done;
+    const size_t got =
+        d_.raw_.read_blocks(addrs + done, size, static_cast<uint8_t*>(out) + done * size, k);
     done += got;
     if (got < k) return done;
   }
@@ -675,20 +677,18 @@ bool ValueDecoder::map_slots(const TInfo& t, uint64_t h,
     } else if (dirlen > 0 && dirlen <= (1 << 16)) {
       std::vector<uint64_t> dirs(dirlen);
       if (mem_.read(dir, dirs.data(), dirlen * 8)) {
-        // A table's `used` first, three words a table in one batch for them all: a map grown
+        // A table's `used` first, the 32 bytes of every table's header in batches: a map grown
         // large and emptied keeps its thousands of tables, and only those with entries are
         // walked. table: used uint16 @0, groups.data @16, groups.lengthMask @24.
         std::unordered_set<uint64_t> seen;
         std::vector<uint64_t> ta, tw;
-        for (uint64_t tb : dirs) {
-          if (!tb || !seen.insert(tb).second) continue;
-          for (uint64_t off : {0, 16, 24}) ta.push_back(tb + off);
-        }
-        tw.resize(ta.size());
-        const size_t got = mem_.read_words(ta.data(), tw.data(), ta.size()) / 3;
+        for (uint64_t tb : dirs)
+          if (tb && seen.insert(tb).second) ta.push_back(tb);
+        tw.resize(4 * ta.size());
+        const size_t got = mem_.read_blocks(ta.data(), 32, tw.data(), ta.size());
         for (size_t i = 0; i < got; ++i)
-          if (uint64_t used = tw[3 * i] & 0xFFFF)
-            tables.push_back({tw[3 * i + 1], tw[3 * i + 2] + 1, used});
+          if (uint64_t used = tw[4 * i] & 0xFFFF)
+            tables.push_back({tw[4 * i + 2], tw[4 * i + 3] + 1, used});
       }
     }
     for (const Table& tb : tables) {

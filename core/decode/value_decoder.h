@@ -160,7 +160,7 @@ class ValueDecoder {
    public:
     explicit BudgetedMemory(ValueDecoder& d) : d_(d) {}
     bool read(uint64_t addr, void* buf, size_t n) override;
-    size_t read_words(const uint64_t* addrs, uint64_t* out, size_t n) override;
+    size_t read_blocks(const uint64_t* addrs, size_t size, void* out, size_t n) override;
 
    private:
     ValueDecoder& d_;

@@ -334,8 +334,8 @@ TEST(DecodeBudget, ASparseSwissMapIsReadByItsTablesUsedCounts) {
   EXPECT_EQ(got["len"], 3);
   EXPECT_EQ(got["entries"], json::parse("[[7,70],[11,110],[13,130]]")) << got.dump();
   EXPECT_FALSE(got.contains("truncated"));
-  // The directory, three words a table, and the groups of the three tables with entries.
-  EXPECT_LE(m.bytes, 40 + 8 * kTables + 24 * kTables + 3 * kGroups * kGroup + 256);
+  // The directory, a table header each, and the groups of the three tables with entries.
+  EXPECT_LE(m.bytes, 80 + 8 * kTables + 32 * kTables + 3 * kGroups * kGroup + 256);
 }
 
 // An hmap of 2^16 buckets emptied to 3 entries: the buckets are read a run at a time, those
