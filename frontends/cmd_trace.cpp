@@ -7,8 +7,11 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <string>
+#include <tuple>
 
 #include "core/backend.h"
+#include "core/decode/value_decoder.h"
 #include "core/events/live_metrics.h"
 #include "core/events/overhead_budget.h"
 #include "core/output/goroutine_views.h"
@@ -228,6 +231,14 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   if (opts.max_depth < 0 || opts.max_elems < 0 || opts.max_str < 0 || opts.stack_depth < 0 ||
       max_line < 0)
     return usage_error("limits must not be negative");
+  // Ceilings (docs/cli.md, "Limits"): past them a decode would need more stack than its
+  // thread is sure to have, or more memory than one event's byte budget reads anyway.
+  for (auto [name, v, ceiling] : {std::tuple{"--max-depth", opts.max_depth, kMaxDepthCeiling},
+                                  std::tuple{"--max-elems", opts.max_elems, kMaxElemsCeiling},
+                                  std::tuple{"--max-str", opts.max_str, kMaxStrCeiling},
+                                  std::tuple{"--max-line", max_line, kMaxLineCeiling}})
+    if (v > ceiling)
+      return usage_error(std::string(name) + " must be at most " + std::to_string(ceiling));
 
   std::string path;
   if (opts.target.pid) {

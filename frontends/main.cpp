@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/decode/decode_stack.h"
 #include "core/model/go_quote.h"
 #include "core/sys/huge_pages.h"
 #include "core/sys/spawn.h"
@@ -58,6 +59,7 @@ const char* kUsage =
 int main(int argc, char** argv) {
   using namespace gotap::cli;
   std::vector<std::string> args(argv + 1, argv + argc);
+  gotap::reserve_thread_stacks();  // before any thread: the output thread renders deep values
   if (args.empty()) {
     std::fputs(kUsage, stderr);
     return 2;

@@ -75,6 +75,7 @@ void EventQueue::write(QueuedEvent& q) {
   if (q.params) {
     mem_.adopt(std::move(q.copy));
     auto decode = [&](std::vector<Param>& into) {
+      EventBudget one(dec_);
       for (const auto& p : *q.params) {
         Event j = dec_.decode_param(p, q.regs);
         into.push_back({p.name, p.type_name, std::move(j["value"])});

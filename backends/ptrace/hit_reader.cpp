@@ -25,6 +25,12 @@ bool HitMemory::read(uint64_t addr, void* buf, size_t n) {
   return live_.read(addr, buf, n);
 }
 
+size_t HitMemory::read_blocks(const uint64_t* addrs, size_t size, void* out, size_t n) {
+  if (!live_ok_) return MemoryReader::read_blocks(addrs, size, out, n);
+  syscalls_ += (n + 1023) / 1024;
+  return live_.read_blocks(addrs, size, out, n);
+}
+
 void HitMemory::copy(const std::vector<Range>& ranges) {
   clear();
   copy_more(ranges);

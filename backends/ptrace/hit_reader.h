@@ -23,6 +23,8 @@ class HitMemory : public MemoryReader {
  public:
   explicit HitMemory(TraceeMemory& live) : live_(live) {}
   bool read(uint64_t addr, void* buf, size_t n) override;
+  // Live, in batches, while live reads are allowed (the copy holds no map's groups).
+  size_t read_blocks(const uint64_t* addrs, size_t size, void* out, size_t n) override;
 
   struct Range {
     uint64_t addr = 0;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 
@@ -28,6 +29,29 @@ bool TraceeMemory::read(uint64_t addr, void* buf, size_t n) {
   // process_vm_readv refuses pages without read permission; /proc/PID/mem does not.
   if (!fd_) return false;
   return pread(fd_.get(), buf, n, static_cast<off_t>(addr)) == static_cast<ssize_t>(n);
+}
+
+size_t TraceeMemory::read_blocks(const uint64_t* addrs, size_t size, void* out, size_t n) {
+  if (size == 0) return n;
+  // One system call for up to IOV_MAX blocks: a sparse map's tables are read without a call
+  // each (issue 35). The kernel stops at the first block it cannot read; that one is tried
+  // alone (read() falls back to /proc/PID/mem), and the rest go on in a batch.
+  constexpr size_t kIovMax = 1024;
+  std::array<iovec, kIovMax> remote;
+  size_t done = 0;
+  while (done < n) {
+    const size_t k = std::min(kIovMax, n - done);
+    for (size_t i = 0; i < k; ++i) remote[i] = {reinterpret_cast<void*>(addrs[done + i]), size};
+    auto* at = static_cast<uint8_t*>(out) + done * size;
+    iovec local{at, k * size};
+    const ssize_t r = process_vm_readv(pid_, &local, 1, remote.data(), k, 0);
+    const size_t got = r > 0 ? static_cast<size_t>(r) / size : 0;
+    done += got;
+    if (got == k) continue;
+    if (!read(addrs[done], static_cast<uint8_t*>(out) + done * size, size)) return done;
+    ++done;
+  }
+  return n;
 }
 
 bool TraceeMemory::write_fast(uint64_t addr, const void* buf, size_t n) {

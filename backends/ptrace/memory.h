@@ -20,6 +20,7 @@ class TraceeMemory : public MemoryReader {
   TraceeMemory& operator=(const TraceeMemory&) = delete;
 
   bool read(uint64_t addr, void* buf, size_t n) override;
+  size_t read_blocks(const uint64_t* addrs, size_t size, void* out, size_t n) override;
   bool write(uint64_t addr, const void* buf, size_t n);
   // Writes writable memory (the stack) with process_vm_writev; falls back to write().
   bool write_fast(uint64_t addr, const void* buf, size_t n);

@@ -179,8 +179,10 @@ void Tracer::emit_decoded(Call ev, const std::vector<ParamLoc>* params, const Re
     staged_.push_back({std::move(ev), params, rs ? *rs : RegState{}});
     return;
   }
-  if (params)
+  if (params) {
+    EventBudget one(*dec_);
     for (const auto& p : *params) (ev.*List).push_back(param(*dec_, p, *rs));
+  }
   emit_call(std::move(ev));
 }
 
@@ -318,7 +320,13 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   hit_ = std::make_unique<HitReader>(
       mem, plan_, uint32_t(std::max(0, opts_.max_str)),
       (opts_.mode != Mode::Count && opts_.mode != Mode::Latency) || opts_.condition);
-  dec_ = std::make_unique<ValueDecoder>(hit_->mem(), env, lim);
+  {
+    // Live decodes hold the traced thread: Ctrl-C ends one at its next read. The queue's
+    // decodes read a copy, quickly, and are the events a stop still writes.
+    DecodeEnv live_env = env;
+    live_env.stop = &stop_requested();
+    dec_ = std::make_unique<ValueDecoder>(hit_->mem(), live_env, lim);
+  }
   gr_ = std::make_unique<GoroutineReader>(hit_->mem(), plan_);
   if (use_queue_) queue_ = std::make_unique<EventQueue>(sink_, mem, env, lim, 4096, flush_ns_);
 
@@ -602,12 +610,16 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
   if (!at_ret && may_defer(role.func, false)) {
     if (queue_) return emit(std::move(ev), &f.args, &rs);
     deferred_.push_back([this, ev = std::move(ev), rs, &f]() mutable {
+      EventBudget one(*dec_);
       for (const auto& p : f.args) ev.args.push_back(param(*dec_, p, rs));
       emit_call(std::move(ev));
     });
     return;
   }
-  for (const auto& p : f.args) ev.args.push_back(param(*dec_, p, rs));
+  {
+    EventBudget one(*dec_);
+    for (const auto& p : f.args) ev.args.push_back(param(*dec_, p, rs));
+  }
   if (opts_.stack_depth > 0) ev.stack = stack_of(r, s.addr, entry_sp);
   if (at_ret)
     pend.waiting_entry = to_event(ev);
@@ -680,14 +692,17 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
   if (may_defer(role.func, true)) {
     if (queue_) return emit(std::move(ev), results ? &f.results : nullptr, &rs);
     deferred_.push_back([this, ev = std::move(ev), rs, &f, results]() mutable {
+      EventBudget one(*dec_);
       if (results)
         for (const auto& p : f.results) ev.results.push_back(param(*dec_, p, rs));
       emit_call(std::move(ev));
     });
     return;
   }
-  if (results)
+  if (results) {
+    EventBudget one(*dec_);
     for (const auto& p : f.results) ev.results.push_back(param(*dec_, p, rs));
+  }
   if (opts_.stack_depth > 0) ev.stack = stack_of(r, s.addr, sp);
   emit(std::move(ev));
 }

@@ -23,6 +23,17 @@ class MemoryReader {
   virtual ~MemoryReader() = default;
   // All n bytes or false.
   virtual bool read(uint64_t addr, void* buf, size_t n) = 0;
+  // The `size` bytes at each of addrs[0..n), one after the other into out: how many of the
+  // first blocks were read (it stops at the first it cannot read). A reader whose reads are
+  // system calls does them together: a map's tables are thousands, scattered on the heap.
+  virtual size_t read_blocks(const uint64_t* addrs, size_t size, void* out, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      if (!read(addrs[i], static_cast<uint8_t*>(out) + i * size, size)) return i;
+    return n;
+  }
+  size_t read_words(const uint64_t* addrs, uint64_t* out, size_t n) {
+    return read_blocks(addrs, 8, out, n);
+  }
 
   std::optional<uint64_t> u64(uint64_t addr) {
     uint64_t v;

@@ -1,5 +1,7 @@
 #include "core/decode/value_decoder.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstring>
 #include <unordered_set>
@@ -16,8 +18,50 @@ namespace {
 
 constexpr int kBudget = 20000;               // values decoded per decode call
 constexpr uint64_t kMaxValueRead = 1 << 16;  // bytes read at once for one value
-constexpr uint64_t kMaxMapGroups = 1 << 16;  // groups/buckets visited per map
-constexpr int64_t kMaxMapVisits = 1 << 18;   // groups/buckets visited per decode call
+// Groups or buckets visited per map, and per decode call. Each costs at least an 8-byte
+// read, so the event's byte and time budget bound them too; these keep a value of many
+// maps from spending it all on the first.
+constexpr uint64_t kMaxMapGroups = 1 << 20;
+constexpr int64_t kMaxMapVisits = 1 << 21;
+constexpr size_t kWordBatch = 1024;         // control words or tophashes read at once
+constexpr uint64_t kDenseStride = 1024;     // groups or buckets closer: read whole
+constexpr uint64_t kChunkBytes = 64 << 10;  // at most this at once
+
+// value() frames open at once: a pointer level of a linked list is two (the pointer and the
+// struct it points to), an interface level three; a struct inside a struct one more.
+constexpr int kMaxNesting = 4 * kMaxDepthCeiling + 256;
+// Stack that a decode leaves free below its deepest value() frame: for the frames under it
+// (reads, type descriptors, formatting), so that a thread whose stack is smaller than the
+// ceiling needs cuts the value instead of overflowing.
+constexpr uintptr_t kStackReserve = 256 << 10;
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + ts.tv_nsec;
+}
+
+// The lowest address this thread's frames may reach with kStackReserve still free, once
+// per thread (for the main thread glibc reads /proc/self/maps to answer).
+uintptr_t stack_floor() {
+  thread_local uintptr_t floor = [] {
+    pthread_attr_t a;
+    void* lo = nullptr;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &a) == 0) {
+      pthread_attr_getstack(&a, &lo, &size);
+      pthread_attr_destroy(&a);
+    }
+    // Unknown: assume the smallest stack a thread gets by default (ulimit -s can lower it),
+    // counted from here.
+    if (!lo || !size) {
+      const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+      return here > (1u << 20) ? here - (1u << 20) + kStackReserve : uintptr_t(0);
+    }
+    return reinterpret_cast<uintptr_t>(lo) + kStackReserve;
+  }();
+  return floor;
+}
 
 uint64_t word(const uint8_t* p, size_t n, size_t off) {
   uint64_t v = 0;
@@ -98,10 +142,91 @@ std::optional<std::vector<uint8_t>> assemble_value(const ValueLoc& loc, uint64_t
 }
 
 ValueDecoder::ValueDecoder(MemoryReader& mem, DecodeEnv env, DecodeLimits lim)
-    : mem_(mem), env_(std::move(env)), lim_(lim) {}
+    : raw_(mem), env_(std::move(env)) {
+  set_limits(lim);
+  fresh_read_budget();
+}
+
+void ValueDecoder::set_limits(DecodeLimits lim) {
+  lim.max_depth = std::clamp(lim.max_depth, 0, kMaxDepthCeiling);
+  lim.max_elems = std::clamp(lim.max_elems, 0, kMaxElemsCeiling);
+  lim.max_str = std::clamp(lim.max_str, 0, kMaxStrCeiling);
+  lim_ = lim;
+}
+
+void ValueDecoder::begin_event() {
+  fresh_read_budget();
+  in_event_ = true;
+}
+
+void ValueDecoder::fresh_read_budget() {
+  cut_ = false;
+  read_bytes_ = 0;
+  deadline_ns_ = lim_.max_ns ? now_ns() + lim_.max_ns : 0;
+  stack_floor_ = stack_floor();
+}
+
+bool ValueDecoder::within_budget() {
+  if (cut_) return false;
+  if ((env_.stop && env_.stop->load(std::memory_order_relaxed)) ||
+      (deadline_ns_ && now_ns() > deadline_ns_))
+    cut_ = true;
+  return !cut_;
+}
+
+bool ValueDecoder::spend(uint64_t n) {
+  if (!within_budget()) return false;
+  if (n > lim_.max_read - std::min(read_bytes_, lim_.max_read)) {
+    cut_ = true;
+    return false;
+  }
+  read_bytes_ += n;
+  return true;
+}
+
+bool ValueDecoder::may_nest() {
+  const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  if (nesting_ < kMaxNesting && here > stack_floor_) return true;
+  cut_ = true;
+  return false;
+}
+
+bool ValueDecoder::BudgetedMemory::read(uint64_t addr, void* buf, size_t n) {
+  return d_.spend(n) && d_.raw_.read(addr, buf, n);
+}
+
+size_t ValueDecoder::BudgetedMemory::read_blocks(const uint64_t* addrs, size_t size, void* out,
+                                                 size_t n) {
+  // In batches, with the clock and the stop flag looked at between them.
+  size_t done = 0;
+  while (done < n) {
+    const size_t k = std::min(kWordBatch, n - done);
+    if (!d_.spend(size * k)) return done;
+    const size_t got =
+        d_.raw_.read_blocks(addrs + done, size, static_cast<uint8_t*>(out) + done * size, k);
+    done += got;
+    if (got < k) return done;
+  }
+  return n;
+}
 
 std::string ValueDecoder::hexaddr(uint64_t v) {
   return fmt::format("{:#x}", v);
+}
+
+uint64_t ValueDecoder::bytes_left() const {
+  return cut_ ? 0 : lim_.max_read - std::min(read_bytes_, lim_.max_read);
+}
+
+json ValueDecoder::unread(uint64_t addr) const {
+  // Past the budget the memory was not read, not found unreadable.
+  if (cut_) return json{{"addr", hexaddr(addr)}, {"truncated", true}};
+  return json{{"addr", hexaddr(addr)}, {"unreadable", true}};
+}
+
+bool ValueDecoder::is_cut_mark(const json& v) {
+  return v.is_object() && v.contains("truncated") &&
+         (v.size() == 1 || (v.size() == 2 && v.contains("addr")));
 }
 
 ValueDecoder::TInfo ValueDecoder::from_dwarf(TypeId id) {
@@ -146,21 +271,23 @@ ValueDecoder::TInfo ValueDecoder::from_dwarf(TypeId id) {
   return t;
 }
 
+// Type descriptors are read past the event's budget (they are few, bounded, and cached: a
+// descriptor read as invalid because the budget ran out would stay invalid).
 ValueDecoder::TInfo ValueDecoder::from_rtype(uint64_t addr) {
   TInfo t;
-  auto r = read_rtype(mem_, env_.rt, addr);
+  auto r = read_rtype(raw_, env_.rt, addr);
   if (!r) return t;
   t.valid = true;
   t.kind = r->kind;
   t.size = r->size;
-  t.name = rtype_name(mem_, env_.rt, *r);
+  t.name = rtype_name(raw_, env_.rt, *r);
   t.duration = t.name == "time.Duration";
   t.rtype = addr;
   if (r->elem) t.elem = r->elem | kRtypeTag;
   if (r->key) t.key = r->key | kRtypeTag;
   t.len = r->len;
   for (const auto& f : r->fields) t.fields.push_back({f.name, f.type | kRtypeTag, f.offset});
-  if (t.kind == GoKind::Interface) t.eface = mem_.u64(addr + 64).value_or(0) == 0;
+  if (t.kind == GoKind::Interface) t.eface = raw_.u64(addr + 64).value_or(0) == 0;
   return t;
 }
 
@@ -178,6 +305,8 @@ std::string ValueDecoder::type_name_of_rtype(uint64_t rtype_addr) {
 void ValueDecoder::fresh_budget() {
   budget_ = kBudget;
   map_visits_ = kMaxMapVisits;
+  nesting_ = 0;
+  if (!in_event_) fresh_read_budget();
 }
 
 json ValueDecoder::decode(TypeId type, std::span<const uint8_t> bytes) {
@@ -202,13 +331,13 @@ std::optional<json> ValueDecoder::guess_interface(uint64_t w0, uint64_t w1) {
   // An itab starts with the interface type (kind Interface) and then the dynamic type; itabs
   // may themselves lie inside [types, etypes), so test that reading first.
   bool eface = true;
-  auto inter = mem_.u64(w0), typ = mem_.u64(w0 + 8);
+  auto inter = raw_.u64(w0), typ = raw_.u64(w0 + 8);
   if (inter && typ && in_types(*inter) && in_types(*typ)) {
-    auto it = read_rtype(mem_, rt, *inter);
+    auto it = read_rtype(raw_, rt, *inter);
     if (it && it->kind == GoKind::Interface) eface = false;
   }
   if (eface && !in_types(w0)) return std::nullopt;
-  uint64_t rtype = eface ? w0 : *mem_.u64(w0 + 8);
+  uint64_t rtype = eface ? w0 : *raw_.u64(w0 + 8);
   const TInfo& t = info(rtype | kRtypeTag);
   if (!t.valid || t.name.empty()) return std::nullopt;
   // A type's name is printable; a guess that reads other bytes as a descriptor is not.
@@ -233,12 +362,13 @@ json ValueDecoder::decode_param_value(const ParamLoc& p, const RegState& regs) {
   // registers has fewer piece bytes than its size (hugo's converter.RenderContext). ArgInfo's
   // untyped words have no padding, so there the pieces must add up to the size.
   // info() is valid for a DWARF type exactly when the graph has it, and keeps it at hand.
+  fresh_budget();  // the stack slots below are read within the call's budget
   const bool typed = p.type && env_.types && info(p.type).valid;
   const bool located = typed ? !p.loc.pieces.empty() || p.size == 0 : covers(p.loc, p.size);
   if (!located || std::string_view(p.name) == "...")
     return json{{"raw", json::array()}, {"location", "unknown"}};
   auto bytes = assemble_value(p.loc, p.size, regs, mem_);
-  if (!bytes) return json{{"unreadable", true}};
+  if (!bytes) return cut_ ? json{{"truncated", true}} : json{{"unreadable", true}};
   if (typed) return decode(p.type, *bytes);
   json raw = json::array();
   for (size_t off = 0; off < bytes->size(); off += 8)
@@ -261,31 +391,33 @@ json ValueDecoder::value_at(uint64_t ref, uint64_t addr, int depth) {
     // Read only the elements that will be shown.
     const TInfo& e = info(t.elem);
     if (e.valid && e.size == 1 && (e.kind == GoKind::Uint8 || e.kind == GoKind::Int8)) {
-      std::string b(std::min<uint64_t>(t.len, lim_.max_str), '\0');
-      if (!b.empty() && !mem_.read(addr, b.data(), b.size()))
-        return json{{"addr", hexaddr(addr)}, {"unreadable", true}};
+      std::string b(std::min<uint64_t>({uint64_t(t.len), uint64_t(lim_.max_str), bytes_left()}),
+                    '\0');
+      if (!b.empty() && !mem_.read(addr, b.data(), b.size())) return unread(addr);
       return bytes_value(b, t.len, std::nullopt);
     }
     uint64_t n = std::min<uint64_t>(t.len, lim_.max_elems);
     json arr = json::array();
-    for (uint64_t i = 0; i < n && e.size; ++i)
+    for (uint64_t i = 0; i < n && e.size && !cut_; ++i)
       arr.push_back(value_at(t.elem, addr + i * e.size, depth));
     if (static_cast<int64_t>(arr.size()) == t.len) return arr;
     return json{{"len", t.len}, {"elems", std::move(arr)}, {"truncated", true}};
   }
   if (size > kMaxValueRead) return json{{"addr", hexaddr(addr)}};
   std::vector<uint8_t> buf(size);
-  if (size && !mem_.read(addr, buf.data(), size))
-    return json{{"addr", hexaddr(addr)}, {"unreadable", true}};
+  if (size && !mem_.read(addr, buf.data(), size)) return unread(addr);
   return value(ref, buf.data(), buf.size(), depth);
 }
 
 json ValueDecoder::string_value(uint64_t ptr, int64_t len) {
   if (len < 0) return json{{"str", ""}, {"len", len}, {"truncated", true}};
-  uint64_t n = std::min<uint64_t>(len, lim_.max_str);
+  // No more than the event's budget allows is allocated, whatever the length claims.
+  uint64_t n = std::min<uint64_t>({uint64_t(len), uint64_t(lim_.max_str), bytes_left()});
   std::string s(n, '\0');
-  if (n && !mem_.read(ptr, s.data(), n))
+  if (n && !mem_.read(ptr, s.data(), n)) {
+    if (cut_) return json{{"str", ""}, {"len", len}, {"truncated", true}};
     return json{{"str", ""}, {"len", len}, {"truncated", true}, {"unreadable", true}};
+  }
   if (static_cast<uint64_t>(len) > n) {
     // Cut at a character boundary: drop a trailing partial UTF-8 sequence.
     size_t cut = s.size();
@@ -306,11 +438,12 @@ json ValueDecoder::slice_value(uint64_t elem, uint64_t ptr, int64_t len, int64_t
   const TInfo& be = info(elem);
   if (be.valid && be.size == 1 && (be.kind == GoKind::Uint8 || be.kind == GoKind::Int8)) {
     // Bytes are read like a string's, up to --max-str, and shown as bytes, not numbers.
-    uint64_t n = len > 0 ? std::min<uint64_t>(len, lim_.max_str) : 0;
+    uint64_t n =
+        len > 0 ? std::min<uint64_t>({uint64_t(len), uint64_t(lim_.max_str), bytes_left()}) : 0;
     std::string b(n, '\0');
     if (n && !mem_.read(ptr, b.data(), n)) b.clear();
     json out = bytes_value(b, len, cap);
-    if (n && b.empty()) out["unreadable"] = true;
+    if (n && b.empty() && !cut_) out["unreadable"] = true;
     return out;
   }
   json out = {{"len", len}, {"cap", cap}};
@@ -320,14 +453,14 @@ json ValueDecoder::slice_value(uint64_t elem, uint64_t ptr, int64_t len, int64_t
   if (depth < lim_.max_depth && len > 0 && e.valid) {
     int64_t n = std::min<int64_t>(len, lim_.max_elems);
     if (e.size == 0) {
-      for (; shown < n; ++shown) elems.push_back(value(elem, nullptr, 0, depth + 1));
+      for (; shown < n && !cut_; ++shown) elems.push_back(value(elem, nullptr, 0, depth + 1));
     } else if (e.size * n <= kMaxValueRead) {
       std::vector<uint8_t> buf(e.size * n);
       if (mem_.read(ptr, buf.data(), buf.size()))
-        for (; shown < n && budget_ > 0; ++shown)
+        for (; shown < n && budget_ > 0 && !cut_; ++shown)
           elems.push_back(value(elem, buf.data() + shown * e.size, e.size, depth + 1));
     } else {
-      for (; shown < n && budget_ > 0; ++shown)
+      for (; shown < n && budget_ > 0 && !cut_; ++shown)
         elems.push_back(value_at(elem, ptr + shown * e.size, depth + 1));
     }
   }
@@ -419,7 +552,9 @@ json ValueDecoder::func_value(uint64_t funcval) {
 
 json ValueDecoder::iface_value(uint64_t w0, uint64_t data, bool eface, int depth) {
   if (w0 == 0) return nullptr;
-  uint64_t rtype = eface ? w0 : mem_.u64(w0 + 8).value_or(0);
+  // Its type descriptor is read past the byte budget (from_rtype), not past the clock.
+  if (!within_budget()) return json{{"truncated", true}};
+  uint64_t rtype = eface ? w0 : raw_.u64(w0 + 8).value_or(0);
   if (!rtype) return json{{"type", ""}, {"raw", {hexaddr(w0), hexaddr(data)}}};
   uint64_t ref = rtype | kRtypeTag;
   // With DWARF, the dynamic type's DIE gives the same layout; descriptors work stripped too.
@@ -429,7 +564,7 @@ json ValueDecoder::iface_value(uint64_t w0, uint64_t data, bool eface, int depth
     out["raw"] = {hexaddr(w0), hexaddr(data)};
     return out;
   }
-  auto r = read_rtype(mem_, env_.rt, rtype);
+  auto r = read_rtype(raw_, env_.rt, rtype);
   bool direct = r && r->direct_iface;
   if (direct) {
     uint8_t b[8];
@@ -446,7 +581,7 @@ json ValueDecoder::iface_value(uint64_t w0, uint64_t data, bool eface, int depth
 bool ValueDecoder::map_slots(const TInfo& t, uint64_t h,
                              const std::function<bool(uint64_t, uint64_t)>& each) {
   std::optional<RType> r;
-  if (t.rtype) r = read_rtype(mem_, env_.rt, t.rtype);
+  if (t.rtype) r = read_rtype(raw_, env_.rt, t.rtype);
   const TInfo& k = info(t.key);
   const TInfo& v = info(t.elem);
   bool swiss = env_.rt.swiss_maps;
@@ -489,62 +624,132 @@ bool ValueDecoder::map_slots(const TInfo& t, uint64_t h,
   }
   uint8_t hdr[40];
   if (!mem_.read(h, hdr, sizeof hdr)) return false;
-  bool more = true;
+  // The live entries the header counts: the walk ends once it found them all, in a sparse
+  // map long before its last empty group.
+  const uint64_t count = word(hdr, sizeof hdr, 0);
+  uint64_t found = 0;
+  bool more = count > 0;
   auto slot = [&](uint64_t kaddr, uint64_t vaddr) {
     if (ind_k) kaddr = mem_.u64(kaddr).value_or(0);
     if (ind_v) vaddr = mem_.u64(vaddr).value_or(0);
-    more = each(kaddr, vaddr);
+    more = each(kaddr, vaddr) && ++found < count;
   };
+  // Groups or buckets this walk may still visit: up to `want` of them, taken now.
   uint64_t visited = 0;
-  auto visit = [&] { return visited++ < kMaxMapGroups && map_visits_-- > 0; };
-  auto can_visit = [&] { return visited < kMaxMapGroups && map_visits_ > 0; };
+  auto take = [&](uint64_t want) {
+    const uint64_t k = std::min(
+        {want, kMaxMapGroups - visited, static_cast<uint64_t>(std::max<int64_t>(map_visits_, 0))});
+    visited += k;
+    map_visits_ -= static_cast<int64_t>(k);
+    return k;
+  };
+  std::vector<uint64_t> addrs, words;
+  // The first word of each of `k` groups or buckets `stride` apart from `base`, in one batch;
+  // how many were read.
+  std::vector<uint8_t> chunk;
+  auto first_words = [&](uint64_t base, uint64_t first, uint64_t k, uint64_t stride) -> size_t {
+    addrs.resize(k);
+    words.resize(k);
+    for (uint64_t j = 0; j < k; ++j) addrs[j] = base + (first + j) * stride;
+    if (stride > kDenseStride) return mem_.read_words(addrs.data(), words.data(), k);
+    // Close together: whole runs of groups or buckets, a chunk a read. A process_vm_readv
+    // element costs about what 2 KB of a contiguous read does (measured: 1.3 us a word).
+    const uint64_t per = std::max<uint64_t>(1, kChunkBytes / stride);
+    size_t got = 0;
+    for (uint64_t j = 0; j < k; j += per) {
+      const uint64_t n = std::min(per, k - j);
+      chunk.resize((n - 1) * stride + 8);
+      if (!mem_.read(addrs[j], chunk.data(), chunk.size())) return got;
+      for (uint64_t i = 0; i < n; ++i) std::memcpy(&words[j + i], &chunk[i * stride], 8);
+      got += n;
+    }
+    return got;
+  };
   if (swiss) {
     uint64_t dir = word(hdr, sizeof hdr, 16);
     int64_t dirlen = static_cast<int64_t>(word(hdr, sizeof hdr, 24));
-    std::vector<std::pair<uint64_t, uint64_t>> groups;  // (data, count)
+    struct Table {
+      uint64_t data, groups, used;
+    };
+    std::vector<Table> tables;
     if (dirlen == 0) {
-      if (dir) groups.emplace_back(dir, 1);
+      if (dir) tables.push_back({dir, 1, count});
     } else if (dirlen > 0 && dirlen <= (1 << 16)) {
-      std::vector<uint64_t> tables(dirlen);
-      if (mem_.read(dir, tables.data(), dirlen * 8)) {
+      std::vector<uint64_t> dirs(dirlen);
+      if (mem_.read(dir, dirs.data(), dirlen * 8)) {
+        // A table's `used` first, the 32 bytes of every table's header in batches: a map grown
+        // large and emptied keeps its thousands of tables, and only those with entries are
+        // walked. table: used uint16 @0, groups.data @16, groups.lengthMask @24.
         std::unordered_set<uint64_t> seen;
-        for (uint64_t tb : tables) {
-          if (!tb || !seen.insert(tb).second) continue;
-          uint64_t g[2];
-          if (mem_.read(tb + 16, g, sizeof g)) groups.emplace_back(g[0], g[1] + 1);
-        }
+        std::vector<uint64_t> ta, tw;
+        for (uint64_t tb : dirs)
+          if (tb && seen.insert(tb).second) ta.push_back(tb);
+        tw.resize(4 * ta.size());
+        const size_t got = mem_.read_blocks(ta.data(), 32, tw.data(), ta.size());
+        for (size_t i = 0; i < got; ++i)
+          if (uint64_t used = tw[4 * i] & 0xFFFF)
+            tables.push_back({tw[4 * i + 2], tw[4 * i + 3] + 1, used});
       }
     }
-    for (auto [data, n] : groups) {
-      if (!can_visit()) break;
-      for (uint64_t gi = 0; gi < n && more && visit(); ++gi) {
-        uint64_t ga = data + gi * group;
-        auto ctrl = mem_.u64(ga);
-        if (!ctrl) break;
-        for (int i = 0; i < 8 && more; ++i) {
-          if ((*ctrl >> (8 * i)) & 0x80) continue;
-          slot(ga + keys_off + i * key_stride, ga + elems_off + i * elem_stride);
+    for (const Table& tb : tables) {
+      // Control words a batch at a time, and then only the full slots (ctrl high bit clear).
+      uint64_t in_table = 0;
+      for (uint64_t gi = 0; gi < tb.groups && more && in_table < tb.used;) {
+        const uint64_t k = take(std::min<uint64_t>(kWordBatch, tb.groups - gi));
+        if (!k) {
+          more = false;
+          break;
         }
+        const size_t got = first_words(tb.data, gi, k, group);
+        for (size_t j = 0; j < got && more && in_table < tb.used; ++j) {
+          const uint64_t ga = addrs[j], ctrl = words[j];
+          for (int i = 0; i < 8 && more; ++i) {
+            if ((ctrl >> (8 * i)) & 0x80) continue;
+            ++in_table;
+            slot(ga + keys_off + i * key_stride, ga + elems_off + i * elem_stride);
+          }
+        }
+        if (got < k) break;
+        gi += k;
       }
+      if (!more) break;
     }
   } else {
     uint8_t flags = hdr[8], b = hdr[9];
     uint64_t buckets = word(hdr, sizeof hdr, 16), old = word(hdr, sizeof hdr, 24);
     auto walk = [&](uint64_t base, uint64_t nb, bool is_old) {
-      // B comes from the program's memory: up to 2^31 buckets. The budget ends the walk, not
-      // only each bucket's chain, or a corrupt B spins through empty iterations for seconds.
-      for (uint64_t bi = 0; bi < nb && more && can_visit(); ++bi) {
-        uint64_t ba = base + bi * bucket;
-        for (int chain = 0; ba && chain < 1024 && more && visit(); ++chain) {
-          uint8_t top[8];
-          if (!mem_.read(ba, top, 8)) break;
-          if (is_old && chain == 0 && top[0] >= 2 && top[0] <= 4) break;  // evacuated
-          for (int i = 0; i < 8 && more; ++i) {
-            if (top[i] < 5) continue;
-            slot(ba + 8 + i * ks, ba + 8 + 8 * ks + i * vs);
+      // B comes from the program's memory: up to 2^31 buckets, bounded by the visits and the
+      // event's budget. The tophash words of a batch of buckets come first: a bucket whose
+      // first cell is emptyRest (0) holds nothing, nor does its overflow chain, and is not
+      // read further (a map grown large and emptied is mostly such buckets).
+      for (uint64_t bi = 0; bi < nb && more;) {
+        const uint64_t k = take(std::min<uint64_t>(kWordBatch, nb - bi));
+        if (!k) break;
+        const size_t got = first_words(base, bi, k, bucket);
+        for (size_t j = 0; j < got && more; ++j) {
+          uint64_t ba = addrs[j], top = words[j];
+          const uint8_t top0 = top & 0xFF;
+          if (top0 == 0) continue;                         // emptyRest
+          if (is_old && top0 >= 2 && top0 <= 4) continue;  // evacuated
+          for (int chain = 0; ba && chain < 1024 && more; ++chain) {
+            if (chain > 0) {
+              if (!take(1)) {
+                more = false;
+                break;
+              }
+              auto t8 = mem_.u64(ba);
+              if (!t8) break;
+              top = *t8;
+            }
+            for (int i = 0; i < 8 && more; ++i) {
+              if (((top >> (8 * i)) & 0xFF) < 5) continue;
+              slot(ba + 8 + i * ks, ba + 8 + 8 * ks + i * vs);
+            }
+            ba = more ? mem_.u64(ba + bucket - 8).value_or(0) : 0;
           }
-          ba = mem_.u64(ba + bucket - 8).value_or(0);
         }
+        if (got < k) break;
+        bi += k;
       }
     };
     if (b < 32 && buckets) walk(buckets, uint64_t(1) << b, false);
@@ -558,12 +763,12 @@ bool ValueDecoder::map_slots(const TInfo& t, uint64_t h,
 json ValueDecoder::map_value(const TInfo& t, uint64_t h, int depth) {
   json out = json::object();
   uint8_t hdr[40];
-  if (!mem_.read(h, hdr, sizeof hdr)) return json{{"addr", hexaddr(h)}, {"unreadable", true}};
+  if (!mem_.read(h, hdr, sizeof hdr)) return unread(h);
   const uint64_t count = word(hdr, sizeof hdr, 0);
   out["len"] = count;
   json entries = json::array();
   auto full = [&]() {
-    return entries.size() >= static_cast<size_t>(lim_.max_elems) || budget_ <= 0;
+    return entries.size() >= static_cast<size_t>(lim_.max_elems) || budget_ <= 0 || cut_;
   };
   if (depth < lim_.max_depth && info(t.key).valid && info(t.elem).valid) {
     map_slots(t, h, [&](uint64_t kaddr, uint64_t vaddr) {
@@ -584,6 +789,7 @@ std::optional<uint64_t> ValueDecoder::map_find(TypeId map_type, uint64_t h, bool
   if (!t.valid || t.kind != GoKind::Map || !info(t.key).valid) return std::nullopt;
   std::optional<uint64_t> found;
   std::string buf;
+  fresh_budget();
   map_visits_ = kMaxMapGroups;  // a lookup is a call of its own, of one map
   map_slots(t, h, [&](uint64_t kaddr, uint64_t vaddr) {
     if (string_key) {
@@ -604,6 +810,14 @@ std::optional<uint64_t> ValueDecoder::map_find(TypeId map_type, uint64_t h, bool
 
 json ValueDecoder::value(uint64_t ref, const uint8_t* p, size_t n, int depth) {
   --budget_;
+  // Whatever the types and the memory say (a list 100,000 nodes deep, a type that contains
+  // itself in a hostile binary's DWARF), a value is cut before the stack runs out.
+  if (!may_nest()) return json{{"truncated", true}};
+  struct Nest {
+    int& n;
+    explicit Nest(int& x) : n(++x) {}
+    ~Nest() { --n; }
+  } nest(nesting_);
   const TInfo& t = info(ref);
   if (!t.valid) {
     json raw = json::array();
@@ -686,7 +900,7 @@ json ValueDecoder::value(uint64_t ref, const uint8_t* p, size_t n, int depth) {
             t.len, std::nullopt);
       json arr = json::array();
       int64_t shown = std::min<int64_t>(t.len, lim_.max_elems);
-      for (int64_t i = 0; i < shown && e.valid && budget_ > 0; ++i) {
+      for (int64_t i = 0; i < shown && e.valid && budget_ > 0 && !cut_; ++i) {
         uint64_t off = i * e.size;
         if (off > n || e.size > n - off) break;
         arr.push_back(value(t.elem, p + off, e.size, depth));
@@ -715,9 +929,16 @@ json ValueDecoder::value(uint64_t ref, const uint8_t* p, size_t n, int depth) {
       if (a == 0) return nullptr;
       json out = {{"addr", hexaddr(a)}};
       const TInfo& e = info(t.elem);
-      if (depth >= lim_.max_depth || !e.valid || budget_ <= 0) return out;
+      if (depth >= lim_.max_depth || !e.valid || budget_ <= 0 || cut_) {
+        if (cut_) out["truncated"] = true;
+        return out;
+      }
       json v = value_at(t.elem, a, depth + 1);
       if (v.is_object() && v.contains("unreadable")) return out;
+      if (is_cut_mark(v)) {
+        out["truncated"] = true;  // the pointee is past the budget: as --max-line drops it
+        return out;
+      }
       out["elem"] = std::move(v);
       return out;
     }

@@ -4,6 +4,7 @@
 // reads memory with process_vm_readv, the eBPF backend from captured buffers.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -21,10 +22,22 @@
 
 namespace gotap {
 
+// The ceilings of the user's limits (docs/cli.md): the command line refuses more, and the
+// decoder clamps to them whatever it is given. A deeper decode would need more stack than
+// the decoding threads are sure to have (kStackReserve), a longer string more than the
+// per-event byte budget holds anyway.
+constexpr int kMaxDepthCeiling = 1000;
+constexpr int kMaxElemsCeiling = 10000;
+constexpr int kMaxStrCeiling = 1 << 20;
+
 struct DecodeLimits {
   int max_depth = 3;   // pointer/slice/map/interface indirections followed
   int max_elems = 16;  // slice, array and map elements shown
   int max_str = 64;    // string bytes shown
+  // One event's budget, all its values together (docs/design.md, "Hostile values"): bytes
+  // read from the tracee and time spent decoding. What is past it is cut and marked.
+  uint64_t max_read = 16 << 20;
+  uint64_t max_ns = 20'000'000;
 };
 
 struct DecodeEnv {
@@ -32,6 +45,8 @@ struct DecodeEnv {
   RtypeEnv rt;                       // runtime addresses of the type descriptors
   // The function containing a (runtime) pc, for func values; may be empty.
   std::function<std::string(uint64_t pc)> func_name;
+  // Set when the trace ends (Ctrl-C): a decode under way stops at its next read.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // Register contents at a probe hit, in the order of abi.h's Reg, plus the low 8 bytes of
@@ -57,7 +72,16 @@ class ValueDecoder {
  public:
   ValueDecoder(MemoryReader& mem, DecodeEnv env, DecodeLimits lim);
   // For the next decode calls (the eBPF backend's strings are as long as their copies).
-  void set_limits(DecodeLimits lim) { lim_ = lim; }
+  void set_limits(DecodeLimits lim);
+
+  // The decode calls between begin_event() and end_event() share one event's byte and time
+  // budget (DecodeLimits::max_read, max_ns); a call outside has one of its own.
+  void begin_event();
+  void end_event() { in_event_ = false; }
+  // Whether the budget of the event (or of the last call) ran out: values were cut.
+  bool budget_cut() const { return cut_; }
+  // Bytes read from the tracee for the event (or the last call).
+  uint64_t bytes_read() const { return read_bytes_; }
 
   // A value whose bytes are already assembled (registers/stack at a probe).
   nlohmann::json decode(TypeId type, std::span<const uint8_t> bytes);
@@ -124,8 +148,33 @@ class ValueDecoder {
   void add_time(nlohmann::json& obj, const uint8_t* p, size_t n);
   nlohmann::json chan_value(uint64_t hchan);
   static std::string hexaddr(uint64_t v);
+  // Bytes the event's budget still allows.
+  uint64_t bytes_left() const;
+  // A value at `addr` that could not be read: unreadable, or past the budget.
+  nlohmann::json unread(uint64_t addr) const;
+  // Whether `v` is a value left out by the budget: {"truncated":true}, maybe with its addr.
+  static bool is_cut_mark(const nlohmann::json& v);
 
-  MemoryReader& mem_;
+  // Reads through the event's budget: false, and cut_ set, once it is spent.
+  class BudgetedMemory : public MemoryReader {
+   public:
+    explicit BudgetedMemory(ValueDecoder& d) : d_(d) {}
+    bool read(uint64_t addr, void* buf, size_t n) override;
+    size_t read_blocks(const uint64_t* addrs, size_t size, void* out, size_t n) override;
+
+   private:
+    ValueDecoder& d_;
+  };
+  // Whether `n` more bytes may be read; spends them.
+  bool spend(uint64_t n);
+  // Whether the budget allows more work (time, stop flag, bytes); checks the clock.
+  bool within_budget();
+  void fresh_read_budget();
+  // Whether this frame may go one level deeper: the nesting ceiling and the stack left.
+  bool may_nest();
+
+  MemoryReader& raw_;
+  BudgetedMemory mem_{*this};
   DecodeEnv env_;
   DecodeLimits lim_;
   std::unordered_map<uint64_t, TInfo> cache_;
@@ -134,6 +183,25 @@ class ValueDecoder {
   // value can hold thousands of maps whose headers claim 2^31 buckets.
   int64_t map_visits_ = 0;
   void fresh_budget();
+  bool in_event_ = false;
+  bool cut_ = false;
+  uint64_t read_bytes_ = 0;
+  uint64_t deadline_ns_ = 0;
+  uint32_t reads_since_clock_ = 0;
+  int nesting_ = 0;            // value() frames open
+  uintptr_t stack_floor_ = 0;  // below it a frame would leave less than kStackReserve
+};
+
+// One event's values decoded under one budget, for the length of a scope.
+class EventBudget {
+ public:
+  explicit EventBudget(ValueDecoder& d) : d_(d) { d_.begin_event(); }
+  ~EventBudget() { d_.end_event(); }
+  EventBudget(const EventBudget&) = delete;
+  EventBudget& operator=(const EventBudget&) = delete;
+
+ private:
+  ValueDecoder& d_;
 };
 
 }  // namespace gotap

@@ -68,8 +68,10 @@ bool cut(json& v, long& budget) {
   if (v.is_array()) {
     // A plain array becomes the marked shape of one cut short (docs/json.md).
     const size_t len = v.size();
-    json elems = v;
+    // Moved, not copied: a copy of the subtree at each array level is quadratic in depth.
+    json elems = std::move(v);
     if (!cut_list(elems, budget)) {
+      v = std::move(elems);
       return false;
     }
     v = json{{"len", len}, {"elems", std::move(elems)}, {"truncated", true}};

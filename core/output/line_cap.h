@@ -11,6 +11,8 @@
 namespace gotap {
 
 constexpr size_t kDefaultMaxLine = 16384;  // bytes of values per event (--max-line)
+// The largest --max-line: a cap above the JSON that one event's read budget can yield is no cap.
+constexpr int kMaxLineCeiling = 64 << 20;
 
 // The event with its args' and results' values cut to about `max_bytes` of JSON in all,
 // first values first: a slice's, array's or map's elements and a struct's fields past the

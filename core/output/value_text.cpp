@@ -20,7 +20,10 @@ namespace {
 
 using nlohmann::json;
 
-std::string text(const json& v, int d);
+// Every renderer appends to one string: a value nested N deep is written once, not copied
+// once per level into its parent's string (which made a 4,000-deep list's 127 KB take
+// seconds and gigabytes, issue 35). `d` is the JSON nesting, bounded by kMaxValueNesting.
+void put(std::string& out, const json& v, int d);
 
 // A value's JSON, for shapes this gotap does not know: every byte past ASCII escaped, invalid
 // UTF-8 replaced, so the JSON cannot carry a control sequence or a bidi override either; "..."
@@ -30,20 +33,27 @@ std::string json_text(const json& v, int d) {
   return v.dump(-1, ' ', true, json::error_handler_t::replace);
 }
 
-std::string join_elems(const json& elems, int d) {
-  std::string out;
-  if (!elems.is_array()) return out;
+void put_elems(std::string& out, const json& elems, int d) {
+  if (!elems.is_array()) return;
+  bool first = true;
   for (const auto& e : elems) {
-    if (!out.empty()) out += ", ";
-    out += text(e, d + 1);
+    if (!first) out += ", ";
+    first = false;
+    put(out, e, d + 1);
   }
-  return out;
 }
 
 // A string gotap wrote (a time, a duration, an address) or a name (a field's, a type's, a
 // func value's): from a record it may hold anything, so it is shown as a name is.
 std::string str_of(const json& v) {
   return v.is_string() ? printable(v.get_ref<const std::string&>()) : json_text(v, 0);
+}
+
+void put_str_of(std::string& out, const json& v) {
+  if (v.is_string())
+    append_printable(out, v.get_ref<const std::string&>());
+  else
+    out += json_text(v, 0);
 }
 
 // A string's own bytes, to be quoted or decoded.
@@ -61,22 +71,32 @@ bool is_true(const json& v, const char* key) {
 }
 
 // ", ...+N" after what was shown of N more elements.
-std::string more(size_t shown, int64_t len) {
+void put_more(std::string& out, size_t shown, int64_t len) {
   int64_t rest = len - static_cast<int64_t>(shown);
-  if (rest <= 0) return "";
-  return fmt::format("{}...+{}", shown ? ", " : "", rest);
+  if (rest <= 0) return;
+  fmt::format_to(std::back_inserter(out), "{}...+{}", shown ? ", " : "", rest);
 }
 
 // Bytes as Go's %q when they are printable text, else as hex (Go's %x with 0x in front).
-std::string bytes_text(const json& v) {
+void put_bytes(std::string& out, const json& v) {
   std::string hex = raw_of(v["bytes"]), raw;
   auto nib = [](char c) {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
   };
   for (size_t i = 0; i + 1 < hex.size(); i += 2) {
     int hi = nib(hex[i]), lo = nib(hex[i + 1]);
-    if (hi < 0 || lo < 0) return "bytes(" + quote_go_string(hex) + ")";
+    if (hi < 0 || lo < 0) {
+      out += "bytes(";
+      append_quoted(out, hex);
+      out += ")";
+      return;
+    }
     raw.push_back(static_cast<char>(hi << 4 | lo));
+  }
+  int64_t len = v.contains("len") ? int_of(v["len"]) : int64_t(raw.size());
+  if (is_true(v, "unreadable")) {
+    fmt::format_to(std::back_inserter(out), "<not captured (len {})>", len);
+    return;
   }
   std::string q = quote_go_string(raw);
   // Printable: nothing had to be escaped but \n, \r, \t, \" and \\ (text's own escapes).
@@ -87,130 +107,197 @@ std::string bytes_text(const json& v) {
       if (e != 'n' && e != 'r' && e != 't' && e != '"' && e != '\\') printable = false;
       ++i;
     }
-  std::string s = raw.empty() ? "\"\"" : printable ? q : "0x" + hex;
-  int64_t len = v.contains("len") ? int_of(v["len"]) : int64_t(raw.size());
-  if (is_true(v, "unreadable")) return fmt::format("<not captured (len {})>", len);
-  if (len > static_cast<int64_t>(raw.size())) s += fmt::format("...+{}", len - int64_t(raw.size()));
-  return s;
+  if (raw.empty())
+    out += "\"\"";
+  else if (printable)
+    out += q;
+  else
+    out += "0x" + hex;
+  if (len > static_cast<int64_t>(raw.size()))
+    fmt::format_to(std::back_inserter(out), "...+{}", len - int64_t(raw.size()));
 }
 
-std::string struct_text(const json& fields, bool cut, int d) {
-  std::string s = "{";
+void put_struct(std::string& out, const json& fields, bool cut, int d) {
+  out += "{";
   bool first = true;
   for (const auto& f : fields) {
-    if (!first) s += ", ";
+    if (!first) out += ", ";
     first = false;
-    if (f.is_object() && f.contains("name"))
-      s += str_of(f["name"]) + ":" + text(f.value("value", json()), d + 1);
-    else
-      s += text(f, d + 1);
+    if (f.is_object() && f.contains("name")) {
+      put_str_of(out, f["name"]);
+      out += ":";
+      // By reference: json::value() returns a copy, and a copy of the subtree at each level
+      // of a deep value is memory and time in the square of its depth.
+      auto it = f.find("value");
+      if (it == f.end())
+        out += "nil";
+      else
+        put(out, *it, d + 1);
+    } else {
+      put(out, f, d + 1);
+    }
   }
-  if (cut) s += first ? "..." : ", ...";  // fields left out by --max-line
-  return s + "}";
+  if (cut) out += first ? "..." : ", ...";  // fields left out by --max-line
+  out += "}";
 }
 
-std::string object_text(const json& v, int d) {
+void put_object(std::string& out, const json& v, int d) {
   // gotap's own objects, told apart by their marks: no Go name is ever a key here (a
   // struct's fields are in "fields"), so a mark cannot be a field. Every accessor checks
   // the JSON type: a record may hold anything.
   //
   // A value left out by the cap on one event's size (--max-line, line_cap.h).
-  if (v.size() == 1 && is_true(v, "truncated")) return "...";
+  if (v.size() == 1 && is_true(v, "truncated")) {
+    out += "...";
+    return;
+  }
   if (v.contains("time")) {
-    std::string s = str_of(v["time"]);
-    if (is_true(v, "time_location_unread")) s += " (location not read)";
-    return s;
+    put_str_of(out, v["time"]);
+    if (is_true(v, "time_location_unread")) out += " (location not read)";
+    return;
   }
-  if (v.contains("duration")) return str_of(v["duration"]);
-  if (v.contains("fields")) return struct_text(v["fields"], is_true(v, "truncated"), d);
-  if (v.contains("bytes")) return bytes_text(v);
+  if (v.contains("duration")) return put_str_of(out, v["duration"]);
+  if (v.contains("fields")) return put_struct(out, v["fields"], is_true(v, "truncated"), d);
+  if (v.contains("bytes")) return put_bytes(out, v);
   if (v.contains("str")) {  // a string cut short or not read
-    if (is_true(v, "unreadable"))
-      return fmt::format("<not captured (len {})>", str_of(v.value("len", json())));
-    std::string s = quote_go_string(raw_of(v["str"]));
-    if (is_true(v, "truncated")) s += fmt::format("...(len {})", str_of(v.value("len", json())));
-    return s;
+    if (is_true(v, "unreadable")) {
+      fmt::format_to(std::back_inserter(out), "<not captured (len {})>",
+                     str_of(v.value("len", json())));
+      return;
+    }
+    append_quoted(out, raw_of(v["str"]));
+    if (is_true(v, "truncated"))
+      fmt::format_to(std::back_inserter(out), "...(len {})", str_of(v.value("len", json())));
+    return;
   }
-  if (v.contains("location") && v["location"] == "unknown") return "<location unknown>";
+  if (v.contains("location") && v["location"] == "unknown") {
+    out += "<location unknown>";
+    return;
+  }
   // Untyped words that turned out to be an interface (a stripped binary's ArgInfo words, its
   // dynamic type found in the runtime's type descriptors): shown as the interface.
-  if (v.contains("type") && v.contains("value"))
-    return str_of(v["type"]) + "(" + text(v["value"], d + 1) + ")";
+  if (v.contains("type") && v.contains("value")) {
+    put_str_of(out, v["type"]);
+    out += "(";
+    put(out, v["value"], d + 1);
+    out += ")";
+    return;
+  }
   if (v.contains("raw")) {
     // Nothing captured: e.g. a float register, which a BPF program cannot read.
-    if (v["raw"].empty()) return "<not captured>";
-    return "raw" + text(v["raw"], d + 1);
+    if (v["raw"].empty()) {
+      out += "<not captured>";
+      return;
+    }
+    out += "raw";
+    put(out, v["raw"], d + 1);
+    return;
   }
-  if (v.contains("type")) return str_of(v["type"]) + "(?)";
+  if (v.contains("type")) {
+    put_str_of(out, v["type"]);
+    out += "(?)";
+    return;
+  }
   if (v.contains("elems")) {  // slice, or an array cut short
     int64_t len = v.contains("len") ? int_of(v["len"]) : int64_t(v["elems"].size());
-    return "[" + join_elems(v["elems"], d) +
-           more(v["elems"].is_array() ? v["elems"].size() : 0, len) + "]";
+    out += "[";
+    put_elems(out, v["elems"], d);
+    put_more(out, v["elems"].is_array() ? v["elems"].size() : 0, len);
+    out += "]";
+    return;
   }
   if (v.contains("entries")) {  // map
-    std::string s = "map[";
+    out += "map[";
     size_t shown = 0;
     if (v["entries"].is_array())
       for (const auto& kv : v["entries"]) {
-        if (shown++) s += ", ";
-        if (kv.is_array() && kv.size() == 2)
-          s += text(kv[0], d + 1) + ":" + text(kv[1], d + 1);
-        else
-          s += text(kv, d + 1);
+        if (shown++) out += ", ";
+        if (kv.is_array() && kv.size() == 2) {
+          put(out, kv[0], d + 1);
+          out += ":";
+          put(out, kv[1], d + 1);
+        } else {
+          put(out, kv, d + 1);
+        }
       }
-    if (v.contains("len")) s += more(shown, int_of(v["len"]));
-    return s + "]";
+    if (v.contains("len")) put_more(out, shown, int_of(v["len"]));
+    out += "]";
+    return;
   }
-  if (v.contains("func")) return str_of(v["func"]);
-  if (v.contains("addr") && v.contains("cap"))
-    return fmt::format("chan({}, len {}, cap {})", str_of(v["addr"]),
-                       str_of(v.value("len", json())), str_of(v["cap"]));
-  if (v.contains("elem")) return "&" + text(v["elem"], d + 1);
+  if (v.contains("func")) return put_str_of(out, v["func"]);
+  if (v.contains("addr") && v.contains("cap")) {
+    fmt::format_to(std::back_inserter(out), "chan({}, len {}, cap {})", str_of(v["addr"]),
+                   str_of(v.value("len", json())), str_of(v["cap"]));
+    return;
+  }
+  if (v.contains("elem")) {
+    out += "&";
+    put(out, v["elem"], d + 1);
+    return;
+  }
   if (v.contains("addr")) {
-    if (is_true(v, "unreadable")) return "<unreadable at " + str_of(v["addr"]) + ">";
-    return "(*)" + str_of(v["addr"]);
+    if (is_true(v, "unreadable")) {
+      out += "<unreadable at ";
+      put_str_of(out, v["addr"]);
+      out += ">";
+      return;
+    }
+    out += "(*)";
+    put_str_of(out, v["addr"]);
+    return;
   }
   if (v.contains("real") && v.contains("imag")) {
     bool neg = v["imag"].is_number() && v["imag"].get<double>() < 0;
-    return "(" + json_text(v["real"], d) + (neg ? "" : "+") + json_text(v["imag"], d) + "i)";
+    out += "(" + json_text(v["real"], d) + (neg ? "" : "+") + json_text(v["imag"], d) + "i)";
+    return;
   }
-  if (is_true(v, "unreadable")) return "<unreadable>";
+  if (is_true(v, "unreadable")) {
+    out += "<unreadable>";
+    return;
+  }
   // A shape this gotap does not know (a newer record?): shown as JSON, never an error.
-  return json_text(v, d);
+  out += json_text(v, d);
 }
 
-std::string text(const json& v, int d) {
-  if (d > kMaxValueNesting) return "...";
+void put(std::string& out, const json& v, int d) {
+  if (d > kMaxValueNesting) {
+    out += "...";
+    return;
+  }
   switch (v.type()) {
     case json::value_t::null:
-      return "nil";
+      out += "nil";
+      return;
     case json::value_t::boolean:
-      return v.get<bool>() ? "true" : "false";
+      out += v.get<bool>() ? "true" : "false";
+      return;
     case json::value_t::number_integer:
     case json::value_t::number_unsigned:
     case json::value_t::number_float:
-      return v.dump();
+      out += v.dump();
+      return;
     case json::value_t::string:
-      return quote_go_string(v.get<std::string>());
+      append_quoted(out, v.get_ref<const std::string&>());
+      return;
     case json::value_t::array:
-      return "[" + join_elems(v, d) + "]";
+      out += "[";
+      put_elems(out, v, d);
+      out += "]";
+      return;
     case json::value_t::object:
-      return object_text(v, d);
+      return put_object(out, v, d);
     default:
-      return json_text(v, d);
+      out += json_text(v, d);
+      return;
   }
 }
 
 }  // namespace
 
 std::string value_to_text(const nlohmann::json& v) {
-  // Total: any shape prints something. The accessors above check types, and this is the
-  // last line of defence should one be missed: an event line is never lost to a value.
-  try {
-    return text(v, 0);
-  } catch (const std::exception&) {
-    return json_text(v, 0);
-  }
+  std::string out;
+  append_value_text(out, v);
+  return out;
 }
 
 std::string format_duration(uint64_t ns) {
@@ -259,9 +346,18 @@ void append_value_text(std::string& out, const nlohmann::json& v) {
     case json::value_t::string:
       append_quoted(out, v.get_ref<const std::string&>());
       return;
-    default:
-      out += value_to_text(v);
+    default: {
+      // Total: any shape prints something. The accessors above check types, and this is the
+      // last line of defence should one be missed: an event line is never lost to a value.
+      const size_t at = out.size();
+      try {
+        put(out, v, 0);
+      } catch (const std::exception&) {
+        out.resize(at);
+        out += json_text(v, 0);
+      }
       return;
+    }
   }
 }
 

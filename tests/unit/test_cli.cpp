@@ -8,6 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <tuple>
 
 #include "tests/unit/fixtures.h"
 
@@ -198,6 +200,26 @@ TEST_F(Cli, MaxLineMustNotBeNegative) {
   auto r = run_command({gotap_binary(), "trace", "--max-line", "-1", "main.f", "--", "/bin/true"});
   EXPECT_EQ(r.exit_code, 2);
   expect_one_error_line(r);
+}
+
+// Every decode limit has a ceiling (docs/cli.md): --max-depth 8000 overflowed the decoder's
+// stack, --max-str 2000000000 took 2 to 11 GB (issue 35). Past it: one line, exit 2.
+TEST_F(Cli, DecodeLimitsAboveTheirCeilingsAreRefused) {
+  for (const auto& [flag, ok, bad] :
+       {std::tuple{"--max-depth", "1000", "1001"}, std::tuple{"--max-depth", "1000", "8000"},
+        std::tuple{"--max-str", "1048576", "2000000000"},
+        std::tuple{"--max-str", "1048576", "1048577"}, std::tuple{"--max-elems", "10000", "10001"},
+        std::tuple{"--max-line", "67108864", "67108865"}}) {
+    SCOPED_TRACE(std::string(flag) + " " + bad);
+    auto r = run_command({gotap_binary(), "trace", flag, bad, "main.f", "--", "/bin/true"});
+    EXPECT_EQ(r.exit_code, 2);
+    expect_one_error_line(r);
+    EXPECT_NE(r.err.find(std::string(flag) + " must be at most " + ok), std::string::npos) << r.err;
+    // At the ceiling the limit is taken: the failure, if any, is another one (no such
+    // function in /bin/true), not the limit.
+    r = run_command({gotap_binary(), "trace", flag, ok, "main.f", "--", "/bin/true"});
+    EXPECT_EQ(r.err.find("must be at most"), std::string::npos) << r.err;
+  }
 }
 
 TEST_F(Cli, NonElfFile) {

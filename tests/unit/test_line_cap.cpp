@@ -2,6 +2,8 @@
 // ends and marked, so that the text and JSON views show that something was left out.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "core/output/line_cap.h"
 #include "core/output/value_text.h"
 
@@ -66,6 +68,39 @@ TEST(LineCap, PointeePastTheBudgetIsDropped) {
   json got = cap_event_values(ev, 1024);
   EXPECT_EQ(got["truncated"], true);
   EXPECT_LT(got.dump().size(), 3000u);
+}
+
+}  // namespace
+}  // namespace gotap
+
+namespace gotap {
+namespace {
+
+// Arrays nested 4,000 deep, cut by the cap and not: linear in their size. Before, each array
+// level copied its subtree before cutting it (seconds for this one).
+TEST(LineCap, DeepArraysAreCutInLinearTime) {
+  constexpr int kDepth = 4000;
+  json v = json::array({1});
+  for (int i = 0; i < kDepth; ++i) v = json::array({std::move(v), i});
+  const json ev = entry_with(v);
+  const size_t size = ev.dump().size();
+  for (size_t cap : {size_t(200), size_t(10000), size_t(64) << 20}) {
+    SCOPED_TRACE(cap);
+    const auto t0 = std::chrono::steady_clock::now();
+    json out = cap_event_values(ev, cap);
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    EXPECT_LT(ms, 500);
+    // Cut: the outer arrays become the marked shape, and the event says so; not cut: as it was.
+    if (cap < size) {
+      EXPECT_EQ(out["truncated"], true);
+      EXPECT_EQ(out["args"][0]["value"]["truncated"], true);
+      EXPECT_LT(out.dump().size(), cap + 64 * kDepth);  // the marks the cut adds
+    } else {
+      EXPECT_EQ(out, ev);
+    }
+  }
 }
 
 }  // namespace

@@ -421,6 +421,7 @@ TEST(ValueDecoder, BucketMap) {
 // A map's header is the program's memory, so B may claim 2^31 buckets. The walk of one map
 // stops with its budget, and the maps of one value share one: before, the loop over buckets
 // went on through 2^31 empty turns (a fuzzer's timeout), and each map had a budget of its own.
+// The budget is the event's bytes now (issue 35).
 TEST(ValueDecoder, CorruptBucketCountsAreWalkedWithinABudget) {
   // Every address from kBuckets on reads as zeros: empty buckets without overflow.
   class EmptyBuckets : public FakeMemory {
@@ -444,14 +445,20 @@ TEST(ValueDecoder, CorruptBucketCountsAreWalkedWithinABudget) {
   std::vector<uint64_t> maps(16, 0x7000);
   ValueDecoder d(m, env_for(&g, ver(22)), DecodeLimits{});
   json got = d.decode(kArr16Maps, {reinterpret_cast<uint8_t*>(maps.data()), maps.size() * 8});
-  ASSERT_TRUE(got.is_array()) << got.dump();
-  ASSERT_EQ(got.size(), 16u);
-  for (const json& one : got) {
+  // The first map spends the value's byte budget (DecodeLimits::max_read): the array is
+  // cut after it, and says so; every map shown is marked cut.
+  ASSERT_TRUE(got.is_object()) << got.dump();
+  EXPECT_EQ(got["len"], 16);
+  EXPECT_EQ(got["truncated"], true);
+  ASSERT_GE(got["elems"].size(), 1u);
+  for (const json& one : got["elems"]) {
     EXPECT_EQ(one["len"], 5);
     EXPECT_EQ(one["entries"], json::array());
     EXPECT_EQ(one["truncated"], true);
   }
-  // Two reads a bucket (its tophash and its overflow pointer), 2^18 buckets a decode call.
+  EXPECT_TRUE(d.budget_cut());
+  EXPECT_LE(d.bytes_read(), DecodeLimits{}.max_read);
+  // Empty buckets are read in runs, without their overflow pointers.
   EXPECT_LE(m.bucket_reads, 2u << 18);
   EXPECT_GT(m.bucket_reads, 0u);
 }
