@@ -4,6 +4,7 @@
 #define GOTAP_CALL_LIMITS_H
 
 #include "gotap_limits.h"
+#include "rate_window.h"
 
 /* --rate N: at most N reported calls per second per function; 0: no limit. */
 const volatile __u32 rate_per_s = 0;
@@ -22,13 +23,12 @@ struct {
   __type(value, __u64);
 } errors SEC(".maps");
 
-/* Per function: the current second of bpf_ktime (high 32 bits) and the tokens taken in it
- * (low 32 bits), in one word so that one compare-and-swap takes a token. */
+/* Per function: the calls let through in the last seconds (rate_window.h). */
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
   __uint(max_entries, 1); /* resized to the number of functions */
   __type(key, __u32);
-  __type(value, __u64);
+  __type(value, struct gotap_rate_ring);
 } rate_state SEC(".maps");
 
 struct {
@@ -60,22 +60,14 @@ static __always_inline void count_error(struct pt_regs* ctx, __u32 idx) {
   if (c) *c += 1;
 }
 
-/* Whether a call of `func` may be reported now. The bucket holds rate_per_s tokens and is
- * refilled whole at each second of bpf_ktime, so that no second of the clock the events'
- * ts_ns use reports more than N calls. Functions past the map's end (the goroutine probes)
- * are never limited. A compare-and-swap lost to other CPUs four times drops the call: it is
- * still counted, as dropped. */
+/* Whether a call of `func` may be reported now: at most rate_per_s in any second of the clock
+ * the events' ts_ns use (rate_window.h). Functions past the map's end (the goroutine probes)
+ * are never limited. A call left out is counted. */
 static __always_inline int rate_allows(__u32 func, __u64 now) {
   if (!rate_per_s) return 1;
-  __u64* st = bpf_map_lookup_elem(&rate_state, &func);
-  if (!st) return 1;
-  __u64 sec = (now / 1000000000ull) & 0xffffffffull;
-  for (int i = 0; i < 4; i++) {
-    __u64 old = *(volatile __u64*)st;
-    __u64 taken = (old >> 32) == sec ? (old & 0xffffffffull) : 0;
-    if (taken >= rate_per_s) break;
-    if (__sync_val_compare_and_swap(st, old, (sec << 32) | (taken + 1)) == old) return 1;
-  }
+  struct gotap_rate_ring* ring = bpf_map_lookup_elem(&rate_state, &func);
+  if (!ring) return 1;
+  if (gotap_rate_take(ring, now, rate_per_s)) return 1;
   __u64* d = bpf_map_lookup_elem(&rate_dropped, &func);
   if (d) *d += 1;
   return 0;

@@ -237,10 +237,12 @@ static __always_inline void record_latency(__u32 func, __u64 dur) {
   if (h) __sync_fetch_and_add(h, 1);
 }
 
-static __always_inline int probe_hit(struct pt_regs* ctx) {
+/* One site's work: the site, its flags and function are the cookie's; `at` is the hit's time
+ * when the caller read it (0: read it here). A subprogram, so that a GOTAP_PROBE_ALSO_ENTRY hit
+ * runs it twice without a second copy of it in the program. */
+static __noinline int probe_hit(struct pt_regs* ctx, __u64 cookie, __u64 at) {
   __u64 pid_tgid = bpf_get_current_pid_tgid();
   if (target_tgid && (pid_tgid >> 32) != target_tgid) return 0;
-  __u64 cookie = bpf_get_attach_cookie(ctx);
   __u32 idx = gotap_cookie_site(cookie);
   __u32 func = gotap_cookie_func(cookie);
   __u8 flags = gotap_cookie_flags(cookie);
@@ -285,7 +287,7 @@ static __always_inline int probe_hit(struct pt_regs* ctx) {
     return 0;
   }
 
-  __u64 now = bpf_ktime_get_ns();
+  __u64 now = at ? at : bpf_ktime_get_ns();
   __u64 g = current_g(ctx, flags);
   __u64 goid = 0, hi = 0;
   if (!g || bpf_probe_read_user(&goid, sizeof(goid), (void*)(g + g_goid_off)) ||
@@ -414,7 +416,16 @@ int gotap_probe(struct pt_regs* ctx) {
     if (site_is_off(ctx)) return 0;
     t0 = bpf_ktime_get_ns();
   }
-  probe_hit(ctx);
+  __u64 cookie = bpf_get_attach_cookie(ctx);
+  /* A function whose body is one RET: its entry, then its return, from one uprobe and at one
+   * time (the call took the RET's few ns; the program's own time between them is not the
+   * call's). */
+  __u64 at = 0;
+  if (gotap_cookie_flags(cookie) & GOTAP_PROBE_ALSO_ENTRY) {
+    at = bpf_ktime_get_ns();
+    probe_hit(ctx, gotap_folded_entry(cookie), at);
+  }
+  probe_hit(ctx, cookie, at);
   if (measure_cost && (!target_tgid || (bpf_get_current_pid_tgid() >> 32) == target_tgid))
     add_site_cost(ctx, t0);
   return 0;

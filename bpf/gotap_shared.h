@@ -81,6 +81,10 @@ enum gotap_probe_flags {
   GOTAP_PROBE_TRACK = 8,    /* count mode: keep in-flight state (needed for DEDUPE) */
   GOTAP_PROBE_INLINE = 16,  /* an inlined call site: entry only, no in-flight state */
   GOTAP_PROBE_UNCOUNT = 32, /* count mode: the morestack call; the entry probe refires */
+  /* A RET at the function's entry probe (a body of one RET): the kernel runs the probes of
+   * one address in no order the program can rely on, so this site's uprobe is the only one
+   * there and each hit is the entry (site - 1, gotap_folded_entry) and then this return. */
+  GOTAP_PROBE_ALSO_ENTRY = 64,
 };
 
 /* A probe site's attach cookie: its index in the `probes` and `site_extra` maps (low 24
@@ -102,6 +106,14 @@ static inline gotap_u8 gotap_cookie_flags(gotap_u64 cookie) {
 }
 static inline gotap_u32 gotap_cookie_func(gotap_u64 cookie) {
   return (gotap_u32)(cookie >> 32);
+}
+
+/* The entry site a GOTAP_PROBE_ALSO_ENTRY RET stands for: the site before it, with the flags
+ * such an entry has (a first instruction that is a RET has no stack check: no refire, no
+ * morestack call). backends/ebpf/probe_config.cpp folds only entries that match. */
+static inline gotap_u64 gotap_folded_entry(gotap_u64 ret_cookie) {
+  gotap_u8 flags = gotap_cookie_flags(ret_cookie) & (GOTAP_PROBE_TLS_G | GOTAP_PROBE_TRACK);
+  return gotap_cookie(gotap_cookie_site(ret_cookie) - 1, flags, gotap_cookie_func(ret_cookie));
 }
 
 /* One probe site's record in the `probes` array map (trace mode), at its cookie's index. */

@@ -131,7 +131,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   }
   if (command == "trace")
     desc.add_options()("rate", po::value<int64_t>(),
-                       "at most N calls per second per function; the rest are counted");
+                       "at most N calls per function in any one second; the rest are counted");
   if (command == "count" || command == "latency")
     desc.add_options()("no-failed",
                        "no FAILED column: count then probes only the entries of functions "

@@ -365,6 +365,7 @@ Result<SplitSites> split_sites(const BinaryView& bin, const ProbeConfig& cfg) {
     auto off = bin.elf->vaddr_to_offset(cfg.sites[i].addr);
     if (!off) return make_error("probe address {} is not in the file", hex(cfg.sites[i].addr));
     const SiteConfig& s = cfg.sites[i];
+    if (s.folded) continue;  // the next site's uprobe runs it
     (can[i] ? out.sites : out.refused).push_back({*off, gotap_cookie(i, s.flags, s.func_id)});
   }
   return out;
@@ -631,7 +632,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   malloc_trim(0);
   sys::timing_mark("ebpf: armed");
   if (!eo.quiet) {
-    std::cerr << tracing_banner(cfg.funcs.size(), cfg.sites.size(), "ebpf",
+    std::cerr << tracing_banner(cfg.funcs.size(), cfg.probe_count(), "ebpf",
                                 target_text(opts, filter_pid, bin.path()), goroutines)
               << std::endl;
   }
@@ -767,7 +768,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   sum.backend = "ebpf";
   sum.ts_ns = monotonic_ns();
   sum.functions = cfg.funcs.size();
-  sum.probes = cfg.sites.size();
+  sum.probes = cfg.probe_count();
   sum.events = session.events;
   sum.lost = counters[GOTAP_CNT_LOST] + session.decode_failures;
   sum.pid = filter_pid > 0 ? filter_pid : 0;

@@ -103,6 +103,22 @@ SiteConfig& make_site(ProbeConfig& cfg, uint64_t addr, uint32_t func_id, uint8_t
   return s;
 }
 
+// The RET after `entry` is at the same address: one uprobe there runs both, entry first,
+// when the entry's flags are those gotap_folded_entry gives it back (else both stay, as
+// before: never a call counted twice).
+void fold_entry(ProbeConfig& cfg, size_t entry) {
+  SiteConfig& e = cfg.sites[entry];
+  SiteConfig& r = cfg.sites[entry + 1];
+  r.flags |= GOTAP_PROBE_ALSO_ENTRY;
+  const gotap_u64 want = gotap_cookie(entry, e.flags, e.func_id);
+  if (gotap_folded_entry(gotap_cookie(entry + 1, r.flags, r.func_id)) != want) {
+    r.flags &= ~GOTAP_PROBE_ALSO_ENTRY;
+    return;
+  }
+  e.folded = true;
+  ++cfg.folded_sites;
+}
+
 }  // namespace
 
 SiteConfig& ProbeConfig::add_site(uint64_t addr, const gotap_probe& p) {
@@ -164,11 +180,13 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
       make_site(cfg, *uncount, id, base | GOTAP_PROBE_UNCOUNT, nullptr, false, 0, types);
       ++cfg.morestack_sites;
     }
+    std::optional<size_t> entry_site;
     if (f.entry_probe) {
       uint8_t flags = base;
       if (f.entry_refires && !uncount) flags |= GOTAP_PROBE_DEDUPE;
       if (track) flags |= GOTAP_PROBE_TRACK;
       // Params of both kinds live in f.args / f.results; entries capture the arguments.
+      entry_site = cfg.sites.size();
       make_site(cfg, f.entry_probe, id, flags, words ? &f.args : nullptr, false, max_str, types)
           .ret_off = f.frame_size;
     }
@@ -182,9 +200,17 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
                  ? gotap_word{GOTAP_SRC_REG, err->reg, 0, 0}
                  : gotap_word{GOTAP_SRC_STACK, 0, 0, static_cast<int32_t>(err->stack_offset)};
       }
-      for (uint64_t a : f.ret_sites) {
-        make_site(cfg, a, id, flags, words ? &f.results : nullptr, true, max_str, types).err_word =
-            ew;
+      // A RET at the entry probe comes first, right after the entry it folds (gotap_shared.h,
+      // GOTAP_PROBE_ALSO_ENTRY).
+      std::vector<uint64_t> rets = f.ret_sites;
+      std::stable_partition(rets.begin(), rets.end(),
+                            [&](uint64_t a) { return a == f.entry_probe; });
+      for (uint64_t a : rets) {
+        const bool fold = entry_site && a == f.entry_probe && *entry_site + 1 == cfg.sites.size();
+        SiteConfig& s =
+            make_site(cfg, a, id, flags, words ? &f.results : nullptr, true, max_str, types);
+        s.err_word = ew;
+        if (fold) fold_entry(cfg, *entry_site);
       }
       // A tail jump leaves the function like a RET; the results are not set up there (the
       // function jumped to returns them: a failure there is not counted).

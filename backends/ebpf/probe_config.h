@@ -45,6 +45,9 @@ struct SiteConfig {
   gotap_word err_word{};
   // --stack: the hit function's return address is at RSP + ret_off (the pcsp delta).
   int32_t ret_off = 0;
+  // An entry that is also its function's RET: no uprobe of its own, the next site's (flagged
+  // GOTAP_PROBE_ALSO_ENTRY) runs it first.
+  bool folded = false;
 };
 
 struct FuncConfig {
@@ -63,10 +66,13 @@ struct ProbeConfig {
   uint32_t error_funcs = 0;          // functions with has_error: the `errors` map's entries
   int inline_sites = 0;
   int morestack_sites = 0;
+  int folded_sites = 0;  // sites with no uprobe of their own (SiteConfig::folded)
   // Caps of the casgstatus probe beyond the goid (cap 0); -1 when not captured.
   int gstatus_reason_cap = -1;  // g.waitreason, 1 byte
   int gstatus_origin_cap = -1;  // origin_span() of the g
 
+  // The uprobes the sites take: one per site but the folded ones.
+  size_t probe_count() const { return sites.size() - static_cast<size_t>(folded_sites); }
   // Site i's record in the `probes` map.
   gotap_probe record(size_t i) const;
   // Appends a site whose record is `p` (func_id and flags from it).

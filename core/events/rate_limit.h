@@ -1,11 +1,12 @@
 // --rate N in user space (the ptrace backend; the eBPF one does the same in the kernel,
-// bpf/call_limits.h): per function a bucket of N tokens, refilled whole at each second of
-// CLOCK_MONOTONIC, the clock of every ts_ns, so that no second of the events' timestamps
-// holds more than N reported calls.
+// bpf/call_limits.h): per function, at most N reported calls in any window of one second of
+// CLOCK_MONOTONIC, the clock of every ts_ns (bpf/rate_window.h says how and what it costs).
 #pragma once
 
 #include <cstdint>
 #include <vector>
+
+#include "bpf/rate_window.h"
 
 namespace gotap {
 
@@ -18,15 +19,7 @@ class RateLimit {
   bool allow(size_t func, uint64_t now_ns) {
     if (!per_s_ || func >= state_.size()) return true;
     Bucket& b = state_[func];
-    const uint64_t sec = now_ns / 1'000'000'000;
-    if (b.second != sec) {
-      b.second = sec;
-      b.taken = 0;
-    }
-    if (b.taken < per_s_) {
-      ++b.taken;
-      return true;
-    }
+    if (gotap_rate_take(&b.ring, now_ns, per_s_)) return true;
     ++b.dropped;
     return false;
   }
@@ -39,8 +32,7 @@ class RateLimit {
 
  private:
   struct Bucket {
-    uint64_t second = UINT64_MAX;
-    uint32_t taken = 0;
+    gotap_rate_ring ring{};
     uint64_t dropped = 0;
   };
   uint32_t per_s_;

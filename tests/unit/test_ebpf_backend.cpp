@@ -511,6 +511,51 @@ TEST(EbpfProbeConfig, CountKeepsNoCaptureRecords) {
   EXPECT_EQ(with_words, trace.records.size());
 }
 
+// A function whose body is one RET: its entry and its RET are one address. The kernel runs
+// two uprobes there in an order of its own (the RET's first, on 6.18), so the RET's site alone
+// takes a uprobe and the BPF program runs the entry before it (GOTAP_PROBE_ALSO_ENTRY); the
+// entry keeps its record (the arguments) and cookie. Other functions are left as they were.
+TEST(EbpfProbeConfig, OneRetFunctionTakesOneUprobe) {
+  ProbePlan plan;
+  FuncPlan one;
+  one.name = "main.nop";
+  one.entry = one.entry_probe = 0x401000;
+  one.end = 0x401001;
+  one.ret_sites = {0x401000};
+  one.abi = "internal";
+  FuncPlan two = one;
+  two.name = "main.two";
+  two.entry = 0x401020;
+  two.entry_probe = 0x401024;
+  two.ret_sites = {0x401030, 0x401040};
+  plan.funcs = {one, two};
+  for (Mode mode : {Mode::Trace, Mode::Latency, Mode::Count}) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    ProbeConfig cfg = build_probe_config(plan, mode, 8);
+    if (mode == Mode::Count) {
+      // Count probes no RET here: nothing to fold.
+      EXPECT_EQ(cfg.folded_sites, 0);
+      EXPECT_EQ(cfg.probe_count(), cfg.sites.size());
+      continue;
+    }
+    ASSERT_EQ(cfg.sites.size(), 5u);
+    EXPECT_EQ(cfg.probe_count(), 4u);
+    const SiteConfig& entry = cfg.sites[0];
+    const SiteConfig& ret = cfg.sites[1];
+    EXPECT_TRUE(entry.folded);
+    EXPECT_FALSE(entry.flags & GOTAP_PROBE_RET);
+    EXPECT_TRUE(ret.flags & GOTAP_PROBE_RET);
+    EXPECT_TRUE(ret.flags & GOTAP_PROBE_ALSO_ENTRY);
+    EXPECT_FALSE(ret.folded);
+    EXPECT_EQ(gotap_folded_entry(gotap_cookie(1, ret.flags, ret.func_id)),
+              gotap_cookie(0, entry.flags, entry.func_id));
+    for (size_t i = 2; i < cfg.sites.size(); ++i) {
+      EXPECT_FALSE(cfg.sites[i].folded) << i;
+      EXPECT_FALSE(cfg.sites[i].flags & GOTAP_PROBE_ALSO_ENTRY) << i;
+    }
+  }
+}
+
 // newproc1's entry probe reads fn, callergp and callerpc into words 0 to 2 from the
 // registers the plan names: RBX and RCX (Go 1.18+), RDI and RSI (Go 1.17); for a signature
 // gotap does not know, none, and no parent goid is read.

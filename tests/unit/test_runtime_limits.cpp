@@ -4,11 +4,13 @@
 //   result the program saw non-nil, for a pointer in an error interface (main.mayFail) and a
 //   second result (main.parse); a function without an error result has none ("-");
 //   --prometheus serves gotap_call_errors_total with the same numbers;
-// - trace --rate N reports at most N calls in any second of the events' clock, each one
-//   whole (entry and return), and counts the rest: reported + rate_limited == made, 0 lost.
+// - trace --rate N reports at most N calls in any second of the events' clock (any window of
+//   one second, across bursts), each one whole (entry and return), and counts the rest:
+//   reported + rate_limited == made, 0 lost.
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -220,6 +222,46 @@ TEST_P(Limits, RateReportsAtMostNPerSecondAndCountsTheRest) {
     EXPECT_EQ(entries + sums[0]["rate_limited"].get<uint64_t>(), made) << sums[0].dump();
   }
   EXPECT_EQ(runs, static_cast<int>(versions.size()));
+}
+
+// The most of `ts` (sorted) in any window [t, t + 1 s).
+size_t most_in_a_second(const std::vector<uint64_t>& ts) {
+  size_t most = 0;
+  for (size_t i = 0, j = 0; j < ts.size(); ++j) {
+    while (ts[j] - ts[i] >= 1'000'000'000) ++i;
+    most = std::max(most, j - i + 1);
+  }
+  return most;
+}
+
+// --rate 5 on bursts of 10 calls 300 ms apart for 3 s: second boundaries of the clock fall
+// between bursts 0.3 s apart, where a limit refilled at each second let 10 through within
+// 0.3 s. No window of one second of the events' timestamps holds more than 5 calls, and the
+// limit is no tighter than its documented 1.0625 s.
+TEST_P(Limits, RateHoldsInAnySecondAcrossBursts) {
+  auto fixtures = all_fixtures("errors");
+  ASSERT_FALSE(fixtures.empty()) << "no errors fixture built in " << fixtures_dir();
+  const Fixture& fx = fixtures.back();
+  SCOPED_TRACE(fx.label());
+  constexpr uint64_t kRate = 5;
+  RunResult r =
+      run_command({gotap_binary(), "trace", "--backend", GetParam(), "--json", "--rate",
+                   std::to_string(kRate), "main.hot", "--", fx.path, "bursts", "10", "10", "300"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto gt = ground_truth(r.out);
+  ASSERT_TRUE(gt.count("main.hot")) << r.out.substr(0, 2000);
+  std::vector<uint64_t> ts;
+  for (const auto& ev : events_in(r.out, "entry")) ts.push_back(ev.value("ts_ns", uint64_t{0}));
+  std::sort(ts.begin(), ts.end());
+  EXPECT_LE(most_in_a_second(ts), kRate);
+  // Bursts at 0, 0.3 ... 2.7 s: the one at 0, one at 1.2 s at the latest (1.0625 s on) and
+  // one at 2.4 s each let 5 through.
+  EXPECT_GE(ts.size(), 3 * kRate);
+  EXPECT_EQ(events_in(r.out, "return").size(), ts.size());
+  auto sums = events_in(r.out, "summary");
+  ASSERT_EQ(sums.size(), 1u);
+  EXPECT_EQ(ts.size() + sums[0].value("rate_limited", uint64_t{0}), gt["main.hot"].made)
+      << sums[0].dump();
 }
 
 // --no-failed: count gives every call and no `failed`, and on eBPF it probes the entries
