@@ -22,8 +22,8 @@ constexpr int kRecordVersion = 2;
 
 // How deep a record's line may nest its arrays and objects: deeper is refused before it is
 // parsed, as every view renders values recursively. A line gotap writes nests a value's
-// levels plus three (event, args, the argument), each Go level of a value two or three: far
-// less than this at any --max-depth that fits the line cap.
+// levels plus three (event, args, the argument), each Go level of a value up to four: no
+// more than this at the --max-depth ceiling (value_text.h).
 constexpr int kMaxRecordNesting = kMaxValueNesting;
 
 // Whether the JSON text `s` nests arrays and objects more than `levels` deep ("[1]" one), told

@@ -14,8 +14,11 @@ namespace gotap {
 
 // How deep the text of a value nests, in JSON levels (an array, an object), at most: deeper
 // parts print as "...". A record's line may nest no deeper (record.h), so `gotap report`
-// renders every value it reads in full; a live value is far shallower (--max-depth).
-constexpr int kMaxValueNesting = 1000;
+// renders every value it reads in full. A decoded value nests at most four JSON levels per Go
+// level (a pointer's object, a struct's, its fields' array, a field's object), so a value cut
+// at the --max-depth ceiling (1000, core/decode/value_decoder.h) fits with room for the event
+// around it: a record gotap wrote at any --max-depth reads back whole.
+constexpr int kMaxValueNesting = 4 * 1000 + 16;
 // Whether `v` holds arrays or objects nested more than `levels` deep (a scalar: 0 levels, [1]
 // one); it looks no deeper than that, so it cannot overflow the stack itself.
 bool nests_deeper_than(const nlohmann::json& v, int levels);

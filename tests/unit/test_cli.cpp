@@ -170,14 +170,14 @@ TEST_F(Cli, ReportOfDeepOrMistypedRecord) {
     auto r = run_command({gotap_binary(), "report", "--format", format, rec});
     EXPECT_EQ(r.exit_code, 2) << format << ": " << r.err;
     expect_one_error_line(r);
-    EXPECT_NE(r.err.find(rec + ":2: nests deeper than 1000 levels"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(rec + ":2: nests deeper than 4016 levels"), std::string::npos) << r.err;
   }
-  // Just under the ceiling is a record gotap reads: 995 levels of value in 4 of event.
+  // Just under the ceiling is a record gotap reads: 4011 levels of value in 4 of event.
   write_bytes(
       rec,
       header +
           R"({"event":"entry","ts_ns":1,"goid":1,"tid":1,"func":"main.f","args":[{"name":"a","value":)" +
-          std::string(995, '[') + std::string(995, ']') + "}]}\n");
+          std::string(4011, '[') + std::string(4011, ']') + "}]}\n");
   for (const char* format : {"text", "json", "graph", "perfetto", "svg"}) {
     auto r = run_command({gotap_binary(), "report", "--format", format, rec});
     EXPECT_EQ(r.exit_code, 0) << format << ": " << r.err;
