@@ -58,6 +58,7 @@ class Backoff {
     n_ = 0;
     us_ = 20;
   }
+  bool sleeping() const { return n_ >= 64; }
 
  private:
   int n_ = 0;
@@ -80,7 +81,9 @@ WaitStatus Process::wait_thread(pid_t tid, Clock::duration timeout) {
       return ws;
     }
     if (t < 0 && errno != EINTR) return {-1, 0};
-    if (reap_exits(tid)) continue;
+    // Once the stop is slow to come (a system call's comes within microseconds): an exec
+    // may be waiting for the other threads to be reaped.
+    if (backoff.sleeping() && reap_exits(tid)) continue;
     if (aborted()) {
       errno = EINTR;
       return {-1, 0};
@@ -94,17 +97,27 @@ WaitStatus Process::wait_thread(pid_t tid, Clock::duration timeout) {
 }
 
 bool Process::reap_exits(pid_t keep) {
+  // Thread by thread, and only exits: a tracer's wait reports a tracee's ptrace stops even
+  // without WSTOPPED, and another thread's stop (an int3's SIGTRAP) must be left to the
+  // loop, which sends it to its copy before consuming it (next_event). /proc/PID/task still
+  // lists a zombie, and a thread gotap has not heard of yet.
+  std::vector<pid_t> tids = list_tasks(pid_);
+  tids.insert(tids.end(), threads_.begin(), threads_.end());
+  std::sort(tids.begin(), tids.end());
+  tids.erase(std::unique(tids.begin(), tids.end()), tids.end());
   bool any = false;
-  for (;;) {
+  for (pid_t t : tids) {
+    if (t == keep) continue;
     siginfo_t si{};
-    if (waitid(P_ALL, 0, &si, WEXITED | __WALL | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0 ||
-        si.si_pid == keep)
-      return any;
+    if (waitid(P_PID, id_t(t), &si, WEXITED | __WALL | WNOHANG | WNOWAIT) != 0 || si.si_pid != t ||
+        (si.si_code != CLD_EXITED && si.si_code != CLD_KILLED && si.si_code != CLD_DUMPED))
+      continue;
     int st = 0;
-    if (waitpid(si.si_pid, &st, __WALL | WNOHANG) != si.si_pid) return any;
-    note_exit({si.si_pid, st});
+    if (waitpid(t, &st, __WALL | WNOHANG) != t) continue;
+    note_exit({t, st});
     any = true;
   }
+  return any;
 }
 
 void Process::saw_exec(bool stopped) {

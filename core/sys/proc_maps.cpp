@@ -1,6 +1,5 @@
 #include "core/sys/proc_maps.h"
 
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -43,13 +42,9 @@ std::optional<Mapping> parse_maps_line(std::string_view line) {
     return std::nullopt;
   m.perms = next_field(line);
   std::string_view off = next_field(line), dev = next_field(line), inode = next_field(line);
-  const size_t colon = dev.find(':');
-  uint64_t major = 0, minor = 0;
-  if (m.perms.size() != 4 || !parse_hex(off, m.offset) || colon == std::string_view::npos ||
-      !parse_hex(dev.substr(0, colon), major) || !parse_hex(dev.substr(colon + 1), minor) ||
-      major > 0xfffff || minor > 0xfffff)
+  if (m.perms.size() != 4 || !parse_hex(off, m.offset) || dev.find(':') == std::string_view::npos)
     return std::nullopt;
-  m.dev = makedev(major, minor);
+  m.dev = dev;
   auto [p, ec] = std::from_chars(inode.data(), inode.data() + inode.size(), m.inode);
   if (inode.empty() || ec != std::errc() || p != inode.data() + inode.size()) return std::nullopt;
   // The path is the rest of the line after the padding: it may contain spaces itself.

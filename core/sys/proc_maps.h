@@ -14,7 +14,7 @@ struct Mapping {
   uint64_t start = 0, end = 0;
   std::string perms;  // "r-xp"
   uint64_t offset = 0;
-  uint64_t dev = 0;  // as makedev(major, minor) of the "MAJ:MIN" field: stat's st_dev
+  std::string dev;  // "fd:01", as the kernel prints it
   uint64_t inode = 0;
   std::string path;  // as the kernel prints it: may hold spaces or end in " (deleted)"
 };
