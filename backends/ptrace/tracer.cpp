@@ -1133,8 +1133,14 @@ void Tracer::release_pages(const std::vector<pid_t>& stopped, pid_t via) {
   net_.release_data(*proc_, via, syscall_at_);
   const uint64_t lo = bps_.scratch(), hi = lo + bps_.scratch_size();
   if (!lo || net_.handler_out()) return;
-  for (pid_t t : stopped)
-    if (may_return_into(t, proc_->mem(), lo, hi)) return;
+  // The Go stack each thread is on bounds the search for a signal frame (page_release.h).
+  GoroutineReader g(proc_->mem(), plan_);
+  for (pid_t t : stopped) {
+    user_regs_struct r{};
+    std::optional<GInfo> gi;
+    if (::ptrace(PTRACE_GETREGS, t, nullptr, &r) == 0) gi = g.current(r, true);
+    if (may_return_into(t, proc_->mem(), lo, hi, gi ? gi->stack_hi : 0)) return;
+  }
   auto r = proc_->inject_syscall(via, syscall_at_, SYS_munmap, {lo, hi - lo});
   if (r && *r == 0) bps_.forget_scratch();
 }
