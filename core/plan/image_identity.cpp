@@ -2,8 +2,11 @@
 
 #include <elf.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
+#include <charconv>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -19,6 +22,20 @@ constexpr uint64_t kPageMask = ~uint64_t{0xfff};
 
 std::string dev_ino(uint64_t dev, uint64_t ino) {
   return fmt::format("{}:{}", dev, ino);
+}
+
+// A device as the maps print it ("fd:01": major and minor in hex) as stat's st_dev; nullopt
+// when it does not parse.
+std::optional<uint64_t> maps_dev(std::string_view s) {
+  const size_t colon = s.find(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  unsigned major = 0, minor = 0;
+  auto a = std::from_chars(s.data(), s.data() + colon, major, 16);
+  auto b = std::from_chars(s.data() + colon + 1, s.data() + s.size(), minor, 16);
+  if (a.ec != std::errc() || a.ptr != s.data() + colon || b.ec != std::errc() ||
+      b.ptr != s.data() + s.size())
+    return std::nullopt;
+  return makedev(major, minor);
 }
 
 }  // namespace
@@ -47,10 +64,10 @@ std::string image_mismatch(int pid, const ElfFile& elf, std::optional<uint64_t> 
         if (m.start <= at && at < m.end) hit = &m;
       if (!hit) return fmt::format("nothing is mapped at {:#x}", at);
       const uint64_t off = hit->offset + (at - hit->start);
-      if (hit->dev != elf.dev() || hit->inode != elf.ino() || off != want_off)
+      const uint64_t dev = maps_dev(hit->dev).value_or(0);
+      if (dev != elf.dev() || hit->inode != elf.ino() || off != want_off)
         return fmt::format("{:#x} maps file {} at offset {:#x}, not {} at {:#x}", at,
-                           dev_ino(hit->dev, hit->inode), off, dev_ino(elf.dev(), elf.ino()),
-                           want_off);
+                           dev_ino(dev, hit->inode), off, dev_ino(elf.dev(), elf.ino()), want_off);
     }
   }
   for (const char* name : {".note.go.buildid", ".note.gnu.build-id"}) {
