@@ -133,8 +133,6 @@ bool Process::aborted() const {
   return abort_ && abort_();
 }
 
-namespace {}  // namespace
-
 void Process::inject_step() {
   static const std::string die_at = [] {
     const char* e = getenv("GOTAP_TEST_DIE_AT");
