@@ -3,6 +3,7 @@
 #include <sys/ptrace.h>
 #include <sys/user.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -19,7 +20,7 @@ bool has_word_in(std::span<const uint8_t> bytes, uint64_t lo, uint64_t hi) {
   return false;
 }
 
-bool may_return_into(pid_t tid, TraceeMemory& mem, uint64_t lo, uint64_t hi) {
+bool may_return_into(pid_t tid, TraceeMemory& mem, uint64_t lo, uint64_t hi, uint64_t stack_hi) {
   user_regs_struct r{};
   if (::ptrace(PTRACE_GETREGS, tid, nullptr, &r) != 0) return true;  // unknown: keep it
   if (r.rip >= lo && r.rip < hi) return true;
@@ -33,7 +34,7 @@ bool may_return_into(pid_t tid, TraceeMemory& mem, uint64_t lo, uint64_t hi) {
   // their saved pc.
   std::vector<uint8_t> buf(4096);
   uint64_t at = r.rsp & ~uint64_t{7};
-  const uint64_t end = at + kReturnScan;
+  const uint64_t end = stack_hi > at ? std::min(at + kReturnScan, stack_hi) : at + kReturnScan;
   while (at < end) {
     const uint64_t n = std::min<uint64_t>(4096 - (at & 4095), end - at);
     if (!mem.read(at, buf.data(), n)) break;

@@ -29,7 +29,11 @@ bool has_word_in(std::span<const uint8_t> bytes, uint64_t lo, uint64_t hi);
 // there, or it blocks a signal (it may be in a handler) and a word of the kReturnScan bytes
 // from its stack pointer up is there (what cannot be read is not searched: the end of the
 // stack's mapping). A false positive only keeps the page. A handler installed with
-// SA_NODEFER and an empty mask is not seen.
-bool may_return_into(pid_t tid, TraceeMemory& mem, uint64_t lo, uint64_t hi);
+// SA_NODEFER and an empty mask is not seen. `stack_hi`, when known (the top of the Go stack
+// that holds the thread's stack pointer: its g's, or its signal stack's in a handler), ends
+// the search there: above it lies other memory, where other threads' stale signal frames
+// kept the page after 1 attach in 10 to a program whose threads come and go (a thread in
+// mexit blocks every signal).
+bool may_return_into(pid_t tid, TraceeMemory& mem, uint64_t lo, uint64_t hi, uint64_t stack_hi = 0);
 
 }  // namespace gotap::ptrace

@@ -44,19 +44,98 @@ std::vector<pid_t> list_tasks(pid_t pid) {
   return out;
 }
 
-WaitStatus wait_any(pid_t which) {
-  WaitStatus ws;
+// Waits that poll: a blocked waitpid returns only for a signal delivered to its own thread,
+// and the front end's handler may run on any thread, so a wait must look at the clock and
+// at the stop request itself. Yields the CPU at first (an injected system call's stop comes
+// within microseconds), then sleeps a little longer each time, up to a millisecond.
+class Backoff {
+ public:
+  void pause() {
+    if (n_++ < 64) {
+      sched_yield();
+      return;
+    }
+    usleep(us_);
+    us_ = std::min(us_ * 2, 1000);
+  }
+  void reset() {
+    n_ = 0;
+    us_ = 20;
+  }
+  bool sleeping() const { return n_ >= 64; }
+
+ private:
+  int n_ = 0;
+  int us_ = 20;
+};
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+WaitStatus Process::wait_thread(pid_t tid, Clock::duration timeout) {
+  const auto deadline = Clock::now() + timeout;
+  Backoff backoff;
   for (;;) {
     int st = 0;
-    pid_t t = waitpid(which, &st, __WALL);
-    if (t < 0 && errno == EINTR) continue;
-    ws.tid = t;
-    ws.raw = st;
-    return ws;
+    pid_t t = waitpid(tid, &st, __WALL | WNOHANG);
+    if (t == tid) {
+      WaitStatus ws{t, st};
+      if (ws.stopped() && ws.event() == PTRACE_EVENT_EXEC) saw_exec(true);
+      return ws;
+    }
+    if (t < 0 && errno != EINTR) return {-1, 0};
+    // Once the stop is slow to come (a system call's comes within microseconds): an exec
+    // may be waiting for the other threads to be reaped.
+    if (backoff.sleeping() && reap_exits(tid)) continue;
+    if (aborted()) {
+      errno = EINTR;
+      return {-1, 0};
+    }
+    if (Clock::now() >= deadline) {
+      errno = ETIMEDOUT;
+      return {-1, 0};
+    }
+    backoff.pause();
   }
 }
 
-}  // namespace
+bool Process::reap_exits(pid_t keep) {
+  // Thread by thread, and only exits: a tracer's wait reports a tracee's ptrace stops even
+  // without WSTOPPED, and another thread's stop (an int3's SIGTRAP) must be left to the
+  // loop, which sends it to its copy before consuming it (next_event). /proc/PID/task still
+  // lists a zombie, and a thread gotap has not heard of yet.
+  std::vector<pid_t> tids = list_tasks(pid_);
+  tids.insert(tids.end(), threads_.begin(), threads_.end());
+  std::sort(tids.begin(), tids.end());
+  tids.erase(std::unique(tids.begin(), tids.end()), tids.end());
+  bool any = false;
+  for (pid_t t : tids) {
+    if (t == keep) continue;
+    siginfo_t si{};
+    if (waitid(P_PID, id_t(t), &si, WEXITED | __WALL | WNOHANG | WNOWAIT) != 0 || si.si_pid != t ||
+        (si.si_code != CLD_EXITED && si.si_code != CLD_KILLED && si.si_code != CLD_DUMPED))
+      continue;
+    int st = 0;
+    if (waitpid(t, &st, __WALL | WNOHANG) != t) continue;
+    note_exit({t, st});
+    any = true;
+  }
+  return any;
+}
+
+void Process::saw_exec(bool stopped) {
+  // The execing thread took the leader's pid; every other thread is gone, unreported.
+  exec_seen_ = true;
+  exec_stopped_ = stopped;
+  threads_.clear();
+  threads_.insert(pid_);
+  held_signals_.clear();
+}
+
+bool Process::aborted() const {
+  return abort_ && abort_();
+}
 
 void Process::inject_step() {
   static const std::string die_at = [] {
@@ -66,6 +145,17 @@ void Process::inject_step() {
   if (die_at.empty()) return;
   ++inject_steps_;
   if (die_at == std::string(inject_phase_) + ":" + std::to_string(inject_steps_)) raise(SIGKILL);
+}
+
+// Test hook (tests/unit/test_runtime_attach.cpp): GOTAP_TEST_INJECT_PAUSE_US waits that long
+// after sending a thread to each system call injected while attaching and before waiting for
+// its stop, so that a program's exec, or a stop request, falls among them.
+void Process::test_pause() const {
+  static const long pause_us = [] {
+    const char* e = getenv("GOTAP_TEST_INJECT_PAUSE_US");
+    return e ? std::atol(e) : 0L;
+  }();
+  if (pause_us > 0 && std::string_view(inject_phase_) == "attach") usleep(pause_us);
 }
 
 bool WaitStatus::exited() const {
@@ -92,7 +182,8 @@ bool Process::cont(pid_t tid, int sig) {
   return ::ptrace(PTRACE_CONT, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(sig))) == 0;
 }
 
-Result<std::unique_ptr<Process>> Process::launch(const std::vector<std::string>& argv) {
+Result<std::unique_ptr<Process>> Process::launch(const std::vector<std::string>& argv,
+                                                 Abort abort) {
   // Stopped before exec, so that exec is the first thing the tracer sees.
   auto c = sys::fork_exec(argv, sys::TraceStop::BeforeExec);
   if (!c) return c.error();
@@ -114,10 +205,20 @@ Result<std::unique_ptr<Process>> Process::launch(const std::vector<std::string>&
   std::unique_ptr<Process> p(new Process());
   p->pid_ = child;
   p->launched_ = true;
+  p->abort_ = std::move(abort);
   p->threads_.insert(child);
   for (;;) {
-    WaitStatus ws = wait_any(child);
-    if (ws.tid != child) return runtime_error("lost {} while starting it", argv[0]);
+    // An exec takes milliseconds; one that hangs (a file on a dead NFS server) or a stop
+    // request ends the wait. The child, stopped at its exec or not, then goes.
+    WaitStatus ws = p->wait_thread(child, std::chrono::seconds(30));
+    if (ws.tid != child) {
+      const bool stopped = errno == EINTR;
+      kill(child, SIGKILL);
+      waitpid(child, nullptr, __WALL);
+      p->gone_ = true;
+      return stopped ? runtime_error("stopped while starting {}", argv[0])
+                     : runtime_error("lost {} while starting it", argv[0]);
+    }
     if (ws.exited()) {
       p->gone_ = true;
       if (int err = c->exec_error()) {
@@ -128,7 +229,11 @@ Result<std::unique_ptr<Process>> Process::launch(const std::vector<std::string>&
       return runtime_error("cannot run {} (exit status {})", argv[0],
                            WIFEXITED(ws.raw) ? WEXITSTATUS(ws.raw) : 128 + WTERMSIG(ws.raw));
     }
-    if (ws.event() == PTRACE_EVENT_EXEC) break;
+    if (ws.event() == PTRACE_EVENT_EXEC) {
+      // The exec gotap made, not one that would end the trace (wait_thread took it for that).
+      p->exec_seen_ = p->exec_stopped_ = false;
+      break;
+    }
     if (ws.event() == PTRACE_EVENT_STOP || ws.stop_sig() == SIGSTOP || ws.stop_sig() == SIGCONT) {
       cont(child, 0);
       continue;
@@ -172,10 +277,11 @@ bool thread_exiting(pid_t pid, pid_t t) {
 
 }  // namespace
 
-Result<std::unique_ptr<Process>> Process::attach(pid_t pid) {
+Result<std::unique_ptr<Process>> Process::attach(pid_t pid, Abort abort) {
   if (kill(pid, 0) != 0) return errno_error(ErrorKind::Runtime, "cannot attach to pid {}", pid);
   std::unique_ptr<Process> p(new Process());
   p->pid_ = pid;
+  p->abort_ = std::move(abort);
   // Threads may be created while we seize: repeat until a pass finds no new thread. Threads
   // created by seized threads are attached automatically (PTRACE_O_TRACECLONE).
   for (bool more = true; more;) {
@@ -342,13 +448,21 @@ WaitStatus Process::next_event(pid_t which, bool block, const TrapFix& fix, bool
 Result<void> Process::interrupt_and_wait(pid_t tid, const TrapFix& fix_trap) {
   if (::ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0)
     return errno_error(ErrorKind::Runtime, "cannot stop thread {}", tid);
+  // Polled (wait_thread says why), and bounded: a thread that never reports must not hold
+  // gotap, and the program with it.
+  const auto deadline = Clock::now() + kWaitLimit;
+  Backoff backoff;
   for (;;) {
     bool fixed = false;
-    WaitStatus ws = next_event(-1, true, fix_trap, &fixed);
-    if (ws.tid == 0) {  // an exit that cannot be taken yet (see next_event)
-      usleep(100);
+    WaitStatus ws = next_event(-1, false, fix_trap, &fixed);
+    if (ws.tid == 0) {  // nothing yet, or an exit that cannot be taken yet (see next_event)
+      if (aborted()) return runtime_error("stopped while attaching to pid {}", pid_);
+      if (Clock::now() >= deadline)
+        return runtime_error("thread {} did not stop within {} s", tid, kWaitLimit.count());
+      backoff.pause();
       continue;
     }
+    backoff.reset();
     if (ws.tid < 0) {
       if (errno == EINTR) continue;
       return errno_error(ErrorKind::Runtime, "waitpid");
@@ -361,6 +475,11 @@ Result<void> Process::interrupt_and_wait(pid_t tid, const TrapFix& fix_trap) {
     if (fixed) {
       cont(ws.tid, 0);
       continue;
+    }
+    if (ws.event() == PTRACE_EVENT_EXEC) {
+      // Another program now: nothing of the plan may go into it (the caller refuses).
+      saw_exec(true);
+      return runtime_error("pid {} ran exec", pid_);
     }
     if (ws.tid == tid) {
       if (ws.event() == PTRACE_EVENT_STOP && !ws.group_stop()) return {};
@@ -411,9 +530,14 @@ Result<uint64_t> Process::inject_syscall(pid_t tid, uint64_t code_addr, long nr,
     for (int stops = 0; stops < 1000 && !done; ++stops) {
       if (::ptrace(PTRACE_SYSCALL, tid, nullptr, reinterpret_cast<void*>(long(sig))) != 0) break;
       inject_step();
+      if (stops == 0) test_pause();
       sig = 0;
-      WaitStatus ws = wait_any(tid);
+      WaitStatus ws = wait_thread(tid, kWaitLimit);
       inject_step();
+      // Gone to another program, or no answer: the registers and the stub are not put back
+      // (the thread runs the new program, or may yet stop; the stub's bytes restore it).
+      if (ws.tid < 0) return wait_error(tid, "during syscall injection");
+      if (ws.event() == PTRACE_EVENT_EXEC) return runtime_error("pid {} ran exec", pid_);
       if (ws.exited()) {
         note_exit(ws);
         return runtime_error("thread {} exited during syscall injection", tid);
@@ -492,8 +616,10 @@ Result<uint64_t> Process::inject_by_step(pid_t tid, uint64_t code_addr, long nr,
     for (int tries = 0; tries < 100; ++tries) {
       if (::ptrace(PTRACE_SINGLESTEP, tid, nullptr, nullptr) != 0) break;
       inject_step();
-      WaitStatus ws = wait_any(tid);
+      WaitStatus ws = wait_thread(tid, kWaitLimit);
       inject_step();
+      if (ws.tid < 0) return wait_error(tid, "during syscall injection");
+      if (ws.event() == PTRACE_EVENT_EXEC) return runtime_error("pid {} ran exec", pid_);
       if (ws.exited()) {
         note_exit(ws);
         return runtime_error("thread {} exited during syscall injection", tid);
@@ -513,6 +639,13 @@ Result<uint64_t> Process::inject_by_step(pid_t tid, uint64_t code_addr, long nr,
   ::ptrace(PTRACE_SETREGS, tid, nullptr, &saved);
   inject_step();
   return out;
+}
+
+Error Process::wait_error(pid_t tid, const char* during) const {
+  if (errno == EINTR) return runtime_error("stopped while attaching to pid {}", pid_);
+  if (errno == ETIMEDOUT)
+    return runtime_error("thread {} did not stop within {} s {}", tid, kWaitLimit.count(), during);
+  return errno_error(ErrorKind::Runtime, "thread {} lost {}", tid, during);
 }
 
 std::optional<uint64_t> signal_mask(pid_t pid, pid_t tid, std::string_view field) {
@@ -536,6 +669,11 @@ bool sigtrap_pending(pid_t pid, pid_t tid) {
 void Process::detach_all(const TrapFix& fix_trap, pid_t already_stopped,
                          const AllStopped& all_stopped) {
   std::unordered_set<pid_t> pending;
+  // Threads released, parked or gone: a thread's creator may report the clone after the new
+  // thread's first stop or its exit, which must not put it back among those waited for.
+  // Waited for again, it never reported, and the detach gave up on holding every thread
+  // (the scratch page stayed) after 5 s, in a program whose threads come and go.
+  std::unordered_set<pid_t> done;
   // With all_stopped: threads held in their stop until every thread is, and the signal each
   // is to get when released.
   std::vector<std::pair<pid_t, int>> parked;
@@ -546,6 +684,7 @@ void Process::detach_all(const TrapFix& fix_trap, pid_t already_stopped,
   };
   auto detach = [&](pid_t t, int sig) {
     pending.erase(t);
+    done.insert(t);
     if (holding) {
       parked.push_back({t, sig});
       return;
@@ -568,6 +707,11 @@ void Process::detach_all(const TrapFix& fix_trap, pid_t already_stopped,
     if (sig == 0 && sigtrap_pending(pid_, t) && cont(t, 0)) return;
     detach(t, sig);
   };
+  // The leader in an exec stop that was taken already (saw_exec): it reports nothing more.
+  if (exec_stopped_ && already_stopped != pid_) {
+    exec_stopped_ = false;
+    release(pid_, 0);
+  }
   for (pid_t t : threads_) {
     if (t == already_stopped) continue;
     if (::ptrace(PTRACE_INTERRUPT, t, nullptr, nullptr) == 0) pending.insert(t);
@@ -594,6 +738,7 @@ void Process::detach_all(const TrapFix& fix_trap, pid_t already_stopped,
     if (ws.exited()) {
       note_exit(ws);
       pending.erase(ws.tid);
+      done.insert(ws.tid);
       continue;
     }
     pid_t t = ws.tid;
@@ -602,11 +747,20 @@ void Process::detach_all(const TrapFix& fix_trap, pid_t already_stopped,
     switch (ws.event()) {
       case PTRACE_EVENT_CLONE:
       case PTRACE_EVENT_FORK:
-        if (auto nt = new_thread(ws)) pending.insert(*nt);
+        if (auto nt = new_thread(ws); nt && !done.count(*nt)) pending.insert(*nt);
         detach(t, held);
         break;
+      case PTRACE_EVENT_EXEC: {
+        // The execing thread's former tid reports nothing more: no longer waited for.
+        unsigned long former = 0;
+        if (::ptrace(PTRACE_GETEVENTMSG, t, nullptr, &former) == 0) pending.erase(pid_t(former));
+        exec_seen_ = true;
+        detach(t, held);
+        break;
+      }
       case 0: {
-        int sig = fixed ? 0 : ws.stop_sig();
+        // A syscall stop (an injection given up: the stub finishes it) carries no signal.
+        int sig = fixed || ws.stop_sig() == (SIGTRAP | 0x80) ? 0 : ws.stop_sig();
         // The pending interrupt is dropped by the detach.
         detach(t, sig ? sig : held);
         break;

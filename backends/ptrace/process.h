@@ -7,6 +7,7 @@
 #include <sys/types.h>
 #include <sys/user.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -42,10 +43,17 @@ using TrapFix = std::function<bool(pid_t, user_regs_struct&)>;
 
 class Process {
  public:
+  // Whether a wait should give up: a stop requested while attaching (set_abort).
+  using Abort = std::function<bool()>;
+  // How long a wait for one thread's stop lasts at most (an injected system call's, an
+  // interrupt's); a thread that never reports must not hold gotap and the program for ever.
+  static constexpr std::chrono::seconds kWaitLimit{5};
+
   // fork + exec; returns with the only thread stopped at the exec (PTRACE_EVENT_EXEC).
-  static Result<std::unique_ptr<Process>> launch(const std::vector<std::string>& argv);
+  static Result<std::unique_ptr<Process>> launch(const std::vector<std::string>& argv,
+                                                 Abort abort = nullptr);
   // Seizes every thread; returns with all threads running.
-  static Result<std::unique_ptr<Process>> attach(pid_t pid);
+  static Result<std::unique_ptr<Process>> attach(pid_t pid, Abort abort = nullptr);
   ~Process();
 
   pid_t pid() const { return pid_; }
@@ -107,7 +115,13 @@ class Process {
   void release_children();
   uint64_t children_cleaned() const { return children_cleaned_; }
 
+  // Whether the process ran exec since the launch's own (or the attach): the threads are
+  // gone but the leader, which runs another program (the plan's addresses mean nothing
+  // there). Seen by every wait: an injection, an interrupt, detach_all. /proc/PID/mem, opened
+  // before, reaches the old program's memory only: no write can reach the new one.
   bool exec_seen() const { return exec_seen_; }
+  // While set, waits give up when it says so (errors "stopped while attaching").
+  void set_abort(Abort abort) { abort_ = std::move(abort); }
   int exit_code() const { return exit_code_; }
   int exit_signal() const { return exit_signal_; }  // 0 unless a signal killed it
   void note_exit(const WaitStatus& ws);
@@ -132,7 +146,9 @@ class Process {
   pid_t pid_ = 0;
   bool launched_ = false;
   bool exec_seen_ = false;
+  bool exec_stopped_ = false;  // the leader sits in the exec stop that saw_exec took
   bool gone_ = false;
+  Abort abort_;
   int exit_code_ = 0;
   int exit_signal_ = 0;
   std::unique_ptr<TraceeMemory> mem_;
@@ -141,6 +157,7 @@ class Process {
   const char* inject_phase_ = "";
   int inject_steps_ = 0;
   void inject_step();
+  void test_pause() const;
   TrapFix fix_trap_;
   ChildClean child_clean_;
   // At a CLONE or FORK event: the new thread, or nothing when it made a process (then kept
@@ -152,6 +169,18 @@ class Process {
   bool stub_searched_ = false;
   Result<uint64_t> inject_by_step(pid_t tid, uint64_t code_addr, long nr,
                                   std::initializer_list<uint64_t> args);
+  // The next stop or exit of `tid`, the exits of other threads reaped meanwhile: an exec by
+  // another thread waits (in D state) until every other thread is reaped, and a tracer that
+  // waits for the leader alone waited for ever. {-1, 0} with errno ETIMEDOUT after
+  // `timeout`, EINTR when aborted, ECHILD when tid is gone.
+  WaitStatus wait_thread(pid_t tid, std::chrono::steady_clock::duration timeout);
+  // Reaps every thread's exit that is ready, but `keep`'s; whether there was one.
+  bool reap_exits(pid_t keep);
+  // An exec took the process: the leader alone is left (`stopped`: in its exec stop).
+  void saw_exec(bool stopped);
+  bool aborted() const;
+  // The error of a wait_thread that gave up.
+  Error wait_error(pid_t tid, const char* during) const;
 };
 
 }  // namespace gotap::ptrace

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -22,6 +23,7 @@
 
 #include "backends/ptrace/page_release.h"
 #include "backends/ptrace/unwind.h"
+#include "core/binary/elf_file.h"
 #include "core/cond/condition.h"
 #include "core/cond/eval.h"
 #include "core/events/latency.h"
@@ -30,6 +32,7 @@
 #include "core/model/wait_reasons.h"
 #include "core/plan/error_result.h"
 #include "core/plan/fork_child.h"
+#include "core/plan/image_identity.h"
 #include "core/plan/signals_blocked.h"
 #include "core/sys/spawn.h"
 #include "core/sys/timing.h"
@@ -219,25 +222,46 @@ void Tracer::hand_over() {
 }
 
 Result<void> Tracer::start() {
+  // Test hook (tests/unit/test_runtime_attach.cpp): GOTAP_TEST_ATTACH_DELAY_MS waits that
+  // long between the plan and the attach (or launch), where a program may exec.
+  if (const char* e = getenv("GOTAP_TEST_ATTACH_DELAY_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(strtoul(e, nullptr, 10)));
+  // Until the probes are live, a stop request ends every wait (the front end's handler may
+  // run on another thread, where it interrupts no waitpid of ours).
+  auto abort = [] { return stop_requested().load(); };
   pid_t stopped = 0;
   if (!opts_.target.argv.empty()) {
-    auto p = Process::launch(opts_.target.argv);
+    auto p = Process::launch(opts_.target.argv, abort);
     if (!p) return p.error();
     proc_ = std::move(*p);
     stopped = proc_->pid();
+    // The program stops at its exec, before its first instruction: a file replaced since the
+    // plan was made (a rebuild) is refused here, the program killed before it ran.
+    if (auto r = check_image(); !r) {
+      kill(proc_->pid(), SIGKILL);
+      return r;
+    }
   } else if (opts_.target.pid > 0) {
-    auto p = Process::attach(opts_.target.pid);
+    auto p = Process::attach(opts_.target.pid, abort);
     if (!p) return p.error();
     proc_ = std::move(*p);
     stopped = proc_->pid();
     if (!proc_->threads().count(stopped)) stopped = *proc_->threads().begin();
+    // Every thread is seized: an exec from now on stops for gotap (PTRACE_O_TRACEEXEC), and
+    // the /proc/PID/mem that the writes go through reaches this image only. So this image,
+    // checked now, is the only one any write can reach.
+    if (auto r = check_image(); !r) {
+      proc_->detach_all([](pid_t, user_regs_struct&) { return false; });
+      return r;
+    }
     clear_leftovers();
     auto r = proc_->interrupt_and_wait(stopped, [this](pid_t, user_regs_struct& r) {
       return rewind_leftover(leftover_sites_, proc_->mem(), r);
     });
     if (!r) {
+      // The thread in an exec stop, if that is what ended it, is released by detach_all.
       proc_->detach_all([](pid_t, user_regs_struct&) { return false; });
-      return r;
+      return proc_->exec_seen() ? exec_refusal() : r;
     }
   } else {
     return make_error("ptrace backend: no target (use -p PID or -- CMD ARGS)");
@@ -252,9 +276,39 @@ Result<void> Tracer::start() {
       // `stopped` is still in its interrupt stop: it will report nothing more.
       proc_->detach_all([](pid_t, user_regs_struct&) { return false; }, stopped);
     }
+    // An exec during the attach: the new program got none of it (Process::exec_seen).
+    if (proc_->exec_seen() || runs_another_file()) return exec_refusal();
     return r;
   }
+  proc_->set_abort(nullptr);
   return {};
+}
+
+bool Tracer::runs_another_file() const {
+  struct stat st {};
+  const std::string exe = "/proc/" + std::to_string(proc_->pid()) + "/exe";
+  const ElfFile& elf = *bin_.elf;
+  return (elf.dev() || elf.ino()) && ::stat(exe.c_str(), &st) == 0 &&
+         (uint64_t(st.st_dev) != elf.dev() || uint64_t(st.st_ino) != elf.ino());
+}
+
+Error Tracer::exec_refusal() const {
+  return runtime_error(
+      "pid {} changed its program (exec) between planning and attach; nothing was written",
+      proc_->pid());
+}
+
+Result<void> Tracer::check_image() {
+  // Without a bias only the executable is compared; setup_probes then says what is missing.
+  const std::string what =
+      image_mismatch(proc_->pid(), *bin_.elf, bin_.load_bias(proc_->pid()), proc_->mem());
+  if (what.empty()) return {};
+  if (proc_->launched())
+    return runtime_error("{} is not the file that was planned ({}); nothing was written",
+                         opts_.target.argv[0], what);
+  // A process that ran exec, or a pid that another program took since: either way, what it
+  // runs is not what was planned.
+  return exec_refusal();
 }
 
 // A gotap killed earlier left its int3s here: the original bytes go back before anything
@@ -514,6 +568,12 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     release_file_text();
     retire_table(child, bps_.scratch());
   });
+  // The thread that ran the injections is still held: a thread killed meanwhile (by an exec
+  // in another thread, which then waits for gotap to reap the others, the old program's
+  // memory still in place) makes the injections fail, and the arm only warns of that.
+  if (user_regs_struct held{}; ::ptrace(PTRACE_GETREGS, stopped, nullptr, &held) != 0)
+    return runtime_error("thread {} of pid {} was killed while gotap attached", stopped,
+                         proc_->pid());
   auto inserted = bps_.insert_all(mem, file_text());
   release_file_text();
   GOTAP_TRY(inserted);
@@ -963,6 +1023,11 @@ void Tracer::loop() {
     return true;
   };
   for (;;) {
+    // An exec that an injection (TrapNet::rearm) took: the trace ends as at the loop's own.
+    if (proc_->exec_seen()) {
+      exec_ended_ = true;
+      return;
+    }
     if (queue_) {
       queue_->push(staged_);  // events of no hit: --max-overhead's
       if (auto f = queue_->failure()) failed_ = std::move(f);
@@ -1109,8 +1174,14 @@ void Tracer::release_pages(const std::vector<pid_t>& stopped, pid_t via) {
   net_.release_data(*proc_, via, syscall_at_);
   const uint64_t lo = bps_.scratch(), hi = lo + bps_.scratch_size();
   if (!lo || net_.handler_out()) return;
-  for (pid_t t : stopped)
-    if (may_return_into(t, proc_->mem(), lo, hi)) return;
+  // The Go stack each thread is on bounds the search for a signal frame (page_release.h).
+  GoroutineReader g(proc_->mem(), plan_);
+  for (pid_t t : stopped) {
+    user_regs_struct r{};
+    std::optional<GInfo> gi;
+    if (::ptrace(PTRACE_GETREGS, t, nullptr, &r) == 0) gi = g.current(r, true);
+    if (may_return_into(t, proc_->mem(), lo, hi, gi ? gi->stack_hi : 0)) return;
+  }
   auto r = proc_->inject_syscall(via, syscall_at_, SYS_munmap, {lo, hi - lo});
   if (r && *r == 0) bps_.forget_scratch();
 }

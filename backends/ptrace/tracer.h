@@ -82,6 +82,15 @@ class Tracer {
   using PendingMap = std::unordered_map<CallKey, Pending, CallKeyHash>;
 
   Result<void> start();
+  // Whether the process maps the file the plan was made from (core/plan/image_identity.h):
+  // after the attach and before any write, and at a launch's exec stop.
+  Result<void> check_image();
+  // The one line of a process that ran exec, or whose pid another program took, since the
+  // plan: exit 1, nothing written.
+  Error exec_refusal() const;
+  // Whether /proc/PID/exe is now another file than the planned one (an exec that no wait
+  // saw: the attach failed while it was under way).
+  bool runs_another_file() const;
   Result<void> setup_probes(pid_t stopped);
   void clear_leftovers();
   // Who holds a uprobe at addr (bias: the image's load bias), from the kernel's list of the

@@ -34,6 +34,8 @@ Result<std::unique_ptr<ElfFile>> ElfFile::open(const std::string& path) {
     return make_error("{}: not an ELF file (too short)", path);
   std::unique_ptr<ElfFile> f(new ElfFile());
   f->path_ = path;
+  f->dev_ = st.st_dev;
+  f->ino_ = st.st_ino;
   // Private and writable so libelf may never write through to the file; pages are only
   // copied if written.
   void* m = mmap(nullptr, st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd.get(), 0);

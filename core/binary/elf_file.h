@@ -63,6 +63,10 @@ class ElfFile {
   // backend attaches its uprobes through it (/proc/self/fd/N), so they can only go into
   // the file the plan was made from.
   int fd() const { return fd_.get(); }
+  // The device and inode of the file opened (its fstat): what a process must map for a plan
+  // of this file to be its (core/plan/image_identity.h). Zeros for bytes parsed from memory.
+  uint64_t dev() const { return dev_; }
+  uint64_t ino() const { return ino_; }
   uint16_t type() const { return type_; }  // ET_EXEC, ET_DYN
   bool is_pie() const;
   uint64_t entry() const { return entry_; }
@@ -105,6 +109,7 @@ class ElfFile {
 
   std::string path_;
   sys::Fd fd_;
+  uint64_t dev_ = 0, ino_ = 0;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   void* map_ = nullptr;         // mmap'ed file, or
