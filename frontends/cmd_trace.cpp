@@ -33,6 +33,7 @@
 #include "frontends/prometheus_exporter.h"
 #include "frontends/reader_gone.h"
 #include "frontends/register_backends.h"
+#include "frontends/target_pid.h"
 
 namespace gotap::cli {
 
@@ -260,9 +261,13 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
 
   std::string path;
   if (opts.target.pid) {
+    // Before the backend is chosen: both get the process, never a thread's id.
+    std::string note;
+    auto process = target_process(opts.target.pid, &note);
+    if (!process) return report_error(process.error());
+    if (!note.empty()) std::cerr << "gotap: " << note << "\n";
+    opts.target.pid = *process;
     path = exe_of_pid(opts.target.pid);
-    if (access(("/proc/" + std::to_string(opts.target.pid)).c_str(), F_OK) != 0)
-      return usage_error("no process with pid " + std::to_string(opts.target.pid));
   } else if (opts.target.all) {
     if (!vm->count("binary")) return usage_error("--all needs --binary PATH");
     path = (*vm)["binary"].as<std::string>();
