@@ -451,8 +451,9 @@ int BPF_PROG(gotap_exit, struct task_struct* task) {
   if (!target_tgid || (__u32)task->tgid != target_tgid) return 0;
   struct signal_struct* sig = task->signal;
   if (sig->live.counter != 0) return 0;
-  target_exit_status = (sig->flags & GOTAP_SIGNAL_GROUP_EXIT) ? (__u32)sig->group_exit_code
-                                                              : (__u32)task->group_leader->exit_code;
+  target_exit_status = (sig->flags & GOTAP_SIGNAL_GROUP_EXIT)
+                           ? (__u32)sig->group_exit_code
+                           : (__u32)task->group_leader->exit_code;
   target_exit_seen = 1;
   return 0;
 }
