@@ -436,3 +436,24 @@ SEC("uprobe")
 int gotap_empty(struct pt_regs* ctx) {
   return 0;
 }
+
+/* -p: the attached process's wait status, as its parent's waitpid would see it: gotap is not
+ * its parent and cannot wait for it (nor can a pidfd: waitid(P_PIDFD) is a parent's too), and
+ * /proc/PID/stat's exit code is readable only until the zombie is reaped. Taken when its last
+ * thread exits (the group is dead), as the kernel's wait_task_zombie computes it: the group's
+ * code after exit_group or a fatal signal, else the main thread's own. */
+#define GOTAP_SIGNAL_GROUP_EXIT 0x00000004 /* include/linux/sched/signal.h */
+__u32 target_exit_seen = 0;
+__u32 target_exit_status = 0;
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(gotap_exit, struct task_struct* task) {
+  if (!target_tgid || (__u32)task->tgid != target_tgid) return 0;
+  struct signal_struct* sig = task->signal;
+  if (sig->live.counter != 0) return 0;
+  target_exit_status = (sig->flags & GOTAP_SIGNAL_GROUP_EXIT)
+                           ? (__u32)sig->group_exit_code
+                           : (__u32)task->group_leader->exit_code;
+  target_exit_seen = 1;
+  return 0;
+}

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -20,6 +21,7 @@
 #include "core/output/record.h"
 #include "core/output/value_text.h"
 #include "core/plan/go_binary.h"
+#include "core/plan/pattern.h"
 #include "core/plan/plan_cache.h"
 #include "core/sys/huge_pages.h"
 #include "core/sys/spawn.h"
@@ -31,6 +33,7 @@
 #include "frontends/prometheus_exporter.h"
 #include "frontends/reader_gone.h"
 #include "frontends/register_backends.h"
+#include "frontends/target_pid.h"
 
 namespace gotap::cli {
 
@@ -79,6 +82,30 @@ std::string package_of(const std::string& func) {
   size_t slash = func.rfind('/');
   size_t dot = func.find('.', slash == std::string::npos ? 0 : slash);
   return func.substr(0, dot);
+}
+
+// graph's ROOT as one function's name: the name itself, or the one function a pattern
+// matches (the functions and inlined-only callees a plan can name). A pattern matching none or
+// several is refused: the graph starts beneath one function.
+Result<std::string> graph_root(const GoBinary& bin, const std::string& root) {
+  if (!bin.pclntab().lookup(root).empty()) return root;  // generic names hold brackets
+  auto pat = Pattern::parse(root);
+  if (!pat) return pat.error();
+  if (pat->is_exact()) return root;  // the plan says when it names nothing
+  std::set<std::string_view> names;
+  for (const auto& f : bin.pclntab().all_funcs())
+    if (!f.is_wrapper && !f.name.empty() && !f.name.starts_with("go:") && pat->matches(f.name))
+      names.insert(f.name);
+  for (const auto& n : bin.inline_nodes())
+    if (pat->matches(n.callee)) names.insert(n.callee);
+  if (names.size() == 1) return std::string(*names.begin());
+  if (names.empty()) return make_error("graph's ROOT '{}' matches no function", printable(root));
+  std::string some;  // the first three, by name
+  size_t shown = 0;
+  for (auto it = names.begin(); it != names.end() && shown < 3; ++it, ++shown)
+    some += (some.empty() ? "" : ", ") + printable(*it);
+  return make_error("graph's ROOT '{}' matches {} functions ({}{}): give one", printable(root),
+                    names.size(), some, names.size() > 3 ? ", ..." : "");
 }
 
 Mode mode_of(const std::string& command) {
@@ -170,16 +197,8 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     return usage_error(command + " needs at least one PATTERN");
   }
   // graph ROOT [PATTERN...]: the calls beneath ROOT; by default those of ROOT's package.
+  // (A pattern as ROOT is resolved once the binary is open.)
   std::string root;
-  if (command == "graph") {
-    root = patterns[0];
-    // `(*` is a pointer receiver, not a glob (docs/cli.md): `net/http.(*conn).serve` is a name.
-    std::string bare = root;
-    for (size_t at; (at = bare.find("(*")) != std::string::npos;) bare.erase(at, 2);
-    if (bare.find_first_of("*?[") != std::string::npos || root.rfind("re:", 0) == 0)
-      return usage_error("graph's ROOT is one function's name, not a pattern");
-    if (patterns.size() == 1) patterns.push_back(package_of(root) + ".*");
-  }
 
   TraceOptions opts;
   opts.mode = mode_of(command);
@@ -242,9 +261,13 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
 
   std::string path;
   if (opts.target.pid) {
+    // Before the backend is chosen: both get the process, never a thread's id.
+    std::string note;
+    auto process = target_process(opts.target.pid, &note);
+    if (!process) return report_error(process.error());
+    if (!note.empty()) std::cerr << "gotap: " << note << "\n";
+    opts.target.pid = *process;
     path = exe_of_pid(opts.target.pid);
-    if (access(("/proc/" + std::to_string(opts.target.pid)).c_str(), F_OK) != 0)
-      return usage_error("no process with pid " + std::to_string(opts.target.pid));
   } else if (opts.target.all) {
     if (!vm->count("binary")) return usage_error("--all needs --binary PATH");
     path = (*vm)["binary"].as<std::string>();
@@ -263,6 +286,12 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   auto bin = GoBinary::open(path, open_options(*vm));
   if (!bin) return report_error(bin.error());
   sys::timing_mark("open the binary");
+  if (command == "graph") {
+    auto r = graph_root(**bin, patterns[0]);
+    if (!r) return report_error(r.error());
+    root = patterns[0] = *r;
+    if (patterns.size() == 1) patterns.push_back(package_of(root) + ".*");
+  }
   PlanOptions popts;
   // --under follows calls from entry to return; an inlined copy has no return to close it.
   // A condition reads arguments where the ABI puts them, which an inlined copy does not.

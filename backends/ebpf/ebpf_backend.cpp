@@ -146,6 +146,8 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
   bpf_program* used = eo.empty_program ? skel->progs.gotap_empty : skel->progs.gotap_probe;
   bpf_program* unused = eo.empty_program ? skel->progs.gotap_probe : skel->progs.gotap_empty;
   bpf_program__set_autoload(unused, false);
+  // The exit status of a process gotap did not start (a launched child's is waitpid's).
+  bpf_program__set_autoload(skel->progs.gotap_exit, tgid > 0);
   if (multi)
     bpf_program__set_expected_attach_type(used, static_cast<bpf_attach_type>(kAttachUprobeMulti));
   if (int err = gotap_bpf__load(skel.get())) {
@@ -525,6 +527,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     skel = std::move(*s);
     attachment = std::move(*a);
   }
+  // Best effort: without it the summary has no exit status, as with --all.
+  if (opts.target.pid > 0) skel->links.gotap_exit = bpf_program__attach(skel->progs.gotap_exit);
   // Whether the process runs the planned file, asked once its uprobes are registered: one
   // that exec'd before is refused; one that execs from now on keeps none of them
   // (planned_image.h). Dynamic types: the tracee's addresses, minus the PIE load bias, are
@@ -773,8 +777,13 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   sum.lost = counters[GOTAP_CNT_LOST] + session.decode_failures;
   sum.pid = filter_pid > 0 ? filter_pid : 0;
   sum.ended_by = target_exited ? "exit" : "stop";
-  if (target.launched() && target_exited) {
-    int st = target.exit_status();
+  // An attached process's status from the kernel's exit of its leader (gotap_exit), which
+  // runs before the pidfd says it exited.
+  const bool status_known =
+      target.launched() || (skel->links.gotap_exit && skel->bss->target_exit_seen);
+  if (target_exited && status_known) {
+    int st =
+        target.launched() ? target.exit_status() : static_cast<int>(skel->bss->target_exit_status);
     if (WIFEXITED(st)) sum.exit_code = WEXITSTATUS(st);
     if (WIFSIGNALED(st)) {
       sum.exit_code = 128 + WTERMSIG(st);

@@ -1,6 +1,8 @@
 #include "core/output/line_cap.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "core/events/typed_events.h"
 
@@ -182,13 +184,36 @@ class LineCap : public EventSink {
 Event cap_event_values(const Event& ev, size_t max_bytes) {
   if (!may_exceed(ev, max_bytes)) return ev;
   Event out = ev;
-  long budget = static_cast<long>(max_bytes);
-  bool any = false;
+  std::vector<json*> values;
   for (const char* key : {"args", "results"}) {
     auto it = out.find(key);
     if (it == out.end() || !it->is_array()) continue;
     for (auto& p : *it)
-      if (p.is_object() && p.contains("value")) any |= cut(p["value"], budget);
+      if (p.is_object() && p.contains("value")) values.push_back(&p["value"]);
+  }
+  // The budget is shared, not spent first come first served: a large receiver would take it
+  // all and leave the request after it a bare address (issue 36). Each value gets an equal
+  // share, and what the values smaller than their share leave goes to the larger ones, so
+  // every value shows its top level before any one goes deep.
+  std::vector<size_t> sizes(values.size());
+  std::vector<size_t> order(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    sizes[i] = size_of(*values[i]);
+    order[i] = i;
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sizes[a] < sizes[b]; });
+  size_t left = max_bytes;
+  bool any = false;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const size_t i = order[k];
+    const size_t share = left / (order.size() - k);
+    if (sizes[i] <= share) {  // fits whole: left as it is
+      left -= sizes[i];
+      continue;
+    }
+    long budget = static_cast<long>(share);
+    any |= cut(*values[i], budget);
+    left -= share;
   }
   if (any) out["truncated"] = true;
   return out;

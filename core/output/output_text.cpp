@@ -259,6 +259,8 @@ class TextWriter : public EventSink {
     counts_.push_back(std::move(row));
   }
 
+  static constexpr size_t kMaxCountNameWidth = 60;
+
   void print_counts() {
     if (counts_.empty()) return;
     size_t width = 4;
@@ -266,7 +268,9 @@ class TextWriter : public EventSink {
     // "-" for those without one.
     bool failed = false;
     for (const auto& r : counts_) {
-      width = std::max(width, r.name.size());
+      // Up to a cap: one long generic name would otherwise pad every row to its length
+      // (421 columns seen); a longer name runs past its column.
+      width = std::max(width, std::min(r.name.size(), kMaxCountNameWidth));
       failed = failed || r.failed != "-";
     }
     header(failed ? fmt::format("{:<{}} {:>12} {:>12}\n", "FUNC", width, "COUNT", "FAILED").c_str()

@@ -314,7 +314,11 @@ class LatencyView : public EventSink {
   explicit LatencyView(std::unique_ptr<EventSink> inner) : inner_(std::move(inner)) {}
   void emit(const Event& ev) override {
     const std::string kind = ev.value("event", "");
-    if (kind == "entry" || kind == "unfinished") return;
+    // Calls' durations only: goroutine states (--goroutines) are not latencies, and would
+    // print a line each before the histograms.
+    if (kind == "entry" || kind == "unfinished" || kind == "gstate" || kind == "gcreate" ||
+        kind == "gexit")
+      return;
     if (kind == "return") {
       if (ev.contains("duration_ns"))
         durations_[ev.value("func", "")].add(ev["duration_ns"].get<uint64_t>());

@@ -244,6 +244,7 @@ void put_object(std::string& out, const json& v, int d) {
     }
     out += "(*)";
     put_str_of(out, v["addr"]);
+    if (is_true(v, "truncated")) out += "...";  // its pointee left out by a budget
     return;
   }
   if (v.contains("real") && v.contains("imag")) {

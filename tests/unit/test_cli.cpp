@@ -380,6 +380,24 @@ TEST_F(Cli, PatternMatchingNothingNamesThePattern) {
   expect_one_error_line(r);
 }
 
+// graph's ROOT may be a pattern when it names one function (tests/unit/test_runtime_graph.cpp
+// traces one); one naming several is refused, naming them: in tests/fixtures/graph,
+// `main.[hp]a*` is main.handle and main.parse.
+TEST_F(Cli, GraphRootMatchingSeveralFunctionsIsRefused) {
+  std::string bin;
+  for (const auto& f : all_fixtures("graph"))
+    if (f.flavour == "default") bin = f.path;
+  if (bin.empty()) GTEST_SKIP() << "no graph fixtures (tests/tools/build-fixtures.sh)";
+  auto r = run_command({gotap_binary(), "graph", "main.[hp]a*", "--", bin});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find("matches 2 functions (main.handle, main.parse)"), std::string::npos)
+      << r.err;
+  r = run_command({gotap_binary(), "graph", "main.nosuch*", "--", bin});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_error_line(r);
+}
+
 TEST_F(Cli, TraceNeedsExactlyOneTarget) {
   auto r = run_command({gotap_binary(), "trace", "main.*"});
   EXPECT_EQ(r.exit_code, 2);

@@ -105,3 +105,57 @@ TEST(LineCap, DeepArraysAreCutInLinearTime) {
 
 }  // namespace
 }  // namespace gotap
+
+namespace gotap {
+namespace {
+
+json param(const char* name, json value) {
+  return json{{"name", name}, {"type", "T"}, {"value", std::move(value)}};
+}
+
+// A pointer whose pointee the cap left out says so in text too, not only in JSON.
+TEST(LineCap, CutPointerIsMarkedInText) {
+  json big = json::array();
+  for (int i = 0; i < 1000; ++i) big.push_back(i);
+  // A budget too small for any pointee.
+  json got = cap_event_values(entry_with(json{{"addr", "0xc00036aa00"}, {"elem", big}}), 10);
+  const json& v = got["args"][0]["value"];
+  ASSERT_EQ(v, (json{{"addr", "0xc00036aa00"}, {"truncated", true}}));
+  EXPECT_EQ(value_to_text(v), "(*)0xc00036aa00...");
+  // Not cut (the depth limit): no mark.
+  EXPECT_EQ(value_to_text(json{{"addr", "0xc00036aa00"}}), "(*)0xc00036aa00");
+}
+
+// The budget is shared: a large first argument (a receiver) does not take it all, and every
+// argument shows its top level; a small one is kept whole.
+TEST(LineCap, BudgetIsSharedAmongArguments) {
+  json recv_fields = json::array();
+  for (int i = 0; i < 2000; ++i)
+    recv_fields.push_back(json{{"name", "f" + std::to_string(i)}, {"value", i}});
+  json req_fields = json::array();
+  for (int i = 0; i < 2000; ++i)
+    req_fields.push_back(json{{"name", "g" + std::to_string(i)}, {"value", i}});
+  json ev = {
+      {"event", "entry"},
+      {"func", "main.(*Server).HandleVarz"},
+      {"args", json::array({param("s", {{"addr", "0x1"}, {"elem", {{"fields", recv_fields}}}}),
+                            param("n", 42),
+                            param("r", {{"addr", "0x2"}, {"elem", {{"fields", req_fields}}}})})}};
+  json got = cap_event_values(ev, 4096);
+  EXPECT_EQ(got["truncated"], true);
+  EXPECT_EQ(got["args"][1]["value"], 42);
+  for (int a : {0, 2}) {
+    SCOPED_TRACE(a);
+    const json& v = got["args"][a]["value"];
+    ASSERT_TRUE(v.contains("elem")) << v.dump().substr(0, 200);
+    const json& fields = v["elem"]["fields"];
+    // Each got about half: many fields shown, not all.
+    EXPECT_GT(fields.size(), 50u);
+    EXPECT_LT(fields.size(), 2000u);
+    EXPECT_EQ(v["elem"]["truncated"], true);
+  }
+  EXPECT_LT(got.dump().size(), 4096u + 1024u);
+}
+
+}  // namespace
+}  // namespace gotap

@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/events/typed_events.h"
+#include "core/output/output_views.h"
 #include "core/output/writers.h"
 
 namespace gotap {
@@ -41,6 +44,86 @@ TEST(TextWriter, MatchedReturnShowsItsDuration) {
   EXPECT_NE(text_of(to_event(r)).find("(0 ns)"), std::string::npos);
   r.duration_ns = 333;
   EXPECT_NE(text_of(to_event(r)).find("(333 ns)"), std::string::npos) << text_of(to_event(r));
+}
+
+// `format` of these events, as `trace --format FORMAT` or `report` prints them.
+std::string output_of(const std::string& format, const std::vector<Event>& evs) {
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* f = open_memstream(&buf, &len);
+  {
+    auto w = make_output(format, f);
+    for (const auto& ev : evs) w->emit(ev);
+    w->flush();
+  }
+  std::fclose(f);
+  std::string out(buf, len);
+  free(buf);
+  return out;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+// One long generic name does not pad every row of `count` to its length: the column stops
+// at 60, the long name runs past it, and every name is printed whole.
+TEST(TextWriter, CountColumnIsCappedForLongNames) {
+  const std::string longname =
+      "main.Map[" + std::string(400, 'x') + "].Get";  // 421 characters, as seen on a generic
+  RunSummary summary;
+  summary.backend = "ptrace";
+  std::vector<Event> evs = {to_event(FuncCount{"main.a", 3, std::nullopt}),
+                            to_event(FuncCount{longname, 5, std::nullopt}),
+                            to_event(FuncCount{"main.b", 7, std::nullopt}), to_event(summary)};
+  const auto lines = lines_of(output_of("text", evs));
+  bool saw_long = false;
+  size_t rows = 0;
+  for (const auto& l : lines) {
+    if (l.starts_with("#")) continue;
+    ++rows;
+    if (l.find(longname) != std::string::npos) {
+      saw_long = true;
+      EXPECT_NE(l.find(" 5"), std::string::npos) << l;
+      continue;
+    }
+    EXPECT_LE(l.size(), 60u + 1 + 12) << l;
+  }
+  EXPECT_TRUE(saw_long);
+  EXPECT_GE(rows, 3u);
+  // The short rows still line up with each other.
+  std::vector<size_t> ends;
+  for (const auto& l : lines)
+    if (l.starts_with("main.a ") || l.starts_with("main.b ")) ends.push_back(l.size());
+  ASSERT_EQ(ends.size(), 2u);
+  EXPECT_EQ(ends[0], ends[1]);
+}
+
+// `--format latency` of a trace with goroutine events: the histograms, not a line per
+// goroutine transition before them.
+TEST(TextWriter, LatencyViewLeavesOutGoroutineStates) {
+  std::vector<Event> evs;
+  for (uint64_t g = 1; g <= 50; ++g) {
+    evs.push_back(to_event(GoroutineCreate{g * 10, 1, 1, g, {1, "main.work", "main.main"}}));
+    evs.push_back(to_event(GoroutineState{g * 10 + 1, 1, 1, g, "runnable", "running", "", {}}));
+    evs.push_back(to_event(GoroutineExit{g * 10 + 2, 1, g}));
+  }
+  CallReturn r{CallSite{1000, 1, 1, 7, "main.handle"}};
+  r.duration_ns = 1500;
+  evs.push_back(to_event(r));
+  RunSummary summary;
+  summary.backend = "ebpf";
+  evs.push_back(to_event(summary));
+  const std::string out = output_of("latency", evs);
+  EXPECT_EQ(out.find("runnable"), std::string::npos) << out;
+  EXPECT_EQ(out.find("created by"), std::string::npos) << out;
+  EXPECT_EQ(out.find("exited"), std::string::npos) << out;
+  EXPECT_EQ(out.find("TRANSITION"), std::string::npos) << out;
+  // The histogram is there, and first.
+  EXPECT_EQ(out.rfind("main.handle: count 1", 0), 0u) << out;
 }
 
 }  // namespace

@@ -119,6 +119,27 @@ TEST_P(Graph, InlinedCallsOnlyWhereTheyRan) {
   EXPECT_GT(checked, 0);
 }
 
+// A ROOT pattern that matches one function is that function: `main.hand?e` draws the trees
+// beneath main.handle that the fixture prints. One release: the resolution is the frontend's.
+TEST_P(Graph, GlobRootMatchingOneFunction) {
+  const std::string backend = GetParam();
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace and BPF)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  std::string path;
+  for (const Fixture& fx : all_fixtures("graph"))
+    if (fx.flavour == "stripped") path = fx.path;
+  if (path.empty()) GTEST_SKIP() << "no graph fixtures (tests/tools/build-fixtures.sh)";
+  auto r = run_command({gotap_binary(), "graph", "--backend", backend, "main.hand?e", "--", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<int64_t, std::vector<std::string>> want;
+  std::regex gt(R"(gt goid=(\d+) tree=(\S+))");
+  for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), gt); it != std::sregex_iterator();
+       ++it)
+    want[std::stoll((*it)[1])].push_back((*it)[2]);
+  ASSERT_EQ(want.size(), 4u) << r.out;
+  EXPECT_EQ(trees_of(r.out), want) << r.out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Graph, ::testing::Values("ebpf", "ptrace"),
                          [](const auto& info) { return info.param; });
 
