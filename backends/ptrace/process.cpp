@@ -327,8 +327,10 @@ bool Process::release_child(const WaitStatus& ws) {
   if (!ws.stopped() || threads_.count(ws.tid) || is_thread_of(pid_, ws.tid)) return false;
   children_.erase(ws.tid);
   // Its first stop, before it ran an instruction. A child that shares the program's memory
-  // (CLONE_VM without CLONE_THREAD) is left as it is: its int3s are the program's.
-  if (child_clean_ && same_memory(pid_, ws.tid) == false) {
+  // (CLONE_VM without CLONE_THREAD) is left as it is: its int3s are the program's. When
+  // the program is gone already (a child forked as it exited reports after), kcmp cannot
+  // compare: no traced program is left to need those int3s, so the child is cleaned.
+  if (child_clean_ && same_memory(pid_, ws.tid) != true) {
     TraceeMemory child(ws.tid);
     child_clean_(child);
     ++children_cleaned_;
