@@ -259,7 +259,9 @@ class TextWriter : public EventSink {
     counts_.push_back(std::move(row));
   }
 
-  static constexpr size_t kMaxCountNameWidth = 60;
+  // Wide enough for the long names real programs have (closures of generic methods, 80 to 90
+  // characters, line up), not for a generic instantiation of hundreds.
+  static constexpr size_t kMaxCountNameWidth = 100;
 
   void print_counts() {
     if (counts_.empty()) return;

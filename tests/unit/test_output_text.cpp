@@ -90,7 +90,7 @@ TEST(TextWriter, CountColumnIsCappedForLongNames) {
       EXPECT_NE(l.find(" 5"), std::string::npos) << l;
       continue;
     }
-    EXPECT_LE(l.size(), 60u + 1 + 12) << l;
+    EXPECT_LE(l.size(), 100u + 1 + 12) << l;
   }
   EXPECT_TRUE(saw_long);
   EXPECT_GE(rows, 3u);
