@@ -560,7 +560,8 @@ TEST(GoroutineTable, NamesArePrintable) {
   EXPECT_EQ(text.find('\x07'), std::string::npos);
   Table t = parse_table(text);
   ASSERT_TRUE(t.rows.count("7"));
-  EXPECT_EQ(t.rows["7"].who, "\"main.\\x1b[2Jevil\" [\"main.\\x07\"]");
+  // Go's %q: strconv.Quote("main.\a") is "main.\a", not \x07.
+  EXPECT_EQ(t.rows["7"].who, "\"main.\\x1b[2Jevil\" [\"main.\\a\"]");
 }
 
 TEST(GoroutineTable, ExitWithoutStateChange) {
