@@ -18,14 +18,14 @@ class RtypeGraphBuilder {
   RtypeGraphBuilder(TypeGraph& g, MemoryReader& mem, const RtypeEnv& env)
       : g_(g), mem_(mem), env_(env) {}
 
-  // Adds the descriptor at addr and the types its layout reaches (bounded); returns its id,
-  // or 0 when it cannot be read. Call TypeGraph::index() after the last add.
-  TypeId add(uint64_t addr) { return add(addr, 0); }
+  // Adds the descriptor at addr and every type its layout reaches, each whole whatever the
+  // order of the adds; returns its id, or 0 when it cannot be read. Call TypeGraph::index()
+  // after the last add.
+  TypeId add(uint64_t addr);
   // Whether any type was added since construction.
   bool added() const { return added_; }
 
  private:
-  TypeId add(uint64_t addr, int depth);
   std::string full_name(const RType& r, std::string name);
   TypeGraph& g_;
   MemoryReader& mem_;

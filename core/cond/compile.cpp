@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "core/binary/type_names.h"
+
 namespace gotap::cond {
 
 namespace {
@@ -851,6 +853,12 @@ class Compiler {
         }
       }
     }
+    // The type graph holds only what the traced signatures reach (all of DWARF's types, but
+    // a stripped binary's method tables name few): the dynamic type of an interface is any
+    // descriptor the binary has.
+    if (bin_.type_names)
+      for (uint64_t a : bin_.type_names->find(lit.text))
+        if (std::find(addrs.begin(), addrs.end(), a) == addrs.end()) addrs.push_back(a);
     if (addrs.empty()) {
       error(lit.pos, fmt::format("no type {} in the binary", lit.text));
       return;

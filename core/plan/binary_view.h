@@ -18,6 +18,7 @@
 namespace gotap {
 
 class ElfFile;
+class TypeNames;
 class Pclntab;
 struct PclnFunc;
 
@@ -32,8 +33,9 @@ struct SourceFrame {
 struct BinaryView {
   const ElfFile* elf = nullptr;
   const Pclntab* pclntab = nullptr;
-  const TypeGraph* types = nullptr;  // DWARF's or the method tables', may be null
-  RtypeEnv rt;                       // the type descriptors (link-time), for dynamic types
+  const TypeGraph* types = nullptr;       // DWARF's or the method tables', may be null
+  RtypeEnv rt;                            // the type descriptors (link-time), for dynamic types
+  const TypeNames* type_names = nullptr;  // every descriptor by name (built on first use)
 
   const std::string& path() const;
   // Lookups by link-time pc (a running PIE's pc minus its load bias).

@@ -922,6 +922,9 @@ BinaryView GoBinary::view() const {
   v.pclntab = &pclntab_;
   v.types = types();
   v.rt = rtype_env();
+  std::call_once(type_names_once_,
+                 [this] { type_names_ = std::make_unique<TypeNames>(*elf_, rtype_env()); });
+  v.type_names = type_names_.get();
   return v;
 }
 

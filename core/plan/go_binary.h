@@ -18,6 +18,7 @@
 #include "core/binary/elf_file.h"
 #include "core/binary/method_table.h"
 #include "core/binary/pclntab.h"
+#include "core/binary/type_names.h"
 #include "core/model/go_types.h"
 #include "core/model/runtime_offsets.h"
 #include "core/plan/plan.h"
@@ -157,6 +158,8 @@ class GoBinary {
   mutable std::unique_ptr<MethodTables> methods_;
   mutable std::unique_ptr<TypeGraph> rtypes_;
   mutable std::mutex types_mu_;  // add_method_types
+  mutable std::once_flag type_names_once_;
+  mutable std::unique_ptr<TypeNames> type_names_;  // its index is built on first use
 };
 
 }  // namespace gotap

@@ -1,5 +1,6 @@
-// libFuzzer target: the method-table scan and the runtime-type graph on arbitrary ELF bytes
-// (the type descriptors of a stripped binary are as untrusted as its pclntab).
+// libFuzzer target: the method-table scan, the runtime-type graph and the index of type
+// descriptors by name on arbitrary ELF bytes (the type descriptors of a stripped binary are
+// as untrusted as its pclntab).
 #include <cstddef>
 #include <cstdint>
 
@@ -7,6 +8,7 @@
 #include "core/binary/method_table.h"
 #include "core/binary/pclntab.h"
 #include "core/binary/rtype_graph.h"
+#include "core/binary/type_names.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
@@ -37,7 +39,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (uint64_t t : sig->results) b.add(t);
   }
   g.index();
-  volatile size_t sink = mt.size() + g.size();
+  gotap::TypeNames names(**elf, env);
+  volatile size_t sink = mt.size() + g.size() + names.size() + names.find("*main.T").size();
   (void)sink;
   return 0;
 }
