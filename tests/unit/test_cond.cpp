@@ -354,6 +354,55 @@ TEST_F(Cond, TwoOperandComparisons) {
             std::string::npos);
 }
 
+// A literal on the left is compiled as the mirrored comparison (`5 > n` as `n < 5`): every
+// operator, both ways, with the variable below, at and above the literal, against C++'s own
+// answer. Signed (a negative literal too), unsigned (len) and float (ptrace only) operands.
+TEST_F(Cond, LiteralOnTheLeftMirrorsEveryOperator) {
+  struct Op {
+    const char* op;
+    const char* mirror;
+    bool (*holds)(double, double);
+  };
+  const Op ops[] = {{"==", "==", [](double a, double b) { return a == b; }},
+                    {"!=", "!=", [](double a, double b) { return a != b; }},
+                    {"<", ">", [](double a, double b) { return a < b; }},
+                    {"<=", ">=", [](double a, double b) { return a <= b; }},
+                    {">", "<", [](double a, double b) { return a > b; }},
+                    {">=", "<=", [](double a, double b) { return a >= b; }}};
+  size_t checked = 0;
+  for (const Op& o : ops) {
+    for (int64_t lit : {5, -5}) {
+      for (int64_t n : {lit - 1, lit, lit + 1}) {
+        entry_regs.gp[0] = static_cast<uint64_t>(n);
+        const std::string l = std::to_string(lit);
+        const bool want = o.holds(static_cast<double>(lit), static_cast<double>(n));
+        EXPECT_EQ(eval(l + " " + o.op + " n"), want) << l << " " << o.op << " n, n = " << n;
+        EXPECT_EQ(eval("n " + std::string(o.mirror) + " " + l), want)
+            << "n " << o.mirror << " " << l << ", n = " << n;
+        ++checked;
+      }
+    }
+    const char* str = "hello";
+    mem.put(0x1000, str, 5);
+    entry_regs.gp[1] = 0x1000;
+    for (uint64_t len : {4u, 5u, 6u}) {
+      entry_regs.gp[2] = len;
+      const bool want = o.holds(5, static_cast<double>(len));
+      EXPECT_EQ(eval(std::string("5 ") + o.op + " len(s)"), want)
+          << "5 " << o.op << " len(s), len = " << len;
+      EXPECT_EQ(eval(std::string("len(s) ") + o.mirror + " 5"), want);
+    }
+    for (double x : {1.0, 1.5, 2.0}) {
+      std::memcpy(&entry_regs.xmm[0], &x, 8);
+      const bool want = o.holds(1.5, x);
+      EXPECT_EQ(eval(std::string("1.5 ") + o.op + " x", 1), want)
+          << "1.5 " << o.op << " x, x = " << x;
+      EXPECT_EQ(eval(std::string("x ") + o.mirror + " 1.5", 1), want);
+    }
+  }
+  EXPECT_EQ(checked, 36u);
+}
+
 TEST(CondRuntimeSpelling, CutsPackagePaths) {
   EXPECT_EQ(runtime_spelling("*io/fs.PathError"), "*fs.PathError");
   EXPECT_EQ(runtime_spelling("map[string]*net/http.Request"), "map[string]*http.Request");

@@ -100,5 +100,62 @@ TEST(InlineMark, IndexedChooserAnswersAsThePlainOne) {
   EXPECT_GT(compared, 10000u);
 }
 
+// A mark whose block is a loop header runs once per iteration, not once per call: the chooser
+// must refuse it. Hand-built code, the body of inline node 0 starting at the mark (not a NOP,
+// so the block rules apply) in block B, a back edge from a block B dominates:
+//
+//   0x00 mov rbx, rax   caller          block 0
+//   0x03 inc rax        node 0 (mark)   block B: a jump target
+//   0x06 cmp rax, rbx   caller
+//   0x09 je  0x10
+//   0x0b inc rbx        caller          block C
+//   0x0e jmp 0x03 (the back edge) or jmp 0x10 (none)
+//   0x10 ret
+TEST(InlineMark, RefusesAMarkInALoopHeader) {
+  const uint64_t entry = 0x401000;
+  auto code_with = [](uint8_t jmp_rel) {
+    return std::vector<uint8_t>{0x48, 0x89, 0xc3, 0x48, 0xff, 0xc0, 0x48,    0x39, 0xd8,
+                                0x74, 0x05, 0x48, 0xff, 0xc3, 0xeb, jmp_rel, 0xc3};
+  };
+  for (bool back_edge : {true, false}) {
+    SCOPED_TRACE(back_edge ? "back edge into the mark's block" : "no back edge");
+    const std::vector<uint8_t> bytes = code_with(back_edge ? 0xf3 : 0x00);
+    CodeBlocks blocks = decode_blocks(Bytes(bytes.data(), bytes.size()), entry);
+    ASSERT_TRUE(blocks.complete);
+    ASSERT_FALSE(blocks.indirect);
+    ASSERT_EQ(blocks.insns.size(), 7u);
+    // Without the back edge 0x03 is no jump target, and B is the entry block.
+    ASSERT_EQ(blocks.block_start.size(), back_edge ? 4u : 3u);
+    const int32_t B = blocks.block_of[1], C = blocks.block_of[4];
+    EXPECT_EQ(blocks.block_start[B], back_edge ? 1 : 0);
+    EXPECT_TRUE(blocks.dominates(B, C));
+    EXPECT_EQ(blocks.preds(B).size(), back_edge ? 2u : 0u);
+    const uint64_t mark = entry + 0x03;
+    InlineFacts plain;
+    plain.node_at = [&](uint64_t pc) { return pc == mark ? 0 : -1; };
+    plain.within = [](int32_t idx, int32_t want) { return want >= 0 && idx == want; };
+    plain.same_line = [](uint64_t a, uint64_t b) { return a == b; };
+    InlineFacts indexed = plain;
+    for (const auto& in : blocks.insns) indexed.insn_node.push_back(plain.node_at(in.pc));
+    index_inline_facts(
+        indexed, blocks, [](int32_t) { return -1; },
+        [&](uint64_t pc) {
+          return std::optional<std::pair<std::string_view, int32_t>>(
+              std::pair<std::string_view, int32_t>("f.go", pc == mark ? 7 : 3));
+        });
+    ASSERT_TRUE(indexed.indexed);
+    for (const InlineFacts* facts : {&plain, &indexed}) {
+      const auto c = choose_inline_site(blocks, *facts, 0, mark);
+      if (back_edge) {
+        EXPECT_FALSE(c.ok) << "a probe at the loop header fires once per iteration";
+        EXPECT_EQ(c.reason, std::string_view("its call-site mark's block is a loop header"));
+      } else {
+        EXPECT_TRUE(c.ok) << c.reason;
+        EXPECT_EQ(c.pc, mark);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gotap::testing

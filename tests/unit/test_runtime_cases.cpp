@@ -33,7 +33,8 @@
 //
 // Parity (per case and fixture binary, both backends; runs are shared with RuntimeCase when
 // both run in one process): the same event kinds with the same number of events each (for
-// gstate, the same number of goroutines); the same keys per kind (for `summary`, the
+// gstate, the same number of goroutines and the same stable state changes of the program's
+// own goroutines: stable_transitions); the same keys per kind (for `summary`, the
 // contract's keys, and equal ended_by, lost, exit_code, functions, probes and events); per
 // function the same entries and returns, with args and results of the same names and types,
 // and equal values wherever both backends captured them completely ("addr" keys left out,
@@ -884,6 +885,37 @@ size_t expect_same_values(const json& a, const json& b, const std::string& where
   return compared;
 }
 
+// Which state changes (from, to) each of the program's own goroutines made, keyed by what
+// is the same in both runs: goroutine 1, or the start function of a goroutine created while
+// traced in package main (goroutine ids beyond 1 differ between runs, and the runtime's own
+// goroutines run on timers). Left out, as they depend on scheduling: a running goroutine
+// preempted (running -> runnable), the GC's suspensions (preempted) and stack moves
+// (copystack); and a system call's end is one change whether it found a P free (syscall ->
+// running) or not (syscall -> runnable).
+std::map<std::string, std::set<std::string>> stable_transitions(const std::vector<json>& evs) {
+  std::map<int64_t, std::string> key_of = {{1, "goroutine 1"}};
+  for (const auto& e : evs)
+    if (e.value("event", "") == "gcreate" && e.value("func", "").rfind("main.", 0) == 0)
+      key_of[e["goid"].get<int64_t>()] = e.value("func", "");
+  std::map<std::string, std::set<std::string>> out;
+  for (const auto& e : evs) {
+    if (e.value("event", "") != "gstate") continue;
+    auto k = key_of.find(e["goid"].get<int64_t>());
+    if (k == key_of.end()) continue;
+    const std::string from = e.value("from", ""), to = e.value("to", "");
+    if (from == "running" && to == "runnable") continue;
+    if (from == "preempted" || to == "preempted" || from == "copystack" || to == "copystack")
+      continue;
+    // Out of a system call to running when a P was free, else to runnable: either is leaving.
+    if (from == "syscall" && (to == "running" || to == "runnable")) {
+      out[k->second].insert("syscall -> running or runnable");
+      continue;
+    }
+    out[k->second].insert(from + " -> " + to);
+  }
+  return out;
+}
+
 // Returns how many values both backends captured and were compared.
 size_t expect_parity(const CaseRun& p, const CaseRun& e, size_t min_compared) {
   std::map<std::string, std::vector<json>> kinds_p, kinds_e;
@@ -903,6 +935,8 @@ size_t expect_parity(const CaseRun& p, const CaseRun& e, size_t min_compared) {
         return g.size();
       };
       EXPECT_EQ(count_goids(evs_p), count_goids(evs_e)) << "goroutines changing state";
+      EXPECT_EQ(stable_transitions(p.events), stable_transitions(e.events))
+          << "state changes per goroutine (ptrace, ebpf)";
     } else {
       EXPECT_EQ(evs_p.size(), evs_e.size()) << kind << " events (ptrace, ebpf)";
     }

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -252,6 +253,50 @@ TEST_P(Goroutines, GraphShowsWaitsInsideCalls) {
   }
   EXPECT_EQ(reasons, (std::set<std::string>{"sleep", "chan receive"})) << graph;
   expect_near_truth(waited, truth[a2].waiting_ns, "waits in the graph of A2");
+}
+
+// A goroutine blocked in a raw read(2) (the fixture's `syscall` mode) goes running ->
+// syscall, and its time in syscall is what it measured around the call. Parity compares
+// only which goroutines change state, and the tree above never enters a system call for
+// long: this is what shows a backend losing its syscall transitions. Go 1.26 and later
+// enter and leave a system call without runtime.casgstatus (docs/cli.md, known limits), so
+// those releases have no syscall state to check.
+TEST_P(Goroutines, BlockingReadShowsAsSyscallForItsTime) {
+  int checked = 0;
+  for (const Fixture& fx : fixtures_) {
+    if (fx.flavour != "default" || std::stoi(fx.go_version.substr(2)) >= 26) continue;
+    SCOPED_TRACE(fx.label());
+    const std::string out = "/tmp/gotap-goroutines-syscall-" + std::to_string(getpid()) + ".json";
+    auto r = run_command({gotap_binary(), "goroutines", "--backend", GetParam(), "--json", "-o",
+                          out, "--", fx.path, "syscall"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::smatch m;
+    ASSERT_TRUE(
+        std::regex_search(r.out, m, std::regex(R"(gt syscall goid=(\d+) syscall_ns=(\d+))")))
+        << "no syscall ground truth (fixture older than its syscall mode?): " << r.out;
+    const int64_t goid = std::stoll(m[1]);
+    const double truth_ns = std::stod(m[2]);
+    auto events = json_lines(read_file(out));
+    unlink(out.c_str());
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.back().value("lost", -1), 0) << events.back();
+    bool entered = false;
+    double in_syscall = 0;
+    std::optional<uint64_t> since;
+    for (const auto& e : events) {
+      if (e.value("event", "") != "gstate" || e["goid"].get<int64_t>() != goid) continue;
+      const uint64_t ts = e["ts_ns"].get<uint64_t>();
+      if (since) in_syscall += static_cast<double>(ts - *since);
+      since.reset();
+      if (e.value("to", "") != "syscall") continue;
+      if (e.value("from", "") == "running") entered = true;
+      since = ts;
+    }
+    EXPECT_TRUE(entered) << "no running -> syscall change of goroutine " << goid;
+    expect_near_truth(in_syscall, truth_ns, "syscall time of goroutine " + std::to_string(goid));
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no default build of goroutines before Go 1.26";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Goroutines, ::testing::Values("ebpf", "ptrace"),
