@@ -33,6 +33,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A path, a function name or a failure's message may hold invalid UTF-8: nlohmann's default
+// handler would throw on it (type_error 316) and end the run.
+constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
+
 enum class Tool { Untraced, Gotap, Bpftrace, Dlv };
 
 struct Config {
@@ -389,7 +393,7 @@ int cmd_bench(const Args& args, const Args& rest) {
       j["available"] = false;
       j["reason"] = reason;
       if (json)
-        std::cout << j.dump() << "\n";
+        std::cout << j.dump(-1, ' ', false, kReplace) << "\n";
       else
         std::cout << fmt::format("{:<16} -- {}\n", r.cfg.name, reason);
       continue;
@@ -419,7 +423,7 @@ int cmd_bench(const Args& args, const Args& rest) {
       auto samples = nlohmann::json::array();
       for (const auto& s : r.samples) samples.push_back(s.ns);
       j["samples"] = samples;
-      std::cout << j.dump() << "\n";
+      std::cout << j.dump(-1, ' ', false, kReplace) << "\n";
       continue;
     }
     std::cout << fmt::format(
@@ -435,7 +439,7 @@ int cmd_bench(const Args& args, const Args& rest) {
                                 {"func", b.func},     {"target", target_name},
                                 {"runs", runs},       {"goroutines", b.goroutines},
                                 {"rate", b.rate}};
-    std::cout << s.dump() << "\n";
+    std::cout << s.dump(-1, ' ', false, kReplace) << "\n";
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/decode/go_time.h"
+#include "core/model/json_utf8.h"
 
 namespace gotap {
 
@@ -74,43 +75,6 @@ uint64_t align_up(uint64_t v, uint64_t a) {
 }
 
 }  // namespace
-
-std::string sanitize_utf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  auto latin1 = [&](unsigned char c) {
-    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  };
-  for (size_t i = 0; i < s.size();) {
-    unsigned char c = s[i];
-    if (c < 0x80) {
-      out.push_back(static_cast<char>(c));
-      ++i;
-      continue;
-    }
-    int len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    bool ok = len > 0 && i + len <= s.size();
-    uint32_t cp = len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
-    for (int k = 1; ok && k < len; ++k) {
-      unsigned char cc = s[i + k];
-      if ((cc & 0xC0) != 0x80) ok = false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    // Overlong forms, surrogates and out-of-range code points are invalid too.
-    if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-               (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF)))
-      ok = false;
-    if (ok) {
-      out.append(s.substr(i, len));
-      i += len;
-    } else {
-      latin1(c);
-      ++i;
-    }
-  }
-  return out;
-}
 
 bool covers(const ValueLoc& loc, uint64_t size) {
   uint64_t n = 0;
@@ -429,9 +393,11 @@ json ValueDecoder::string_value(uint64_t ptr, int64_t len) {
       break;
     }
     s.resize(cut);
-    return json{{"str", sanitize_utf8(s)}, {"len", len}, {"truncated", true}};
+    return json{{"str", std::move(s)}, {"len", len}, {"truncated", true}};
   }
-  return sanitize_utf8(s);
+  // The program's bytes as they are: the text view quotes an invalid byte as Go does (\xff),
+  // the JSON writers write it as U+00XX (core/model/json_utf8.h).
+  return s;
 }
 
 json ValueDecoder::slice_value(uint64_t elem, uint64_t ptr, int64_t len, int64_t cap, int depth) {

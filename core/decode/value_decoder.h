@@ -64,10 +64,6 @@ bool covers(const ValueLoc& loc, uint64_t size);
 std::optional<std::vector<uint8_t>> assemble_value(const ValueLoc& loc, uint64_t size,
                                                    const RegState& regs, MemoryReader& mem);
 
-// Strings from the tracee are arbitrary bytes: invalid UTF-8 bytes become U+00XX so that the
-// JSON stays valid and the bytes stay recoverable.
-std::string sanitize_utf8(std::string_view bytes);
-
 class ValueDecoder {
  public:
   ValueDecoder(MemoryReader& mem, DecodeEnv env, DecodeLimits lim);

@@ -7,14 +7,15 @@
 #include <fmt/format.h>
 
 #include "core/events/typed_events.h"
+#include "core/model/json_utf8.h"
 #include "core/output/writers.h"
 
 namespace gotap {
 
 namespace {
 
-// Invalid UTF-8 from the tracee must not abort the dump: escape it instead (docs/json.md:
-// invalid bytes appear as \u00XX).
+// Invalid UTF-8 in a name must not abort the dump: it is written as U+FFFD (cli.md). In a
+// value it is written as U+00XX (docs/json.md) by value_json_safe, before the serializer.
 constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
 
 class JsonLinesWriter : public EventSink {
@@ -35,7 +36,11 @@ class JsonLinesWriter : public EventSink {
         ch(',');
         str(it.key());
         ch(':');
-        dump(it.value());
+        // The parameters hold values: their strings are the program's bytes.
+        if (it.key() == "args" || it.key() == "results")
+          safe_dump(it.value());
+        else
+          dump(it.value());
       }
       ch('}');
     } else {
@@ -163,6 +168,12 @@ class JsonLinesWriter : public EventSink {
     raw(ser_.data(), ser_.size());
   }
 
+  // A value's JSON: its invalid UTF-8 bytes as U+00XX, copied only when it has some.
+  void safe_dump(const Event& v) {
+    if (value_json_is_safe(v)) return dump(v);
+    dump(value_json_safe(v));
+  }
+
   template <class T>
   void num(T v) {
     fmt::format_int f(v);
@@ -214,12 +225,12 @@ class JsonLinesWriter : public EventSink {
       case T::string: {
         const auto& s = v.get_ref<const std::string&>();
         if (plain(s)) return quoted(s);
-        break;
+        return safe_dump(v);
       }
       default:
         break;
     }
-    dump(v);
+    safe_dump(v);
   }
 
   void params(const std::vector<Param>& ps) {

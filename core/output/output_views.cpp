@@ -12,6 +12,7 @@
 #include "core/events/call_tree.h"
 #include "core/events/typed_events.h"
 #include "core/model/go_quote.h"
+#include "core/model/json_utf8.h"
 #include "core/output/goroutine_views.h"
 
 namespace gotap {
@@ -149,7 +150,8 @@ class PerfettoWriter : public WholeTraceWriter {
       if (s.args.is_array())
         for (const auto& a : s.args)
           if (a.contains("name") && a["name"].is_string() && a.contains("value"))
-            args[a["name"].get<std::string>()] = a["value"];
+            args[a["name"].get<std::string>()] =
+                value_json_is_safe(a["value"]) ? a["value"] : value_json_safe(a["value"]);
       if (!s.finished && !s.instant) args["unfinished"] = true;
       if (!args.empty()) e["args"] = std::move(args);
       events.push_back(std::move(e));

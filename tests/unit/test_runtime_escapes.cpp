@@ -116,6 +116,47 @@ TEST_P(Escapes, DwarfNamesAreQuoted) {
   EXPECT_NE(r.out.find(R"("\x1b[2J\u202e")"), std::string::npos) << r.out;
 }
 
+// A string value that is not UTF-8: the demo's coupon "TENOFF" (a string constant, 6 bytes)
+// made 0xFF, a lone 0xC3 and U+202E. Text shows it as Go's %q does; JSON as docs/json.md
+// says (each invalid byte as U+00XX); the condition compares the program's own bytes.
+TEST_P(Escapes, InvalidUtf8ValueIsQuotedAsGoDoes) {
+  const std::string coupon = "T\xff\xc3\xe2\x80\xae";
+  std::string elf = read_file(bin_);
+  const size_t at = elf.find("TENOFF");
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_EQ(elf.find("TENOFF", at + 1), std::string::npos);
+  elf.replace(at, coupon.size(), coupon);
+  const std::string bin = bin_ + ".coupon";
+  std::ofstream(bin, std::ios::binary) << elf;
+  fs::permissions(bin, fs::perms::owner_all);
+  // Order 5 is the first with a coupon and an item, so the first to reach main.discount.
+  const std::string cond = "coupon == \"" + coupon + "\"";
+  RunResult r = run_command({gotap_binary(), "trace", "--backend", GetParam(), "--if", cond,
+                             "main.discount", "--", bin, "-n", "5", "-sleep", "1ms"},
+                            120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_no_raw_hazards(r.out);
+  // Go 1.24's fmt.Printf("%q\n", "T\xff\xc3\u202e").
+  EXPECT_NE(r.out.find(R"(coupon="T\xff\xc3\u202e")"), std::string::npos) << r.out;
+  r = run_command({gotap_binary(), "trace", "--json", "--backend", GetParam(), "--if", cond,
+                   "main.discount", "--", bin, "-n", "5", "-sleep", "1ms"},
+                  120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // U+00FF, U+00C3, then U+202E as it is (JSON Lines keep non-ASCII as UTF-8).
+  const std::string want = "\"value\":\"T\xc3\xbf\xc3\x83\xe2\x80\xae\"";
+  size_t entries = 0;
+  for (size_t b = 0, nl; (nl = r.out.find('\n', b)) != std::string::npos; b = nl + 1) {
+    const std::string line = r.out.substr(b, nl - b);
+    if (line.rfind("{", 0) != 0) continue;  // the demo's own output
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << line;
+    if (j.value("event", "") != "entry") continue;
+    ++entries;
+    EXPECT_NE(line.find(want), std::string::npos) << line;
+  }
+  EXPECT_EQ(entries, 1u) << r.out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Escapes, ::testing::Values("ptrace", "ebpf"),
                          [](const auto& p) { return p.param; });
 

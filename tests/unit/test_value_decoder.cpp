@@ -3,11 +3,18 @@
 // maps), and the runtime type reader against the DWARF of real fixture binaries.
 #include <cstring>
 #include <map>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "core/binary/rtype.h"
 #include "core/decode/value_decoder.h"
+#include "core/events/typed_events.h"
+#include "core/model/json_utf8.h"
+#include "core/output/output_views.h"
+#include "core/output/record.h"
+#include "core/output/value_text.h"
+#include "core/output/writers.h"
 #include "core/plan/go_binary.h"
 #include "tests/unit/fixtures.h"
 
@@ -233,8 +240,7 @@ TEST(ValueDecoder, LimitsAndUtf8) {
   EXPECT_EQ(v, json({{"str", "ab"}, {"len", s.size()}, {"truncated", true}}));
   ValueDecoder full(m, env_for(&g, ver(22)), DecodeLimits{});
   EXPECT_EQ(full.decode(kString, {reinterpret_cast<uint8_t*>(ptrs), 16}),
-            "ab\xC3\xA9"
-            "cd\xC3\xBF");  // 0xFF shown as U+00FF
+            s);  // the program's bytes, 0xFF included (the writers escape it)
   // Pointer depth: **P-like chains stop at max_depth with the address only.
   m.put_u64s(0x2000, {7, 0x1000, 2});
   uint64_t p = 0x2000;
@@ -250,6 +256,94 @@ TEST(ValueDecoder, LimitsAndUtf8) {
   ValueDecoder few(m, env_for(&g, ver(22)), two);
   EXPECT_EQ(few.decode(kSliceInt, {reinterpret_cast<uint8_t*>(sl), 24}),
             json({{"len", 5}, {"cap", 5}, {"elems", {1, 2}}, {"truncated", true}}));
+}
+
+// What a writer prints for one entry (and its return) whose parameter "s" holds `v`.
+std::string written(const std::string& format, const json& v, bool typed) {
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* f = open_memstream(&buf, &len);
+  {
+    auto sink = format == "record" ? make_record_writer(f, json::object()) : make_output(format, f);
+    CallEntry e(CallSite{.ts_ns = 10, .pid = 7, .tid = 7, .goid = 1, .func = "main.f"});
+    e.args.push_back(Param{"s", "string", v});
+    CallReturn r(CallSite{.ts_ns = 20, .pid = 7, .tid = 7, .goid = 1, .func = "main.f"});
+    r.duration_ns = 10;
+    r.results.push_back(Param{"r", "string", v});
+    if (typed) {
+      EXPECT_NO_THROW(sink->emit_entry(e));
+      EXPECT_NO_THROW(sink->emit_return(r));
+    } else {
+      EXPECT_NO_THROW(sink->emit(to_event(e)));
+      EXPECT_NO_THROW(sink->emit(to_event(r)));
+    }
+    EXPECT_NO_THROW(sink->emit(to_event(RunSummary{.backend = "test", .ts_ns = 30})));
+    EXPECT_NO_THROW(sink->flush());
+  }
+  std::fclose(f);
+  std::string out(buf, len);
+  std::free(buf);
+  return out;
+}
+
+// A traced string holding invalid UTF-8 prints in text as Go's %q prints it, and its JSON is
+// what docs/json.md promises (each invalid byte as U+00XX), in every writer, none throwing.
+TEST(ValueDecoder, InvalidUtf8IsQuotedAsGoDoesAndJsonKeepsItsForm) {
+  TypeGraph g = make_graph();
+  FakeMemory m;
+  // 0xFF, a lone 0xC3, a valid "ÿ" (0xC3 0xBF) and U+202E (a bidi override).
+  const std::string s = "a\xff|\xc3|\xc3\xbf|\xe2\x80\xae";
+  m.put_str(0x1000, s);
+  uint64_t ptrs[2] = {0x1000, s.size()};
+  ValueDecoder d(m, env_for(&g, ver(22)), DecodeLimits{});
+  const json v = d.decode(kString, {reinterpret_cast<uint8_t*>(ptrs), 16});
+  DecodeLimits lim;
+  lim.max_str = 5;
+  ValueDecoder cut(m, env_for(&g, ver(22)), lim);
+  const json vcut = cut.decode(kString, {reinterpret_cast<uint8_t*>(ptrs), 16});
+
+  // Go 1.24's fmt.Printf("%q\n", "a\xff|\xc3|\xc3\xbf|\u202e") and of its first 5 bytes:
+  const std::string go_q = "\"a\\xff|\\xc3|\xc3\xbf|\\u202e\"";  // "a\xff|\xc3|ÿ|\u202e"
+  const std::string go_q5 = "\"a\\xff|\\xc3|\"";                 // "a\xff|\xc3|"
+  EXPECT_EQ(value_to_text(v), go_q);
+  EXPECT_EQ(value_to_text(vcut), go_q5 + "...(len 11)");
+
+  // The JSON form as before: 0xFF as U+00FF (c3 bf), the lone 0xC3 as U+00C3 (c3 83); JSON
+  // Lines keep non-ASCII as UTF-8, the Perfetto file writes it as \u escapes.
+  const std::string utf8 = "a\xc3\xbf|\xc3\x83|\xc3\xbf|\xe2\x80\xae";
+  const std::string lines_value = "\"value\":\"" + utf8 + "\"";
+  const std::string lines_cut = "\"value\":{\"len\":11,\"str\":\"a\xc3\xbf|\xc3\x83|\",";
+  for (bool typed : {true, false}) {
+    SCOPED_TRACE(typed ? "typed" : "generic");
+    const std::string lines = written("json", v, typed);
+    EXPECT_NE(lines.find(lines_value), std::string::npos) << lines;
+    EXPECT_NE(written("json", vcut, typed).find(lines_cut), std::string::npos)
+        << written("json", vcut, typed);
+    const std::string perfetto = written("perfetto", v, typed);
+    EXPECT_NE(perfetto.find(R"("s":"a\u00ff|\u00c3|\u00ff|\u202e")"), std::string::npos)
+        << perfetto;
+    const std::string rec = written("record", v, typed);
+    EXPECT_NE(rec.find(lines_value), std::string::npos) << rec;
+    // The record reads back; it holds the JSON form, so report shows the code points.
+    std::istringstream in(rec);
+    char* buf = nullptr;
+    size_t len = 0;
+    std::FILE* f = open_memstream(&buf, &len);
+    {
+      auto text = make_text_writer(f);
+      EXPECT_TRUE(replay_record("rec", in, *text).ok());
+    }
+    std::fclose(f);
+    const std::string shown(buf, len);
+    std::free(buf);
+    EXPECT_NE(shown.find("s=\"a\xc3\xbf|\xc3\x83|\xc3\xbf|\\u202e\""), std::string::npos) << shown;
+  }
+
+  // A value's names are not its bytes: they keep the names' rule (U+FFFD, cli.md).
+  const json named = {{"fields", json::array({{{"name", "\xff"}, {"value", "\xff"}}})}};
+  EXPECT_FALSE(value_json_is_safe(named));
+  EXPECT_EQ(value_json_safe(named),
+            json({{"fields", json::array({{{"name", "\xff"}, {"value", "\xc3\xbf"}}})}}));
 }
 
 TEST(ValueDecoder, InterfacesThroughTypeDescriptors) {
