@@ -244,11 +244,33 @@ class TextWriter : public EventSink {
   }
   void end_call(const Event* stack) {
     if (stack && stack->is_array())
-      for (const auto& fr : *stack)
-        fmt::format_to(
-            std::back_inserter(line_), "{:>34}{}\n", "",
-            fr.is_string() ? printable(fr.get_ref<const std::string&>()) : value_to_text(fr));
+      for (const auto& fr : *stack) {
+        line_.append(34, ' ');
+        stack_frame_text(line_, fr);
+        line_ += '\n';
+      }
     print(line_);
+  }
+
+  // "main.b (/src/main.go:122)", as a Go traceback places a frame (its call's line for a
+  // caller), " [inlined]" after a frame of an inlined call.
+  static void stack_frame_text(std::string& out, const Event& fr) {
+    if (!fr.is_object()) {
+      out += fr.is_string() ? printable(fr.get_ref<const std::string&>()) : value_to_text(fr);
+      return;
+    }
+    auto func = fr.find("func");
+    append_printable(out, func != fr.end() && func->is_string()
+                              ? func->get_ref<const std::string&>()
+                              : std::string("?"));
+    auto file = fr.find("file");
+    auto line = fr.find("line");
+    if (file != fr.end() && file->is_string() && line != fr.end() && line->is_number_integer()) {
+      out += " (";
+      append_printable(out, file->get_ref<const std::string&>());
+      fmt::format_to(std::back_inserter(out), ":{})", line->get<int64_t>());
+    }
+    if (fr.value("inlined", false)) out += " [inlined]";
   }
 
   // Counts come together at the end of a run: held until the next other event, so that the

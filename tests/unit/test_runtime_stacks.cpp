@@ -4,10 +4,13 @@
 // innermost first, with main.inl marked inlined, as often as the program says it called
 // main.a ("gt chain calls=N"); and the two backends must give the same frames, event by
 // event (the eBPF backend walks the frame pointers in the kernel, ptrace in the tracer).
+// Each frame's file:line, in JSON and in the text output, is the line of the fixture's source
+// its call is on (found in tests/fixtures/errors/main.go by the call's text).
 #include <unistd.h>
 
 #include <map>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -68,6 +71,33 @@ std::string chain_of(const json& ev) {
   return s;
 }
 
+// The line of the fixture's source that holds `text` (once), or 0.
+int source_line(const std::string& text) {
+  std::istringstream src(
+      read_file(std::string(GOTAP_SOURCE_DIR) + "/tests/fixtures/errors/main.go"));
+  int n = 0, found = 0;
+  for (std::string l; std::getline(src, l);) {
+    ++n;
+    if (l.find(text) == std::string::npos) continue;
+    if (found) return 0;
+    found = n;
+  }
+  return found;
+}
+
+// Where each frame of the chain is, from the source: main.c's own frame is its body (one
+// line), a caller's frame is the line of its call (the return address minus one, as Go's
+// traceback looks it up).
+std::map<std::string, int> chain_lines() {
+  std::map<std::string, int> want = {{"main.c", source_line("func c(i int) int { return i * 3 }")},
+                                     {"main.b", source_line("return c(i) + 1")},
+                                     {"main.inl", source_line("return c(i) - 1")},
+                                     {"main.a", source_line("return b(i) + inl(i)")},
+                                     {"main.main", source_line("sink += a(i)")}};
+  for (const auto& [func, line] : want) EXPECT_GT(line, 0) << "no one line for " << func;
+  return want;
+}
+
 class Stacks : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Stacks, NameTheKnownCallChainWithInlinedFrames) {
@@ -89,12 +119,50 @@ TEST_P(Stacks, NameTheKnownCallChainWithInlinedFrames) {
       want[std::string(kind) + " main.c<main.inl*<main.a<main.main"] = run.calls;
     }
     EXPECT_EQ(seen, want);
+    const auto lines = chain_lines();
     for (const auto& ev : run.events)
-      for (const auto& fr : ev["stack"])
-        if (fr.value("func", "").rfind("main.", 0) == 0) {
-          EXPECT_TRUE(fr.value("file", "").ends_with("errors/main.go")) << fr.dump();
-          EXPECT_GT(fr.value("line", 0), 0) << fr.dump();
-        }
+      for (const auto& fr : ev["stack"]) {
+        const std::string func = fr.value("func", "");
+        ASSERT_TRUE(lines.contains(func)) << fr.dump();
+        EXPECT_TRUE(fr.value("file", "").ends_with("tests/fixtures/errors/main.go")) << fr.dump();
+        EXPECT_EQ(fr.value("line", 0), lines.at(func)) << fr.dump();
+      }
+  }
+}
+
+// The text output puts "func (file:line)" under each call, " [inlined]" after an inlined
+// frame: on the newest Go's DWARF and stripped builds.
+TEST_P(Stacks, TextFramesCarryFileAndLine) {
+  if (std::string why; skip_reason(why)) GTEST_SKIP() << why;
+  std::vector<Fixture> fixtures;
+  for (auto& f : chain_fixtures())
+    if (f.flavour != "pie") fixtures.push_back(f);
+  ASSERT_FALSE(fixtures.empty()) << "no errors fixture built in " << fixtures_dir();
+  const auto lines = chain_lines();
+  for (const auto& fx : fixtures) {
+    if (fx.go_version != fixtures.back().go_version) continue;
+    SCOPED_TRACE(fx.label());
+    RunResult r = run_command({gotap_binary(), "trace", "--backend", GetParam(), "--stack",
+                               std::to_string(kDepth), "main.c", "--", fx.path, "chain", "1"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // Each call's frames follow its line; those of main.c's first entry (through main.b)
+    // and second (through main.inl).
+    // The fixtures were built elsewhere: their file is any path ending in the fixture's.
+    const std::regex frame(
+        R"(^ {34}(\S+) \(/\S*/tests/fixtures/errors/main\.go:(\d+)\)( \[inlined\])?$)");
+    std::map<std::string, int> frames;  // "func:line[*]" -> times
+    std::istringstream out(r.out);
+    for (std::string l; std::getline(out, l);)
+      if (std::smatch m; std::regex_match(l, m, frame))
+        ++frames[m[1].str() + ":" + m[2].str() + (m[3].matched ? "*" : "")];
+    auto at = [&](const std::string& func) { return func + ":" + std::to_string(lines.at(func)); };
+    // One call through each chain, an entry and a return each.
+    const std::map<std::string, int> want = {{at("main.c"), 4},
+                                             {at("main.b"), 2},
+                                             {at("main.inl") + "*", 2},
+                                             {at("main.a"), 4},
+                                             {at("main.main"), 4}};
+    EXPECT_EQ(frames, want) << r.out;
   }
 }
 
