@@ -42,6 +42,13 @@ constexpr int kMaxLog2Bound = 40;
 // series for each from the first scrape.
 constexpr const char* kCommonStates[] = {"running", "runnable", "waiting", "syscall"};
 
+// Any of its counters moved: calls, or (read a moment apart from them) timed calls, failed
+// or rate-limited ones.
+bool called(const FuncMetrics& f) {
+  return f.calls > 0 || f.latency.count > 0 || !f.latency.fine.empty() ||
+         f.failed.value_or(0) > 0 || f.rate_limited.value_or(0) > 0;
+}
+
 class Collector : public prometheus::Collectable {
  public:
   Collector(LiveMetrics& m, std::string binary, bool goroutines)
@@ -73,6 +80,9 @@ class Collector : public prometheus::Collectable {
                          MetricType::Counter,
                          {}};
     for (const FuncMetrics& f : s.funcs) {
+      // A function's series appear once it was called, as client libraries' labelled series
+      // do: a whole binary's 46,129 functions made a scrape of 2 million lines, 4 to 7 s.
+      if (!called(f)) continue;
       ClientMetric c = metric({{"func", f.func}});
       c.counter.value = static_cast<double>(f.calls);
       calls.metric.push_back(std::move(c));

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -303,6 +304,84 @@ TEST_P(Prometheus, StrippedServerCountsWhileTracing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Prometheus, ::testing::Values("ebpf", "ptrace"),
+                         [](const auto& info) { return info.param; });
+
+// Of six traced functions the errors fixture's "fail" mode calls three, and prints how often
+// it called each ("gt calls func=F made=N failed=M"): the last scrape (the final values,
+// served once while gotap lingers) has series for exactly those, with their counts; the
+// three never called have none (a whole binary's scrape was 2 million lines of zeros).
+class PrometheusSeries : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PrometheusSeries, OnlyCalledFunctionsHaveSeries) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace and BPF)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  if (GetParam() == "ebpf") {
+    std::string why = ebpf::unavailable_reason();
+    if (!why.empty()) GTEST_SKIP() << "BPF unavailable: " << why;
+  }
+  // A DWARF build: its functions' error results are known, so failed calls are counted.
+  std::string bin;
+  for (const auto& f : all_fixtures("errors"))
+    if (f.flavour == "default") bin = f.path;
+  if (bin.empty()) GTEST_SKIP() << "no errors fixtures built";
+  const int port = free_port();
+  Child g =
+      spawn({gotap_binary(), "latency", "--backend", GetParam(), "--prometheus",
+             ":" + std::to_string(port), "--prometheus-linger", "30", "main.mayFail", "main.parse",
+             "main.plain", "main.hot", "main.c", "main.cold", "--", bin, "fail", "30"});
+  ASSERT_GT(g.pid, 0);
+  const std::string err = read_until(g.err, "/metrics\n", 30000);
+  ASSERT_NE(err.find("serving metrics"), std::string::npos) << err;
+  // Scrape until gotap has served the final values and gone: the last answer holds them.
+  std::string last;
+  for (auto until = Clock::now() + std::chrono::seconds(60); Clock::now() < until;) {
+    auto r = http_get(port, "/metrics");
+    if (!r) break;
+    if (r->rfind("HTTP/1.1 200", 0) == 0) last = http_body(*r);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(wait_exit(g.pid, 30), -1);
+  const std::string out = read_all(g.out);
+  close(g.out);
+  close(g.err);
+
+  std::map<std::string, uint64_t> made, failed;  // the program's account
+  std::istringstream lines(out);
+  for (std::string l; std::getline(lines, l);) {
+    char func[64];
+    unsigned long long n = 0, f = 0;
+    const int got = sscanf(l.c_str(), "gt calls func=%63s made=%llu failed=%llu", func, &n, &f);
+    if (got >= 2) made[func] = n;
+    if (got == 3) failed[func] = f;
+  }
+  ASSERT_EQ(made.size(), 3u) << out;
+
+  // family -> func -> value, of the per-function series (histograms by their _count).
+  std::map<std::string, std::map<std::string, double>> series;
+  const std::regex sample(R"re(^(gotap_[a-z_]+)\{(.*)\} (\S+)$)re");
+  const std::regex func_label(R"re(func="([^"]*)")re");
+  std::istringstream scrape(last);
+  for (std::string l; std::getline(scrape, l);) {
+    std::smatch m, f;
+    if (!std::regex_match(l, m, sample)) continue;
+    const std::string all = m[2].str();
+    if (!std::regex_search(all, f, func_label)) continue;
+    if (m[1] == "gotap_call_duration_seconds_bucket") continue;
+    series[m[1].str()][f[1].str()] = std::stod(m[3].str());
+  }
+  std::map<std::string, double> want_calls;
+  for (const auto& [func, n] : made) want_calls[func] = static_cast<double>(n);
+  EXPECT_EQ(series["gotap_calls_total"], want_calls) << last;
+  EXPECT_EQ(series["gotap_call_duration_seconds_count"], want_calls) << last;
+  // mayFail and parse have an error result; plain has none, so no error series either.
+  std::map<std::string, double> want_failed;
+  for (const auto& [func, n] : failed) want_failed[func] = static_cast<double>(n);
+  EXPECT_EQ(series["gotap_call_errors_total"], want_failed) << last;
+  for (const char* never : {"main.hot", "main.c", "main.cold"})
+    EXPECT_EQ(last.find(std::string("func=\"") + never + "\""), std::string::npos) << never;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, PrometheusSeries, ::testing::Values("ebpf", "ptrace"),
                          [](const auto& info) { return info.param; });
 
 // A bad ADDR and a port in use: one line, exit 2, before anything is traced.
