@@ -6,6 +6,7 @@
 
 #include "core/output/line_cap.h"
 #include "core/output/value_text.h"
+#include "tests/unit/big_stack.h"
 
 namespace gotap {
 namespace {
@@ -79,28 +80,30 @@ namespace {
 // Arrays nested 4,000 deep, cut by the cap and not: linear in their size. Before, each array
 // level copied its subtree before cutting it (seconds for this one).
 TEST(LineCap, DeepArraysAreCutInLinearTime) {
-  constexpr int kDepth = 4000;
-  json v = json::array({1});
-  for (int i = 0; i < kDepth; ++i) v = json::array({std::move(v), i});
-  const json ev = entry_with(v);
-  const size_t size = ev.dump().size();
-  for (size_t cap : {size_t(200), size_t(10000), size_t(64) << 20}) {
-    SCOPED_TRACE(cap);
-    const auto t0 = std::chrono::steady_clock::now();
-    json out = cap_event_values(ev, cap);
-    const auto ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
-            .count();
-    EXPECT_LT(ms, 500);
-    // Cut: the outer arrays become the marked shape, and the event says so; not cut: as it was.
-    if (cap < size) {
-      EXPECT_EQ(out["truncated"], true);
-      EXPECT_EQ(out["args"][0]["value"]["truncated"], true);
-      EXPECT_LT(out.dump().size(), cap + 64 * kDepth);  // the marks the cut adds
-    } else {
-      EXPECT_EQ(out, ev);
+  test::run_on_big_stack([] {
+    constexpr int kDepth = 4000;
+    json v = json::array({1});
+    for (int i = 0; i < kDepth; ++i) v = json::array({std::move(v), i});
+    const json ev = entry_with(v);
+    const size_t size = ev.dump().size();
+    for (size_t cap : {size_t(200), size_t(10000), size_t(64) << 20}) {
+      SCOPED_TRACE(cap);
+      const auto t0 = std::chrono::steady_clock::now();
+      json out = cap_event_values(ev, cap);
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - t0)
+                          .count();
+      EXPECT_LT(ms, 500);
+      // Cut: the outer arrays become the marked shape, and the event says so; not cut: as it was.
+      if (cap < size) {
+        EXPECT_EQ(out["truncated"], true);
+        EXPECT_EQ(out["args"][0]["value"]["truncated"], true);
+        EXPECT_LT(out.dump().size(), cap + 64 * kDepth);  // the marks the cut adds
+      } else {
+        EXPECT_EQ(out, ev);
+      }
     }
-  }
+  });
 }
 
 }  // namespace
