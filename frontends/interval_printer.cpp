@@ -114,11 +114,17 @@ class IntervalPrinter : public EventSink {
     }
   }
 
-  // Under mu_. The scrape takes the metrics' own mutex; the backend never holds that while
+  // Under mu_. The read takes the metrics' own mutex; the backend never holds that while
   // it emits, so the order mu_ -> metrics is the only one.
   void print_interval() {
-    const MetricsSnapshot s = metrics_.scrape();
+    const MetricsSnapshot s = metrics_.read();
     const uint64_t end_ns = now_ns();
+    // Before the probes are live (an attach can take longer than an interval) there is
+    // nothing to read: interval 1 is the first that can hold calls.
+    if (s.funcs.empty() && !s.ended) {
+      start_ns_ = end_ns;
+      return;
+    }
     ++number_;
     for (const FuncMetrics& f : s.funcs) {
       auto was = before_.find(f.func);
