@@ -29,6 +29,7 @@
 #include "frontends/commands.h"
 #include "frontends/cond_options.h"
 #include "frontends/fault_injection.h"
+#include "frontends/interval_printer.h"
 #include "frontends/options.h"
 #include "frontends/prometheus_exporter.h"
 #include "frontends/reader_gone.h"
@@ -162,7 +163,9 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   if (command == "count" || command == "latency")
     desc.add_options()("no-failed",
                        "no FAILED column: count then probes only the entries of functions "
-                       "that return an error");
+                       "that return an error")(
+        "interval,i", po::value<double>(),
+        "every SECONDS print the calls of that interval alone, then start over");
   if (!goroutines_cmd) {
     add_condition_options(desc);
     desc.add_options()("max-overhead", po::value<std::string>(),
@@ -211,6 +214,13 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   if (vm->count("duration")) {
     opts.duration_s = (*vm)["duration"].as<double>();
     if (opts.duration_s <= 0) return usage_error("--duration must be positive");
+  }
+  double interval_s = 0;
+  if (vm->count("interval")) {
+    interval_s = (*vm)["interval"].as<double>();
+    // At least a millisecond: a print per microsecond would be all the trace does.
+    if (!(interval_s >= 0.001 && interval_s <= 1e9))
+      return usage_error("--interval must be 0.001 to 1000000000 seconds");
   }
   std::string prometheus_addr;
   double linger_s = 0;
@@ -369,6 +379,10 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     opts.metrics = &metrics;
     // Inside the goroutine filter: the gauge counts the goroutines the output shows.
     sink = make_metrics_observer(std::move(sink), metrics);
+  }
+  if (interval_s > 0) {
+    opts.metrics = &metrics;
+    sink = make_interval_printer(std::move(sink), metrics, interval_s, opts.mode == Mode::Latency);
   }
   if (goroutines_cmd && (!selection.goids.empty() || !selection.under.empty()))
     sink = make_goroutine_filter(std::move(sink), std::move(selection));

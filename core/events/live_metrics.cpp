@@ -51,9 +51,17 @@ void LiveMetrics::observe(const Event& ev) {
 }
 
 MetricsSnapshot LiveMetrics::scrape() {
+  return snapshot(true);
+}
+
+MetricsSnapshot LiveMetrics::read() {
+  return snapshot(false);
+}
+
+MetricsSnapshot LiveMetrics::snapshot(bool scraped) {
   std::lock_guard<std::mutex> lock(mu_);
   read_locked(last_);
-  if (last_.ended) ++final_scrapes_;
+  if (last_.ended && scraped) ++final_scrapes_;
   MetricsSnapshot s = last_;
   s.gstates.clear();
   for (const auto& [goid, state] : gstate_) ++s.gstates[state];

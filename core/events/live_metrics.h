@@ -55,11 +55,15 @@ class LiveMetrics {
   void observe(const Event& ev);
   // What a scrape serves now. Counts the scrapes that saw the final values.
   MetricsSnapshot scrape();
+  // The same values for gotap's own use (-i): not a scrape, so --prometheus-linger still
+  // waits for Prometheus to read the final values.
+  MetricsSnapshot read();
   // How many scrapes have served the final values (0 while the trace runs).
   uint64_t final_scrapes();
 
  private:
   void read_locked(MetricsSnapshot& s);
+  MetricsSnapshot snapshot(bool scraped);
 
   std::mutex mu_;
   Reader reader_;

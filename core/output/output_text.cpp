@@ -276,6 +276,13 @@ class TextWriter : public EventSink {
   // Counts come together at the end of a run: held until the next other event, so that the
   // column fits the longest name instead of a fixed width that long Go names overflow.
   void count_line(const Event& ev) {
+    const uint64_t interval = ev.value("interval", uint64_t{0});
+    if (interval != counts_interval_) print_counts();
+    counts_interval_ = interval;
+    if (interval) {
+      interval_start_ = ev.value("start_ts_ns", uint64_t{0});
+      interval_end_ = ev.value("end_ts_ns", uint64_t{0});
+    }
     CountRow row{safe_name(ev, "func"), ev.value("count", uint64_t{0}), "-"};
     if (ev.contains("failed")) row.failed = std::to_string(ev.value("failed", uint64_t{0}));
     counts_.push_back(std::move(row));
@@ -297,6 +304,13 @@ class TextWriter : public EventSink {
       width = std::max(width, std::min(r.name.size(), kMaxCountNameWidth));
       failed = failed || r.failed != "-";
     }
+    if (counts_interval_ || printed_interval_) {
+      if (counts_interval_)
+        interval_title(counts_interval_);
+      else
+        print("\n[total]\n");
+      header_.clear();  // each interval's table has its header
+    }
     header(failed ? fmt::format("{:<{}} {:>12} {:>12}\n", "FUNC", width, "COUNT", "FAILED").c_str()
                   : fmt::format("{:<{}} {:>12}\n", "FUNC", width, "COUNT").c_str());
     for (const auto& r : counts_)
@@ -305,7 +319,27 @@ class TextWriter : public EventSink {
     counts_.clear();
   }
 
+  // -i: "[interval 3, 1.000 s]" above each interval's rows; the run's totals come after the
+  // last one, under "[total]". A latency block ends in a blank line already (`gap` false).
+  void interval_title(uint64_t interval, bool gap = true) {
+    printed_interval_ = true;
+    print(fmt::format(
+        "{}[interval {}, {:.3f} s]\n", gap ? "\n" : "", interval,
+        (static_cast<double>(interval_end_) - static_cast<double>(interval_start_)) / 1e9));
+  }
+
   void latency_block(const Event& ev) {
+    const uint64_t interval = ev.value("interval", uint64_t{0});
+    if (interval != latency_interval_) {
+      if (interval) {
+        interval_start_ = ev.value("start_ts_ns", uint64_t{0});
+        interval_end_ = ev.value("end_ts_ns", uint64_t{0});
+        interval_title(interval, latency_interval_ == 0);
+      } else if (printed_interval_) {
+        print("[total]\n");
+      }
+      latency_interval_ = interval;
+    }
     const std::string failed =
         ev.contains("failed") ? fmt::format("  failed {}", ev.value("failed", uint64_t{0})) : "";
     print(fmt::format("{}: count {}{}  min {}  p50 {}  p90 {}  p99 {}  max {}\n",
@@ -364,6 +398,10 @@ class TextWriter : public EventSink {
     std::string failed;  // "-": the function has no error result
   };
   std::vector<CountRow> counts_;
+  // -i: the interval of the rows held, or of the latency blocks printed last (0: the totals).
+  uint64_t counts_interval_ = 0, latency_interval_ = 0;
+  uint64_t interval_start_ = 0, interval_end_ = 0;
+  bool printed_interval_ = false;
   std::string header_;
   static constexpr const char* kCallHeader = "#     TIME(s)     GOID      TID  CALL\n";
   bool calls_header_ = false;  // header_ is kCallHeader

@@ -202,6 +202,19 @@ TEST_F(Cli, MaxLineMustNotBeNegative) {
   expect_one_error_line(r);
 }
 
+// -i SECONDS must be a positive number of seconds (a print per microsecond or less is all a
+// trace would do): zero, negative, NaN and words get one line and exit 2.
+TEST_F(Cli, IntervalMustBePositive) {
+  for (const std::string cmd : {"count", "latency"})
+    for (const std::string bad : {"0", "-1", "-0.5", "0.0001", "nan", "soon"}) {
+      SCOPED_TRACE(cmd + " -i " + bad);
+      auto r = run_command({gotap_binary(), cmd, "-i", bad, "main.f", "--", "/bin/true"});
+      EXPECT_EQ(r.exit_code, 2);
+      expect_one_error_line(r);
+      EXPECT_NE(r.err.find("interval"), std::string::npos) << r.err;
+    }
+}
+
 // Every decode limit has a ceiling (docs/cli.md): --max-depth 8000 overflowed the decoder's
 // stack, --max-str 2000000000 took 2 to 11 GB (issue 35). Past it: one line, exit 2.
 TEST_F(Cli, DecodeLimitsAboveTheirCeilingsAreRefused) {
