@@ -6,21 +6,15 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+
+#include "core/sys/proc_status.h"
 
 namespace gotap::cli {
 
 Result<int> target_process(int pid, std::string* note) {
-  const std::string dir = "/proc/" + std::to_string(pid);
   // /proc/TID exists for a thread too (unlisted); its Tgid is the process.
-  std::ifstream status(dir + "/status");
-  if (!status) return make_error("no process with pid {}", pid);
-  int tgid = 0;
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("Tgid:", 0) == 0) {
-      tgid = std::atoi(line.c_str() + 5);
-      break;
-    }
+  const auto tgid_text = sys::status_value(pid, 0, "Tgid");
+  const int tgid = tgid_text ? std::atoi(tgid_text->c_str()) : 0;
   if (tgid <= 0) return make_error("no process with pid {}", pid);
   if (tgid != pid) {
     *note = "pid " + std::to_string(pid) + " is a thread of process " + std::to_string(tgid) +

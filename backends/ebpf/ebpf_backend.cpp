@@ -44,6 +44,7 @@
 #include "core/model/go_quote.h"
 #include "core/model/wait_reasons.h"
 #include "core/sys/fd.h"
+#include "core/sys/proc_status.h"
 #include "core/sys/timing.h"
 #include "core/sys/uprobe_holders.h"
 #include "gotap.skel.h"
@@ -277,11 +278,8 @@ int on_sample(void* ctx, void* data, size_t size) {
 
 // Whether a ptrace tracer (a gotap, a debugger) is attached to pid now.
 bool ptrace_attached(int pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("TracerPid:", 0) == 0) return std::strtol(line.c_str() + 10, nullptr, 10) != 0;
-  return false;
+  const auto tracer = sys::status_value(pid, 0, "TracerPid");
+  return tracer && std::strtol(tracer->c_str(), nullptr, 10) != 0;
 }
 
 // Functions (func_id -> site) whose entry holds an int3 in pid's memory that neither the

@@ -18,6 +18,7 @@
 
 #include "backends/ptrace/forked_child.h"
 #include "backends/ptrace/inject_stub.h"
+#include "core/sys/proc_status.h"
 #include "core/sys/spawn.h"
 
 namespace gotap::ptrace {
@@ -246,22 +247,7 @@ Result<std::unique_ptr<Process>> Process::launch(const std::vector<std::string>&
 
 namespace {
 
-// The value of a line of /proc/PID[/task/TID]/status ("TracerPid", "State", "SigPnd", ...;
-// tid 0: the process's), its blanks skipped; nullopt when the thread is gone or has no such
-// line.
-std::optional<std::string> status_value(pid_t pid, pid_t tid, std::string_view field) {
-  std::string path = "/proc/" + std::to_string(pid) +
-                     (tid ? "/task/" + std::to_string(tid) : std::string()) + "/status";
-  std::ifstream f(path);
-  for (std::string line; std::getline(f, line);) {
-    if (line.size() <= field.size() || line.compare(0, field.size(), field) != 0 ||
-        line[field.size()] != ':')
-      continue;
-    const size_t v = line.find_first_not_of(" \t", field.size() + 1);
-    return v == std::string::npos ? std::string() : line.substr(v);
-  }
-  return std::nullopt;
-}
+using sys::status_value;
 
 // TracerPid of thread t of pid; -1 when it cannot be read.
 pid_t tracer_of(pid_t pid, pid_t t) {
