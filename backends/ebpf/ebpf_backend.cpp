@@ -371,12 +371,12 @@ Result<SplitSites> split_sites(const BinaryView& bin, const ProbeConfig& cfg) {
   return out;
 }
 
-// Test only (GOTAP_TEST_DELAY_ATTACH_MS=N): waits N ms between planning and attaching (for
+// Test only (GOTAP_TEST_ATTACH_DELAY_MS=N): waits N ms between planning and attaching (for
 // -- CMD, between planning and starting CMD), and says so on stderr first, so that a test
 // can make the traced program exec, or its file change, inside that window
 // (test_runtime_exec_planned.cpp).
 void delay_attach_for_tests() {
-  const char* e = getenv("GOTAP_TEST_DELAY_ATTACH_MS");
+  const char* e = getenv("GOTAP_TEST_ATTACH_DELAY_MS");
   if (!e || !*e) return;
   const long ms = std::strtol(e, nullptr, 10);
   if (ms <= 0 || ms > 60000) return;

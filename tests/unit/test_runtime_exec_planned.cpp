@@ -2,7 +2,7 @@
 // attaches later; a pid that execs another program in between used to get the first
 // program's probes at the same offsets of the second: uprobes in the middle of its
 // instructions. Here the execbpf fixture execs the latency fixture (another Go program) on a
-// signal, after a delay swept across the window that GOTAP_TEST_DELAY_ATTACH_MS (test only)
+// signal, after a delay swept across the window that GOTAP_TEST_ATTACH_DELAY_MS (test only)
 // holds open between planning and attaching, and past it: the exec lands before the probes
 // are in place (gotap must refuse: exit 1, one line) or after (gotap traced the planned
 // image, and the new one must carry none of its probes). In every run the new program's text
@@ -34,7 +34,7 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kWindowMs = 300;            // GOTAP_TEST_DELAY_ATTACH_MS
+constexpr int kWindowMs = 300;            // GOTAP_TEST_ATTACH_DELAY_MS
 constexpr int kWorkers = 4, kRounds = 8;  // the latency fixture's `park`: 3 calls a round
 
 // Waits up to timeout_s for pid to end, then kills it; its wait status, or -1.
@@ -127,11 +127,11 @@ class ExecPlanned : public ::testing::TestWithParam<std::string> {
 
     const std::string events =
         (fs::temp_directory_path() / ("gotap-exec-planned-" + pid + ".jsonl")).string();
-    setenv("GOTAP_TEST_DELAY_ATTACH_MS", std::to_string(kWindowMs).c_str(), 1);
+    setenv("GOTAP_TEST_ATTACH_DELAY_MS", std::to_string(kWindowMs).c_str(), 1);
     Child g =
         spawn({gotap_binary(), "trace", "--backend", GetParam(), "--json", "-o", events, "-d", "20",
                "-p", pid, "re:^runtime\\.(casgstatus|gopark|schedule|newproc1)$", "time.Sleep"});
-    unsetenv("GOTAP_TEST_DELAY_ATTACH_MS");
+    unsetenv("GOTAP_TEST_ATTACH_DELAY_MS");
     ASSERT_GT(g.pid, 0);
     std::string err = read_until(g.err, "gotap: test: attaching in", 60000);
     if (err.find("gotap: test: attaching in") == std::string::npos) {
@@ -233,10 +233,10 @@ TEST_P(ExecPlanned, LaunchedFileReplacedOnDiskIsRefused) {
   const fs::path prog = dir / "prog";
   fs::copy_file(latency, prog, fs::copy_options::overwrite_existing);
 
-  setenv("GOTAP_TEST_DELAY_ATTACH_MS", std::to_string(kWindowMs).c_str(), 1);
+  setenv("GOTAP_TEST_ATTACH_DELAY_MS", std::to_string(kWindowMs).c_str(), 1);
   Child g = spawn({gotap_binary(), "count", "--backend", GetParam(), "--json", "main.park", "--",
                    prog.string(), "park", "1", "1"});
-  unsetenv("GOTAP_TEST_DELAY_ATTACH_MS");
+  unsetenv("GOTAP_TEST_ATTACH_DELAY_MS");
   ASSERT_GT(g.pid, 0);
   std::string err = read_until(g.err, "gotap: test: attaching in", 60000);
   ASSERT_NE(err.find("gotap: test: attaching in"), std::string::npos) << err;
