@@ -173,37 +173,12 @@ int go_minor_of(const std::string& producer) {
   return v;
 }
 
-// The receiver type of a method named "pkg/path.T.M" or "pkg/path.(*T).M": "pkg/path.T"
-// or "*pkg/path.T"; empty for a function.
-std::string receiver_type(const std::string& name) {
-  size_t slash = name.rfind('/', name.find('['));
-  size_t dot = name.find('.', slash == std::string::npos ? 0 : slash);
-  if (dot == std::string::npos) return "";
-  std::string pkg = name.substr(0, dot);
-  std::string rest = name.substr(dot + 1);
-  if (rest.rfind("(*", 0) == 0) {
-    size_t close = rest.find(").");
-    if (close == std::string::npos) return "";
-    return "*" + pkg + "." + rest.substr(2, close - 2);
-  }
-  // T.M: the type ends at the last '.' outside brackets.
-  int depth = 0;
-  size_t last = std::string::npos;
-  for (size_t i = 0; i < rest.size(); ++i) {
-    if (rest[i] == '[') ++depth;
-    if (rest[i] == ']') --depth;
-    if (rest[i] == '.' && depth == 0) last = i;
-  }
-  if (last == std::string::npos) return "";
-  return pkg + "." + rest.substr(0, last);
-}
-
 // Go 1.21 and older describe a method wrapper's parameters without its receiver, though
 // the receiver is passed first like any method's.
 void add_wrapper_receiver(const TypeGraph& types, DwarfFunc& f) {
   // A method value ("T.M-fm") is a closure: its receiver comes in the closure context.
   if (f.name.ends_with("-fm")) return;
-  std::string recv = receiver_type(f.name);
+  std::string recv = method_receiver_type(f.name);
   if (recv.empty()) return;
   if (!f.params.empty() && !f.params[0].is_result) {
     const GoType* t = types.get(f.params[0].type);
@@ -535,6 +510,29 @@ std::optional<uint64_t> DwarfInfo::member_offset(const std::string& type,
   for (const auto& f : t->fields)
     if (f.name == member) return f.offset;
   return std::nullopt;
+}
+
+std::string method_receiver_type(const std::string& name) {
+  size_t slash = name.rfind('/', name.find('['));
+  size_t dot = name.find('.', slash == std::string::npos ? 0 : slash);
+  if (dot == std::string::npos) return "";
+  std::string pkg = name.substr(0, dot);
+  std::string rest = name.substr(dot + 1);
+  if (rest.rfind("(*", 0) == 0) {
+    size_t close = rest.find(").");
+    if (close == std::string::npos) return "";
+    return "*" + pkg + "." + rest.substr(2, close - 2);
+  }
+  // T.M: the type ends at the last '.' outside brackets.
+  int depth = 0;
+  size_t last = std::string::npos;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    if (rest[i] == '[') ++depth;
+    if (rest[i] == ']') --depth;
+    if (rest[i] == '.' && depth == 0) last = i;
+  }
+  if (last == std::string::npos) return "";
+  return pkg + "." + rest.substr(0, last);
 }
 
 }  // namespace gotap

@@ -32,6 +32,11 @@ struct DwarfParam {
   std::optional<std::vector<DwarfLocPiece>> entry_loc;
 };
 
+// The receiver type of a method named "pkg/path.T.M" or "pkg/path.(*T).M": "pkg/path.T"
+// or "*pkg/path.T"; empty for a function. A closure ("pkg.F.func1") reads as a method of a
+// type "pkg.F": callers look the type up, and there is none.
+std::string method_receiver_type(const std::string& name);
+
 struct DwarfFunc {
   std::string name;
   uint64_t low_pc = 0, high_pc = 0;

@@ -29,6 +29,7 @@
 #include "core/plan/parallel_for.h"
 #include "core/plan/pattern.h"
 #include "core/plan/plan_cache.h"
+#include "core/plan/unnamed_receiver.h"
 #include "core/sys/timing.h"
 
 namespace gotap {
@@ -589,6 +590,7 @@ FuncPlan GoBinary::plan_func(const PclnFunc& f, std::vector<std::string>& warnin
       in.push_back(AbiParamIn{dp.name, dp.type, dp.is_result});
       has_dict |= dp.name == ".dict";
     }
+    restore_unnamed_receiver(dwarf_->types(), p.name, f.args, in);
     const GoType* uintptr_type = dwarf_->types().by_name("uintptr");
     auto dict = dict_position(f.name);
     bool hidden_dict = false;

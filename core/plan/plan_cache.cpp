@@ -27,7 +27,7 @@ namespace {
 // the key, a string table (the plan's names and files repeat: an outer function's name and
 // file for each of its inline sites) and the functions, each string an index into the table.
 constexpr char kMagic[8] = {'G', 'O', 'T', 'A', 'P', 'P', 'L', 'N'};
-constexpr uint32_t kFormat = 2;  // bump when the layout or FuncPlan changes
+constexpr uint32_t kFormat = 3;  // bump when the layout or FuncPlan changes
 constexpr size_t kHeader = sizeof kMagic + 4 + 4 + 8 + 8;
 constexpr size_t kMaxFiles = 32;
 

@@ -90,7 +90,11 @@ TEST(MethodTable, TypesOfTheFixtureMethods) {
     std::istringstream in(r.out);
     for (std::string l; std::getline(in, l);) {
       auto j = json::parse(l, nullptr, false);
-      if (j.is_discarded() || !j.contains("gt") || j["func"] == "main.Inspect") continue;
+      // Only these two are reached through interfaces: the others have no method table
+      // entry on a stripped build.
+      if (j.is_discarded() || !j.contains("gt") ||
+          (j["func"] != "main.(*memStore).Put" && j["func"] != "main.tag.Describe"))
+        continue;
       std::string key = j["func"].get<std::string>() + "/" + j["gt"].get<std::string>();
       if (!seen.insert(key).second) continue;  // the first call and return name them
       auto& types = want[j["func"].get<std::string>()];
