@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -89,6 +90,57 @@ TEST_P(RealPrograms, EtcdPutRangeCountsExact) {
 
   EXPECT_EQ(etcd.ctl({"get", etcd_key(0)}), etcd_key(0) + "\n" + etcd_value(0) + "\n")
       << "etcd stopped serving after gotap detached";
+  EXPECT_TRUE(etcd.service().alive());
+}
+
+// An empty method on the request path: etcd's read transaction takes
+// backend.(*concurrentReadTx).RLock, whose body is a single RET (its entry is its return),
+// once per Range request. K `etcdctl get`: K whole calls, each inside a kvServer.Range call
+// of the same goroutine and no longer than it (before: eBPF paired each return with the
+// previous call's entry, so the first return was unmatched and every duration spanned the
+// time between two requests).
+TEST_P(RealPrograms, EtcdEmptyMethodOnTheReadPathIsPaired) {
+  if (auto why = Etcd::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  TempDir dir("etcd-oneret");
+  Etcd etcd(dir);
+  ASSERT_EQ(etcd.start(), "");
+  const std::string rlock = "go.etcd.io/etcd/mvcc/backend.(*concurrentReadTx).RLock",
+                    range = "go.etcd.io/etcd/etcdserver/api/v3rpc.(*kvServer).Range";
+  ASSERT_EQ(etcd.ctl({"put", etcd_key(0), etcd_value(0)}), "OK\n");
+  constexpr int kGets = 5;
+  int read_back = 0;
+  std::string out = attached({"trace", rlock, range}, etcd.service().pid(), dir, [&] {
+    for (int i = 0; i < kGets; ++i)
+      read_back += etcd.ctl({"get", etcd_key(0)}) == etcd_key(0) + "\n" + etcd_value(0) + "\n";
+  });
+  ASSERT_EQ(read_back, kGets);
+  std::map<int64_t, json> open_range;  // goid -> the Range entry in progress
+  std::map<int64_t, uint64_t> range_start;
+  int entries = 0, returns = 0;
+  for (const json& e : events_in(out)) {
+    if (!e.contains("func")) continue;
+    const int64_t g = e.value("goid", int64_t{-1});
+    const bool is_range = e["func"] == range;
+    if (e["event"] == "entry" && is_range) range_start[g] = e["ts_ns"].get<uint64_t>();
+    if (e["func"] != rlock) continue;
+    SCOPED_TRACE(e.dump());
+    if (e["event"] == "entry") {
+      ++entries;
+      EXPECT_TRUE(range_start.count(g)) << "RLock outside a Range call of its goroutine";
+    } else if (e["event"] == "return") {
+      ++returns;
+      ASSERT_TRUE(range_start.count(g));
+      const uint64_t end = e["ts_ns"].get<uint64_t>();
+      EXPECT_LE(e["duration_ns"].get<uint64_t>(), end - range_start[g])
+          << "longer than the Range call it is in";
+    }
+  }
+  EXPECT_EQ(entries, kGets) << out;
+  EXPECT_EQ(returns, kGets) << out;
+  const auto sum = events_in(out, "summary");
+  ASSERT_EQ(sum.size(), 1u) << out;
+  EXPECT_EQ(sum[0]["lost"], 0);
+  EXPECT_EQ(sum[0].value("unmatched_returns", 0), 0);
   EXPECT_TRUE(etcd.service().alive());
 }
 
