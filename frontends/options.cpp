@@ -35,9 +35,16 @@ std::vector<std::string> positionals(const po::variables_map& vm, const char* na
 
 Result<OutputFile> open_output(const po::variables_map& vm, const char* option, std::FILE* fallback,
                                bool live) {
+  std::optional<std::string> path;
+  if (vm.count(option)) path = vm[option].as<std::string>();
+  return open_output_path(path, fallback, live);
+}
+
+Result<OutputFile> open_output_path(const std::optional<std::string>& given, std::FILE* fallback,
+                                    bool live) {
   OutputFile f;
   f.fp = fallback;
-  if (!vm.count(option)) {
+  if (!given) {
     // Standard output on a pipe (`gotap trace ... | grep`) is line-buffered as on a terminal:
     // each event reaches the reader when it happens, not 4 KB later, and a traced program
     // writing to the same pipe cannot split one of gotap's lines (up to PIPE_BUF, 4 KB) in
@@ -47,7 +54,7 @@ Result<OutputFile> open_output(const po::variables_map& vm, const char* option, 
       setvbuf(stdout, nullptr, _IOLBF, 1 << 16);
     return f;
   }
-  const std::string path = vm[option].as<std::string>();
+  const std::string& path = *given;
   // Events hold the traced program's memory, secrets included: readable by the owner only,
   // as perf.data is, and never written through another user's link or into their file.
   auto opened = sys::open_output_file(path);

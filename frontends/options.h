@@ -35,6 +35,9 @@ struct OutputFile {
 // then line-buffered.
 Result<OutputFile> open_output(const po::variables_map& vm, const char* option, std::FILE* fallback,
                                bool live = false);
+// The same for a path given (or not) by other means.
+Result<OutputFile> open_output_path(const std::optional<std::string>& path, std::FILE* fallback,
+                                    bool live = false);
 
 // --debug-dir DIR (repeatable) and --no-debuginfo, for every command that opens a binary.
 void add_debuginfo_options(po::options_description& desc);
