@@ -457,3 +457,15 @@ int BPF_PROG(gotap_exit, struct task_struct* task) {
   target_exit_seen = 1;
   return 0;
 }
+
+/* The target replaced itself (exec): its probes went with the old image, unless the new one is
+ * the same file, where the inode's uprobes would go on firing in a program that has started
+ * over. The trace ends there on both backends (ended_by "exec"), as ptrace's must. */
+__u32 target_exec_seen = 0;
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(gotap_exec, struct task_struct* p, pid_t old_pid, struct linux_binprm* bprm) {
+  if (!target_tgid || (__u32)p->tgid != target_tgid) return 0;
+  target_exec_seen = 1;
+  return 0;
+}

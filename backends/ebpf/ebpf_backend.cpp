@@ -149,6 +149,7 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
   bpf_program__set_autoload(unused, false);
   // The exit status of a process gotap did not start (a launched child's is waitpid's).
   bpf_program__set_autoload(skel->progs.gotap_exit, tgid > 0);
+  bpf_program__set_autoload(skel->progs.gotap_exec, tgid > 0);
   if (multi)
     bpf_program__set_expected_attach_type(used, static_cast<bpf_attach_type>(kAttachUprobeMulti));
   if (int err = gotap_bpf__load(skel.get())) {
@@ -527,6 +528,14 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   }
   // Best effort: without it the summary has no exit status, as with --all.
   if (opts.target.pid > 0) skel->links.gotap_exit = bpf_program__attach(skel->progs.gotap_exit);
+  // Before the process is proven to run the plan's file: an exec after that is seen.
+  if (filter_pid > 0) {
+    skel->links.gotap_exec = bpf_program__attach(skel->progs.gotap_exec);
+    if (!skel->links.gotap_exec) {
+      target.terminate();
+      return errno_error(ErrorKind::Runtime, "cannot attach the exec tracepoint");
+    }
+  }
   // Whether the process runs the planned file, asked once its uprobes are registered: one
   // that exec'd before is refused; one that execs from now on keeps none of them
   // (planned_image.h). Dynamic types: the tracee's addresses, minus the PIE load bias, are
@@ -645,7 +654,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
 
   // Until the target exits, the duration ends or a stop is requested.
   const auto t_start = Clock::now();
-  bool target_exited = false;
+  bool target_exited = false, target_execd = false;
   uint64_t flushed = 0;
   while (!stop_requested().load()) {
     if (opts.duration_s > 0 &&
@@ -668,6 +677,10 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     }
     if (filter_pid > 0 && target.exited()) {
       target_exited = true;
+      break;
+    }
+    if (filter_pid > 0 && skel->bss->target_exec_seen) {
+      target_execd = true;
       break;
     }
     if (const uint64_t now = monotonic_ns(); budget.due(now)) {
@@ -700,6 +713,13 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
       std::chrono::duration<double, std::milli>(Clock::now() - t_detach).count();
   if (rb && !session.failed) ring_buffer__consume(rb.get());
   metrics_end.now();
+  // A launched program that replaced itself runs untraced, but it is still the trace's, ended
+  // with it (as ptrace's end_launched does).
+  if (target_execd && target.launched())
+    while (!stop_requested().load() && !target.exited() &&
+           !(opts.duration_s > 0 &&
+             std::chrono::duration<double>(Clock::now() - t_start).count() >= opts.duration_s))
+      poll(nullptr, 0, 20);
   if (!target_exited) target.terminate();
   if (session.failed) {
     sink.flush();
@@ -774,7 +794,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   sum.events = session.events;
   sum.lost = counters[GOTAP_CNT_LOST] + session.decode_failures;
   sum.pid = filter_pid > 0 ? filter_pid : 0;
-  sum.ended_by = target_exited ? "exit" : "stop";
+  sum.ended_by = target_execd ? "exec" : target_exited ? "exit" : "stop";
   // An attached process's status from the kernel's exit of its leader (gotap_exit), which
   // runs before the pidfd says it exited.
   const bool status_known =

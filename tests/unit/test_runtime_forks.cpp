@@ -13,7 +13,7 @@
 // EndOfTrace: a program gotap launched ends with the trace (SIGTERM, SIGKILL after a grace
 // period), on both backends, also after it exec'd; the program's own report ("GT forked ...",
 // printed when SIGTERM reaches it) proves it was asked to end, not killed. Before, ptrace left
-// it running.
+// it running. An exec ends the trace itself (ended_by "exec") on both backends.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -183,6 +183,42 @@ TEST_P(EndOfTrace, ALaunchedProgramThatExecsEndsWithTheTrace) {
        at = r.out.find("GT forked", at + 1))
     ++reports;
   EXPECT_EQ(reports, 2u) << r.out;
+  // The trace itself ended at the exec, on both backends (before, eBPF's went on, silent).
+  const auto sum = events_in(r.out, "summary");
+  ASSERT_EQ(sum.size(), 1u) << r.out;
+  EXPECT_EQ(sum[0]["ended_by"], "exec") << r.out;
+}
+
+// An attached program that replaces itself with a long-running one: the trace ends at the
+// exec (ended_by "exec"), not at the duration or the new program's exit, on both backends,
+// and the new program runs on to its own end, untouched (before, eBPF went on tracing
+// nothing until the new program exited).
+TEST_P(EndOfTrace, AnAttachedProgramThatExecsEndsTheTrace) {
+  std::string execer;
+  for (const Fixture& f : all_fixtures("execer"))
+    if (f.flavour == "default") execer = f.path;  // the newest Go's
+  if (execer.empty()) GTEST_SKIP() << "no execer fixture built (tests/tools/build-fixtures.sh)";
+  const std::string latency = execer.substr(0, execer.rfind('/') + 1) + "latency";
+  // 1.5 s of work, then the latency fixture's park mode for several seconds.
+  Child prog = spawn({execer, "1500", latency, "park", "1", "100"});
+  ASSERT_GT(prog.pid, 0);
+  RunResult r = run_command({gotap_binary(), "count", "--backend", GetParam(), "--json", "-p",
+                             std::to_string(prog.pid), "-d", "30", "main.churn"},
+                            40);
+  // The new program still runs when the trace has ended, and ends on its own, well.
+  const bool alive = kill(prog.pid, 0) == 0;
+  const std::string rest = read_all(prog.out);
+  int st = 0;
+  waitpid(prog.pid, &st, 0);
+  close(prog.out);
+  close(prog.err);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const auto sum = events_in(r.out, "summary");
+  ASSERT_EQ(sum.size(), 1u) << r.out << r.err;
+  EXPECT_EQ(sum[0]["ended_by"], "exec") << r.out;
+  EXPECT_TRUE(alive) << "the trace ended only once the new program had";
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  EXPECT_NE(rest.find("done "), std::string::npos) << rest;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, EndOfTrace, ::testing::Values("ebpf", "ptrace"),
