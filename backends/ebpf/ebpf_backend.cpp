@@ -44,7 +44,9 @@
 #include "core/model/go_quote.h"
 #include "core/model/wait_reasons.h"
 #include "core/sys/fd.h"
+#include "core/sys/image_lock.h"
 #include "core/sys/proc_status.h"
+#include "core/sys/test_delay.h"
 #include "core/sys/timing.h"
 #include "core/sys/uprobe_holders.h"
 #include "gotap.skel.h"
@@ -461,6 +463,16 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   std::vector<Site> refused = std::move(split->refused);
   if (opts.target.argv.empty()) delay_attach_for_tests();
 
+  // From the look at the sites to the last uprobe registered, no other gotap looks at or
+  // writes a site of this file: a ptrace gotap that looked at once would find no int3 here,
+  // and its int3 under this trace's uprobes would blind both (core/sys/image_lock.h).
+  auto lock =
+      sys::ImageLock::take(path, bin.path(), sys::ImageLock::kPlaceWaitMs, &stop_requested());
+  if (!lock) {
+    target.terminate();
+    return lock.error();
+  }
+
   // Sites another tracer holds with an int3 of its own (a ptrace gotap, a debugger): a uprobe
   // there would go when that tracer puts its byte back. A function whose entry is held is
   // not traced at all, as under ptrace (docs/cli.md, "Sites another tracer holds"). Other
@@ -487,6 +499,10 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
                   << printable(first) << "\n";
     }
   }
+
+  // Test only: the window between the look and the uprobes, which the lock closes
+  // (test_runtime_two_tracers.cpp).
+  sys::test_delay("GOTAP_TEST_PLACE_DELAY_MS", "placing the probes");
 
   std::vector<uint32_t> group_of;
   if (measure_cost)
@@ -560,6 +576,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     }
     bias = *proven;
   }
+  lock->release();
   const double attach_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - t_attach).count();
   refused.insert(refused.end(), attachment.skipped().begin(), attachment.skipped().end());
@@ -707,7 +724,15 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   const auto t_detach = Clock::now();
   bpf_program* prog = eo.empty_program ? skel->progs.gotap_empty : skel->progs.gotap_probe;
   const std::optional<ProgStats> stats = prog_stats(bpf_program__fd(prog));
-  attachment.detach();
+  {
+    // While the uprobes go, another gotap looking at the sites would find some of them still
+    // held; a holder stuck that long does not keep them.
+    auto relock = sys::ImageLock::take(path, bin.path(), sys::ImageLock::kRemoveWaitMs);
+    if (!relock && !eo.quiet)
+      std::cerr << "gotap: warning: removing the probes unlocked: " << relock.error().what()
+                << "\n";
+    attachment.detach();
+  }
   sys::timing_mark("ebpf: detached");
   const double detach_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - t_detach).count();

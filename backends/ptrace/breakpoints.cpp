@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <optional>
 
 #include <Zydis/Zydis.h>
@@ -345,9 +346,23 @@ WriteBytes writer_of(TraceeMemory& mem) {
 }  // namespace
 
 Result<void> Breakpoints::insert_all(TraceeMemory& mem, const FileText& file) {
-  const size_t done = write_site_bytes(sites_, true, mem, writer_of(mem), file);
+  SiteWriteStats st;
+  const size_t done = write_site_bytes(sites_, true, mem, writer_of(mem), file, &st);
   if (done < sites_.size()) {
-    restore_all(mem, file);
+    // Only what was written goes back: a site further on may hold another tracer's int3 now.
+    for (size_t i = 0; i < done;)
+      i += write_site_bytes(std::span<const Site>(sites_).subspan(i, done - i), false, mem,
+                            writer_of(mem), file) +
+           1;
+    for (size_t i = done; i < sites_.size(); ++i) sites_[i].shared = true;
+    shared_ = true;
+    if (st.changed) {
+      changed_at_ = sites_[done].addr;
+      return runtime_error(
+          "another tracer (a uprobe or a debugger) put an int3 at {:#x} while gotap placed its "
+          "probes",
+          sites_[done].addr);
+    }
     return runtime_error("cannot write a breakpoint at {:#x}", sites_[done].addr);
   }
   inserted_ = true;
@@ -361,9 +376,18 @@ bool Breakpoints::drop_func(int func, TraceeMemory& mem) {
     auto end = std::remove_if(s.roles.begin(), s.roles.end(),
                               [func](const SiteRole& r) { return r.func == func; });
     s.roles = s.roles.first(size_t(end - s.roles.begin()));
-    if (s.roles.empty() && before != 0 && inserted_) ok = mem.write(s.addr, s.orig, 1) && ok;
+    if (s.roles.empty() && before != 0 && inserted_ && !s.shared)
+      ok = mem.write(s.addr, s.orig, 1) && ok;
   }
   return ok;
+}
+
+bool Breakpoints::share(uint64_t addr) {
+  Site* s = find(addr);
+  if (!s) return false;
+  s->shared = true;
+  shared_ = true;
+  return true;
 }
 
 void Breakpoints::restore_all(TraceeMemory& mem, const FileText& file) {
@@ -372,9 +396,14 @@ void Breakpoints::restore_all(TraceeMemory& mem, const FileText& file) {
 }
 
 void Breakpoints::restore_in(TraceeMemory& mem, const FileText& file) const {
+  std::vector<Site> own;  // only when a uprobe shares a site: the others
+  if (shared_)
+    std::copy_if(sites_.begin(), sites_.end(), std::back_inserter(own),
+                 [](const Site& s) { return !s.shared; });
+  const std::span<const Site> sites = shared_ ? std::span<const Site>(own) : sites_;
   // A site that cannot be written back is not the end: every other one still is.
-  for (size_t i = 0; i < sites_.size();) {
-    const auto rest = std::span<const Site>(sites_).subspan(i);
+  for (size_t i = 0; i < sites.size();) {
+    const auto rest = sites.subspan(i);
     const size_t done = write_site_bytes(rest, false, mem, writer_of(mem), file);
     i += done + 1;
   }

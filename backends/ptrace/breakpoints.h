@@ -54,6 +54,9 @@ struct Site {
   StepKind step = StepKind::OutOfLine;
   uint8_t cc = 0;        // Jcc condition code
   int8_t disp_off = -1;  // OutOfLine: offset of a RIP-relative disp32, -1 when none
+  // A uprobe holds the site too (registered after gotap looked): the int3 is the kernel's
+  // as well, and no restore writes the original byte over it (Breakpoints::share).
+  bool shared = false;
 };
 static_assert(sizeof(Site) == 64);
 
@@ -115,12 +118,19 @@ class Breakpoints {
 
   // The int3s, and the original bytes back: a page's sites in one write where `file` shows
   // that nothing but the sites differs from the file there (site_bytes.h). Without `file`,
-  // one write per site.
+  // one write per site. An int3 goes only over the byte read at add(); on a failure the sites
+  // written get their bytes back, and the others are no longer gotap's to write (shared).
   Result<void> insert_all(TraceeMemory& mem, const FileText& file = {});
   // --max-overhead: takes func's roles off every site, and puts the original byte back where
   // no role is left. The site stays known, so that a hit taken before the write still
   // resumes through its copy. False when a byte could not be written.
   bool drop_func(int func, TraceeMemory& mem);
+  // The site at addr is a uprobe's as well: every restore leaves its int3, which the kernel
+  // takes back (with the file's byte) when that uprobe goes. False when addr is no site.
+  bool share(uint64_t addr);
+  // Where insert_all found another tracer's int3 that was not there when the site was read;
+  // 0 when it did not.
+  uint64_t changed_at() const { return changed_at_; }
   void restore_all(TraceeMemory& mem, const FileText& file = {});
   // The original bytes in another copy of the text (a forked child's), the table unchanged.
   void restore_in(TraceeMemory& mem, const FileText& file = {}) const;
@@ -150,6 +160,8 @@ class Breakpoints {
   uint64_t scratch_ = 0, scratch_size_ = 0;
   uint64_t slots_ = 0;  // the first site's copy
   bool inserted_ = false;
+  bool shared_ = false;      // some site is Site::shared
+  uint64_t changed_at_ = 0;  // insert_all
 };
 
 }  // namespace gotap::ptrace

@@ -28,6 +28,7 @@ bool build_span(std::span<const Site> sites, bool int3, MemoryReader& now, const
   for (const Site& s : sites) {
     const size_t off = s.addr - lo;
     if (std::memcmp(buf.data() + from, want.data() + from, off - from) != 0) return false;
+    if (int3 && buf[off] != s.orig[0]) return false;  // said by the site's own write
     buf[off] = byte_for(s, int3);
     from = off + 1;
   }
@@ -53,6 +54,14 @@ size_t write_site_bytes(std::span<const Site> sites, bool int3, MemoryReader& no
       continue;
     }
     for (; i < j; ++i) {
+      uint8_t was = 0;
+      if (int3) {
+        if (!now.read(sites[i].addr, &was, 1)) return i;
+        if (was != sites[i].orig[0]) {
+          st.changed = true;
+          return i;
+        }
+      }
       const uint8_t b = byte_for(sites[i], int3);
       if (!write(sites[i].addr, &b, 1)) return i;
       ++st.alone;

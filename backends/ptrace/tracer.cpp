@@ -35,6 +35,7 @@
 #include "core/plan/image_identity.h"
 #include "core/plan/signals_blocked.h"
 #include "core/sys/spawn.h"
+#include "core/sys/test_delay.h"
 #include "core/sys/timing.h"
 #include "core/sys/uprobe_holders.h"
 
@@ -230,6 +231,9 @@ Result<void> Tracer::start() {
   // run on another thread, where it interrupts no waitpid of ours).
   auto abort = [] { return stop_requested().load(); };
   pid_t stopped = 0;
+  // Held from the first byte read at a site to the last int3 written (or put back), and let
+  // go as start returns: another gotap, on either backend, checks its sites only after.
+  sys::ImageLock lock;
   if (!opts_.target.argv.empty()) {
     auto p = Process::launch(opts_.target.argv, abort);
     if (!p) return p.error();
@@ -241,7 +245,19 @@ Result<void> Tracer::start() {
       kill(proc_->pid(), SIGKILL);
       return r;
     }
+    auto l = lock_image(proc_->pid(), sys::ImageLock::kPlaceWaitMs, true);
+    if (!l) {
+      kill(proc_->pid(), SIGKILL);
+      return l.error();
+    }
+    lock = std::move(*l);
   } else if (opts_.target.pid > 0) {
+    // Before the attach: a second ptrace gotap then finds the first attached, and fails
+    // cleanly, rather than each seizing some of the threads and both failing. An exec in
+    // between is refused below (check_image).
+    auto l = lock_image(opts_.target.pid, sys::ImageLock::kPlaceWaitMs, true);
+    if (!l) return l.error();
+    lock = std::move(*l);
     auto p = Process::attach(opts_.target.pid, abort);
     if (!p) return p.error();
     proc_ = std::move(*p);
@@ -329,6 +345,29 @@ void Tracer::clear_leftovers() {
                left.restored, left.restored == 1 ? "" : "s", proc_->pid());
   net_.set_leftovers(std::move(left.handlers));
   leftover_sites_ = std::move(left.sites);
+}
+
+Result<sys::ImageLock> Tracer::lock_image(pid_t pid, int wait_ms, bool abortable) const {
+  return sys::ImageLock::take("/proc/" + std::to_string(pid) + "/exe", bin_.elf->path(), wait_ms,
+                              abortable ? &stop_requested() : nullptr);
+}
+
+std::pair<size_t, std::string> Tracer::share_uprobe_sites() {
+  const auto holders = sys::uprobe_holders("/proc/" + std::to_string(proc_->pid()) + "/exe",
+                                           proc_->pid(), /*certain=*/true);
+  if (holders.empty()) return {0, {}};
+  std::vector<uint64_t> held;
+  std::string first;
+  for (const Site& s : bps_.sites()) {
+    auto off = s.addr >= bias_ ? bin_.elf->vaddr_to_offset(s.addr - bias_) : std::nullopt;
+    auto it = off ? holders.find(*off) : holders.end();
+    if (it == holders.end()) continue;
+    if (held.empty())
+      first = fmt::format("{} holds {}", it->second, bin_.func_name(s.addr - bias_));
+    held.push_back(s.addr);
+  }
+  for (uint64_t a : held) bps_.share(a);
+  return {held.size(), first};
 }
 
 const std::string* Tracer::holder_of(uint64_t addr, uint64_t bias) {
@@ -532,6 +571,9 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     fmt::print(stderr, "gotap: warning: {} of {} probe sites not placed ({})\n", failed, wanted,
                why);
   if (bps_.size() == 0) return runtime_error("no probe could be placed");
+  // Test only: the window between the look at the sites and the int3s, which the lock and
+  // the second look in insert_all close (test_runtime_two_tracers.cpp).
+  sys::test_delay("GOTAP_TEST_PLACE_DELAY_MS", "placing the probes");
   const uint64_t code_loads = snapshot->loads();
   snapshot.reset();
   bps_.finish();
@@ -576,7 +618,19 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
                          proc_->pid());
   auto inserted = bps_.insert_all(mem, file_text());
   release_file_text();
+  if (!inserted && bps_.changed_at())
+    return runtime_error("{} ({}); nothing was traced", inserted.error().what(),
+                         bin_.func_name(bps_.changed_at() - bias_));
   GOTAP_TRY(inserted);
+  // A uprobe registered between the look at a site and the int3 written there found the int3
+  // in place and wrote none (the kernel's verify_opcode): it takes every hit of that site now.
+  // Other gotaps wait for the lock; a tracer that takes none (bpftrace) is seen here when the
+  // kernel lists its link. Its int3 stays; the trace is refused.
+  if (auto [n, who] = share_uprobe_sites(); n)
+    return runtime_error(
+        "another tracer put a uprobe on {} of the {} probe sites while gotap placed its own "
+        "({}); nothing was traced, and its probes are left to it",
+        n, bps_.size(), who);
   sys::timing_mark("ptrace: armed");
 
   // The thread that ran the injected syscalls is resumed before the banner: scripts act on
@@ -1123,7 +1177,20 @@ void Tracer::detach() {
     proc_->detach_all([](pid_t, user_regs_struct&) { return false; });
     return;
   }
-  bps_.restore_all(proc_->mem(), file_text());
+  {
+    // No other gotap looks at a site while the bytes go back; one that waited longer than this
+    // is stuck, and the int3s go all the same.
+    auto lock = lock_image(proc_->pid(), sys::ImageLock::kRemoveWaitMs, false);
+    if (!lock)
+      fmt::print(stderr, "gotap: warning: removing the probes unlocked: {}\n", lock.error().what());
+    // A uprobe placed on a site since gotap's int3 took that site's hits; its int3 stays.
+    if (auto [n, who] = share_uprobe_sites(); n)
+      fmt::print(stderr,
+                 "gotap: warning: another tracer put a uprobe on {} of the probe sites during the "
+                 "trace ({}): it took their hits from then on; its int3s are left to it\n",
+                 n, who);
+    bps_.restore_all(proc_->mem(), file_text());
+  }
   release_file_text();
   // A hit taken before the restore: run the original instruction, now back in place.
   auto rewind = [this](pid_t, user_regs_struct& r) {

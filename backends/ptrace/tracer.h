@@ -30,6 +30,7 @@
 #include "core/events/latency.h"
 #include "core/events/overhead_budget.h"
 #include "core/events/rate_limit.h"
+#include "core/sys/image_lock.h"
 #include "gotap_cond.h"
 
 namespace gotap::ptrace {
@@ -96,6 +97,14 @@ class Tracer {
   // Who holds a uprobe at addr (bias: the image's load bias), from the kernel's list of the
   // executable's uprobes, asked once per attach (clear_leftovers, then setup_probes).
   const std::string* holder_of(uint64_t addr, uint64_t bias);
+  // The lock of pid's executable (core/sys/image_lock.h), held from the first look at a site
+  // to the last int3 written, and while they are removed. `wait_ms`: how long another gotap
+  // may hold it; a stop request ends the wait when `abortable`.
+  Result<sys::ImageLock> lock_image(pid_t pid, int wait_ms, bool abortable) const;
+  // The sites a uprobe holds now, asked of the kernel afresh, are marked shared
+  // (Breakpoints::share): no restore writes over that tracer's int3. How many, and who holds
+  // the first ("BPF program 'x', link N holds F").
+  std::pair<size_t, std::string> share_uprobe_sites();
   void loop();
   // A probe hit, already sent to its copy: trap_site_ and trap_regs_ (as at the int3).
   bool handle_trap(pid_t tid);

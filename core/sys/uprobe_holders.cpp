@@ -76,7 +76,7 @@ bool same_file(const std::string& path, const struct stat& want) {
 
 }  // namespace
 
-std::map<uint64_t, std::string> uprobe_holders(const std::string& exe, pid_t pid) {
+std::map<uint64_t, std::string> uprobe_holders(const std::string& exe, pid_t pid, bool certain) {
   std::map<uint64_t, std::string> out;
   struct stat want {};
   if (stat(exe.c_str(), &want) != 0) return out;
@@ -110,7 +110,7 @@ std::map<uint64_t, std::string> uprobe_holders(const std::string& exe, pid_t pid
           info.uprobe_multi.pid != static_cast<uint32_t>(pid))
         continue;
       offsets.resize(std::min<uint32_t>(n, info.uprobe_multi.count));
-    } else if (info.type == kLinkTypePerfEvent) {
+    } else if (info.type == kLinkTypePerfEvent && !certain) {
       info = LinkInfo{};
       info.perf_event.file_name = reinterpret_cast<uint64_t>(path);
       info.perf_event.name_len = sizeof path;

@@ -20,6 +20,9 @@ namespace gotap::sys {
 // that `exe` (a path, e.g. /proc/PID/exe) names, compared by device and inode, that can
 // have an int3 in process `pid`: a uprobe_multi link made for another pid writes none there
 // (the kernel installs it only in that process), so it is left out. 0: every link.
-std::map<uint64_t, std::string> uprobe_holders(const std::string& exe, pid_t pid = 0);
+// `certain`: only links that surely have their int3 in `pid` (uprobe_multi for that pid or
+// for every process); a perf-event link does not say which process it was made for.
+std::map<uint64_t, std::string> uprobe_holders(const std::string& exe, pid_t pid = 0,
+                                               bool certain = false);
 
 }  // namespace gotap::sys

@@ -172,6 +172,35 @@ TEST(SiteBytes, AnotherTracersInt3StaysThroughInsertAndRestore) {
   EXPECT_EQ(t.mem, t.file);
 }
 
+// A tracer that takes no lock (bpftrace) put its uprobe on one of gotap's sites after gotap
+// read it: the kernel would take every hit there, so no int3 of gotap's goes over it. Writing
+// stops at that site, says why, and leaves it as the other tracer made it; the sites before
+// it are written (the caller puts them back). Whether the site's page is written whole or
+// its sites alone.
+TEST(SiteBytes, AnInt3PlacedOnASiteSinceItWasReadStopsTheWrite) {
+  for (bool with_file : {true, false}) {
+    FakeText t(3, 13);
+    std::vector<Site> sites = sites_in(t, {10, 10, 10}, 13);
+    const Site& taken = sites[14];  // page 1
+    t.mem[taken.addr - kBase] = 0xCC;
+    SiteWriteStats st;
+    const size_t done =
+        write_site_bytes(sites, true, t, t.writer(), with_file ? t.file_text() : FileText{}, &st);
+    EXPECT_TRUE(st.changed);
+    // Page 1 holds a byte that is not the file's: its sites go alone, up to the taken one.
+    EXPECT_EQ(done, 14u);
+    for (size_t i = 0; i < sites.size(); ++i)
+      EXPECT_EQ(t.mem[sites[i].addr - kBase], i <= 14 ? 0xCC : sites[i].orig[0]) << i;
+    // A failed write is no such site.
+    FakeText u(1, 14);
+    std::vector<Site> more = sites_in(u, {4}, 14);
+    u.fail_at.insert(more[2].addr);
+    SiteWriteStats su;
+    EXPECT_EQ(write_site_bytes(more, true, u, u.writer(), {}, &su), 2u);
+    EXPECT_FALSE(su.changed);
+  }
+}
+
 TEST(SiteBytes, StopsAtTheFirstSiteThatCannotBeWritten) {
   FakeText t(3, 5);
   std::vector<Site> sites = sites_in(t, {5, 1, 5}, 5);
