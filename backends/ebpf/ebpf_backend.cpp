@@ -374,19 +374,6 @@ Result<SplitSites> split_sites(const BinaryView& bin, const ProbeConfig& cfg) {
   return out;
 }
 
-// Test only (GOTAP_TEST_ATTACH_DELAY_MS=N): waits N ms between planning and attaching (for
-// -- CMD, between planning and starting CMD), and says so on stderr first, so that a test
-// can make the traced program exec, or its file change, inside that window
-// (test_runtime_exec_planned.cpp).
-void delay_attach_for_tests() {
-  const char* e = getenv("GOTAP_TEST_ATTACH_DELAY_MS");
-  if (!e || !*e) return;
-  const long ms = std::strtol(e, nullptr, 10);
-  if (ms <= 0 || ms > 60000) return;
-  std::cerr << "gotap: test: attaching in " << ms << " ms" << std::endl;
-  poll(nullptr, 0, static_cast<int>(ms));
-}
-
 }  // namespace
 
 Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink,
@@ -423,7 +410,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   TargetProcess target;
   int filter_pid = 0;
   if (!opts.target.argv.empty()) {
-    delay_attach_for_tests();  // the file may change on disk before it starts
+    // Test only: the file may change on disk before it starts (test_runtime_exec_planned).
+    sys::test_delay("GOTAP_TEST_ATTACH_DELAY_MS", "attaching");
     auto t = TargetProcess::launch(opts.target.argv);
     if (!t) return t.error();
     target = std::move(*t);
@@ -461,7 +449,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   }
   std::vector<Site> sites = std::move(split->sites);
   std::vector<Site> refused = std::move(split->refused);
-  if (opts.target.argv.empty()) delay_attach_for_tests();
+  // Test only: the process may exec between the plan and the attach.
+  if (opts.target.argv.empty()) sys::test_delay("GOTAP_TEST_ATTACH_DELAY_MS", "attaching");
 
   // From the look at the sites to the last uprobe registered, no other gotap looks at or
   // writes a site of this file: a ptrace gotap that looked at once would find no int3 here,

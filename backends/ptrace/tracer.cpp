@@ -223,10 +223,9 @@ void Tracer::hand_over() {
 }
 
 Result<void> Tracer::start() {
-  // Test hook (tests/unit/test_runtime_attach.cpp): GOTAP_TEST_ATTACH_DELAY_MS waits that
-  // long between the plan and the attach (or launch), where a program may exec.
-  if (const char* e = getenv("GOTAP_TEST_ATTACH_DELAY_MS"))
-    std::this_thread::sleep_for(std::chrono::milliseconds(strtoul(e, nullptr, 10)));
+  // Test hook (tests/unit/test_runtime_attach.cpp): waits between the plan and the attach
+  // (or launch), where a program may exec.
+  sys::test_delay("GOTAP_TEST_ATTACH_DELAY_MS", "attaching");
   // Until the probes are live, a stop request ends every wait (the front end's handler may
   // run on another thread, where it interrupts no waitpid of ours).
   auto abort = [] { return stop_requested().load(); };
