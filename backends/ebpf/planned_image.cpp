@@ -1,12 +1,12 @@
 #include "backends/ebpf/planned_image.h"
 
-#include <elf.h>
 #include <unistd.h>
 
 #include <string>
 #include <vector>
 
 #include "core/binary/elf_file.h"
+#include "core/plan/image_identity.h"
 #include "core/sys/proc_maps.h"
 
 namespace gotap::ebpf {
@@ -54,18 +54,10 @@ std::optional<uint64_t> proven_bias(const ElfFile& elf, const PlannedImage& img,
   if (!bias || (!elf.is_pie() && *bias != 0)) return std::nullopt;
   // Every executable segment mapped executable at the same bias: the probes' file offsets
   // are where the process runs them.
-  bool any = false;
-  for (const ElfSegment& seg : elf.segments()) {
-    if (seg.type != PT_LOAD || !(seg.flags & PF_X)) continue;
-    any = true;
-    const uint64_t off = seg.offset & kPageMask, at = (seg.vaddr & kPageMask) + *bias;
-    bool mapped = false;
-    for (const sys::Mapping& m : maps)
-      mapped |= same_file(m, img) && m.perms.size() == 4 && m.perms[2] == 'x' && m.offset <= off &&
-                off - m.offset < m.end - m.start && m.start + (off - m.offset) == at;
-    if (!mapped) return std::nullopt;
-  }
-  if (!any) return std::nullopt;
+  if (!text_mapping_mismatch(elf, maps, *bias, [&](const sys::Mapping& m) {
+         return same_file(m, img);
+       }).empty())
+    return std::nullopt;
   return bias;
 }
 

@@ -54,21 +54,11 @@ std::string image_mismatch(int pid, const ElfFile& elf, std::optional<uint64_t> 
   if (!load_bias) return "";
   const uint64_t bias = *load_bias;
   if (known) {
-    const std::vector<sys::Mapping> maps = sys::read_maps(pid);
-    for (const ElfSegment& seg : elf.segments()) {
-      if (seg.type != PT_LOAD || !(seg.flags & PF_X) || seg.filesz == 0) continue;
-      const uint64_t at = (seg.vaddr + bias) & kPageMask;
-      const uint64_t want_off = seg.offset - (seg.vaddr - (seg.vaddr & kPageMask));
-      const sys::Mapping* hit = nullptr;
-      for (const sys::Mapping& m : maps)
-        if (m.start <= at && at < m.end) hit = &m;
-      if (!hit) return fmt::format("nothing is mapped at {:#x}", at);
-      const uint64_t off = hit->offset + (at - hit->start);
-      const uint64_t dev = maps_dev(hit->dev).value_or(0);
-      if (dev != elf.dev() || hit->inode != elf.ino() || off != want_off)
-        return fmt::format("{:#x} maps file {} at offset {:#x}, not {} at {:#x}", at,
-                           dev_ino(dev, hit->inode), off, dev_ino(elf.dev(), elf.ino()), want_off);
-    }
+    const std::string differs =
+        text_mapping_mismatch(elf, sys::read_maps(pid), bias, [&](const sys::Mapping& m) {
+          return maps_dev(m.dev).value_or(0) == elf.dev() && m.inode == elf.ino();
+        });
+    if (!differs.empty()) return differs;
   }
   for (const char* name : {".note.go.buildid", ".note.gnu.build-id"}) {
     const ElfSection* s = elf.section(name);
@@ -82,6 +72,28 @@ std::string image_mismatch(int pid, const ElfFile& elf, std::optional<uint64_t> 
       return fmt::format("its {} differs from the planned file's", name);
   }
   return "";
+}
+
+std::string text_mapping_mismatch(const ElfFile& elf, const std::vector<sys::Mapping>& maps,
+                                  uint64_t bias,
+                                  const std::function<bool(const sys::Mapping&)>& same_file) {
+  bool any = false;
+  for (const ElfSegment& seg : elf.segments()) {
+    if (seg.type != PT_LOAD || !(seg.flags & PF_X) || seg.filesz == 0) continue;
+    any = true;
+    const uint64_t off = seg.offset & kPageMask, at = (seg.vaddr & kPageMask) + bias;
+    const sys::Mapping* hit = nullptr;
+    for (const sys::Mapping& m : maps)
+      if (m.start <= at && at < m.end) hit = &m;
+    if (!hit) return fmt::format("nothing is mapped at {:#x}", at);
+    const uint64_t got = hit->offset + (at - hit->start);
+    if (!same_file(*hit) || got != off)
+      return fmt::format("{:#x} maps {} {} at offset {:#x}, not the planned file at {:#x}", at,
+                         hit->dev, hit->inode, got, off);
+    if (hit->perms.size() < 3 || hit->perms[2] != 'x')
+      return fmt::format("{:#x} is mapped {}, not executable", at, hit->perms);
+  }
+  return any ? "" : "the file has no executable segment";
 }
 
 }  // namespace gotap

@@ -8,10 +8,13 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/binary/rtype.h"
+#include "core/sys/proc_maps.h"
 
 namespace gotap {
 
@@ -29,5 +32,14 @@ class ElfFile;
 // should start) only /proc/PID/exe is compared.
 std::string image_mismatch(int pid, const ElfFile& elf, std::optional<uint64_t> bias,
                            MemoryReader& mem);
+
+// Whether each executable PT_LOAD of `elf` is mapped executable in `maps`, from the file
+// `same_file` accepts, at the offset it has in the file and where `bias` puts it: "" when all
+// are (and there is one), otherwise the first that is not, for a message. The part of the
+// proof both backends make: ptrace with the device and inode stat gives (image_mismatch),
+// eBPF with those the kernel prints for gotap's own mapping of the planned file.
+std::string text_mapping_mismatch(const ElfFile& elf, const std::vector<sys::Mapping>& maps,
+                                  uint64_t bias,
+                                  const std::function<bool(const sys::Mapping&)>& same_file);
 
 }  // namespace gotap
