@@ -574,7 +574,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   if (opts.stack_depth > 0) session.decoder->set_stack(&bin, opts.stack_depth);
   if (goroutines) {
     session.goroutines = std::make_unique<GoroutineEvents>(
-        sink, filter_pid, func_name, plan.wait_reasons, !plan.go.at_least(1, 21));
+        sink, filter_pid, func_name, plan.wait_reasons, wait_reason_only_from_park(plan.go));
   }
 
   std::unique_ptr<ring_buffer, void (*)(ring_buffer*)> rb(nullptr, &ring_buffer__free);
