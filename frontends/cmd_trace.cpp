@@ -26,6 +26,7 @@
 #include "core/sys/huge_pages.h"
 #include "core/sys/spawn.h"
 #include "core/sys/timing.h"
+#include "core/sys/urgent_thread.h"
 #include "frontends/commands.h"
 #include "frontends/cond_options.h"
 #include "frontends/fault_injection.h"
@@ -40,7 +41,9 @@ namespace gotap::cli {
 
 namespace {
 
+// The stop also puts the main thread, which ends the trace, at the highest priority.
 void on_stop_signal(int) {
+  sys::hurry_main_thread();
   stop_requested().store(true);
 }
 

@@ -47,6 +47,7 @@
 #include "core/sys/proc_status.h"
 #include "core/sys/timing.h"
 #include "core/sys/uprobe_holders.h"
+#include "core/sys/urgent_thread.h"
 #include "gotap.skel.h"
 #include "gotap_limits.h"
 
@@ -690,6 +691,12 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     }
   }
 
+  // The end, at the highest priority: closing the link removes every uprobe on this thread,
+  // one page write in the tracee each, under a lock of its address space that its threads,
+  // trapping into the others meanwhile, contend for. Behind a busy tracee and its load, at
+  // the default priority, a whole caddy's 116,521 took 1.2 to 6.7 s (docs/benchmarks.md,
+  // "Ending a whole-binary trace under load").
+  const sys::UrgentThread urgent;
   sys::timing_mark("ebpf: traced");
   const auto t_detach = Clock::now();
   bpf_program* prog = eo.empty_program ? skel->progs.gotap_empty : skel->progs.gotap_probe;
