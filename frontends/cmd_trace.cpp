@@ -15,6 +15,7 @@
 #include "core/plan/plan_cache.h"
 #include "core/sys/huge_pages.h"
 #include "core/sys/timing.h"
+#include "core/sys/urgent_thread.h"
 #include "frontends/commands.h"
 #include "frontends/reader_gone.h"
 #include "frontends/register_backends.h"
@@ -25,7 +26,9 @@ namespace gotap::cli {
 
 namespace {
 
+// The stop also puts the main thread, which ends the trace, at the highest priority.
 void on_stop_signal(int) {
+  sys::hurry_main_thread();
   stop_requested().store(true);
 }
 

@@ -542,7 +542,7 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     goroutines_ = std::make_unique<GoroutineEvents>(
         stage_sink_, proc_->pid(),
         [this](uint64_t pc) { return pc >= bias_ ? bin_.func_name(pc - bias_) : std::string(); },
-        plan_.wait_reasons, !plan_.go.at_least(1, 21));
+        plan_.wait_reasons, wait_reason_only_from_park(plan_.go));
   }
   const std::string why =
       taken ? fmt::format(

@@ -333,6 +333,15 @@ class Compiler {
     }
   }
 
+  // A string, or a []byte taken as its bytes (nats and net/textproto pass requests as
+  // []byte): both are a data pointer then a length, which the string operations read.
+  bool stringy(const Operand& o) const {
+    if (o.num == Num::String) return true;
+    if (o.num != Num::Slice || !o.type) return false;
+    const GoType* e = bin_.types->get(o.type->elem);
+    return e && e->kind == GoKind::Uint8;
+  }
+
   static std::string type_name(const Operand& o) {
     if (o.type) return o.type->name;
     return o.num == Num::Signed ? "int64" : "a word";
@@ -349,8 +358,9 @@ class Compiler {
     }
     auto o = operand(*n.kids[0], c);
     if (!o) return;
-    if (o->num != Num::String) {
-      error(n.kids[0]->pos, fmt::format("{} is {}, not a string", o->spelled, type_name(*o)));
+    if (!stringy(*o)) {
+      error(n.kids[0]->pos,
+            fmt::format("{} is {}, not a string or []byte", o->spelled, type_name(*o)));
       return;
     }
     string_compare(*o, n.kids[1]->text, n.text == "hasPrefix" ? GOTAP_CS_PREFIX : GOTAP_CS_CONTAINS,
@@ -699,7 +709,7 @@ class Compiler {
       error(r->pos, fmt::format("{} is {}, which cannot be nil", o->spelled, type_name(*o)));
       return;
     }
-    if (o->num == Num::String) {
+    if (stringy(*o)) {
       if (!eq) {
         error(n.pos, "strings compare with == and != (and hasPrefix, contains)");
         return;
@@ -707,14 +717,15 @@ class Compiler {
       if (r->kind == NodeKind::String) {
         string_compare(*o, r->text, GOTAP_CS_EQ, c, r->pos);
       } else if (is_literal(*r)) {
-        error(r->pos, fmt::format("{} is a string: compare it with a string", o->spelled));
+        error(r->pos, fmt::format("{} is {}: compare it with a string", o->spelled,
+                                  o->num == Num::String ? "a string" : type_name(*o)));
         return;
       } else {
         auto other = operand(*r, c);
         if (!other) return;
-        if (other->num != Num::String) {
-          error(r->pos, fmt::format("cannot compare {} (string) with {} ({})", o->spelled,
-                                    other->spelled, type_name(*other)));
+        if (!stringy(*other)) {
+          error(r->pos, fmt::format("cannot compare {} ({}) with {} ({})", o->spelled,
+                                    type_name(*o), other->spelled, type_name(*other)));
           return;
         }
         if (in_ret_ && has_ret(*l) != has_ret(*r)) {

@@ -56,7 +56,7 @@ class GoroutineEvents {
  public:
   // func_of: the function containing a run-time pc ("" when none). wait_reasons: the names
   // of g.waitreason's values in the traced program's Go release (empty: unknown).
-  // reason_from_park_only: before Go 1.21 only runtime.park_m (gopark) sets g.waitreason
+  // reason_from_park_only: before Go 1.20 only runtime.park_m (gopark) sets g.waitreason
   // before the change to waiting; other callers set it after, or never, so the value read
   // at the probe is a stale one and is not reported.
   GoroutineEvents(EventSink& sink, int pid, std::function<std::string(uint64_t)> func_of,

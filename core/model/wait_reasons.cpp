@@ -272,4 +272,11 @@ std::vector<std::string> wait_reason_names(const GoVersion& v) {
   }
 }
 
+bool wait_reason_only_from_park(const GoVersion& v) {
+  // 1.20: seen in go1.20.1's runtime (buf 1.15.0): each of the 8 calls of casgstatus to
+  // _Gwaiting stores the reason at g.waitreason just before it, park_m's excepted (gopark
+  // stored it). tests/unit/test_wait_reasons.cpp checks the other releases' sources.
+  return !v.at_least(1, 20);
+}
+
 }  // namespace gotap

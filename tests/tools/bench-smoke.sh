@@ -4,7 +4,7 @@
 # run, not their figures (those go to docs/benchmarks.md from full runs on a quiet machine):
 # a script that silently stopped measuring (a renamed timing line, a peer that fails, a
 # fixture moved) would otherwise only show when someone next needs its figures.
-# usage: bench-smoke.sh ebpf|ptrace|count|levers|whole|funcs GOTAP FIXTURES_DIR
+# usage: bench-smoke.sh ebpf|ptrace|count|levers|whole|end|funcs GOTAP FIXTURES_DIR
 # Exit 77 (a skip) without root; 1 with what is missing.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -75,6 +75,14 @@ case "$what" in
       need "^\| count 're:\.' caddy, $be: detach \| A \| $ms \| $ms \| - \|\$"
     done
     ;;
+  end)
+    # The script itself fails a run that leaves a uprobe in caddy's code or caddy silent.
+    [ -x "$fx/real/caddy/caddy" ] || fail "no $fx/real/caddy/caddy (tests/tools/fetch-real-binaries.sh)"
+    RUNS=1 TRACED_S=1 FIXTURES=$fx "$here/bench/end-under-load.sh" "$gotap" >"$out" ||
+      fail "end-under-load.sh failed"
+    need "^\| SIGINT to exit \| A \| $num / $num / $num \| \|\$"
+    need "^\| detach \| A \| $num / $num / $num \| $num / $num / $num \|\$"
+    ;;
   funcs)
     RUNS=2 "$here/bench/funcs.sh" "$(dirname "$gotap")" >"$out"
     need "^Binary: .*functions matching \`net/http\.\*\`: [1-9][0-9]* \(gotap\), [1-9][0-9]* \(debug/gosym\)"
@@ -83,7 +91,7 @@ case "$what" in
     done
     ;;
   *)
-    echo "usage: bench-smoke.sh ebpf|ptrace|count|levers|whole|funcs GOTAP FIXTURES_DIR" >&2
+    echo "usage: bench-smoke.sh ebpf|ptrace|count|levers|whole|end|funcs GOTAP FIXTURES_DIR" >&2
     exit 2
     ;;
 esac

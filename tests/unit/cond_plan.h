@@ -3,7 +3,8 @@
 // compiled condition can run on registers and memory the test writes.
 //
 //   main.handle(n int, s string, o *main.Order, k int32, xs []int, m map[string]int,
-//               t string [stack +8], a [3]int [stack +24]) (~r0 error, ~r1 int,
+//               t string [stack +8], a [3]int [stack +24], b []byte [stack +48])
+//              (~r0 error, ~r1 int,
 //               ~r2 float64 [X0], ~r3 string [stack +8 at the return])
 //   main.other(n int, x float64 [X0], y float32 [X1])
 #pragma once
@@ -91,6 +92,8 @@ struct CondPlan {
     GoType* a = add(12, "[3]int", GoKind::Array, 24);
     a->elem = 1;
     a->count = 3;
+    add(13, "uint8", GoKind::Uint8, 1);
+    add(14, "[]uint8", GoKind::Slice, 24)->elem = 13;
     types.index();
     FuncPlan f;
     f.name = "main.handle";
@@ -101,7 +104,8 @@ struct CondPlan {
               cond_param("xs", "[]int", 9, 24, false, {5, 6, 7}),
               cond_param("m", "map[string]int", 10, 8, false, {8}),
               cond_param_at("t", "string", 2, 16, false, LocPiece::Stack, 0, 8),
-              cond_param_at("a", "[3]int", 12, 24, false, LocPiece::Stack, 0, 24)};
+              cond_param_at("a", "[3]int", 12, 24, false, LocPiece::Stack, 0, 24),
+              cond_param_at("b", "[]uint8", 14, 24, false, LocPiece::Stack, 0, 48)};
     f.results = {cond_param("~r0", "error", 5, 16, true, {0, 1}),
                  cond_param("~r1", "int", 1, 8, true, {2}),
                  cond_param_at("~r2", "float64", 7, 8, true, LocPiece::FloatReg, 0, 0),

@@ -354,6 +354,50 @@ TEST_F(Cond, TwoOperandComparisons) {
             std::string::npos);
 }
 
+// A []byte is compared as its bytes, up to its length (not its capacity), with every string
+// operation and against a string operand, on both backends (the same bytecode as a string's).
+TEST_F(Cond, ByteSlicesCompareAsTheirBytes) {
+  mem.put(0x2000, "PUB foo 5\r\nhello", 16);
+  entry_regs.sp = 0x7000;
+  const uint64_t b[3] = {0x2000, 9, 16};  // "PUB foo 5" in a buffer of 16
+  mem.put(0x7000 + 48, b, sizeof b);
+  EXPECT_TRUE(eval("hasPrefix(b, \"PUB\")"));
+  EXPECT_FALSE(eval("hasPrefix(b, \"SUB\")"));
+  EXPECT_TRUE(eval("b == \"PUB foo 5\""));
+  EXPECT_FALSE(eval("b == \"PUB foo\""));
+  EXPECT_FALSE(eval("b == \"PUB foo 5\\r\\n\""));  // past len, within cap
+  EXPECT_TRUE(eval("b != \"PUB\""));
+  EXPECT_TRUE(eval("\"PUB foo 5\" == b && \"x\" != b"));
+  EXPECT_TRUE(eval("contains(b, \"foo\")"));
+  EXPECT_FALSE(eval("contains(b, \"hello\")"));
+  EXPECT_TRUE(eval("len(b) == 9 && b != nil"));
+  mem.put(0x2100, "PUB foo 5", 9);
+  entry_regs.gp[1] = 0x2100;  // s
+  entry_regs.gp[2] = 9;
+  EXPECT_TRUE(eval("b == s && s == b"));
+  entry_regs.gp[2] = 3;
+  EXPECT_FALSE(eval("b == s"));
+  EXPECT_TRUE(eval("s != b"));
+  // A nil []byte is "", as string(b) is in Go.
+  const uint64_t nil_b[3] = {0, 0, 0};
+  mem.put(0x7000 + 48, nil_b, sizeof nil_b);
+  EXPECT_TRUE(eval("b == \"\" && b == nil"));
+  EXPECT_FALSE(eval("hasPrefix(b, \"P\")"));
+  auto c = build("hasPrefix(b, \"PUB\") || b == s");
+  ASSERT_TRUE(c) << c.error().what();
+  EXPECT_EQ(c->ebpf_problem, "");
+  // Other slices are not strings.
+  EXPECT_NE(error_of("hasPrefix(xs, \"a\")").find("column 11: xs is []int, not a string or []byte"),
+            std::string::npos)
+      << error_of("hasPrefix(xs, \"a\")");
+  EXPECT_NE(error_of("s == xs").find("cannot compare s (string) with xs ([]int)"),
+            std::string::npos)
+      << error_of("s == xs");
+  EXPECT_NE(error_of("b < \"a\"").find("strings compare with =="), std::string::npos);
+  EXPECT_NE(error_of("b == 1").find("b is []uint8: compare it with a string"), std::string::npos)
+      << error_of("b == 1");
+}
+
 // A literal on the left is compiled as the mirrored comparison (`5 > n` as `n < 5`): every
 // operator, both ways, with the variable below, at and above the literal, against C++'s own
 // answer. Signed (a negative literal too), unsigned (len) and float (ptrace only) operands.

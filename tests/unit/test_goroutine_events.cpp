@@ -155,9 +155,9 @@ TEST_F(GoroutineEventsTest, DeadOnAnotherThreadIsNotTheCreation) {
   EXPECT_EQ(sink.events[1]["goid"], 11);
 }
 
-// Before Go 1.21 only runtime.park_m sets g.waitreason before the change to waiting; from
+// Before Go 1.20 only runtime.park_m sets g.waitreason before the change to waiting; from
 // any other caller the value read is stale, and no reason is given.
-TEST(GoroutineEventsReason, BeforeGo121OnlyParkMNamesIt) {
+TEST(GoroutineEventsReason, BeforeGo120OnlyParkMNamesIt) {
   CollectingSink sink;
   auto func_of = [](uint64_t pc) -> std::string {
     if (pc >= 0x3000 && pc < 0x3100) return "runtime.park_m";

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -42,6 +44,22 @@ const std::vector<Release>& esbuilds() {
   return r;
 }
 const Release kBuf = {"buf", "buf", "go1.27.3"};
+
+// Sets an environment variable (which gotap passes to the program it starts) for one scope.
+struct ScopedEnv {
+  std::string name;
+  std::optional<std::string> old;
+  ScopedEnv(const char* n, const char* v) : name(n) {
+    if (const char* o = std::getenv(n)) old = o;
+    ::setenv(n, v, 1);
+  }
+  ~ScopedEnv() {
+    if (old)
+      ::setenv(name.c_str(), old->c_str(), 1);
+    else
+      ::unsetenv(name.c_str());
+  }
+};
 
 // The functions debug/gosym lists for the binary (its .gosym.json).
 std::set<std::string> gosym_names(const Release& r) {
@@ -238,6 +256,38 @@ TEST_P(RealReleases, EsbuildGoroutinesHaveCreatorsAndReasons) {
     std::vector<json> ev = traced("goroutines", backend(), dir, {}, argv);
     auto by_creator = check_goroutines(r, ev);
     EXPECT_EQ(by_creator[kMaybeParse], kFiles);
+  }
+}
+
+// esbuild with GOGC=1, so that the garbage collector runs while it bundles: its workers,
+// assists and mark termination change goroutines to waiting outside gopark. From Go 1.20
+// the runtime sets g.waitreason before each such change (casGToWaiting), so every change to
+// waiting is named, a GC one among them; before 1.20 only gopark's are, and a stale
+// reason is never given (the names are those of the binary's table).
+TEST_P(RealReleases, EsbuildUnderGcNamesEveryWaitFromGo120) {
+  ScopedEnv gogc("GOGC", "1");
+  for (const Release& r : esbuilds()) {
+    SCOPED_TRACE(r.dir);
+    expect_fetched(r);
+    const bool named_outside_gopark = r.go >= "go1.20";
+    TempDir dir("esbuild-gc");
+    std::vector<std::string> argv = {r.path()};
+    for (const auto& f : write_modules(dir, 5)) argv.push_back(f);
+    argv.insert(argv.end(), {"--bundle", "--outdir=" + (dir / "out")});
+    size_t waits = 0, unnamed = 0, gc_named = 0;
+    for (const json& e : traced("goroutines", backend(), dir, {}, argv)) {
+      if (e.value("event", "") != "gstate" || e.value("to", "") != "waiting") continue;
+      ++waits;
+      const std::string why = e.value("reason", "");
+      if (why.empty()) ++unnamed;
+      EXPECT_TRUE(why.empty() || binary_holds(r, why)) << why;
+      if (why.rfind("GC ", 0) == 0 || why == "garbage collection") ++gc_named;
+    }
+    EXPECT_GT(waits, 0u);
+    if (named_outside_gopark) {
+      EXPECT_EQ(unnamed, 0u) << "of " << waits << " changes to waiting";
+      EXPECT_GT(gc_named, 0u) << "no change to waiting by the garbage collector";
+    }
   }
 }
 
