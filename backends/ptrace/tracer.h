@@ -23,6 +23,7 @@
 #include "backends/ptrace/goroutine.h"
 #include "backends/ptrace/hit_reader.h"
 #include "backends/ptrace/process.h"
+#include "backends/ptrace/stop_clock.h"
 #include "backends/ptrace/trap_net.h"
 #include "core/backend.h"
 #include "core/decode/value_decoder.h"
@@ -63,6 +64,7 @@ class Tracer {
   struct Pending {
     int func = -1;
     uint64_t ts = 0;
+    uint64_t stop_at = 0;  // the entry's trap, as StopClock dates it
     pid_t tid = 0;
     uint64_t held_at = 0;  // held_[goid].ns at the entry
     bool dropped = false;  // --rate left the entry out: the return goes too
@@ -74,10 +76,13 @@ class Tracer {
     std::array<uint64_t, GOTAP_COND_VALS> cond_vals{};  // arguments compared with results
   };
   // The time gotap held a goroutine stopped at its probe hits, for the goroutines with a
-  // call open: a return's duration leaves out what was held since its entry.
+  // call open: a return's duration leaves out what was held since its entry. A hit holds it
+  // from its trap (StopClock::Stop::at) to when its thread ran again.
   struct Held {
     uint64_t ns = 0;
     uint32_t open = 0;  // calls of the goroutine in pending_
+    // The trap of its latest entry: a resume before it is not inside every open call.
+    uint64_t opened_at = 0;
   };
   using PendingMap = std::unordered_map<CallKey, Pending, CallKeyHash>;
 
@@ -229,6 +234,10 @@ class Tracer {
   std::unordered_map<int64_t, Held> held_;
   // The goroutine of the hit being handled, once on_entry or on_return read it.
   std::optional<int64_t> trap_goid_;
+  // When the threads really stopped and ran again (stop_clock.h); trap_at_ns_: the trap of
+  // the hit being handled, which durations are measured from.
+  std::unique_ptr<StopClock> stop_clock_;
+  uint64_t trap_at_ns_ = 0;
   uint64_t test_hold_ns_ = 0;  // GOTAP_TEST_HOLD_US: a slow decoder, for tests
   uint64_t flushed_events_ = 0;
   uint64_t last_flush_ns_ = 0;
