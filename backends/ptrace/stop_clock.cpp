@@ -119,8 +119,26 @@ std::optional<uint64_t> StopClock::voluntary(Thread& t, pid_t tid) {
   return parse_voluntary_switches(std::string_view(buf, size_t(n)));
 }
 
+void StopClock::probe_resumed(pid_t except) {
+  size_t keep = 0;
+  for (pid_t tid : unprobed_) {
+    auto it = threads_.find(tid);
+    if (it == threads_.end() || tid == except || !it->second.resumed) continue;
+    Thread& t = it->second;
+    Account now;
+    if (!read(t, tid, now, pid_) || now.slices < t.acct.slices || now.wait < t.acct.wait) continue;
+    if (now.slices == t.acct.slices) {
+      unprobed_[keep++] = tid;  // still waiting for its CPU
+      continue;
+    }
+    if (now.slices == t.acct.slices + 1) t.first_wait = now.wait - t.acct.wait;
+  }
+  unprobed_.resize(keep);
+}
+
 StopClock::Stop StopClock::on_stop(pid_t tid, uint64_t taken) {
   ++stops_;
+  probe_resumed(tid);
   Stop s;
   s.at = taken;
   Thread& t = threads_[tid];
@@ -141,7 +159,7 @@ StopClock::Stop StopClock::on_stop(pid_t tid, uint64_t taken) {
     const uint64_t wait = now.wait - t.acct.wait, cpu = now.cpu - t.acct.cpu;
     const uint64_t ran = cpu > trap_cost_ ? cpu - trap_cost_ : 0;
     // Ran once: its one wait was the resume's. Preempted but never asleep: every moment
-    // off the CPU was a wait for it, though which part was the resume's is not known (it
+    // off the CPU was a wait for it; the resume's is the first, when a probe saw it (else it
     // stays in the call).
     const bool once = slices == 1;
     const bool awake = once || (vol && t.vol && *vol == *t.vol + 1);
@@ -151,13 +169,14 @@ StopClock::Stop StopClock::on_stop(pid_t tid, uint64_t taken) {
     if (awake && at <= taken) {
       s.at = at;
       s.exact = true;
-      s.resumed_late = once ? wait : 0;
+      s.resumed_late = once ? wait : std::min(wait, t.first_wait.value_or(0));
       s.resumed_at = t.resumed_at;
       s.resumed_goid = t.goid;
       ++exact_;
     }
   }
   t.resumed = false;
+  t.first_wait.reset();
   t.goid.reset();
   t.vol = vol;
   t.have_acct = ok;
@@ -170,6 +189,8 @@ void StopClock::on_resume(pid_t tid, uint64_t now, std::optional<int64_t> goid) 
   if (it == threads_.end()) return;
   it->second.resumed = true;
   it->second.resumed_at = now;
+  it->second.first_wait.reset();
+  if (it->second.have_acct) unprobed_.push_back(tid);
   it->second.goid = goid;
 }
 

@@ -22,6 +22,7 @@
 #include <optional>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 namespace gotap::ptrace {
 
@@ -67,6 +68,9 @@ class StopClock {
     std::optional<uint64_t> vol;  // voluntary switches at the last stop, when known
     bool resumed = false;         // resumed by on_resume since the account was read
     uint64_t resumed_at = 0;
+    // How long its resume waited for a CPU, seen at another thread's stop while it ran its
+    // first slice (probe_resumed).
+    std::optional<uint64_t> first_wait;
     Account acct;
     std::optional<int64_t> goid;
   };
@@ -76,7 +80,11 @@ class StopClock {
   uint64_t measure_trap_cost();
   pid_t pid_;
   uint64_t trap_cost_ = 0;
+  // At a stop of `except`: the threads resumed since their last stop whose first wait for
+  // a CPU is not known yet, read again; a thread that has run once since has it in its account.
+  void probe_resumed(pid_t except);
   std::unordered_map<pid_t, Thread> threads_;
+  std::vector<pid_t> unprobed_;
   uint64_t exact_ = 0, stops_ = 0;
 };
 

@@ -910,13 +910,7 @@ bool Tracer::handle_trap(pid_t tid) {
     const int f = s->roles.empty() ? -1 : s->roles[0].func;
     if (f < 0 || fstate_[f].signals_blocked) keep_net(tid);
   }
-  // The resume before this stop let a goroutine run late: held, if it has calls open that
-  // all began before that resume (the goroutine may have moved to another thread since).
-  const StopClock::Stop stop = stop_clock_->on_stop(tid, std::min(stop_taken_ns_, now_ns()));
-  if (stop.resumed_late && stop.resumed_goid)
-    if (auto h = held_.find(*stop.resumed_goid);
-        h != held_.end() && stop.resumed_at >= h->second.opened_at)
-      h->second.ns += stop.resumed_late;
+  const StopClock::Stop stop = take_stop(tid, std::min(stop_taken_ns_, now_ns()));
   trap_at_ns_ = stop.at;
   uint64_t ts = now_ns();
   trap_goid_.reset();
@@ -950,6 +944,30 @@ bool Tracer::handle_trap(pid_t tid) {
     run_deferred();
   hit_->mem().clear();
   return true;
+}
+
+StopClock::Stop Tracer::take_stop(pid_t tid, uint64_t taken) {
+  // The resume before this stop let a goroutine run late: held, if it has calls open that
+  // all began before that resume (the goroutine may have moved to another thread since).
+  const StopClock::Stop stop = stop_clock_->on_stop(tid, taken);
+  if (stop.resumed_late && stop.resumed_goid)
+    if (auto h = held_.find(*stop.resumed_goid);
+        h != held_.end() && stop.resumed_at >= h->second.opened_at)
+      h->second.ns += stop.resumed_late;
+  return stop;
+}
+
+void Tracer::hold_signal_stop(pid_t tid) {
+  const StopClock::Stop stop = take_stop(tid, now_ns());
+  std::optional<int64_t> goid;
+  user_regs_struct r{};
+  if (!held_.empty() && ::ptrace(PTRACE_GETREGS, tid, nullptr, &r) == 0)
+    if (auto gi = gr_->current(r, true)) goid = gi->goid;
+  const uint64_t resumed = now_ns();
+  if (goid)
+    if (auto h = held_.find(*goid); h != held_.end())
+      h->second.ns += resumed - std::min(resumed, stop.at);
+  stop_clock_->on_resume(tid, resumed, goid);
 }
 
 bool Tracer::may_defer(int func, bool results) const {
@@ -1095,6 +1113,10 @@ void Tracer::loop() {
       proc_->threads().clear();
       return;
     }
+    // A signal on its way to the thread (Go's preemption's SIGURG, say) stops it as a hit
+    // does: held the same way, so that the call it falls in leaves it out and the thread's
+    // next hit is still dated from its account.
+    if (ws.event() == 0 && !ws.group_stop()) hold_signal_stop(tid);
     proc_->handle_other_stop(ws);
   }
 }

@@ -104,6 +104,11 @@ class Tracer {
   void loop();
   // A probe hit, already sent to its copy: trap_site_ and trap_regs_ (as at the int3).
   bool handle_trap(pid_t tid);
+  // A stop of tid that gotap took at `taken`, dated (stop_clock.h); the resume before it
+  // that waited for a CPU is held against the goroutine it let run.
+  StopClock::Stop take_stop(pid_t tid, uint64_t taken);
+  // A signal-delivery stop, held like a hit's until handle_other_stop resumes the thread.
+  void hold_signal_stop(pid_t tid);
   void handle_roles(const Site& s, const user_regs_struct& r, pid_t tid, uint64_t ts);
   // Hands what was emitted to the reader: always when `idle`, else at most every 50 ms.
   void flush_output(bool idle);
