@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <initializer_list>
 
 namespace gotap::ptrace {
 
@@ -62,8 +63,7 @@ uint64_t StopClock::measure_trap_cost() {
         best = std::min(best, now.cpu - prev.cpu);
       prev = now;
     }
-    if (t.fd >= 0) ::close(t.fd);
-    t.fd = -1;
+    close_files(t);
   }
   ::kill(c, SIGKILL);
   while (::waitpid(c, &st, 0) < 0 && errno == EINTR) {
@@ -72,9 +72,12 @@ uint64_t StopClock::measure_trap_cost() {
 }
 
 void StopClock::close_files(Thread& t) {
-  if (t.fd >= 0) ::close(t.fd);
-  if (t.status_fd >= 0) ::close(t.status_fd);
-  t.fd = t.status_fd = -1;
+  for (int* fd : {&t.fd, &t.status_fd})
+    if (*fd >= 0) {
+      ::close(*fd);
+      *fd = -1;
+      --open_files_;
+    }
 }
 
 std::optional<uint64_t> parse_voluntary_switches(std::string_view status) {
@@ -94,27 +97,32 @@ std::optional<uint64_t> parse_voluntary_switches(std::string_view status) {
   return x;
 }
 
-bool StopClock::read(Thread& t, pid_t tid, Account& out, pid_t pid) {
-  if (t.fd < 0) {
+ssize_t StopClock::read_proc(int& fd, pid_t pid, pid_t tid, const char* name, char* buf, size_t n) {
+  if (fd < 0) {
     char path[64];
-    std::snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", pid, tid);
-    t.fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (t.fd < 0) return false;
+    std::snprintf(path, sizeof path, "/proc/%d/task/%d/%s", pid, tid, name);
+    const int f = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (f < 0) return -1;
+    if (open_files_ >= kOpenFiles) {
+      const ssize_t r = ::pread(f, buf, n, 0);
+      ::close(f);
+      return r;
+    }
+    fd = f;
+    ++open_files_;
   }
+  return ::pread(fd, buf, n, 0);
+}
+
+bool StopClock::read(Thread& t, pid_t tid, Account& out, pid_t pid) {
   char buf[96];
-  const ssize_t n = ::pread(t.fd, buf, sizeof buf, 0);
+  const ssize_t n = read_proc(t.fd, pid, tid, "schedstat", buf, sizeof buf);
   return n > 0 && parse_schedstat(buf, size_t(n), out.cpu, out.wait, out.slices);
 }
 
 std::optional<uint64_t> StopClock::voluntary(Thread& t, pid_t tid) {
-  if (t.status_fd < 0) {
-    char path[64];
-    std::snprintf(path, sizeof path, "/proc/%d/task/%d/status", pid_, tid);
-    t.status_fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (t.status_fd < 0) return std::nullopt;
-  }
   char buf[4096];
-  const ssize_t n = ::pread(t.status_fd, buf, sizeof buf, 0);
+  const ssize_t n = read_proc(t.status_fd, pid_, tid, "status", buf, sizeof buf);
   if (n <= 0) return std::nullopt;
   return parse_voluntary_switches(std::string_view(buf, size_t(n)));
 }

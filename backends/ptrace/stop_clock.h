@@ -76,7 +76,13 @@ class StopClock {
   };
   bool read(Thread& t, pid_t tid, Account& out, pid_t pid);
   std::optional<uint64_t> voluntary(Thread& t, pid_t tid);
-  static void close_files(Thread& t);
+  void close_files(Thread& t);
+  // Reads /proc/PID/task/TID/<name> from its start. The file stays open for the next read
+  // while fewer than kOpenFiles are: a program of thousands of threads must not take all of
+  // gotap's descriptors.
+  ssize_t read_proc(int& fd, pid_t pid, pid_t tid, const char* name, char* buf, size_t n);
+  static constexpr int kOpenFiles = 256;
+  int open_files_ = 0;
   uint64_t measure_trap_cost();
   pid_t pid_;
   uint64_t trap_cost_ = 0;
