@@ -382,7 +382,9 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     dec_ = std::make_unique<ValueDecoder>(hit_->mem(), live_env, lim);
   }
   gr_ = std::make_unique<GoroutineReader>(hit_->mem(), plan_);
-  stop_clock_ = std::make_unique<StopClock>(proc_->pid());
+  // Count times nothing, unless a condition asks for `duration`.
+  if (opts_.mode != Mode::Count || opts_.condition)
+    stop_clock_ = std::make_unique<StopClock>(proc_->pid());
   if (use_queue_) queue_ = std::make_unique<EventQueue>(sink_, mem, env, lim, 4096, flush_ns_);
 
   fstate_.resize(plan_.funcs.size());
@@ -935,7 +937,7 @@ bool Tracer::handle_trap(pid_t tid) {
   const uint64_t held = resumed - std::min(ts, stop_taken_ns_);
   held_total_ns_ += held;
   if (budget_.enabled()) charge_hit(*s, held);
-  stop_clock_->on_resume(tid, resumed, trap_goid_);
+  if (stop_clock_) stop_clock_->on_resume(tid, resumed, trap_goid_);
   // The registers already point at the site's copy (next_event).
   Process::cont(tid, proc_->take_held_signal(tid));
   if (queue_)
@@ -949,6 +951,11 @@ bool Tracer::handle_trap(pid_t tid) {
 StopClock::Stop Tracer::take_stop(pid_t tid, uint64_t taken) {
   // The resume before this stop let a goroutine run late: held, if it has calls open that
   // all began before that resume (the goroutine may have moved to another thread since).
+  if (!stop_clock_) {
+    StopClock::Stop s;
+    s.at = taken;
+    return s;
+  }
   const StopClock::Stop stop = stop_clock_->on_stop(tid, taken);
   if (stop.resumed_late && stop.resumed_goid)
     if (auto h = held_.find(*stop.resumed_goid);
@@ -967,7 +974,7 @@ void Tracer::hold_signal_stop(pid_t tid) {
   if (goid)
     if (auto h = held_.find(*goid); h != held_.end())
       h->second.ns += resumed - std::min(resumed, stop.at);
-  stop_clock_->on_resume(tid, resumed, goid);
+  if (stop_clock_) stop_clock_->on_resume(tid, resumed, goid);
 }
 
 bool Tracer::may_defer(int func, bool results) const {
@@ -1097,7 +1104,7 @@ void Tracer::loop() {
     pid_t tid = ws.tid;
     if (ws.exited()) {
       cpu_follow_.forget(tid);
-      stop_clock_->forget(tid);
+      if (stop_clock_) stop_clock_->forget(tid);
       proc_->note_exit(ws);
       if (proc_->gone()) return;
       continue;
