@@ -420,6 +420,9 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
     dec_ = std::make_unique<ValueDecoder>(hit_->mem(), live_env, lim);
   }
   gr_ = std::make_unique<GoroutineReader>(hit_->mem(), plan_);
+  // Count times nothing, unless a condition asks for `duration`.
+  if (opts_.mode != Mode::Count || opts_.condition)
+    stop_clock_ = std::make_unique<StopClock>(proc_->pid());
   if (use_queue_) queue_ = std::make_unique<EventQueue>(sink_, mem, env, lim, 4096, flush_ns_);
 
   fstate_.resize(plan_.funcs.size());
@@ -710,8 +713,9 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
   trap_goid_ = goid;
   Held& held = held_[goid];
   ++held.open;
+  held.opened_at = trap_at_ns_;
   Pending& pend = pending_[key];
-  pend = {role.func, ts, tid, held.ns, false, rejected, bits, std::nullopt, vals};
+  pend = {role.func, ts, trap_at_ns_, tid, held.ns, false, rejected, bits, std::nullopt, vals};
   if (rejected || opts_.mode == Mode::Count || opts_.mode == Mode::Latency) return;
   // A call whose condition is decided at the return takes its --rate token there.
   if (!at_ret && !rate_allows(role.func, ts)) {
@@ -765,10 +769,12 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
   }
   // A call its condition rejected, or one whose entry was not seen (nothing to decide on).
   if (cond && (!entry || entry->rejected)) return;
-  // The call's own time: what gotap held the goroutine for since the entry (decoding at the
-  // entry and at nested hits) is not the program's (docs/json.md, wall_ns).
+  // The call's own time: trap to trap, less what gotap held the goroutine for since the
+  // entry (from each hit's trap to its thread running again: waiting for gotap, decoding,
+  // waiting for a CPU) is not the program's (docs/json.md, wall_ns).
   const uint64_t wall = entry ? ts - entry->ts : 0;
-  const uint64_t own = wall > held_ns ? wall - held_ns : 0;
+  const uint64_t span = entry && trap_at_ns_ > entry->stop_at ? trap_at_ns_ - entry->stop_at : 0;
+  const uint64_t own = span > held_ns ? span - held_ns : 0;
   if (at_ret) {
     RegState crs = reg_state(r, tid, fs.needs_xmm, sp);
     cond::EvalEnv env{&crs, &proc_->mem(), goid, own, bias_, entry->cond_bits, dec_.get()};
@@ -959,6 +965,8 @@ bool Tracer::handle_trap(pid_t tid) {
     const int f = s->roles.empty() ? -1 : s->roles[0].func;
     if (f < 0 || fstate_[f].signals_blocked) keep_net(tid);
   }
+  const StopClock::Stop stop = take_stop(tid, std::min(stop_taken_ns_, now_ns()));
+  trap_at_ns_ = stop.at;
   uint64_t ts = now_ns();
   trap_goid_.reset();
   if (batch_) hit_->gather(*s, r);
@@ -970,12 +978,19 @@ bool Tracer::handle_trap(pid_t tid) {
     failed_ = "unknown exception";
   }
   if (test_hold_ns_) std::this_thread::sleep_for(std::chrono::nanoseconds(test_hold_ns_));
-  // The goroutine was held from the hit until now: its open calls leave that out.
+  // A hit that read no goroutine (--goroutines' probes, nested in a traced call) holds the
+  // thread's current one all the same.
+  if (!trap_goid_ && !held_.empty())
+    if (auto gi = gr_->current(r, true)) trap_goid_ = gi->goid;
+  // The goroutine was held from its trap until now: its open calls leave that out.
+  const uint64_t resumed = now_ns();
   if (trap_goid_)
-    if (auto h = held_.find(*trap_goid_); h != held_.end()) h->second.ns += now_ns() - ts;
-  const uint64_t held = now_ns() - std::min(ts, stop_taken_ns_);
+    if (auto h = held_.find(*trap_goid_); h != held_.end())
+      h->second.ns += resumed - std::min(resumed, stop.at);
+  const uint64_t held = resumed - std::min(ts, stop_taken_ns_);
   held_total_ns_ += held;
   if (budget_.enabled()) charge_hit(*s, held);
+  if (stop_clock_) stop_clock_->on_resume(tid, resumed, trap_goid_);
   // The registers already point at the site's copy (next_event).
   Process::cont(tid, proc_->take_held_signal(tid));
   if (queue_)
@@ -984,6 +999,35 @@ bool Tracer::handle_trap(pid_t tid) {
     run_deferred();
   hit_->mem().clear();
   return true;
+}
+
+StopClock::Stop Tracer::take_stop(pid_t tid, uint64_t taken) {
+  // The resume before this stop let a goroutine run late: held, if it has calls open that
+  // all began before that resume (the goroutine may have moved to another thread since).
+  if (!stop_clock_) {
+    StopClock::Stop s;
+    s.at = taken;
+    return s;
+  }
+  const StopClock::Stop stop = stop_clock_->on_stop(tid, taken);
+  if (stop.resumed_late && stop.resumed_goid)
+    if (auto h = held_.find(*stop.resumed_goid);
+        h != held_.end() && stop.resumed_at >= h->second.opened_at)
+      h->second.ns += stop.resumed_late;
+  return stop;
+}
+
+void Tracer::hold_signal_stop(pid_t tid) {
+  const StopClock::Stop stop = take_stop(tid, now_ns());
+  std::optional<int64_t> goid;
+  user_regs_struct r{};
+  if (!held_.empty() && ::ptrace(PTRACE_GETREGS, tid, nullptr, &r) == 0)
+    if (auto gi = gr_->current(r, true)) goid = gi->goid;
+  const uint64_t resumed = now_ns();
+  if (goid)
+    if (auto h = held_.find(*goid); h != held_.end())
+      h->second.ns += resumed - std::min(resumed, stop.at);
+  if (stop_clock_) stop_clock_->on_resume(tid, resumed, goid);
 }
 
 bool Tracer::may_defer(int func, bool results) const {
@@ -1113,6 +1157,7 @@ void Tracer::loop() {
     pid_t tid = ws.tid;
     if (ws.exited()) {
       cpu_follow_.forget(tid);
+      if (stop_clock_) stop_clock_->forget(tid);
       proc_->note_exit(ws);
       if (proc_->gone()) return;
       continue;
@@ -1128,6 +1173,10 @@ void Tracer::loop() {
       proc_->threads().clear();
       return;
     }
+    // A signal on its way to the thread (Go's preemption's SIGURG, say) stops it as a hit
+    // does: held the same way, so that the call it falls in leaves it out and the thread's
+    // next hit is still dated from its account.
+    if (ws.event() == 0 && !ws.group_stop()) hold_signal_stop(tid);
     proc_->handle_other_stop(ws);
   }
 }
@@ -1302,9 +1351,12 @@ Result<void> Tracer::run() {
   bool gone = proc_->gone();
   sys::timing_mark(fmt::format(
       "ptrace: traced ({} hits, {} copies and reads of memory, {} misses after resuming, {} "
-      "CPU moves, {} ns held per hit from the stop's wait to its resume)",
+      "CPU moves, {} ns held per hit from the stop's wait to its resume, {} of {} stops dated "
+      "from the scheduler's account, {} ns of CPU a trap)",
       hits_, hit_ ? hit_->mem().syscalls() : 0, hit_ ? hit_->mem().misses() : 0,
-      cpu_follow_.moves(), hits_ ? held_total_ns_ / hits_ : 0));
+      cpu_follow_.moves(), hits_ ? held_total_ns_ / hits_ : 0,
+      stop_clock_ ? stop_clock_->exact_stops() : 0, stop_clock_ ? stop_clock_->stops() : 0,
+      stop_clock_ ? stop_clock_->trap_cost() : 0));
   detach();
   proc_->release_children();
   sys::timing_mark("ptrace: detached");

@@ -23,6 +23,7 @@
 #include "backends/ptrace/goroutine.h"
 #include "backends/ptrace/hit_reader.h"
 #include "backends/ptrace/process.h"
+#include "backends/ptrace/stop_clock.h"
 #include "backends/ptrace/trap_net.h"
 #include "core/backend.h"
 #include "core/decode/value_decoder.h"
@@ -64,6 +65,7 @@ class Tracer {
   struct Pending {
     int func = -1;
     uint64_t ts = 0;
+    uint64_t stop_at = 0;  // the entry's trap, as StopClock dates it
     pid_t tid = 0;
     uint64_t held_at = 0;  // held_[goid].ns at the entry
     bool dropped = false;  // --rate left the entry out: the return goes too
@@ -75,10 +77,13 @@ class Tracer {
     std::array<uint64_t, GOTAP_COND_VALS> cond_vals{};  // arguments compared with results
   };
   // The time gotap held a goroutine stopped at its probe hits, for the goroutines with a
-  // call open: a return's duration leaves out what was held since its entry.
+  // call open: a return's duration leaves out what was held since its entry. A hit holds it
+  // from its trap (StopClock::Stop::at) to when its thread ran again.
   struct Held {
     uint64_t ns = 0;
     uint32_t open = 0;  // calls of the goroutine in pending_
+    // The trap of its latest entry: a resume before it is not inside every open call.
+    uint64_t opened_at = 0;
   };
   using PendingMap = std::unordered_map<CallKey, Pending, CallKeyHash>;
 
@@ -108,6 +113,11 @@ class Tracer {
   void loop();
   // A probe hit, already sent to its copy: trap_site_ and trap_regs_ (as at the int3).
   bool handle_trap(pid_t tid);
+  // A stop of tid that gotap took at `taken`, dated (stop_clock.h); the resume before it
+  // that waited for a CPU is held against the goroutine it let run.
+  StopClock::Stop take_stop(pid_t tid, uint64_t taken);
+  // A signal-delivery stop, held like a hit's until handle_other_stop resumes the thread.
+  void hold_signal_stop(pid_t tid);
   void handle_roles(const Site& s, const user_regs_struct& r, pid_t tid, uint64_t ts);
   // Hands what was emitted to the reader: always when `idle`, else at most every 50 ms.
   void flush_output(bool idle);
@@ -238,6 +248,10 @@ class Tracer {
   std::unordered_map<int64_t, Held> held_;
   // The goroutine of the hit being handled, once on_entry or on_return read it.
   std::optional<int64_t> trap_goid_;
+  // When the threads really stopped and ran again (stop_clock.h); trap_at_ns_: the trap of
+  // the hit being handled, which durations are measured from.
+  std::unique_ptr<StopClock> stop_clock_;
+  uint64_t trap_at_ns_ = 0;
   uint64_t test_hold_ns_ = 0;  // GOTAP_TEST_HOLD_US: a slow decoder, for tests
   uint64_t flushed_events_ = 0;
   uint64_t last_flush_ns_ = 0;

@@ -1,0 +1,101 @@
+// StopClock (backends/ptrace/stop_clock.h): its two parsers, and a stop dated from the
+// kernel's account of a real traced child rather than from when the tracer took it.
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "backends/ptrace/stop_clock.h"
+
+namespace gotap::ptrace {
+namespace {
+
+uint64_t mono_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
+}
+
+TEST(StopClock, ParsesSchedstat) {
+  uint64_t cpu = 0, wait = 0, slices = 0;
+  std::string line = "1436879 50269213 2\n";
+  ASSERT_TRUE(parse_schedstat(line.data(), line.size(), cpu, wait, slices));
+  EXPECT_EQ(cpu, 1436879u);
+  EXPECT_EQ(wait, 50269213u);
+  EXPECT_EQ(slices, 2u);
+  for (std::string bad : {"", "1 2", "1 2 x", "a 1 2", "99999999999999999999999 1 2"})
+    EXPECT_FALSE(parse_schedstat(bad.data(), bad.size(), cpu, wait, slices)) << bad;
+}
+
+TEST(StopClock, ParsesVoluntarySwitches) {
+  const std::string status =
+      "Name:\tx\nState:\tt (tracing stop)\nvoluntary_ctxt_switches:\t245\n"
+      "nonvoluntary_ctxt_switches:\t3\n";
+  EXPECT_EQ(parse_voluntary_switches(status), 245u);
+  EXPECT_EQ(parse_voluntary_switches("Name:\tx\nnonvoluntary_ctxt_switches:\t3\n"), std::nullopt);
+  // Cut by the end of the read: not a number to trust.
+  EXPECT_EQ(parse_voluntary_switches("Name:\tx\nvoluntary_ctxt_switches:\t24"), std::nullopt);
+}
+
+// A child spins kSpinNs by the clock, notes the time and traps; the tracer takes the stop
+// kLateNs later. The stop is dated when the child trapped (resume + its wait for a CPU + its
+// run), as the child's own note says, not when the tracer got to it.
+TEST(StopClock, DatesAStopWhenTheThreadTrappedNotWhenItWasTaken) {
+  constexpr uint64_t kSpinNs = 2'000'000, kLateNs = 30'000'000;
+  // The child's note: its clock just before each int3.
+  auto* note = static_cast<volatile uint64_t*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(note, MAP_FAILED);
+  pid_t c = fork();
+  ASSERT_GE(c, 0);
+  if (c == 0) {
+    ::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
+    raise(SIGSTOP);
+    for (;;) {
+      const uint64_t start = mono_ns();
+      while (mono_ns() - start < kSpinNs) {
+      }
+      *note = mono_ns();
+      __asm__ volatile("int3");
+    }
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(c, &st, 0), c);
+  ASSERT_TRUE(WIFSTOPPED(st));
+  StopClock clock(c);
+  clock.on_stop(c, mono_ns());  // the SIGSTOP: the account's start
+  int exact = 0;
+  for (int i = 0; i < 4; ++i) {
+    const uint64_t resumed = mono_ns();
+    clock.on_resume(c, resumed, 7);
+    ASSERT_EQ(::ptrace(PTRACE_CONT, c, nullptr, nullptr), 0);
+    ASSERT_EQ(waitpid(c, &st, 0), c);
+    ASSERT_TRUE(WIFSTOPPED(st) && WSTOPSIG(st) == SIGTRAP);
+    usleep(kLateNs / 1000);
+    const uint64_t taken = mono_ns();
+    const StopClock::Stop s = clock.on_stop(c, taken);
+    EXPECT_LE(s.at, taken);
+    if (!s.exact) continue;  // a host too busy to say (the child slept): dated when taken
+    ++exact;
+    // Within 1 ms of the child's note (its trap follows it), though taken kLateNs after.
+    const uint64_t trapped = *note;
+    EXPECT_LT(s.at > trapped ? s.at - trapped : trapped - s.at, 1'000'000u)
+        << "pass " << i << ": dated " << int64_t(s.at - trapped) << " ns after the note, taken "
+        << int64_t(taken - trapped) << " ns after it";
+    EXPECT_EQ(s.resumed_goid, std::optional<int64_t>(7));
+  }
+  kill(c, SIGKILL);
+  waitpid(c, &st, 0);
+  munmap(const_cast<uint64_t*>(note), 4096);
+  EXPECT_GT(exact, 0) << "no stop was dated from the kernel's account";
+  EXPECT_LT(clock.trap_cost(), 1'000'000u);
+}
+
+}  // namespace
+}  // namespace gotap::ptrace
