@@ -128,6 +128,12 @@ static long chain_step(__u64 k, void* unused) {
  * from `off`, strings cut at max_str; returns `off` past the chunks written. */
 static __always_inline __u32 copy_chain(__u32 off, __u64 tab, __u64 data, __u32 eface,
                                         __u32 max_str) {
+  /* Most interfaces are nil or of a type not followed: one lookup, no walk. */
+  if (!tab || !data) return off;
+  __u64 typ = tab;
+  if (!eface && bpf_probe_read_user(&typ, sizeof(typ), (void*)(tab + 8))) return off;
+  __u64 key = typ - chain_bias;
+  if (!bpf_map_lookup_elem(&chain_types, &key)) return off;
   __u32 zero = 0;
   struct gotap_chain_state* s = bpf_map_lookup_elem(&chain_state, &zero);
   if (!s) return off;

@@ -74,6 +74,10 @@ std::optional<std::string> ValueDecoder::error_text(uint64_t rtype, uint64_t dat
   const TInfo& t = info(rtype | kRtypeTag);
   if (!t.valid) return std::nullopt;
   const std::string& name = t.name;
+  // Errors whose text is a constant of their type: the type word is all there is to read.
+  if (name == "*poll.DeadlineExceededError") return "i/o timeout";
+  if (name == "poll.errNetClosing") return "use of closed network connection";
+  if (name == "context.deadlineExceededError") return "context deadline exceeded";
   if (name == "syscall.Errno") {
     // Not pointer-shaped: the interface's data word points to the number.
     auto e = mem_.u64(data);
