@@ -173,7 +173,7 @@ static __always_inline void emit(struct pt_regs* ctx, struct gotap_probe* p, __u
       __u32 di = c->aux;
       if (di >= GOTAP_MAX_WORDS || off >= GOTAP_DATA_MAX) continue;
       __u32 start = off;
-      off = copy_chain(off, ptr, ev->words[di], c->off & GOTAP_CHAIN_CAP_EFACE, c->max);
+      off = copy_chain(off, ptr, ev->words[di], c->off, c->max);
       if (off > GOTAP_DATA_MAX) off = GOTAP_DATA_MAX;
       if (off > start) {
         ev->cap_len[i] = off - start;

@@ -63,7 +63,7 @@ enum gotap_cap_kind {
   GOTAP_CAP_STRING = 1, /* bytes at words[word], length words[aux] */
   GOTAP_CAP_DEREF = 2,  /* max bytes at words[word] + off (interface payload, pointee) */
   GOTAP_CAP_ITAB = 3,   /* the type word of the itab at words[word]: 8 bytes at itab+8 */
-  /* The value of the interface words[word] (itab, or type with GOTAP_CHAIN_CAP_EFACE in off),
+  /* The value of the interface words[word] (itab, or type: GOTAP_CHAIN_CAP_* in off),
    * words[aux] (data), followed through the types of the `chain_types` map: chunks (below) of
    * the memory read, strings cut at max bytes. */
   GOTAP_CAP_CHAIN = 4,
@@ -74,7 +74,10 @@ enum gotap_cap_kind {
 #define GOTAP_CHAIN_NODES 6
 #define GOTAP_CHAIN_FIELDS 5
 #define GOTAP_CHAIN_MAX_SIZE 96
+/* gotap_cap.off of a GOTAP_CAP_CHAIN: the words are an `any` (type, data); or two untyped
+ * words (a stripped binary's ArgInfo) that may be either kind of interface, or neither. */
 #define GOTAP_CHAIN_CAP_EFACE 1
+#define GOTAP_CHAIN_CAP_GUESS 2
 /* A chunk of copied memory: an 8-byte header, the address | (length << 48), then the bytes. */
 #define GOTAP_CHUNK_LEN_SHIFT 48
 

@@ -124,16 +124,24 @@ static long chain_step(__u64 k, void* unused) {
   return 0;
 }
 
-/* The chain from one interface (tab: itab, or type with `eface`; data) into the event's data
- * from `off`, strings cut at max_str; returns `off` past the chunks written. */
-static __always_inline __u32 copy_chain(__u32 off, __u64 tab, __u64 data, __u32 eface,
+/* The chain from one interface (tab: its itab, or its type with GOTAP_CHAIN_CAP_EFACE in
+ * `how`, or either with GOTAP_CHAIN_CAP_GUESS; data) into the event's data from `off`,
+ * strings cut at max_str; returns `off` past the chunks written. */
+static __always_inline __u32 copy_chain(__u32 off, __u64 tab, __u64 data, __u32 how,
                                         __u32 max_str) {
-  /* Most interfaces are nil or of a type not followed: one lookup, no walk. */
+  /* Most interfaces are nil or of a type not followed: a lookup or two, no walk. */
   if (!tab || !data) return off;
+  __u32 eface = how & GOTAP_CHAIN_CAP_EFACE;
   __u64 typ = tab;
-  if (!eface && bpf_probe_read_user(&typ, sizeof(typ), (void*)(tab + 8))) return off;
+  if (!eface && bpf_probe_read_user(&typ, sizeof(typ), (void*)(tab + 8))) typ = 0;
   __u64 key = typ - chain_bias;
-  if (!bpf_map_lookup_elem(&chain_types, &key)) return off;
+  if (!typ || !bpf_map_lookup_elem(&chain_types, &key)) {
+    /* Untyped words: an itab's type word was not one; the first word may be the type. */
+    if (eface || !(how & GOTAP_CHAIN_CAP_GUESS)) return off;
+    eface = 1;
+    key = tab - chain_bias;
+    if (!bpf_map_lookup_elem(&chain_types, &key)) return off;
+  }
   __u32 zero = 0;
   struct gotap_chain_state* s = bpf_map_lookup_elem(&chain_state, &zero);
   if (!s) return off;

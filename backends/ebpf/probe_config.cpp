@@ -85,12 +85,20 @@ struct Builder {
   }
 
   // An interface's value beyond its first 16 bytes (value_chain.h): last, so that it takes only
-  // the caps and the event bytes the other copies left.
+  // the caps and the event bytes the other copies left. Two untyped words (ArgInfo's) may be an
+  // interface too: core's decoder guesses so from the words, and the kernel from the types.
   void add_chain_cap(ParamCapture& pc) {
+    const ParamLoc& p = *pc.param;
     const bool eface = pc.shape == ValueShape::Eface;
-    if ((!eface && pc.shape != ValueShape::Iface) || pc.words.size() < 2 || pc.words[1] < 0) return;
+    const bool guess = pc.shape == ValueShape::Other && !p.type && p.size == 16;
+    if ((!eface && !guess && pc.shape != ValueShape::Iface) || pc.words.size() != 2 ||
+        pc.words[0] < 0 || pc.words[1] < 0)
+      return;
     pc.chain_cap = add_cap(GOTAP_CAP_CHAIN, pc.words[0], pc.words[1], max_str);
-    if (pc.chain_cap >= 0 && eface) probe.caps[pc.chain_cap].off = GOTAP_CHAIN_CAP_EFACE;
+    if (pc.chain_cap >= 0)
+      probe.caps[pc.chain_cap].off = eface   ? GOTAP_CHAIN_CAP_EFACE
+                                     : guess ? GOTAP_CHAIN_CAP_GUESS
+                                             : 0;
   }
 };
 
