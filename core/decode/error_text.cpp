@@ -6,7 +6,7 @@
 
 #include <array>
 #include <cstring>
-#include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -61,11 +61,19 @@ std::string join_host_port(const std::string& host, int64_t port) {
 }  // namespace
 
 bool ValueDecoder::has_error_text(std::string_view type) {
-  static const std::unordered_map<std::string_view, int> known = {
-      {"*errors.errorString", 0}, {"*fmt.wrapError", 0},   {"*fmt.wrapErrors", 0},
-      {"*fs.PathError", 0},       {"*os.SyscallError", 0}, {"*net.OpError", 0},
-      {"*url.Error", 0},          {"*net.DNSError", 0},    {"*net.AddrError", 0},
-      {"syscall.Errno", 0}};
+  static const std::unordered_set<std::string_view> known = {"*errors.errorString",
+                                                             "*fmt.wrapError",
+                                                             "*fmt.wrapErrors",
+                                                             "*fs.PathError",
+                                                             "*os.SyscallError",
+                                                             "*net.OpError",
+                                                             "*url.Error",
+                                                             "*net.DNSError",
+                                                             "*net.AddrError",
+                                                             "syscall.Errno",
+                                                             "*poll.DeadlineExceededError",
+                                                             "poll.errNetClosing",
+                                                             "context.deadlineExceededError"};
   return known.count(type) != 0;
 }
 

@@ -2,10 +2,11 @@
 // Go release with DWARF and stripped: each error main.(*src).Fail returned must carry, as its
 // result's "error" (docs/json.md), the text the fixture's own Error() call printed, for the
 // standard library's error types (*errors.errorString, *fmt.wrapError, *fs.PathError,
-// *os.SyscallError, *net.OpError with one address and with two, *url.Error around an
-// *net.OpError); and the string main.(*src).Show was passed in its `any` argument must be
-// that string. eBPF copies these values in the kernel (bpf/value_chain.h); before it did,
-// it showed the heap ones as <not captured> or a bare pointer.
+// *os.SyscallError, *net.OpError with no address, one and two, *url.Error around an
+// *net.OpError, *net.DNSError, *net.AddrError, syscall.Errno's text of its release, the
+// constant errors of net and context); and the string main.(*src).Show was passed in its `any`
+// argument must be that string. eBPF copies these values in the kernel (bpf/value_chain.h); before
+// it did, it showed the heap ones as <not captured> or a bare pointer.
 #include <unistd.h>
 
 #include <map>
@@ -23,7 +24,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kCalls = 14;  // each of the seven kinds twice
+constexpr int kCalls = 24;  // each of the twelve kinds twice
 
 class ErrorStrings : public ::testing::TestWithParam<std::string> {};
 
