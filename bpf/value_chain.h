@@ -22,7 +22,7 @@ struct {
 struct gotap_chain_state {
   __u64 tab[8];
   __u64 data[8];
-  __u8 eface[8];
+  __u8 eface[8]; /* 0: an itab (tab), 1: a type (eface), 2: an itab of untyped words */
   __u32 n;       /* interfaces queued */
   __u32 off;     /* the event's data bytes used */
   __u32 max_str; /* bytes of a string copied at most */
@@ -79,10 +79,15 @@ static long chain_step(__u64 k, void* unused) {
     __u64 t = s->tab[node & 7], d = s->data[node & 7];
     if (!t || !d) return 0;
     __u64 typ = t;
-    if (!s->eface[node & 7]) {
+    __u32 kind = s->eface[node & 7];
+    if (kind != 1) {
       if (bpf_probe_read_user(&typ, sizeof(typ), (void*)(t + 8))) return 0;
-      /* The first interface's type word is its own cap's (GOTAP_CAP_ITAB). */
-      if (node > 0) off = put_chunk(ev, off, t + 8, 8);
+      /* The first interface's type word is its own cap's (GOTAP_CAP_ITAB); untyped words have
+       * none, and user space tells an itab by its first word too (kind 2). */
+      if (kind == 2)
+        off = put_chunk(ev, off, t, 16);
+      else if (node > 0)
+        off = put_chunk(ev, off, t + 8, 8);
     }
     s->off = off;
     __u64 key = typ - chain_bias;
@@ -141,6 +146,8 @@ static __always_inline __u32 copy_chain(__u32 off, __u64 tab, __u64 data, __u32 
     eface = 1;
     key = tab - chain_bias;
     if (!bpf_map_lookup_elem(&chain_types, &key)) return off;
+  } else if (how & GOTAP_CHAIN_CAP_GUESS) {
+    eface = 2; /* an itab, found without a cap of its own */
   }
   __u32 zero = 0;
   struct gotap_chain_state* s = bpf_map_lookup_elem(&chain_state, &zero);
