@@ -74,12 +74,27 @@ std::vector<ChainType> chain_types(const ElfFile& elf, const RtypeEnv& env,
   return out;
 }
 
+std::vector<ChainType> chain_types(const ElfFile& elf, const RtypeEnv& env,
+                                   const TypeGraph& dwarf) {
+  ElfMemoryReader mem(elf, 0);
+  std::vector<ChainType> out;
+  for (const char* name : kFollowed) {
+    const GoType* t = dwarf.by_name(name);
+    if (!t || !t->runtime_type) continue;
+    const uint64_t addr = env.types + t->runtime_type;
+    if (auto l = layout_of(mem, env, addr)) out.push_back({addr, *l});
+  }
+  return out;
+}
+
 Result<void> write_chain_types(int fd, const ProbeConfig& cfg, const BinaryView& bin) {
   bool any = false;
   for (const auto& r : cfg.records)
     for (int i = 0; i < r.ncaps && !any; ++i) any = r.caps[i].kind == GOTAP_CAP_CHAIN;
   if (!any || !bin.elf || !bin.type_names) return {};
-  for (const ChainType& t : chain_types(*bin.elf, bin.rt, *bin.type_names))
+  const auto types = bin.dwarf && bin.types ? chain_types(*bin.elf, bin.rt, *bin.types)
+                                            : chain_types(*bin.elf, bin.rt, *bin.type_names);
+  for (const ChainType& t : types)
     if (bpf_map_update_elem(fd, &t.addr, &t.layout, BPF_ANY) != 0)
       return errno_error(ErrorKind::Runtime, "cannot configure the interface types");
   return {};

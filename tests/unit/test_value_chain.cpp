@@ -78,6 +78,12 @@ TEST(ValueChain, LayoutsAreDwarfsOnEveryRelease) {
       EXPECT_EQ(it->second, dwarf_layout(*dw, *p)) << name;
       by_name[name] = it->second;
     }
+    // DWARF's names lead to the same descriptors and layouts as the scan's.
+    for (const auto& t : ebpf::chain_types((*bin)->elf(), (*bin)->rtype_env(), *dw)) {
+      auto it = got.find(t.addr);
+      ASSERT_NE(it, got.end()) << std::hex << t.addr;
+      EXPECT_EQ(it->second, layout_of(t.layout)) << std::hex << t.addr;
+    }
     // Stripped: the same layouts, found by name without DWARF.
     const std::string stripped =
         f.path.substr(0, f.path.rfind("/default/")) + "/stripped/" + f.program;
