@@ -111,6 +111,7 @@ static __always_inline void load_regs(struct pt_regs* ctx, __u64* r) {
 #include "cond_vm.h"
 #include "overhead.h"
 #include "stack_walk.h"
+#include "value_chain.h"
 
 /* The current goroutine's g: R14 in ABIInternal code, else the TLS slot below FS base. */
 static __always_inline __u64 current_g(struct pt_regs* ctx, __u8 flags) {
@@ -168,7 +169,18 @@ static __always_inline void emit(struct pt_regs* ctx, struct gotap_probe* p, __u
     if (wi >= GOTAP_MAX_WORDS) continue;
     __u64 ptr = ev->words[wi];
     __u64 want = c->max;
-    if (c->kind == GOTAP_CAP_STRING) {
+    if (c->kind == GOTAP_CAP_CHAIN) {
+      __u32 di = c->aux;
+      if (di >= GOTAP_MAX_WORDS || off >= GOTAP_DATA_MAX) continue;
+      __u32 start = off;
+      off = copy_chain(off, ptr, ev->words[di], c->off, c->max);
+      if (off > GOTAP_DATA_MAX) off = GOTAP_DATA_MAX;
+      if (off > start) {
+        ev->cap_len[i] = off - start;
+        ev->cap_ok |= 1 << i;
+      }
+      continue;
+    } else if (c->kind == GOTAP_CAP_STRING) {
       __u32 li = c->aux;
       if (li >= GOTAP_MAX_WORDS) continue;
       __u64 len = ev->words[li];

@@ -63,6 +63,42 @@ enum gotap_cap_kind {
   GOTAP_CAP_STRING = 1, /* bytes at words[word], length words[aux] */
   GOTAP_CAP_DEREF = 2,  /* max bytes at words[word] + off (interface payload, pointee) */
   GOTAP_CAP_ITAB = 3,   /* the type word of the itab at words[word]: 8 bytes at itab+8 */
+  /* The value of the interface words[word] (itab, or type: GOTAP_CHAIN_CAP_* in off),
+   * words[aux] (data), followed through the types of the `chain_types` map: chunks (below) of
+   * the memory read, strings cut at max bytes. */
+  GOTAP_CAP_CHAIN = 4,
+};
+
+/* GOTAP_CAP_CHAIN: interfaces followed per event (the first and those found in its value's
+ * fields), fields read per followed value, and the largest value read (a struct's bytes). */
+#define GOTAP_CHAIN_NODES 6
+#define GOTAP_CHAIN_FIELDS 5
+#define GOTAP_CHAIN_MAX_SIZE 96
+/* gotap_cap.off of a GOTAP_CAP_CHAIN: the words are an `any` (type, data); or two untyped
+ * words (a stripped binary's ArgInfo) that may be either kind of interface, or neither. */
+#define GOTAP_CHAIN_CAP_EFACE 1
+#define GOTAP_CHAIN_CAP_GUESS 2
+/* A chunk of copied memory: an 8-byte header, the address | (length << 48), then the bytes. */
+#define GOTAP_CHUNK_LEN_SHIFT 48
+
+enum gotap_chain_field_kind {
+  GOTAP_CHAIN_STR = 1,   /* a string or []byte at off: its bytes, cut at the cap's max */
+  GOTAP_CHAIN_IFACE = 2, /* an interface with methods at off: followed */
+  GOTAP_CHAIN_EFACE = 3, /* an empty interface at off: followed */
+};
+
+struct gotap_chain_field {
+  gotap_u8 kind; /* gotap_chain_field_kind */
+  gotap_u8 off;  /* within the value, < GOTAP_CHAIN_MAX_SIZE */
+};
+
+/* A dynamic type the chain follows, in `chain_types` by its link-time descriptor address: the
+ * bytes of its value (what the data word points to: a pointer type's element) and its fields
+ * to copy or follow. */
+struct gotap_chain_type {
+  gotap_u8 size;
+  gotap_u8 nfields;
+  struct gotap_chain_field fields[GOTAP_CHAIN_FIELDS];
 };
 
 struct gotap_cap {

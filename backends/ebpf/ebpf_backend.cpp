@@ -36,6 +36,7 @@
 #include "backends/ebpf/probe_config.h"
 #include "backends/ebpf/prog_stats.h"
 #include "backends/ebpf/target.h"
+#include "backends/ebpf/value_chain.h"
 #include "core/events/goroutine_events.h"
 #include "core/events/latency.h"
 #include "core/events/live_metrics.h"
@@ -162,6 +163,8 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
     return e;
   }
   if (mode == Mode::Trace) GOTAP_TRY(write_probes(bpf_map__fd(skel->maps.probes), cfg));
+  if (mode == Mode::Trace)
+    GOTAP_TRY(write_chain_types(bpf_map__fd(skel->maps.chain_types), cfg, plan.binary_view));
   if (auto r = write_site_extra(skel.get(), cfg); !r) return r.error();
   if (cond) GOTAP_TRY(load_conditions(skel->maps.conds, *cond, plan, tgid));
   return skel;
@@ -567,6 +570,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     bias = *proven;
   }
   lock->release();
+  // The interface types' keys are link-time addresses (value_chain.h).
+  skel->bss->chain_bias = bias;
   const double attach_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - t_attach).count();
   refused.insert(refused.end(), attachment.skipped().begin(), attachment.skipped().end());

@@ -160,6 +160,17 @@ nlohmann::json EventDecoder::value(const ParamCapture& pc, const gotap_event& ev
   if (auto w0 = c.word(0)) copy(pc.itab_cap, *w0 + 8);
   copy(pc.payload_cap, c.word(1));
   for (auto [cap, slot] : pc.field_caps) copy(cap, c.word(slot), c.word(slot + 1));
+  // The interface's value as the kernel followed it: chunks of (address | length << 48, bytes).
+  if (auto chunks = c.bytes(pc.chain_cap)) {
+    for (size_t at = 0; at + 8 <= chunks->size();) {
+      uint64_t hdr;
+      std::memcpy(&hdr, chunks->data() + at, 8);
+      const uint64_t len = hdr >> GOTAP_CHUNK_LEN_SHIFT;
+      if (len > chunks->size() - at - 8) break;
+      mem.add(hdr & ((1ull << GOTAP_CHUNK_LEN_SHIFT) - 1), chunks->substr(at + 8, len));
+      at += 8 + len;
+    }
+  }
   dec_->set_limits(lim);
   // The value alone: an object around it (name, type, value) per value was most of decoding.
   nlohmann::json v = dec_->decode_param_value(p, rs);

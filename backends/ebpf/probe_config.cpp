@@ -83,6 +83,23 @@ struct Builder {
       if (c >= 0) pc.field_caps.push_back({c, static_cast<int>(slot)});
     }
   }
+
+  // An interface's value beyond its first 16 bytes (value_chain.h): last, so that it takes only
+  // the caps and the event bytes the other copies left. Two untyped words (ArgInfo's) may be an
+  // interface too: core's decoder guesses so from the words, and the kernel from the types.
+  void add_chain_cap(ParamCapture& pc) {
+    const ParamLoc& p = *pc.param;
+    const bool eface = pc.shape == ValueShape::Eface;
+    const bool guess = pc.shape == ValueShape::Other && !p.type && p.size == 16;
+    if ((!eface && !guess && pc.shape != ValueShape::Iface) || pc.words.size() != 2 ||
+        pc.words[0] < 0 || pc.words[1] < 0)
+      return;
+    pc.chain_cap = add_cap(GOTAP_CAP_CHAIN, pc.words[0], pc.words[1], max_str);
+    if (pc.chain_cap >= 0)
+      probe.caps[pc.chain_cap].off = eface   ? GOTAP_CHAIN_CAP_EFACE
+                                     : guess ? GOTAP_CHAIN_CAP_GUESS
+                                             : 0;
+  }
 };
 
 SiteConfig& make_site(ProbeConfig& cfg, uint64_t addr, uint32_t func_id, uint8_t flags,
@@ -97,6 +114,8 @@ SiteConfig& make_site(ProbeConfig& cfg, uint64_t addr, uint32_t func_id, uint8_t
     for (const auto& p : *params)
       if (p.is_result == want_results) caps.push_back(b.capture(p));
     for (auto& pc : caps) b.add_field_caps(pc);
+    if (max_str > 0)
+      for (auto& pc : caps) b.add_chain_cap(pc);
   }
   SiteConfig& s = cfg.add_site(addr, probe);
   s.params = std::move(caps);

@@ -23,6 +23,9 @@ struct ParamCapture {
   int string_cap = -1;     // string bytes (GOTAP_CAP_STRING)
   int itab_cap = -1;       // the dynamic type word of a non-empty interface (GOTAP_CAP_ITAB)
   int payload_cap = -1;    // the bytes an interface's data word points to (GOTAP_CAP_DEREF)
+  // An interface's value followed through the known types (GOTAP_CAP_CHAIN): chunks of memory,
+  // each put back at its address (value_chain.h).
+  int chain_cap = -1;
   // A struct's string fields: (cap, index into `words` of the string's data pointer), so that
   // the copied bytes can be found again by address.
   std::vector<std::pair<int, int>> field_caps;

@@ -541,6 +541,9 @@ json ValueDecoder::iface_value(uint64_t w0, uint64_t data, bool eface, int depth
   } else {
     out["value"] = value_at(ref, data, depth);
   }
+  // The message too, whatever --max-depth left of the value: it is what a user looks for.
+  if (has_error_text(t.name))
+    if (auto text = error_text(rtype, data, 0)) out["error"] = std::move(*text);
   return out;
 }
 

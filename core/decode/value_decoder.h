@@ -102,6 +102,10 @@ class ValueDecoder {
   // The dynamic type name of a descriptor, or "".
   std::string type_name_of_rtype(uint64_t rtype_addr);
 
+  // Whether an interface holding a value of this dynamic type (Go's %T spelling) gets the
+  // text of its Error() method ("error", docs/json.md): the standard library's errors.
+  static bool has_error_text(std::string_view type);
+
  private:
   struct TField {
     std::string name;
@@ -137,6 +141,12 @@ class ValueDecoder {
   bool map_slots(const TInfo& t, uint64_t hmap,
                  const std::function<bool(uint64_t, uint64_t)>& each);
   nlohmann::json iface_value(uint64_t w0, uint64_t data, bool eface, int depth);
+  // Go's Error() text of the value of dynamic type `rtype` whose interface data word is
+  // `data`, composed as the standard library's methods compose it (error_text.cpp); nullopt
+  // for another type, or when a part could not be read whole.
+  std::optional<std::string> error_text(uint64_t rtype, uint64_t data, int depth);
+  // Go's String() of a net.Addr (*net.TCPAddr, *net.UDPAddr, *net.IPAddr, *net.UnixAddr).
+  std::optional<std::string> addr_text(uint64_t rtype, uint64_t data);
   nlohmann::json func_value(uint64_t funcval);
   // []byte and [N]byte: the bytes read (at most max_str) as hex, with len (and cap).
   nlohmann::json bytes_value(std::string_view read, int64_t len, std::optional<int64_t> cap);

@@ -34,6 +34,7 @@ struct BinaryView {
   const ElfFile* elf = nullptr;
   const Pclntab* pclntab = nullptr;
   const TypeGraph* types = nullptr;       // DWARF's or the method tables', may be null
+  bool dwarf = false;                     // `types` is DWARF's (every type the binary has)
   RtypeEnv rt;                            // the type descriptors (link-time), for dynamic types
   const TypeNames* type_names = nullptr;  // every descriptor by name (built on first use)
 

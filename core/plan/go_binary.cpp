@@ -923,6 +923,7 @@ BinaryView GoBinary::view() const {
   v.elf = elf_.get();
   v.pclntab = &pclntab_;
   v.types = types();
+  v.dwarf = dwarf_ != nullptr;
   v.rt = rtype_env();
   std::call_once(type_names_once_,
                  [this] { type_names_ = std::make_unique<TypeNames>(*elf_, rtype_env()); });
