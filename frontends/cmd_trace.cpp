@@ -26,6 +26,7 @@
 #include "core/sys/huge_pages.h"
 #include "core/sys/spawn.h"
 #include "core/sys/timing.h"
+#include "core/why/why_sink.h"
 #include "frontends/commands.h"
 #include "frontends/cond_options.h"
 #include "frontends/fault_injection.h"
@@ -159,7 +160,8 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   }
   if (command == "trace")
     desc.add_options()("rate", po::value<int64_t>(),
-                       "at most N calls per function in any one second; the rest are counted");
+                       "at most N calls per function in any one second; the rest are counted")(
+        "why", "split each call's time into running, runnable, syscall and waiting by reason");
   if (command == "count" || command == "latency")
     desc.add_options()("no-failed",
                        "no FAILED column: count then probes only the entries of functions "
@@ -313,7 +315,8 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   auto condition = cond::build_condition(cond_spec, *plan);
   if (!condition) return report_error(condition.error());
   if (cond_spec.any()) opts.condition = &*condition;
-  if (goroutines_cmd || vm->count("goroutines")) {
+  const bool want_why = vm->count("why") > 0;
+  if (goroutines_cmd || vm->count("goroutines") || want_why) {
     // Goroutine ids and addresses belong to one process.
     if (opts.target.all)
       return usage_error("goroutine events need one process: give -p PID or -- CMD ARGS");
@@ -386,6 +389,12 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   }
   if (goroutines_cmd && (!selection.goids.empty() || !selection.under.empty()))
     sink = make_goroutine_filter(std::move(sink), std::move(selection));
+  // Before everything else: the output, the record and the metrics see returns with `why`,
+  // and goroutine events only when they were asked for.
+  if (want_why)
+    sink =
+        why::make_why_sink(std::move(sink), {.pass_goroutine_events = vm->count("goroutines") > 0,
+                                             .syscalls_seen = !plan->go.at_least(1, 26)});
   sink = maybe_failing_sink(std::move(sink));
   install_stop_handlers();
   catch_sigpipe();

@@ -63,6 +63,7 @@ Event to_event(const CallReturn& e) {
   if (e.wall_ns) ev["wall_ns"] = *e.wall_ns;
   ev["results"] = params(e.results);
   if (e.stack) ev["stack"] = *e.stack;
+  if (e.why) ev["why"] = *e.why;
   return ev;
 }
 

@@ -50,6 +50,7 @@ struct CallReturn : CallSite {
   std::optional<uint64_t> wall_ns;
   std::vector<Param> results;
   std::optional<Event> stack;
+  std::optional<Event> why;  // --why: where its time went (core/why/why_tracker.h)
 };
 
 // A call still open when tracing ended, or entered again without returning (a panic):

@@ -1,0 +1,169 @@
+// `gotap trace --why`, once per backend, on the default build of every Go release: the why
+// fixture (tests/fixtures/why) calls main.step once per phase, each spending its time one
+// known way, and prints each call's wall time. Each call's `why` must put that time in the
+// phase's part (within max(3 ms, 15%)), leave the other parts small, name the wait's reason
+// and its waker, and its parts must sum to duration_ns (within 10% or 1 ms).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/unit/fixtures.h"
+
+namespace gotap::testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kMs = 1e6;
+
+// The fixture's "GT <phase> <ns>" lines, in call order.
+std::vector<std::pair<std::string, double>> truth_of(const std::string& out) {
+  std::vector<std::pair<std::string, double>> t;
+  std::regex re(R"(GT (\w+) (\d+))");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
+       ++it)
+    t.emplace_back((*it)[1], std::stod((*it)[2]));
+  return t;
+}
+
+double part(const json& why, const char* key) {
+  const auto it = why.find(key);
+  return it != why.end() && it->is_number() ? it->get<double>() : 0;
+}
+
+// The largest wait of a call.
+json main_wait(const json& why) {
+  json best;
+  for (const auto& w : why.value("waits", json::array()))
+    if (best.is_null() || w["ns"].get<double>() > best["ns"].get<double>()) best = w;
+  return best;
+}
+
+class Why : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace and BPF)";
+    if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+    for (const Fixture& fx : all_fixtures("why"))
+      if (fx.flavour == "default") fixtures_.push_back(fx);
+    if (fixtures_.empty()) GTEST_SKIP() << "no why fixtures (tests/tools/build-fixtures.sh)";
+  }
+  std::vector<Fixture> fixtures_;
+};
+
+TEST_P(Why, EachPhaseLandsInItsPart) {
+  for (const Fixture& fx : fixtures_) {
+    SCOPED_TRACE(fx.label());
+    const bool syscalls_seen = std::stoi(fx.go_version.substr(2)) < 26;
+    const std::string out = "/tmp/gotap-why-" + std::to_string(getpid()) + ".json";
+    auto r = run_command({gotap_binary(), "trace", "--backend", GetParam(), "--why", "--json", "-o",
+                          out, "main.step", "--", fx.path});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto truth = truth_of(r.out);
+    ASSERT_EQ(truth.size(), 7u) << r.out;
+    const auto events = events_in(read_file(out));
+    unlink(out.c_str());
+    std::vector<json> returns;
+    for (const auto& e : events)
+      if (e.value("event", "") == "return") returns.push_back(e);
+    ASSERT_EQ(returns.size(), truth.size()) << "one return per phase";
+    ASSERT_FALSE(events.empty());
+    const json& summary = events.back();
+    EXPECT_EQ(summary.value("event", ""), "summary");
+    EXPECT_EQ(summary.value("lost", -1), 0) << summary;
+    EXPECT_TRUE(summary.contains("why_unmeasured")) << "the summary says what is null and why";
+    for (size_t i = 0; i < returns.size(); ++i) {
+      const auto& [phase, wall] = truth[i];
+      const json& ret = returns[i];
+      SCOPED_TRACE("phase " + phase + ": " + ret.dump());
+      ASSERT_TRUE(ret.contains("why"));
+      const json& why = ret["why"];
+      EXPECT_TRUE(why["preempted_ns"].is_null()) << "not measured: null, never 0";
+      EXPECT_EQ(why["syscall_ns"].is_null(), !syscalls_seen);
+      // Which part holds the phase's time.
+      std::string want = phase == "cpu"       ? "running_ns"
+                         : phase == "yield"   ? "runnable_ns"
+                         : phase == "syscall" ? (syscalls_seen ? "syscall_ns" : "running_ns")
+                                              : "waiting_ns";
+      const double tol = std::max(3 * kMs, 0.15 * wall);
+      EXPECT_NEAR(part(why, want.c_str()), wall, tol)
+          << want << " of a " << wall / kMs << " ms call";
+      double sum = 0;
+      for (const char* k :
+           {"running_ns", "runnable_ns", "syscall_ns", "waiting_ns", "preempted_ns"}) {
+        sum += part(why, k);
+        if (k != want) EXPECT_LE(part(why, k), tol) << k << " should be small";
+      }
+      const double d = ret["duration_ns"].get<double>();
+      EXPECT_NEAR(sum, d, std::max(1 * kMs, 0.10 * d)) << "the parts sum to duration_ns";
+      // The wait: its reason as the release names it, and who ended it.
+      const json w = main_wait(why);
+      if (want != "waiting_ns") {
+        if (!w.is_null()) EXPECT_LE(w["ns"].get<double>(), tol);
+        continue;
+      }
+      ASSERT_FALSE(w.is_null()) << "no wait";
+      EXPECT_NEAR(w["ns"].get<double>(), wall, tol);
+      EXPECT_GE(w["count"].get<int>(), 1);
+      EXPECT_TRUE(w["parked_at"].is_null());
+      const json& by = w["woken_by"];
+      if (phase == "sleep") {
+        EXPECT_EQ(w["reason"], "sleep");
+        EXPECT_EQ(by, json({{"by", "timer"}}));
+      } else if (phase == "chan") {
+        EXPECT_EQ(w["reason"], "chan receive");
+        EXPECT_EQ(by.value("func", ""), "main.chanSender");
+        EXPECT_GT(by.value("goid", 0), 0);
+      } else if (phase == "mutex") {
+        EXPECT_TRUE(w["reason"] == "semacquire" || w["reason"] == "sync.Mutex.Lock") << w;
+        EXPECT_EQ(by.value("func", ""), "main.mutexHolder");
+      } else if (phase == "net") {
+        EXPECT_EQ(w["reason"], "IO wait");
+        EXPECT_EQ(by, json({{"by", "netpoll"}}));
+      }
+    }
+  }
+}
+
+// The text view: one why line under each return, naming the waker.
+TEST_P(Why, TextShowsOneWhyLinePerReturn) {
+  const Fixture& fx = fixtures_.back();
+  SCOPED_TRACE(fx.label());
+  auto r = run_command(
+      {gotap_binary(), "trace", "--backend", GetParam(), "--why", "main.step", "--", fx.path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(truth_of(r.out).size(), 7u) << r.out;
+  std::regex why_line(R"(^ +why: (.*)$)");
+  std::vector<std::string> whys;
+  std::istringstream in(r.out);
+  bool after_return = false;
+  for (std::string l; std::getline(in, l);) {
+    std::smatch m;
+    if (std::regex_match(l, m, why_line)) {
+      EXPECT_TRUE(after_return) << "a why line not under a return: " << l;
+      whys.push_back(m[1]);
+    }
+    after_return = l.find("<- main.step") != std::string::npos;
+  }
+  ASSERT_EQ(whys.size(), 7u) << r.out;
+  EXPECT_TRUE(whys[0].starts_with("running ")) << whys[0];
+  EXPECT_TRUE(whys[1].starts_with("waiting ")) << whys[1];
+  EXPECT_NE(whys[2].find("chan receive, woken by main.chanSender [g "), std::string::npos)
+      << whys[2];
+  EXPECT_TRUE(whys[6].starts_with("runnable ")) << whys[6];
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Why, ::testing::Values("ebpf", "ptrace"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace gotap::testing
