@@ -111,6 +111,7 @@ static __always_inline void load_regs(struct pt_regs* ctx, __u64* r) {
 #include "cond_vm.h"
 #include "overhead.h"
 #include "stack_walk.h"
+#include "why_walk.h"
 
 /* The current goroutine's g: R14 in ABIInternal code, else the TLS slot below FS base. */
 static __always_inline __u64 current_g(struct pt_regs* ctx, __u8 flags) {
@@ -196,6 +197,7 @@ static __always_inline void emit(struct pt_regs* ctx, struct gotap_probe* p, __u
   }
   ev->data_len = off;
   ev->nstack = walk_stack(ctx, idx, ev, off);
+  if (why_walk && ev->func_id == GOTAP_FUNC_GSTATUS) ev->nstack = why_stack(ctx, ev, off);
   if (hold) {
     if (bpf_map_update_elem(&held, hold, ev, BPF_ANY)) bump(GOTAP_CNT_HELD_FULL);
     return;

@@ -161,6 +161,7 @@ enum gotap_event_kind { GOTAP_EV_ENTRY = 0, GOTAP_EV_RETURN = 1 };
 
 enum gotap_event_flags {
   GOTAP_EVF_UNMATCHED = 1, /* a return whose entry was not seen: no duration */
+  GOTAP_EVF_WAKER = 2,     /* --why, a casgstatus wake-up: goid is the waking thread's m.curg */
 };
 
 /* A trace-mode event. Only the header, the words and data[0..data_len) are sent. */

@@ -323,6 +323,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     auto g = (*bin)->goroutine_probes();
     if (!g) return report_error(g.error());
     plan->goroutines = *g;
+    plan->goroutines.walk = want_why;
     plan->warnings.insert(plan->warnings.end(), g->warnings.begin(), g->warnings.end());
     if (goroutines_cmd)
       for (const auto& f : plan->funcs) selection.under.insert(f.name);

@@ -840,8 +840,10 @@ void Tracer::on_goroutine(const SiteRole& role, const user_regs_struct& r, pid_t
           proc_->mem().read(r.rax + span.offset, buf, span.size))
         origin = parse_origin(plan_.offsets, buf, span.size);
     }
+    std::optional<StatusStacks> stacks;
+    if (plan_.goroutines.walk) stacks = status_stacks(r, uint32_t(r.rbx), uint32_t(r.rcx));
     goroutines_->on_status(ts, tid, goid, uint32_t(r.rbx), uint32_t(r.rcx), reason,
-                           origin ? &*origin : nullptr, caller);
+                           origin ? &*origin : nullptr, caller, stacks ? &*stacks : nullptr);
     return;
   }
   if (role.kind == SiteRole::GCreated) {
@@ -864,6 +866,56 @@ void Tracer::on_goroutine(const SiteRole& role, const user_regs_struct& r, pid_t
     return;
   }
   goroutines_->on_create(ts, tid, goid, start_pc, arg(plan_.goroutines.create_pc_arg));
+}
+
+// --why at casgstatus(gp, old, new): on the way to waiting, gp's stack as the park saved it
+// (mcall stores its pc and frame pointer in gp.sched); at a wake-up, the goroutine the thread
+// runs (m.curg of the current g, in R14: casgstatus is ABIInternal) and its stack, from
+// curg.sched when the thread is on its system stack (systemstack saved it there), else from
+// the registers. Frame pointers only: every Go function with a frame keeps one.
+std::optional<StatusStacks> Tracer::status_stacks(const user_regs_struct& r, uint32_t from,
+                                                  uint32_t to) {
+  constexpr int kFrames = 16;
+  const RuntimeOffsets& o = plan_.offsets;
+  auto& mem = proc_->mem();
+  StatusStacks s;
+  auto walk = [&](uint64_t pc, uint64_t fp) {
+    if (pc) s.pcs.push_back(pc);
+    while (fp && !(fp & 7) && s.pcs.size() < kFrames) {
+      uint64_t rec[2];  // saved frame pointer, return address
+      if (!mem.read(fp, rec, sizeof rec) || !rec[1]) break;
+      s.pcs.push_back(rec[1]);
+      if (rec[0] <= fp) break;  // frames go up the stack
+      fp = rec[0];
+    }
+  };
+  auto from_sched = [&](uint64_t g) {
+    uint64_t pc = 0, fp = 0;
+    if (mem.read(g + o.g_sched + o.gobuf_pc, &pc, 8) &&
+        mem.read(g + o.g_sched + o.gobuf_bp, &fp, 8))
+      walk(pc + 1, fp);  // a saved pc, not a return address: +1 so that pc - 1 is in it
+  };
+  if (to == kGWaiting) {
+    if (!r.rax) return std::nullopt;
+    from_sched(r.rax);
+    return s;
+  }
+  if (from != kGWaiting || to != kGRunnable) return std::nullopt;
+  uint64_t m = 0, curg = 0, goid = 0;
+  if (!r.r14 || !mem.read(r.r14 + o.g_m, &m, 8) || !m || !mem.read(m + o.m_curg, &curg, 8))
+    return std::nullopt;
+  s.waker_goid = 0;
+  if (!curg) return s;  // the scheduler's own: its network poll or a timer
+  if (!mem.read(curg + o.g_goid, &goid, 8)) return std::nullopt;
+  s.waker_goid = goid;
+  if (curg == r.r14) {
+    uint64_t ret = 0;
+    mem.read(r.rsp + plan_.goroutines.status_sp_delta, &ret, 8);
+    walk(ret, r.rbp);
+  } else {
+    from_sched(curg);
+  }
+  return s;
 }
 
 bool Tracer::arm_net(pid_t tid) {

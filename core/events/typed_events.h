@@ -112,6 +112,11 @@ struct GoroutineState {
   std::string reason;  // why it waits; empty when not waiting or not known
   // Set the first time a goroutine created before the trace shows up.
   std::optional<GoroutineSource> source;
+  // --why: where it parked (on the way to waiting), and at a wake-up the goroutine the waking
+  // thread ran (0: none, the scheduler's own) and where ("" when not read).
+  std::string parked_at;
+  std::optional<uint64_t> waker_goid;
+  std::string waker_func;
 };
 
 struct GoroutineExit {

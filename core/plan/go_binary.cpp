@@ -140,6 +140,9 @@ Result<std::unique_ptr<GoBinary>> GoBinary::open(const std::string& path, const 
     }
     member("runtime.m", "procid", b->offsets_.m_procid);
     member("runtime.m", "curg", b->offsets_.m_curg);
+    member("runtime.g", "sched", b->offsets_.g_sched);
+    member("runtime.gobuf", "pc", b->offsets_.gobuf_pc);
+    member("runtime.gobuf", "bp", b->offsets_.gobuf_bp);
   }
   b->tls_g_offset_ = b->compute_tls_g_offset();
   return b;

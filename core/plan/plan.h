@@ -83,6 +83,9 @@ struct GoroutineProbes {
   // newproc1's RET sites, where RAX is the new g: up to Go 1.23 its goid is set only after
   // the status change that makes it runnable.
   std::vector<uint64_t> created;
+  // --why: at a park and at a wake-up, also walk the stack of the goroutine parked and of
+  // the one that woke it (core/why/why_tracker.h).
+  bool walk = false;
   std::vector<std::string> warnings;  // once each, for the user
 };
 

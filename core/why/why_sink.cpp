@@ -46,8 +46,7 @@ class WhySink : public EventSink {
         // What `why` leaves null or out, and why (docs/json.md).
         Event un = {
             {"preempted_ns", "not measured yet: needs the kernel's scheduler events"},
-            {"syscalls", "not read yet: syscall_ns is the time in system calls of every kind"},
-            {"parked_at", "not read yet: gotap does not walk a parked goroutine's stack"}};
+            {"syscalls", "not read yet: syscall_ns is the time in system calls of every kind"}};
         if (!opts_.syscalls_seen)
           un["syscall_ns"] =
               "this Go release enters system calls without runtime.casgstatus: their time "
@@ -80,9 +79,15 @@ class WhySink : public EventSink {
     if (k == "gexit") return tracker_.exited(goid);
     // Its start function: at its creation, or the first time it shows up.
     if (ev.contains("func") && ev["func"].is_string()) tracker_.named(goid, ev["func"]);
-    if (k == "gstate")
-      tracker_.state(ev.value("ts_ns", uint64_t{0}), ev.value("tid", 0), goid, ev.value("from", ""),
-                     ev.value("to", ""), ev.value("reason", ""));
+    if (k != "gstate") return;
+    WhyTracker::Seen seen;
+    if (auto p = ev.find("parked_at"); p != ev.end() && p->is_string()) seen.parked_at = *p;
+    if (auto w = ev.find("woken_by"); w != ev.end() && w->is_object()) {
+      seen.waker_goid = w->value("goid", int64_t{0});
+      seen.waker_func = w->value("func", "");
+    }
+    tracker_.state(ev.value("ts_ns", uint64_t{0}), ev.value("tid", 0), goid, ev.value("from", ""),
+                   ev.value("to", ""), ev.value("reason", ""), seen);
   }
   Event json(const WhySplit& s) const {
     Event j = why_json(s);

@@ -67,10 +67,10 @@ void WhyTracker::credit(Goroutine& g, uint64_t ts, const WokenBy* woken) {
         // A wait is credited whole when it ends: the waker is known then.
         if (!woken) break;
         auto w = std::find_if(c.split.waits.begin(), c.split.waits.end(), [&](const WaitPart& p) {
-          return p.reason == g.reason && p.woken_by == *woken;
+          return p.reason == g.reason && p.woken_by == *woken && p.parked_at == g.parked_at;
         });
         if (w == c.split.waits.end()) {
-          c.split.waits.push_back({g.reason, 0, 0, *woken});
+          c.split.waits.push_back({g.reason, 0, 0, *woken, g.parked_at});
           w = c.split.waits.end() - 1;
         }
         w->ns += ns;
@@ -83,11 +83,27 @@ void WhyTracker::credit(Goroutine& g, uint64_t ts, const WokenBy* woken) {
   }
 }
 
-WokenBy WhyTracker::waker(int tid, int64_t woken, const std::string& reason) const {
+WokenBy WhyTracker::waker(int tid, int64_t woken, const std::string& reason,
+                          const Seen& seen) const {
   // The runtime readies a goroutine on the thread of the one that releases it (chansend,
   // semrelease, ...), still running there. A thread running no goroutine is the scheduler's:
   // its network poll, or a timer it ran.
   WokenBy w;
+  if (seen.waker_goid) {
+    // The backend read the thread's goroutine (m.curg) and its stack at the wake-up.
+    if (*seen.waker_goid && *seen.waker_goid != woken) {
+      w.kind = WokenBy::Goroutine;
+      w.goid = *seen.waker_goid;
+      w.func = seen.waker_func;
+      if (w.func.empty())
+        if (auto n = names_.find(w.goid); n != names_.end()) w.func = n->second;
+      return w;
+    }
+    if (!*seen.waker_goid) {
+      w.kind = reason == "IO wait" ? WokenBy::Netpoll : WokenBy::Timer;
+      return w;
+    }
+  }
   auto r = running_on_.find(tid);
   if (r != running_on_.end() && r->second != woken) {
     w.kind = WokenBy::Goroutine;
@@ -101,13 +117,13 @@ WokenBy WhyTracker::waker(int tid, int64_t woken, const std::string& reason) con
 }
 
 void WhyTracker::state(uint64_t ts, int tid, int64_t goid, const std::string& from,
-                       const std::string& to, const std::string& reason) {
+                       const std::string& to, const std::string& reason, const Seen& seen) {
   const Part was = part_of(from), now = part_of(to);
   auto it = open_.find(goid);
   if (it != open_.end()) {
     Goroutine& g = it->second;
     WokenBy woken;
-    if (g.part == Part::Waiting) woken = waker(tid, goid, g.reason);
+    if (g.part == Part::Waiting) woken = waker(tid, goid, g.reason, seen);
     // The state gotap saw last is the one to credit (its own `from` says the same when no
     // change was missed).
     if (ts > g.since) {
@@ -116,6 +132,7 @@ void WhyTracker::state(uint64_t ts, int tid, int64_t goid, const std::string& fr
     }
     g.part = now;
     g.reason = now == Part::Waiting ? reason : "";
+    g.parked_at = now == Part::Waiting ? seen.parked_at : "";
   }
   if (was == Part::Running) {
     auto r = running_on_.find(tid);
@@ -187,7 +204,7 @@ Event why_json(const WhySplit& s) {
     Event j = {{"reason", w.reason.empty() ? Event() : Event(w.reason)},
                {"ns", w.ns},
                {"count", w.count},
-               {"parked_at", nullptr},
+               {"parked_at", w.parked_at.empty() ? Event() : Event(w.parked_at)},
                {"woken_by", woken_json(w.woken_by)}};
     waits.push_back(std::move(j));
   }

@@ -20,7 +20,9 @@ struct WokenBy {
   enum Kind { Unknown, Goroutine, Netpoll, Timer };
   Kind kind = Unknown;
   int64_t goid = 0;
-  std::string func;  // Goroutine: the waker's start function ("" when unknown)
+  // Goroutine: the waker's innermost frame outside the runtime, sync and internal/ when the
+  // backend read its stack, else its start function ("" when unknown).
+  std::string func;
   bool operator==(const WokenBy&) const = default;
 };
 
@@ -29,6 +31,7 @@ struct WaitPart {
   std::string reason;  // Go's wait reason, as the binary names it ("" when not known)
   uint64_t ns = 0, count = 0;
   WokenBy woken_by;
+  std::string parked_at;  // "" when not read
 };
 
 struct WhySplit {
@@ -49,9 +52,16 @@ class WhyTracker {
   // The innermost open call of func on goid returned: its split over [entry, ts], or nullopt
   // when its entry was not seen. Calls above it that never returned are dropped.
   std::optional<WhySplit> ret(uint64_t ts, int64_t goid, const std::string& func);
+  // What a backend read beside a status change (--why stacks): where a goroutine parked
+  // (to waiting), and at a wake-up the goroutine the waking thread ran (0: none) and its frame.
+  struct Seen {
+    std::string parked_at;
+    std::optional<int64_t> waker_goid;
+    std::string waker_func;
+  };
   // goid's status changed on thread tid; reason: the wait reason on the way to waiting.
   void state(uint64_t ts, int tid, int64_t goid, const std::string& from, const std::string& to,
-             const std::string& reason);
+             const std::string& reason, const Seen& seen = {});
   // goid's start function (from its creation, or its first sight).
   void named(int64_t goid, const std::string& func);
   void exited(int64_t goid);
@@ -67,10 +77,11 @@ class WhyTracker {
     Part part = Part::Running;
     uint64_t since = 0;
     std::string reason;  // while waiting
+    std::string parked_at;
   };
   // Credits [since, ts) in g's current state to each open call (clipped to its entry).
   void credit(Goroutine& g, uint64_t ts, const WokenBy* woken);
-  WokenBy waker(int tid, int64_t woken, const std::string& reason) const;
+  WokenBy waker(int tid, int64_t woken, const std::string& reason, const Seen& seen) const;
 
   std::unordered_map<int64_t, Goroutine> open_;     // goroutines with traced calls open
   std::unordered_map<int, int64_t> running_on_;     // thread -> the goroutine it runs
@@ -79,7 +90,7 @@ class WhyTracker {
 
 // The contract's `why` object (CONTRACT.md, "Additions (fourth turn)"). preempted_ns is null:
 // no backend reads the kernel's scheduler yet. "syscalls" is left out: the system calls'
-// names are not read yet. parked_at is null: gotap does not walk the parked stack yet.
+// names are not read yet. parked_at is null when the backend could not read the stack.
 Event why_json(const WhySplit& s);
 // One line for the text view, from a `why` object: "waiting 40.1 ms (chan receive, woken by
 // main.f [g 7]) · running 0.2 ms", the largest part first.
