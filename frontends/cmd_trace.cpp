@@ -26,6 +26,7 @@
 #include "core/sys/huge_pages.h"
 #include "core/sys/spawn.h"
 #include "core/sys/timing.h"
+#include "core/why/why_latency.h"
 #include "core/why/why_sink.h"
 #include "frontends/commands.h"
 #include "frontends/cond_options.h"
@@ -168,6 +169,8 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
                        "that return an error")(
         "interval,i", po::value<double>(),
         "every SECONDS print the calls of that interval alone, then start over");
+  if (command == "latency")
+    desc.add_options()("why", "also total where the calls' time went, and that of the slowest 1%");
   if (!goroutines_cmd) {
     add_condition_options(desc);
     desc.add_options()("max-overhead", po::value<std::string>(),
@@ -316,6 +319,13 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   if (!condition) return report_error(condition.error());
   if (cond_spec.any()) opts.condition = &*condition;
   const bool want_why = vm->count("why") > 0;
+  if (want_why && opts.mode == Mode::Latency) {
+    // Each call's split is made from its return: the backend traces the calls, and the
+    // latencies are made from them (why_latency.h).
+    if (interval_s > 0 || !prometheus_addr.empty())
+      return usage_error("latency --why takes no -i/--interval or --prometheus yet");
+    opts.mode = Mode::Trace;
+  }
   if (goroutines_cmd || vm->count("goroutines") || want_why) {
     // Goroutine ids and addresses belong to one process.
     if (opts.target.all)
@@ -392,6 +402,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     sink = make_goroutine_filter(std::move(sink), std::move(selection));
   // Before everything else: the output, the record and the metrics see returns with `why`,
   // and goroutine events only when they were asked for.
+  if (want_why && command == "latency") sink = why::make_why_latency_sink(std::move(sink));
   if (want_why)
     sink =
         why::make_why_sink(std::move(sink), {.pass_goroutine_events = vm->count("goroutines") > 0,

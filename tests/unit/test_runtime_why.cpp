@@ -168,6 +168,43 @@ TEST_P(Why, TextShowsOneWhyLinePerReturn) {
   EXPECT_TRUE(whys[6].starts_with("runnable ")) << whys[6];
 }
 
+// latency --why: the function's totals hold each part's share of all its calls (the
+// fixture's phases summed), and why_slowest the slowest call alone.
+TEST_P(Why, LatencyTotalsHoldEveryPhase) {
+  const Fixture& fx = fixtures_.front();  // the oldest release: syscalls are seen
+  SCOPED_TRACE(fx.label());
+  const bool syscalls_seen = std::stoi(fx.go_version.substr(2)) < 26;
+  auto r = run_command({gotap_binary(), "latency", "--backend", GetParam(), "--why", "--json",
+                        "main.step", "--", fx.path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto truth = truth_of(r.out);
+  ASSERT_EQ(truth.size(), 7u) << r.out;
+  const auto lat = events_in(r.out, "latency");
+  ASSERT_EQ(lat.size(), 1u) << r.out;
+  EXPECT_EQ(lat[0]["count"], 7);
+  const json& why = lat[0]["why"];
+  std::map<std::string, double> want;  // part -> the phases' truth summed
+  double slowest = 0;
+  std::string slowest_part;
+  for (const auto& [phase, wall] : truth) {
+    const std::string p = phase == "cpu"       ? "running_ns"
+                          : phase == "yield"   ? "runnable_ns"
+                          : phase == "syscall" ? (syscalls_seen ? "syscall_ns" : "running_ns")
+                                               : "waiting_ns";
+    want[p] += wall;
+    if (wall > slowest) slowest = wall, slowest_part = p;
+  }
+  for (const auto& [p, ns] : want)
+    EXPECT_NEAR(part(why, p.c_str()), ns, std::max(3 * kMs * 4, 0.15 * ns)) << p << ": " << why;
+  EXPECT_EQ(why["calls"], 7);
+  // Four waits, by four reasons.
+  EXPECT_EQ(why["waits"].size(), 4u) << why;
+  const json& slow = lat[0]["why_slowest"];
+  EXPECT_EQ(slow["calls"], 1);
+  EXPECT_NEAR(part(slow, slowest_part.c_str()), slowest, std::max(3 * kMs, 0.15 * slowest))
+      << slowest_part << ": " << slow;
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Why, ::testing::Values("ebpf", "ptrace"),
                          [](const auto& info) { return info.param; });
 

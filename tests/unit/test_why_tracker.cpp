@@ -2,6 +2,7 @@
 // status changes whose intervals are known by construction.
 #include <gtest/gtest.h>
 
+#include "core/why/why_latency.h"
 #include "core/why/why_tracker.h"
 
 namespace gotap::why {
@@ -122,6 +123,31 @@ TEST(WhyTracker, JsonAndTextFollowTheContract) {
   EXPECT_EQ(why_text(j),
             "waiting 61.9 ms (select 61.9 ms, woken by net/http.readLoop [g 212]; IO wait 0 us, "
             "woken by the network poller) \u00b7 running 0.4 ms");
+}
+
+// latency --why's totals: parts add, a part null in any call stays null, waits merge by
+// reason, place and waker function (not its goid).
+TEST(WhyTracker, TotalsAddPartsAndMergeWaits) {
+  WhySplit a, b;
+  a.running_ns = 1;
+  a.waiting_ns = 10;
+  a.waits.push_back({"chan receive", 10, 1, {WokenBy::Goroutine, 7, "main.s"}, "main.f"});
+  b.running_ns = 2;
+  b.waiting_ns = 25;
+  b.waits.push_back({"chan receive", 20, 1, {WokenBy::Goroutine, 9, "main.s"}, "main.f"});
+  b.waits.push_back({"sleep", 5, 1, {WokenBy::Timer, 0, ""}, "time.Sleep"});
+  Event total;
+  add_why(total, why_json(a));
+  add_why(total, why_json(b));
+  EXPECT_EQ(total["calls"], 2);
+  EXPECT_EQ(total["running_ns"], 3);
+  EXPECT_EQ(total["waiting_ns"], 35);
+  EXPECT_TRUE(total["preempted_ns"].is_null());
+  ASSERT_EQ(total["waits"].size(), 2u);
+  EXPECT_EQ(total["waits"][0]["ns"], 30);
+  EXPECT_EQ(total["waits"][0]["count"], 2);
+  EXPECT_EQ(total["waits"][0]["woken_by"], (Event{{"func", "main.s"}}));
+  EXPECT_EQ(total["waits"][1]["reason"], "sleep");
 }
 
 }  // namespace
