@@ -247,10 +247,10 @@ class TextWriter : public EventSink {
   }
   void end_call(const Event* stack, const Event* why = nullptr) {
     // --why: where the call's time went, under its return (core/why/why_tracker.h).
-    if (why) {
+    if (std::string text = why ? why::why_text(*why) : ""; !text.empty()) {
       line_.append(34, ' ');
       line_ += "why: ";
-      append_printable(line_, why::why_text(*why));
+      append_printable(line_, text);
       line_ += '\n';
     }
     if (stack && stack->is_array())

@@ -174,16 +174,18 @@ std::string ms(uint64_t ns) {
   return fmt::format("{:.1f} ms", double(ns) / 1e6);
 }
 
+// A record's why is read back by `gotap report`: any JSON, so every field is checked.
 std::string woken_text(const Event& w) {
   if (!w.is_object()) return "";
-  if (w.contains("by")) {
-    const std::string by = w.value("by", "");
-    return by == "netpoll" ? "woken by the network poller" : "woken by a " + by;
-  }
+  if (const auto by = w.find("by"); by != w.end())
+    return !by->is_string()   ? ""
+           : *by == "netpoll" ? "woken by the network poller"
+                              : "woken by a " + by->get<std::string>();
   const auto f = w.find("func");
+  const auto g = w.find("goid");
   return fmt::format("woken by {} [g {}]",
                      f != w.end() && f->is_string() ? f->get<std::string>() : "?",
-                     w.value("goid", int64_t{0}));
+                     g != w.end() && g->is_number_integer() ? g->dump() : "?");
 }
 
 uint64_t num(const Event& e, const char* key) {
@@ -225,14 +227,15 @@ std::string why_text(const Event& why) {
     const bool several = waits != why.end() && waits->is_array() && waits->size() > 1;
     if (waits != why.end() && waits->is_array())
       for (const Event& w : *waits) {
+        if (!w.is_object()) continue;
         if (!detail.empty()) detail += "; ";
         const auto r = w.find("reason");
         detail += r != w.end() && r->is_string() ? r->get<std::string>() : "unknown reason";
         if (several) detail += " " + ms(num(w, "ns"));
         const auto p = w.find("parked_at");
         if (p != w.end() && p->is_string()) detail += " at " + p->get<std::string>();
-        if (std::string by = woken_text(w.value("woken_by", Event())); !by.empty())
-          detail += ", " + by;
+        if (const auto b = w.find("woken_by"); b != w.end())
+          if (std::string by = woken_text(*b); !by.empty()) detail += ", " + by;
       }
     items.push_back(
         {waiting, "waiting " + ms(waiting) + (detail.empty() ? "" : " (" + detail + ")")});
