@@ -136,6 +136,10 @@ struct gotap_probe {
 #define GOTAP_FUNC_GSTATUS 0xfffffff0u
 #define GOTAP_FUNC_GCREATE 0xfffffff1u
 #define GOTAP_FUNC_GCREATED 0xfffffff2u
+/* --why, Go 1.26+: runtime.entersyscall and runtime.exitsyscall (word R14, the g; cap 0 its
+ * goid). */
+#define GOTAP_FUNC_GSYSENTER 0xfffffff3u
+#define GOTAP_FUNC_GSYSEXIT 0xfffffff4u
 
 /* Key of an in-flight call: survives the goroutine moving between threads and its stack
  * being copied (stack.hi - rsp is invariant under a stack copy). */

@@ -330,7 +330,8 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     // Goroutine ids and addresses belong to one process.
     if (opts.target.all)
       return usage_error("goroutine events need one process: give -p PID or -- CMD ARGS");
-    auto g = (*bin)->goroutine_probes();
+    // Go 1.26+'s fast system-call path skips casgstatus: --why probes it apart.
+    auto g = (*bin)->goroutine_probes(want_why && plan->go.at_least(1, 26));
     if (!g) return report_error(g.error());
     plan->goroutines = *g;
     plan->goroutines.walk = want_why;
@@ -404,9 +405,10 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   // and goroutine events only when they were asked for.
   if (want_why && command == "latency") sink = why::make_why_latency_sink(std::move(sink));
   if (want_why)
-    sink =
-        why::make_why_sink(std::move(sink), {.pass_goroutine_events = vm->count("goroutines") > 0,
-                                             .syscalls_seen = !plan->go.at_least(1, 26)});
+    sink = why::make_why_sink(
+        std::move(sink),
+        {.pass_goroutine_events = vm->count("goroutines") > 0,
+         .syscalls_seen = !plan->go.at_least(1, 26) || plan->goroutines.sys_enter != 0});
   sink = maybe_failing_sink(std::move(sink));
   install_stop_handlers();
   catch_sigpipe();

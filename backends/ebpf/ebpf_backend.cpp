@@ -251,6 +251,10 @@ bool on_goroutine_sample(Session& s, const void* data, size_t size) {
     if (known && !ok[1]) return false;
     s.goroutines->on_create(ev.ts_ns, int(ev.tid), known ? cap[1] : 0, cap[0],
                             known ? ev.words[2] : 0);
+  } else if ((ev.func_id == GOTAP_FUNC_GSYSENTER || ev.func_id == GOTAP_FUNC_GSYSEXIT) && ok[0]) {
+    const bool enter = ev.func_id == GOTAP_FUNC_GSYSENTER;
+    s.goroutines->on_status(ev.ts_ns, int(ev.tid), cap[0], enter ? kGRunning : kGSyscall,
+                            enter ? kGSyscall : kGRunning);
   } else if (ev.func_id == GOTAP_FUNC_GCREATED && ok[0]) {
     s.goroutines->on_created(ev.ts_ns, int(ev.tid), cap[0]);
   } else {
@@ -264,7 +268,8 @@ int handle_sample(Session* s, void* data, size_t size) {
   if (size >= offsetof(gotap_event, data)) {
     uint32_t func_id = static_cast<const gotap_event*>(data)->func_id;
     if (func_id == GOTAP_FUNC_GSTATUS || func_id == GOTAP_FUNC_GCREATE ||
-        func_id == GOTAP_FUNC_GCREATED) {
+        func_id == GOTAP_FUNC_GCREATED || func_id == GOTAP_FUNC_GSYSENTER ||
+        func_id == GOTAP_FUNC_GSYSEXIT) {
       if (!on_goroutine_sample(*s, data, size)) ++s->decode_failures;
       return 0;
     }

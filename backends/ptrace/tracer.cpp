@@ -495,6 +495,8 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   std::vector<GSite> gsites = {{gp.status, SiteRole::GStatus, gp.status_sp_delta},
                                {gp.create, SiteRole::GCreate, gp.create_sp_delta}};
   for (uint64_t pc : gp.created) gsites.push_back({pc, SiteRole::GCreated, 0});
+  gsites.push_back({gp.sys_enter, SiteRole::GSysEnter, 0});
+  gsites.push_back({gp.sys_exit, SiteRole::GSysExit, 0});
   for (auto [pc, kind, sp_delta] : gsites) {
     if (!pc) continue;
     auto r = bps_.add(pc + bias_, {kind, -1, -1}, sp_delta, code);
@@ -846,6 +848,18 @@ void Tracer::on_goroutine(const SiteRole& role, const user_regs_struct& r, pid_t
                            origin ? &*origin : nullptr, caller, stacks ? &*stacks : nullptr);
     return;
   }
+  if (role.kind == SiteRole::GSysEnter || role.kind == SiteRole::GSysExit) {
+    // The goroutine entering or leaving the system call is the thread's own (R14: both are
+    // ABIInternal).
+    if (!r.r14 || !proc_->mem().read(r.r14 + goid_off, &goid, 8)) {
+      ++goid_read_errors_;
+      return;
+    }
+    const bool enter = role.kind == SiteRole::GSysEnter;
+    goroutines_->on_status(ts, tid, goid, enter ? kGRunning : kGSyscall,
+                           enter ? kGSyscall : kGRunning);
+    return;
+  }
   if (role.kind == SiteRole::GCreated) {
     if (!r.rax || !proc_->mem().read(r.rax + goid_off, &goid, 8)) {
       ++goid_read_errors_;
@@ -1025,6 +1039,8 @@ void Tracer::handle_roles(const Site& site, const user_regs_struct& r, pid_t tid
       case SiteRole::GStatus:
       case SiteRole::GCreate:
       case SiteRole::GCreated:
+      case SiteRole::GSysEnter:
+      case SiteRole::GSysExit:
         on_goroutine(role, r, tid, ts);
         break;
       case SiteRole::Uncount: {
