@@ -101,14 +101,18 @@ TEST_P(Why, EachPhaseLandsInItsPart) {
       for (const char* k :
            {"running_ns", "runnable_ns", "syscall_ns", "waiting_ns", "preempted_ns"}) {
         sum += part(why, k);
-        if (k != want) EXPECT_LE(part(why, k), tol) << k << " should be small";
+        if (k != want) {
+          EXPECT_LE(part(why, k), tol) << k << " should be small";
+        }
       }
       const double d = ret["duration_ns"].get<double>();
       EXPECT_NEAR(sum, d, std::max(1 * kMs, 0.10 * d)) << "the parts sum to duration_ns";
       // The wait: its reason as the release names it, and who ended it.
       const json w = main_wait(why);
       if (want != "waiting_ns") {
-        if (!w.is_null()) EXPECT_LE(w["ns"].get<double>(), tol);
+        if (!w.is_null()) {
+          EXPECT_LE(w["ns"].get<double>(), tol);
+        }
         continue;
       }
       ASSERT_FALSE(w.is_null()) << "no wait";
