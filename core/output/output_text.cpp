@@ -359,6 +359,12 @@ class TextWriter : public EventSink {
                       format_duration(ev.value("p90_ns", uint64_t{0})),
                       format_duration(ev.value("p99_ns", uint64_t{0})),
                       format_duration(ev.value("max_ns", uint64_t{0}))));
+    // latency --why: where the calls' time went, all of them and the slowest 1%.
+    for (auto [key, title] :
+         {std::pair{"why", "why"}, std::pair{"why_slowest", "why (slowest 1%)"}})
+      if (auto w = ev.find(key); w != ev.end())
+        if (std::string text = why::why_text(*w); !text.empty())
+          print("  " + std::string(title) + ": " + printable(text) + "\n");
     if (!ev.contains("buckets")) return;
     uint64_t top = 1;
     for (const auto& b : ev["buckets"]) top = std::max(top, b.value("count", uint64_t{0}));

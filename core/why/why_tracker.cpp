@@ -183,9 +183,10 @@ std::string woken_text(const Event& w) {
                               : "woken by a " + by->get<std::string>();
   const auto f = w.find("func");
   const auto g = w.find("goid");
-  return fmt::format("woken by {} [g {}]",
-                     f != w.end() && f->is_string() ? f->get<std::string>() : "?",
-                     g != w.end() && g->is_number_integer() ? g->dump() : "?");
+  // latency --why's totals leave the goid out: each call's waker may differ.
+  const bool has_g = g != w.end() && g->is_number_integer();
+  return fmt::format("woken by {}{}", f != w.end() && f->is_string() ? f->get<std::string>() : "?",
+                     has_g ? " [g " + g->dump() + "]" : "");
 }
 
 uint64_t num(const Event& e, const char* key) {

@@ -206,6 +206,17 @@ TEST_P(Why, LatencyTotalsHoldEveryPhase) {
   EXPECT_EQ(slow["calls"], 1);
   EXPECT_NEAR(part(slow, slowest_part.c_str()), slowest, std::max(3 * kMs, 0.15 * slowest))
       << slowest_part << ": " << slow;
+
+  // The text view: both lines under the function's latency line.
+  auto t = run_command(
+      {gotap_binary(), "latency", "--backend", GetParam(), "--why", "main.step", "--", fx.path});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(
+      t.out, m,
+      std::regex(R"(\n  why: waiting [^\n]*chan receive [^\n]*woken by main\.chanSender[;)])")))
+      << t.out;
+  EXPECT_NE(t.out.find("\n  why (slowest 1%): "), std::string::npos) << t.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Why, ::testing::Values("ebpf", "ptrace"),

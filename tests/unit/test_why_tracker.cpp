@@ -159,6 +159,8 @@ TEST(WhyTracker, TextOfAnyJsonDoesNotThrow) {
     EXPECT_NO_THROW(why_text(Event::parse(doc))) << doc;
   EXPECT_EQ(why_text(Event::parse(R"({"waiting_ns":5,"waits":[{"woken_by":{"goid":3}}]})")),
             "waiting 0 us (unknown reason, woken by ? [g 3])");
+  EXPECT_EQ(why_text(Event::parse(R"({"waiting_ns":5,"waits":[{"woken_by":{"func":"main.f"}}]})")),
+            "waiting 0 us (unknown reason, woken by main.f)");
 }
 
 }  // namespace
