@@ -111,7 +111,6 @@ static __always_inline void load_regs(struct pt_regs* ctx, __u64* r) {
 #include "cond_vm.h"
 #include "overhead.h"
 #include "stack_walk.h"
-#include "why_walk.h"
 
 /* The current goroutine's g: R14 in ABIInternal code, else the TLS slot below FS base. */
 static __always_inline __u64 current_g(struct pt_regs* ctx, __u8 flags) {
@@ -122,6 +121,8 @@ static __always_inline __u64 current_g(struct pt_regs* ctx, __u8 flags) {
   if (bpf_probe_read_user(&g, sizeof(g), (void*)(fs + tls_g_off))) return 0;
   return g;
 }
+
+#include "why_walk.h"
 
 /* Sends the event, or with `hold` keeps it in `held` until the return decides the call's
  * condition. */
