@@ -123,6 +123,8 @@ static __always_inline __u64 current_g(struct pt_regs* ctx, __u8 flags) {
   return g;
 }
 
+#include "why_walk.h"
+
 /* Sends the event, or with `hold` keeps it in `held` until the return decides the call's
  * condition. */
 static __always_inline void emit(struct pt_regs* ctx, struct gotap_probe* p, __u32 idx,
@@ -208,6 +210,7 @@ static __always_inline void emit(struct pt_regs* ctx, struct gotap_probe* p, __u
   }
   ev->data_len = off;
   ev->nstack = walk_stack(ctx, idx, ev, off);
+  if (why_walk && ev->func_id == GOTAP_FUNC_GSTATUS) ev->nstack = why_stack(ctx, ev, off);
   if (hold) {
     if (bpf_map_update_elem(&held, hold, ev, BPF_ANY)) bump(GOTAP_CNT_HELD_FULL);
     return;

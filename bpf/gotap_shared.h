@@ -172,6 +172,10 @@ struct gotap_probe {
 #define GOTAP_FUNC_GSTATUS 0xfffffff0u
 #define GOTAP_FUNC_GCREATE 0xfffffff1u
 #define GOTAP_FUNC_GCREATED 0xfffffff2u
+/* --why, Go 1.26+: runtime.entersyscall and runtime.exitsyscall (word R14, the g; cap 0 its
+ * goid). */
+#define GOTAP_FUNC_GSYSENTER 0xfffffff3u
+#define GOTAP_FUNC_GSYSEXIT 0xfffffff4u
 
 /* Key of an in-flight call: survives the goroutine moving between threads and its stack
  * being copied (stack.hi - rsp is invariant under a stack copy). */
@@ -197,6 +201,7 @@ enum gotap_event_kind { GOTAP_EV_ENTRY = 0, GOTAP_EV_RETURN = 1 };
 
 enum gotap_event_flags {
   GOTAP_EVF_UNMATCHED = 1, /* a return whose entry was not seen: no duration */
+  GOTAP_EVF_WAKER = 2,     /* --why, a casgstatus wake-up: goid is the waking thread's m.curg */
 };
 
 /* A trace-mode event. Only the header, the words and data[0..data_len) are sent. */

@@ -100,10 +100,12 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   auto condition = cond::build_condition(req.condition, *plan);
   if (!condition) return report_error(condition.error());
   if (req.condition.any()) opts.condition = &*condition;
-  if (req.goroutines) {
-    auto g = (*bin)->goroutine_probes();
+  if (req.goroutines || req.why) {
+    // Go 1.26+'s fast system-call path skips casgstatus: --why probes it apart.
+    auto g = (*bin)->goroutine_probes(req.why && plan->go.at_least(1, 26));
     if (!g) return report_error(g.error());
     plan->goroutines = *g;
+    plan->goroutines.walk = req.why;
     plan->warnings.insert(plan->warnings.end(), g->warnings.begin(), g->warnings.end());
   }
   for (const auto& w : plan->warnings) std::cerr << "gotap: warning: " << printable_text(w) << "\n";

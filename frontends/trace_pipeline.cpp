@@ -7,6 +7,8 @@
 #include "core/output/goroutine_views.h"
 #include "core/output/line_cap.h"
 #include "core/output/record.h"
+#include "core/why/why_latency.h"
+#include "core/why/why_sink.h"
 #include "frontends/fault_injection.h"
 #include "frontends/interval_printer.h"
 
@@ -84,6 +86,13 @@ Result<std::unique_ptr<TracePipeline>> assemble_pipeline(const TraceRequest& req
     for (const auto& f : plan.funcs) selection.under.insert(f.name);
   if (req.command == "goroutines" && (!selection.goids.empty() || !selection.under.empty()))
     sink = make_goroutine_filter(std::move(sink), std::move(selection));
+  // Before everything else: the output, the record and the metrics see returns with `why`,
+  // and goroutine events only when they were asked for.
+  if (req.why && req.command == "latency") sink = why::make_why_latency_sink(std::move(sink));
+  if (req.why)
+    sink = why::make_why_sink(std::move(sink), {.pass_goroutine_events = req.goroutines,
+                                                .syscalls_seen = !plan.go.at_least(1, 26) ||
+                                                                 plan.goroutines.sys_enter != 0});
   p->sink = maybe_failing_sink(std::move(sink));
   return p;
 }

@@ -66,7 +66,10 @@ po::options_description options_of(const std::string& command) {
   }
   if (command == "trace")
     desc.add_options()("rate", po::value<int64_t>(),
-                       "at most N calls per function in any one second; the rest are counted");
+                       "at most N calls per function in any one second; the rest are counted")(
+        "why", "split each call's time into running, runnable, syscall and waiting by reason");
+  if (command == "latency")
+    desc.add_options()("why", "also total where the calls' time went, and that of the slowest 1%");
   if (command == "count" || command == "latency")
     desc.add_options()("no-failed",
                        "no FAILED column: count then probes only the entries of functions "
@@ -198,7 +201,16 @@ int fill(TraceRequest& r, const po::variables_map& vm, const Args& rest) {
     if (!cs) return report_error(cs.error());
     r.condition = std::move(*cs);
   }
-  if (r.goroutines && opts.target.all)  // goroutine ids and addresses belong to one process
+  r.why = vm.count("why") > 0;
+  if (r.why && opts.mode == Mode::Latency) {
+    // Each call's split is made from its return: the backend traces the calls, and the
+    // latencies are made from them (why_latency.h).
+    if (r.interval_s > 0 || !r.prometheus_addr.empty())
+      return usage_error("latency --why takes no -i/--interval or --prometheus yet");
+    opts.mode = Mode::Trace;
+  }
+  // Goroutine ids and addresses belong to one process.
+  if ((r.goroutines || r.why) && opts.target.all)
     return usage_error("goroutine events need one process: give -p PID or -- CMD ARGS");
   // --under follows calls from entry to return; an inlined copy has no return to close it.
   // A condition reads arguments where the ABI puts them, which an inlined copy does not.

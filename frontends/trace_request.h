@@ -23,6 +23,7 @@ struct TraceRequest {
   OpenOptions open;                   // --debug-dir, --no-debuginfo
   cond::ConditionSpec condition;      // --if, --slower, --errors
   bool goroutines = false;            // the goroutines command, or --goroutines
+  bool why = false;                   // --why: each call's time split (core/why)
   GoroutineSelection selection;       // goroutines: --goid, --under
   bool probe_inline = true;           // no --no-inline
   std::string backend = "auto";

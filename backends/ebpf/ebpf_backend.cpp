@@ -120,6 +120,15 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
   ro->live_metrics = live ? 1 : 0;
   ro->bench_no_submit = eo.cut == EventCut::NoSubmit ? 1 : 0;
   ro->has_cond = cond ? 1 : 0;
+  if (plan.goroutines.walk) {
+    const RuntimeOffsets& o = plan.offsets;
+    ro->why_walk = 1;
+    ro->g_m_off = o.g_m;
+    ro->m_curg_off = o.m_curg;
+    ro->g_sched_pc_off = o.g_sched + o.gobuf_pc;
+    ro->g_sched_bp_off = o.g_sched + o.gobuf_bp;
+    ro->gstatus_ret_off = plan.goroutines.status_sp_delta;
+  }
 
   const uint32_t nsites = std::max<uint32_t>(1, static_cast<uint32_t>(cfg.sites.size()));
   const uint32_t nfuncs = std::max<uint32_t>(1, static_cast<uint32_t>(cfg.funcs.size()));
@@ -226,15 +235,33 @@ bool on_goroutine_sample(Session& s, const void* data, size_t size) {
     const int rc = s.cfg.gstatus_reason_cap, oc = s.cfg.gstatus_origin_cap;
     std::optional<GoroutineOrigin> origin;
     if (good(oc)) origin = parse_origin(s.plan.offsets, bytes[oc], len[oc]);
+    // --why: the stack the kernel walked (bpf/why_walk.h), after the copied bytes.
+    std::optional<StatusStacks> stacks;
+    if (s.plan.goroutines.walk && (ev.nstack || (ev.flags & GOTAP_EVF_WAKER))) {
+      stacks.emplace();
+      if (ev.flags & GOTAP_EVF_WAKER) stacks->waker_goid = ev.goid;
+      for (size_t i = 0; i < ev.nstack; ++i) {
+        const size_t at = size_t{ev.data_len} + i * 8;
+        if (header + at + 8 > size) break;
+        uint64_t pc = 0;
+        std::memcpy(&pc, ev.data + at, 8);
+        stacks->pcs.push_back(pc);
+      }
+    }
     s.goroutines->on_status(ev.ts_ns, int(ev.tid), cap[0], uint32_t(ev.words[1]),
                             uint32_t(ev.words[2]), good(rc) ? int(cap[rc] & 0xff) : -1,
-                            origin ? &*origin : nullptr, ev.nwords >= 4 ? ev.words[3] : 0);
+                            origin ? &*origin : nullptr, ev.nwords >= 4 ? ev.words[3] : 0,
+                            stacks ? &*stacks : nullptr);
   } else if (ev.func_id == GOTAP_FUNC_GCREATE && ok[0] && ev.nwords >= 3) {
     // Without a known newproc1 signature there is no parent to read (probe_config.cpp).
     const bool known = s.plan.goroutines.create_gp_arg != GoroutineProbes::kNoArg;
     if (known && !ok[1]) return false;
     s.goroutines->on_create(ev.ts_ns, int(ev.tid), known ? cap[1] : 0, cap[0],
                             known ? ev.words[2] : 0);
+  } else if ((ev.func_id == GOTAP_FUNC_GSYSENTER || ev.func_id == GOTAP_FUNC_GSYSEXIT) && ok[0]) {
+    const bool enter = ev.func_id == GOTAP_FUNC_GSYSENTER;
+    s.goroutines->on_status(ev.ts_ns, int(ev.tid), cap[0], enter ? kGRunning : kGSyscall,
+                            enter ? kGSyscall : kGRunning);
   } else if (ev.func_id == GOTAP_FUNC_GCREATED && ok[0]) {
     s.goroutines->on_created(ev.ts_ns, int(ev.tid), cap[0]);
   } else {
@@ -248,7 +275,8 @@ int handle_sample(Session* s, void* data, size_t size) {
   if (size >= offsetof(gotap_event, data)) {
     uint32_t func_id = static_cast<const gotap_event*>(data)->func_id;
     if (func_id == GOTAP_FUNC_GSTATUS || func_id == GOTAP_FUNC_GCREATE ||
-        func_id == GOTAP_FUNC_GCREATED) {
+        func_id == GOTAP_FUNC_GCREATED || func_id == GOTAP_FUNC_GSYSENTER ||
+        func_id == GOTAP_FUNC_GSYSEXIT) {
       if (!on_goroutine_sample(*s, data, size)) ++s->decode_failures;
       return 0;
     }

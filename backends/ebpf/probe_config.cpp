@@ -301,6 +301,14 @@ void add_goroutine_sites(ProbeConfig& cfg, const ProbePlan& plan) {
     if (known) deref(p, 1, goid);  // the parent's goid
     cfg.add_site(g.create, p);
   }
+  for (auto [pc, id] : {std::pair{plan.goroutines.sys_enter, GOTAP_FUNC_GSYSENTER},
+                        std::pair{plan.goroutines.sys_exit, GOTAP_FUNC_GSYSEXIT}}) {
+    if (!pc) continue;
+    gotap_probe p = site(id, {GOTAP_R14, GOTAP_R14, GOTAP_R14});
+    p.nwords = 1;  // R14: the g entering or leaving the system call
+    deref(p, 0, goid);
+    cfg.add_site(pc, p);
+  }
   for (uint64_t ret : plan.goroutines.created) {
     gotap_probe p = site(GOTAP_FUNC_GCREATED);
     p.nwords = 1;  // RAX: the new g

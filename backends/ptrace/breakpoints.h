@@ -35,6 +35,8 @@ struct SiteRole {
     GStatus,
     GCreate,
     GCreated,
+    GSysEnter,  // --why, Go 1.26+: runtime.entersyscall / exitsyscall (GoroutineProbes)
+    GSysExit,
     Uncount
   } kind = Entry;
   int func = -1;        // index into ProbePlan::funcs

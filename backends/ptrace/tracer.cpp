@@ -536,6 +536,8 @@ Result<void> Tracer::setup_probes(pid_t stopped) {
   std::vector<GSite> gsites = {{gp.status, SiteRole::GStatus, gp.status_sp_delta},
                                {gp.create, SiteRole::GCreate, gp.create_sp_delta}};
   for (uint64_t pc : gp.created) gsites.push_back({pc, SiteRole::GCreated, 0});
+  gsites.push_back({gp.sys_enter, SiteRole::GSysEnter, 0});
+  gsites.push_back({gp.sys_exit, SiteRole::GSysExit, 0});
   for (auto [pc, kind, sp_delta] : gsites) {
     if (!pc) continue;
     auto r = bps_.add(pc + bias_, {kind, -1, -1}, sp_delta, code);
@@ -899,8 +901,22 @@ void Tracer::on_goroutine(const SiteRole& role, const user_regs_struct& r, pid_t
           proc_->mem().read(r.rax + span.offset, buf, span.size))
         origin = parse_origin(plan_.offsets, buf, span.size);
     }
+    std::optional<StatusStacks> stacks;
+    if (plan_.goroutines.walk) stacks = status_stacks(r, uint32_t(r.rbx), uint32_t(r.rcx));
     goroutines_->on_status(ts, tid, goid, uint32_t(r.rbx), uint32_t(r.rcx), reason,
-                           origin ? &*origin : nullptr, caller);
+                           origin ? &*origin : nullptr, caller, stacks ? &*stacks : nullptr);
+    return;
+  }
+  if (role.kind == SiteRole::GSysEnter || role.kind == SiteRole::GSysExit) {
+    // The goroutine entering or leaving the system call is the thread's own (R14: both are
+    // ABIInternal).
+    if (!r.r14 || !proc_->mem().read(r.r14 + goid_off, &goid, 8)) {
+      ++goid_read_errors_;
+      return;
+    }
+    const bool enter = role.kind == SiteRole::GSysEnter;
+    goroutines_->on_status(ts, tid, goid, enter ? kGRunning : kGSyscall,
+                           enter ? kGSyscall : kGRunning);
     return;
   }
   if (role.kind == SiteRole::GCreated) {
@@ -923,6 +939,56 @@ void Tracer::on_goroutine(const SiteRole& role, const user_regs_struct& r, pid_t
     return;
   }
   goroutines_->on_create(ts, tid, goid, start_pc, arg(plan_.goroutines.create_pc_arg));
+}
+
+// --why at casgstatus(gp, old, new): on the way to waiting, gp's stack as the park saved it
+// (mcall stores its pc and frame pointer in gp.sched); at a wake-up, the goroutine the thread
+// runs (m.curg of the current g, in R14: casgstatus is ABIInternal) and its stack, from
+// curg.sched when the thread is on its system stack (systemstack saved it there), else from
+// the registers. Frame pointers only: every Go function with a frame keeps one.
+std::optional<StatusStacks> Tracer::status_stacks(const user_regs_struct& r, uint32_t from,
+                                                  uint32_t to) {
+  constexpr int kFrames = 16;
+  const RuntimeOffsets& o = plan_.offsets;
+  auto& mem = proc_->mem();
+  StatusStacks s;
+  auto walk = [&](uint64_t pc, uint64_t fp) {
+    if (pc) s.pcs.push_back(pc);
+    while (fp && !(fp & 7) && s.pcs.size() < kFrames) {
+      uint64_t rec[2];  // saved frame pointer, return address
+      if (!mem.read(fp, rec, sizeof rec) || !rec[1]) break;
+      s.pcs.push_back(rec[1]);
+      if (rec[0] <= fp) break;  // frames go up the stack
+      fp = rec[0];
+    }
+  };
+  auto from_sched = [&](uint64_t g) {
+    uint64_t pc = 0, fp = 0;
+    if (mem.read(g + o.g_sched + o.gobuf_pc, &pc, 8) &&
+        mem.read(g + o.g_sched + o.gobuf_bp, &fp, 8))
+      walk(pc + 1, fp);  // a saved pc, not a return address: +1 so that pc - 1 is in it
+  };
+  if (to == kGWaiting) {
+    if (!r.rax) return std::nullopt;
+    from_sched(r.rax);
+    return s;
+  }
+  if (from != kGWaiting || to != kGRunnable) return std::nullopt;
+  uint64_t m = 0, curg = 0, goid = 0;
+  if (!r.r14 || !mem.read(r.r14 + o.g_m, &m, 8) || !m || !mem.read(m + o.m_curg, &curg, 8))
+    return std::nullopt;
+  s.waker_goid = 0;
+  if (!curg) return s;  // the scheduler's own: its network poll or a timer
+  if (!mem.read(curg + o.g_goid, &goid, 8)) return std::nullopt;
+  s.waker_goid = goid;
+  if (curg == r.r14) {
+    uint64_t ret = 0;
+    mem.read(r.rsp + plan_.goroutines.status_sp_delta, &ret, 8);
+    walk(ret, r.rbp);
+  } else {
+    from_sched(curg);
+  }
+  return s;
 }
 
 bool Tracer::arm_net(pid_t tid) {
@@ -1070,6 +1136,8 @@ void Tracer::handle_roles(const Site& site, const user_regs_struct& r, pid_t tid
       case SiteRole::GStatus:
       case SiteRole::GCreate:
       case SiteRole::GCreated:
+      case SiteRole::GSysEnter:
+      case SiteRole::GSysExit:
         on_goroutine(role, r, tid, ts);
         break;
       case SiteRole::Uncount: {

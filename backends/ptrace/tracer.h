@@ -136,6 +136,8 @@ class Tracer {
   // --rate: whether a call of func may be reported now (counted when not).
   bool rate_allows(int func, uint64_t ts);
   void on_goroutine(const SiteRole& role, const user_regs_struct& r, pid_t tid, uint64_t ts);
+  // --why: the stacks read beside a park or a wake-up (nullopt: neither, or unreadable).
+  std::optional<StatusStacks> status_stacks(const user_regs_struct& r, uint32_t from, uint32_t to);
   RegState reg_state(const user_regs_struct& r, pid_t tid, bool xmm, uint64_t sp);
   nlohmann::json stack_of(const user_regs_struct& r, uint64_t pc, uint64_t ret_slot);
   void finish_pending();

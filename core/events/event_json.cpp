@@ -63,6 +63,7 @@ Event to_event(const CallReturn& e) {
   if (e.wall_ns) ev["wall_ns"] = *e.wall_ns;
   ev["results"] = params(e.results);
   if (e.stack) ev["stack"] = *e.stack;
+  if (e.why) ev["why"] = *e.why;
   return ev;
 }
 
@@ -120,6 +121,12 @@ Event to_event(const GoroutineState& e) {
               {"goid", e.goid},    {"from", e.from},   {"to", e.to}};
   if (!e.reason.empty()) ev["reason"] = e.reason;
   if (e.source) source_fields(ev, *e.source);
+  if (!e.parked_at.empty()) ev["parked_at"] = e.parked_at;
+  if (e.waker_goid) {
+    Event w = {{"goid", *e.waker_goid}};
+    if (!e.waker_func.empty()) w["func"] = e.waker_func;
+    ev["woken_by"] = std::move(w);
+  }
   return ev;
 }
 

@@ -82,9 +82,19 @@ void GoroutineEvents::on_create(uint64_t ts, int tid, uint64_t parent_goid, uint
   creating_[tid] = c;
 }
 
+std::string first_user_frame(const std::vector<std::string>& funcs) {
+  for (const std::string& f : funcs) {
+    if (f.empty() || f.starts_with("runtime.") || f.starts_with("runtime/") ||
+        f.starts_with("sync.") || f.starts_with("sync/") || f.starts_with("internal/"))
+      continue;
+    return f;
+  }
+  return "";
+}
+
 void GoroutineEvents::on_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to,
-                                int wait_reason, const GoroutineOrigin* origin,
-                                uint64_t caller_pc) {
+                                int wait_reason, const GoroutineOrigin* origin, uint64_t caller_pc,
+                                const StatusStacks* stacks) {
   if (to == kGWaiting && wait_reason >= 0 && reason_from_park_only_ &&
       (!caller_pc || func_of_(caller_pc - 1) != "runtime.park_m"))
     wait_reason = -1;
@@ -108,7 +118,7 @@ void GoroutineEvents::on_status(uint64_t ts, int tid, uint64_t goid, uint32_t fr
     // change instead, with its origin.
     if (to == kGRunnable || to == kGWaiting) return;
   }
-  emit_status(ts, tid, goid, from, to, wait_reason, origin);
+  emit_status(ts, tid, goid, from, to, wait_reason, origin, stacks);
 }
 
 void GoroutineEvents::on_created(uint64_t ts, int tid, uint64_t goid) {
@@ -128,8 +138,21 @@ void GoroutineEvents::on_created(uint64_t ts, int tid, uint64_t goid) {
 }
 
 void GoroutineEvents::emit_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to,
-                                  int reason, const GoroutineOrigin* origin) {
+                                  int reason, const GoroutineOrigin* origin,
+                                  const StatusStacks* stacks) {
   GoroutineState ev{ts, pid_, tid, goid, gstatus_name(from), gstatus_name(to), "", {}};
+  if (stacks) {
+    std::vector<std::string> funcs;
+    // Return addresses: the call is the instruction before.
+    for (uint64_t pc : stacks->pcs) funcs.push_back(pc ? func_of_(pc - 1) : std::string());
+    std::string frame = first_user_frame(funcs);
+    if (to == kGWaiting) {
+      ev.parked_at = std::move(frame);
+    } else if (stacks->waker_goid) {
+      ev.waker_goid = stacks->waker_goid;
+      ev.waker_func = std::move(frame);
+    }
+  }
   // Why it waits. The runtime sets g.waitreason before it parks a goroutine, and leaves it
   // alone otherwise, so it means something only on the way to waiting.
   if (to == kGWaiting && reason > 0 && size_t(reason) < wait_reasons_.size())

@@ -52,6 +52,19 @@ OriginSpan origin_span(const RuntimeOffsets& o);
 std::optional<GoroutineOrigin> parse_origin(const RuntimeOffsets& o, const uint8_t* bytes,
                                             size_t n);
 
+// --why (GoroutineProbes::walk): what a backend read beside a status change. At a park
+// (to waiting), the parked goroutine's stack; at a wake-up (waiting to runnable), the
+// goroutine the waking thread runs (m.curg) and its stack. pcs are return addresses (or
+// saved pcs), innermost first.
+struct StatusStacks {
+  std::optional<uint64_t> waker_goid;  // set at a wake-up: 0 when the thread ran no goroutine
+  std::vector<uint64_t> pcs;
+};
+
+// The innermost of `funcs` outside the runtime, sync and internal/ packages ("" when none):
+// where Go code parked, or what woke it.
+std::string first_user_frame(const std::vector<std::string>& funcs);
+
 class GoroutineEvents {
  public:
   // func_of: the function containing a run-time pc ("" when none). wait_reasons: the names
@@ -70,9 +83,10 @@ class GoroutineEvents {
   // probe. The runtime sets waitreason before it parks a goroutine.
   // `origin`, when given, describes gp; it is used the first time gotap sees goid.
   // caller_pc: casgstatus's return address (0: not read).
+  // stacks: with --why, what the backend read (null when it read nothing).
   void on_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to,
                  int wait_reason = -1, const GoroutineOrigin* origin = nullptr,
-                 uint64_t caller_pc = 0);
+                 uint64_t caller_pc = 0, const StatusStacks* stacks = nullptr);
   // Whether goid has been reported already (created, or seen changing state): a backend
   // reads its origin only when it has not.
   bool known(uint64_t goid) const { return known_.count(goid) > 0; }
@@ -92,7 +106,7 @@ class GoroutineEvents {
     int reason = -1;
   };
   void emit_status(uint64_t ts, int tid, uint64_t goid, uint32_t from, uint32_t to, int reason,
-                   const GoroutineOrigin* origin);
+                   const GoroutineOrigin* origin, const StatusStacks* stacks = nullptr);
   void emit(const Event& ev);
 
   EventSink& sink_;

@@ -50,6 +50,7 @@ struct CallReturn : CallSite {
   std::optional<uint64_t> wall_ns;
   std::vector<Param> results;
   std::optional<Event> stack;
+  std::optional<Event> why;  // --why: where its time went (core/why/why_tracker.h)
 };
 
 // A call still open when tracing ended, or entered again without returning (a panic):
@@ -111,6 +112,11 @@ struct GoroutineState {
   std::string reason;  // why it waits; empty when not waiting or not known
   // Set the first time a goroutine created before the trace shows up.
   std::optional<GoroutineSource> source;
+  // --why: where it parked (on the way to waiting), and at a wake-up the goroutine the waking
+  // thread ran (0: none, the scheduler's own) and where ("" when not read).
+  std::string parked_at;
+  std::optional<uint64_t> waker_goid;
+  std::string waker_func;
 };
 
 struct GoroutineExit {

@@ -9,6 +9,7 @@ namespace gotap {
 // binary; the others are inferred from the runtime sources.
 RuntimeOffsets runtime_offsets_for(const GoVersion& v) {
   RuntimeOffsets o;  // stack 0/8, stackguard0 16, m 48: unchanged from 1.17 to 1.27 (DWARF)
+  if (v.at_least(1, 25)) o.gobuf_bp = 40;  // gobuf.ret removed
   if (v.at_least(1, 26)) {
     // DWARF 1.26 and 1.27 (same g; 1.27 changed m only after curg): gobuf lost its ret word (1.25),
     // which moves atomicstatus/goid back and m.procid/m.curg down by 8; new g fields before

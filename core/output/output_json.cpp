@@ -96,6 +96,10 @@ class JsonLinesWriter : public EventSink {
       lit(",\"wall_ns\":");
       num(*r.wall_ns);
     }
+    if (r.why) {
+      lit(",\"why\":");
+      dump(*r.why);
+    }
     ch('}');
     write();
   }

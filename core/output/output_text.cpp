@@ -15,6 +15,7 @@
 #include "core/events/typed_events.h"
 #include "core/output/value_text.h"
 #include "core/output/writers.h"
+#include "core/why/why_tracker.h"
 
 namespace gotap {
 
@@ -135,7 +136,9 @@ class TextWriter : public EventSink {
       unfinished_text(fn, printable(ev.value("reason", std::string("never returned"))));
     }
     auto st = ev.find("stack");
-    end_call(st == ev.end() ? nullptr : &*st);
+    auto why = ev.find("why");
+    end_call(st == ev.end() ? nullptr : &*st,
+             why == ev.end() || kind != "return" ? nullptr : &*why);
   }
 
   // The call events straight from their structs: the same lines as call_line gives for
@@ -181,7 +184,7 @@ class TextWriter : public EventSink {
     else
       line_ += "unmatched: its entry was not seen";
     line_ += ")\n";
-    end_call(r.stack ? &*r.stack : nullptr);
+    end_call(r.stack ? &*r.stack : nullptr, r.why ? &*r.why : nullptr);
   }
   void emit_unfinished(const CallUnfinished& u) override {
     print_counts();
@@ -242,7 +245,14 @@ class TextWriter : public EventSink {
     line_ += reason;
     line_ += ")\n";
   }
-  void end_call(const Event* stack) {
+  void end_call(const Event* stack, const Event* why = nullptr) {
+    // --why: where the call's time went, under its return (core/why/why_tracker.h).
+    if (std::string text = why ? why::why_text(*why) : ""; !text.empty()) {
+      line_.append(34, ' ');
+      line_ += "why: ";
+      append_printable(line_, text);
+      line_ += '\n';
+    }
     if (stack && stack->is_array())
       for (const auto& fr : *stack) {
         line_.append(34, ' ');
@@ -349,6 +359,12 @@ class TextWriter : public EventSink {
                       format_duration(ev.value("p90_ns", uint64_t{0})),
                       format_duration(ev.value("p99_ns", uint64_t{0})),
                       format_duration(ev.value("max_ns", uint64_t{0}))));
+    // latency --why: where the calls' time went, all of them and the slowest 1%.
+    for (auto [key, title] :
+         {std::pair{"why", "why"}, std::pair{"why_slowest", "why (slowest 1%)"}})
+      if (auto w = ev.find(key); w != ev.end())
+        if (std::string text = why::why_text(*w); !text.empty())
+          print("  " + std::string(title) + ": " + printable(text) + "\n");
     if (!ev.contains("buckets")) return;
     uint64_t top = 1;
     for (const auto& b : ev["buckets"]) top = std::max(top, b.value("count", uint64_t{0}));

@@ -141,6 +141,9 @@ Result<std::unique_ptr<GoBinary>> GoBinary::open(const std::string& path, const 
     }
     member("runtime.m", "procid", b->offsets_.m_procid);
     member("runtime.m", "curg", b->offsets_.m_curg);
+    member("runtime.g", "sched", b->offsets_.g_sched);
+    member("runtime.gobuf", "pc", b->offsets_.gobuf_pc);
+    member("runtime.gobuf", "bp", b->offsets_.gobuf_bp);
   }
   b->tls_g_offset_ = b->compute_tls_g_offset();
   return b;
@@ -633,7 +636,7 @@ FuncPlan GoBinary::plan_func(const PclnFunc& f, std::vector<std::string>& warnin
   return p;
 }
 
-Result<GoroutineProbes> GoBinary::goroutine_probes() const {
+Result<GoroutineProbes> GoBinary::goroutine_probes(bool syscalls) const {
   GoroutineProbes g;
   std::vector<std::string> warnings;
   // Both are plain Go functions in every release from 1.17 to 1.26, never inlined (too big).
@@ -670,6 +673,19 @@ Result<GoroutineProbes> GoBinary::goroutine_probes() const {
   if (g.created.empty())
     return make_error("{}: runtime.newproc1 has no RET to probe: cannot trace goroutines",
                       elf_->path());
+  if (syscalls) {
+    for (auto [name, addr] : {std::pair{"runtime.entersyscall", &g.sys_enter},
+                              std::pair{"runtime.exitsyscall", &g.sys_exit}})
+      for (const PclnFunc* f : pclntab_.lookup(name))
+        if (!f->is_wrapper) *addr = plan_func(*f, warnings).entry_probe;
+    // One without the other would leave goroutines in a system call for good.
+    if (!g.sys_enter || !g.sys_exit) {
+      g.sys_enter = g.sys_exit = 0;
+      g.warnings.push_back(
+          "runtime.entersyscall or runtime.exitsyscall not found: --why counts system-call "
+          "time as running");
+    }
+  }
   return g;
 }
 

@@ -85,7 +85,8 @@ class GoBinary {
 
   // Where the goroutine probes go (the entry probes of runtime.casgstatus and
   // runtime.newproc1). BadInput when the runtime has neither.
-  Result<GoroutineProbes> goroutine_probes() const;
+  // syscalls: also runtime.entersyscall and runtime.exitsyscall (GoroutineProbes::sys_enter).
+  Result<GoroutineProbes> goroutine_probes(bool syscalls = false) const;
 
   // Every inline-tree node of every function, sorted by callee name; built on first use
   // (it decodes every function's inline tree).

@@ -83,6 +83,13 @@ struct GoroutineProbes {
   // newproc1's RET sites, where RAX is the new g: up to Go 1.23 its goid is set only after
   // the status change that makes it runnable.
   std::vector<uint64_t> created;
+  // --why: at a park and at a wake-up, also walk the stack of the goroutine parked and of
+  // the one that woke it (core/why/why_tracker.h).
+  bool walk = false;
+  // --why on Go 1.26 and later, whose fast system-call path changes a goroutine's status
+  // without casgstatus: the entries of runtime.entersyscall and runtime.exitsyscall stand for
+  // its running -> syscall and syscall -> running changes (0: not probed).
+  uint64_t sys_enter = 0, sys_exit = 0;
   std::vector<std::string> warnings;  // once each, for the user
 };
 

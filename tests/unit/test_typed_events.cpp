@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/events/typed_events.h"
+#include "core/why/why_tracker.h"
 
 namespace gotap {
 namespace {
@@ -28,6 +29,9 @@ std::vector<TypedEvent> every_kind() {
   r.wall_ns = 2;
   r.results.push_back({"~r0", "error", nullptr});
   r.stack = Event::array();
+  why::WhySplit w;
+  w.waits.push_back({"chan receive", 1, 1, {why::WokenBy::Goroutine, 8, "main.g"}, "main.f"});
+  r.why = why::why_json(w);
   LatencySummary l;
   l.add(5);
   RunSummary s;
@@ -81,6 +85,12 @@ TEST(TypedEvents, JsonCarriesEveryDocumentedField) {
       // -i's keys are the interval printer's (frontends/interval_printer.h, Interval.*),
       // added to the backends' count and latency events, not fields of their own.
       bool interval = k == "interval" || k == "start_ts_ns" || k == "end_ts_ns";
+      // --why's keys are the why object's, and its waits' (checked there).
+      if (kind == "return" && !ev.contains(k)) {
+        const Event& why = ev.at("why");
+        const Event& wait = why.at("waits").at(0);
+        nested = why.contains(k) || wait.contains(k) || wait.at("woken_by").contains(k);
+      }
       if (!nested && !interval) {
         EXPECT_TRUE(ev.contains(k)) << kind << " lacks documented field " << k;
       }

@@ -1,0 +1,117 @@
+#include "core/why/why_sink.h"
+
+#include <algorithm>
+
+#include "core/events/typed_events.h"
+#include "core/why/why_tracker.h"
+
+namespace gotap::why {
+
+namespace {
+
+class WhySink : public EventSink {
+ public:
+  WhySink(std::unique_ptr<EventSink> next, WhyOptions opts)
+      : next_(std::move(next)), pass_(opts.pass_goroutine_events), opts_(opts) {}
+
+  void emit(const Event& ev) override {
+    const auto kind = ev.find("event");
+    if (kind != ev.end() && kind->is_string()) {
+      const std::string& k = kind->get_ref<const std::string&>();
+      if (k == "gstate" || k == "gcreate" || k == "gexit") {
+        goroutine_event(k, ev);
+        if (pass_) next_->emit(ev);
+        return;
+      }
+      if (k == "entry" || k == "return") {
+        // A call event as JSON (a sink that builds them itself): the typed path's work.
+        if (k == "entry" && !ev.value("inlined", false))
+          tracker_.entry(ev.value("ts_ns", uint64_t{0}), ev.value("goid", int64_t{0}),
+                         ev.value("func", ""));
+        if (k == "return") {
+          auto s = tracker_.ret(ev.value("ts_ns", uint64_t{0}), ev.value("goid", int64_t{0}),
+                                ev.value("func", ""));
+          if (s) {
+            Event out = ev;
+            adjust(*s, ev.contains("duration_ns") ? ev["duration_ns"].get<uint64_t>() : 0,
+                   ev.contains("wall_ns") ? ev["wall_ns"].get<uint64_t>() : 0);
+            out["why"] = json(*s);
+            next_->emit(out);
+            return;
+          }
+        }
+      }
+      if (k == "summary") {
+        Event out = ev;
+        // What `why` leaves null or out, and why (docs/json.md).
+        Event un = {
+            {"preempted_ns", "not measured yet: needs the kernel's scheduler events"},
+            {"syscalls", "not read yet: syscall_ns is the time in system calls of every kind"}};
+        if (!opts_.syscalls_seen)
+          un["syscall_ns"] =
+              "this Go release enters system calls without runtime.casgstatus: their time "
+              "counts as running";
+        out["why_unmeasured"] = std::move(un);
+        next_->emit(out);
+        return;
+      }
+    }
+    next_->emit(ev);
+  }
+  void emit_entry(const CallEntry& e) override {
+    if (!e.inlined) tracker_.entry(e.ts_ns, e.goid, e.func);
+    next_->emit_entry(e);
+  }
+  void emit_return(const CallReturn& r) override {
+    auto s = tracker_.ret(r.ts_ns, r.goid, r.func);
+    if (!s || !r.duration_ns) return next_->emit_return(r);
+    CallReturn out = r;
+    adjust(*s, *r.duration_ns, r.wall_ns.value_or(0));
+    out.why = json(*s);
+    next_->emit_return(out);
+  }
+  void emit_unfinished(const CallUnfinished& u) override { next_->emit_unfinished(u); }
+  void flush() override { next_->flush(); }
+
+ private:
+  void goroutine_event(const std::string& k, const Event& ev) {
+    const int64_t goid = ev.value("goid", int64_t{0});
+    if (k == "gexit") return tracker_.exited(goid);
+    // Its start function: at its creation, or the first time it shows up.
+    if (ev.contains("func") && ev["func"].is_string()) tracker_.named(goid, ev["func"]);
+    if (k != "gstate") return;
+    WhyTracker::Seen seen;
+    if (auto p = ev.find("parked_at"); p != ev.end() && p->is_string()) seen.parked_at = *p;
+    if (auto w = ev.find("woken_by"); w != ev.end() && w->is_object()) {
+      seen.waker_goid = w->value("goid", int64_t{0});
+      seen.waker_func = w->value("func", "");
+    }
+    tracker_.state(ev.value("ts_ns", uint64_t{0}), ev.value("tid", 0), goid, ev.value("from", ""),
+                   ev.value("to", ""), ev.value("reason", ""), seen);
+  }
+  Event json(const WhySplit& s) const {
+    Event j = why_json(s);
+    if (!opts_.syscalls_seen) j["syscall_ns"] = nullptr;
+    return j;
+  }
+  // ptrace leaves out of duration_ns the time gotap held the goroutine stopped at its probes
+  // (wall_ns keeps it): that time was spent at a probe, on the goroutine, so it comes off
+  // running_ns, and the parts still sum to duration_ns.
+  static void adjust(WhySplit& s, uint64_t duration, uint64_t wall) {
+    if (!wall || wall <= duration) return;
+    s.running_ns -= std::min(s.running_ns, wall - duration);
+  }
+
+  std::unique_ptr<EventSink> next_;
+  bool pass_;
+  WhyOptions opts_;
+  WhyTracker tracker_;
+};
+
+}  // namespace
+
+std::unique_ptr<EventSink> make_why_sink(std::unique_ptr<EventSink> next, WhyOptions opts) {
+  return std::make_unique<WhySink>(std::move(next), opts);
+}
+
+}  // namespace gotap::why

@@ -1,0 +1,99 @@
+// Where a traced call's time went (--why, issue 37): each call's duration split by the
+// states its goroutine was in between the entry and the return, from the same status
+// changes the goroutines view follows (runtime.casgstatus, core/events/goroutine_events.h).
+// Only goroutines with a traced call open are accounted; for the others gotap keeps no more
+// than which goroutine runs on which thread (to name wakers) and start functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/events/events.h"
+
+namespace gotap::why {
+
+// Who made a parked goroutine runnable again.
+struct WokenBy {
+  enum Kind { Unknown, Goroutine, Netpoll, Timer };
+  Kind kind = Unknown;
+  int64_t goid = 0;
+  // Goroutine: the waker's innermost frame outside the runtime, sync and internal/ when the
+  // backend read its stack, else its start function ("" when unknown).
+  std::string func;
+  bool operator==(const WokenBy&) const = default;
+};
+
+// The time one call spent waiting for one reason, woken one way.
+struct WaitPart {
+  std::string reason;  // Go's wait reason, as the binary names it ("" when not known)
+  uint64_t ns = 0, count = 0;
+  WokenBy woken_by;
+  std::string parked_at;  // "" when not read
+};
+
+struct WhySplit {
+  uint64_t running_ns = 0, runnable_ns = 0, syscall_ns = 0, waiting_ns = 0;
+  std::vector<WaitPart> waits;  // largest first
+  uint64_t total() const { return running_ns + runnable_ns + syscall_ns + waiting_ns; }
+};
+
+// The state classes a call's time is split into; Other is not credited.
+enum class Part { Running, Runnable, Syscall, Waiting, Other };
+// From the status names of gstate events ("running", "copystack", ...).
+Part part_of(const std::string& status);
+
+class WhyTracker {
+ public:
+  // A traced call began on goid: the goroutine runs (the probe runs on it).
+  void entry(uint64_t ts, int64_t goid, const std::string& func);
+  // The innermost open call of func on goid returned: its split over [entry, ts], or nullopt
+  // when its entry was not seen. Calls above it that never returned are dropped.
+  std::optional<WhySplit> ret(uint64_t ts, int64_t goid, const std::string& func);
+  // What a backend read beside a status change (--why stacks): where a goroutine parked
+  // (to waiting), and at a wake-up the goroutine the waking thread ran (0: none) and its frame.
+  struct Seen {
+    std::string parked_at;
+    std::optional<int64_t> waker_goid;
+    std::string waker_func;
+  };
+  // goid's status changed on thread tid; reason: the wait reason on the way to waiting.
+  void state(uint64_t ts, int tid, int64_t goid, const std::string& from, const std::string& to,
+             const std::string& reason, const Seen& seen = {});
+  // goid's start function (from its creation, or its first sight).
+  void named(int64_t goid, const std::string& func);
+  void exited(int64_t goid);
+
+ private:
+  struct OpenCall {
+    std::string func;
+    uint64_t entry_ts = 0;
+    WhySplit split;
+  };
+  struct Goroutine {
+    std::vector<OpenCall> calls;  // innermost last
+    Part part = Part::Running;
+    uint64_t since = 0;
+    std::string reason;  // while waiting
+    std::string parked_at;
+  };
+  // Credits [since, ts) in g's current state to each open call (clipped to its entry).
+  void credit(Goroutine& g, uint64_t ts, const WokenBy* woken);
+  WokenBy waker(int tid, int64_t woken, const std::string& reason, const Seen& seen) const;
+
+  std::unordered_map<int64_t, Goroutine> open_;     // goroutines with traced calls open
+  std::unordered_map<int, int64_t> running_on_;     // thread -> the goroutine it runs
+  std::unordered_map<int64_t, std::string> names_;  // goroutine -> start function
+};
+
+// The contract's `why` object (CONTRACT.md, "Additions (fourth turn)"). preempted_ns is null:
+// no backend reads the kernel's scheduler yet. "syscalls" is left out: the system calls'
+// names are not read yet. parked_at is null when the backend could not read the stack.
+Event why_json(const WhySplit& s);
+// One line for the text view, from a `why` object: "waiting 40.1 ms (chan receive, woken by
+// main.f [g 7]) · running 0.2 ms", the largest part first.
+std::string why_text(const Event& why);
+
+}  // namespace gotap::why

@@ -1,0 +1,167 @@
+// WhyTracker without a tracee: a call's time split by its goroutine's states, from synthetic
+// status changes whose intervals are known by construction.
+#include <gtest/gtest.h>
+
+#include "core/why/why_latency.h"
+#include "core/why/why_tracker.h"
+
+namespace gotap::why {
+namespace {
+
+constexpr uint64_t ms = 1'000'000;
+
+TEST(WhyTracker, SplitsACallByItsGoroutinesStates) {
+  WhyTracker t;
+  t.named(7, "main.sender");
+  t.entry(0, 1, "main.step");
+  // 2 ms running, then parked on a channel for 40 ms, woken by g 7 running on thread 12.
+  t.state(2 * ms, 10, 1, "running", "waiting", "chan receive");
+  t.state(3 * ms, 12, 7, "runnable", "running", "");
+  t.state(42 * ms, 12, 1, "waiting", "runnable", "");
+  // 3 ms runnable, then 15 ms in a system call, then 1 ms running again.
+  t.state(45 * ms, 10, 1, "runnable", "running", "");
+  t.state(45 * ms, 10, 1, "running", "syscall", "");
+  t.state(60 * ms, 10, 1, "syscall", "running", "");
+  auto s = t.ret(61 * ms, 1, "main.step");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->running_ns, 3 * ms);
+  EXPECT_EQ(s->waiting_ns, 40 * ms);
+  EXPECT_EQ(s->runnable_ns, 3 * ms);
+  EXPECT_EQ(s->syscall_ns, 15 * ms);
+  EXPECT_EQ(s->total(), 61 * ms);
+  ASSERT_EQ(s->waits.size(), 1u);
+  EXPECT_EQ(s->waits[0].reason, "chan receive");
+  EXPECT_EQ(s->waits[0].ns, 40 * ms);
+  EXPECT_EQ(s->waits[0].count, 1u);
+  EXPECT_EQ(s->waits[0].woken_by.kind, WokenBy::Goroutine);
+  EXPECT_EQ(s->waits[0].woken_by.goid, 7);
+  EXPECT_EQ(s->waits[0].woken_by.func, "main.sender");
+}
+
+// A thread that runs no goroutine when it readies one is the scheduler's: its network poll
+// for an IO wait, a timer otherwise.
+TEST(WhyTracker, WakeUpsWithoutAGoroutineAreThePollersOrATimers) {
+  WhyTracker t;
+  t.entry(0, 1, "main.step");
+  t.state(1 * ms, 10, 1, "running", "waiting", "sleep");
+  t.state(31 * ms, 11, 1, "waiting", "runnable", "");
+  t.state(31 * ms, 10, 1, "runnable", "running", "");
+  t.state(32 * ms, 10, 1, "running", "waiting", "IO wait");
+  t.state(40 * ms, 10, 5, "runnable", "running", "");
+  t.state(41 * ms, 10, 5, "running", "waiting", "IO wait");  // thread 10 runs no one now
+  t.state(52 * ms, 10, 1, "waiting", "runnable", "");
+  t.state(52 * ms, 10, 1, "runnable", "running", "");
+  auto s = t.ret(53 * ms, 1, "main.step");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->waiting_ns, 50 * ms);
+  ASSERT_EQ(s->waits.size(), 2u);
+  EXPECT_EQ(s->waits[0].reason, "sleep");  // largest first
+  EXPECT_EQ(s->waits[0].woken_by.kind, WokenBy::Timer);
+  EXPECT_EQ(s->waits[1].reason, "IO wait");
+  EXPECT_EQ(s->waits[1].ns, 20 * ms);
+  EXPECT_EQ(s->waits[1].woken_by.kind, WokenBy::Netpoll);
+  EXPECT_EQ(s->total(), 53 * ms);
+}
+
+// Nested traced calls each get their own split, clipped to their own entry and return.
+TEST(WhyTracker, NestedCallsEachGetTheirOwnSplit) {
+  WhyTracker t;
+  t.entry(0, 1, "main.outer");
+  t.state(10 * ms, 10, 1, "running", "waiting", "sleep");
+  t.state(20 * ms, 11, 1, "waiting", "runnable", "");
+  t.state(22 * ms, 10, 1, "runnable", "running", "");
+  t.entry(25 * ms, 1, "main.inner");
+  t.state(26 * ms, 10, 1, "running", "waiting", "select");
+  t.state(36 * ms, 10, 2, "runnable", "running", "");
+  t.state(37 * ms, 10, 1, "waiting", "runnable", "");
+  t.state(38 * ms, 10, 2, "running", "waiting", "chan receive");
+  t.state(38 * ms, 10, 1, "runnable", "running", "");
+  auto in = t.ret(40 * ms, 1, "main.inner");
+  auto out = t.ret(50 * ms, 1, "main.outer");
+  ASSERT_TRUE(in && out);
+  EXPECT_EQ(in->running_ns, 3 * ms);
+  EXPECT_EQ(in->waiting_ns, 11 * ms);
+  EXPECT_EQ(in->runnable_ns, 1 * ms);
+  ASSERT_EQ(in->waits.size(), 1u);
+  EXPECT_EQ(in->waits[0].woken_by.goid, 2);
+  EXPECT_EQ(in->total(), 15 * ms);
+  EXPECT_EQ(out->waiting_ns, 21 * ms);
+  EXPECT_EQ(out->runnable_ns, 3 * ms);
+  EXPECT_EQ(out->running_ns, 26 * ms);
+  EXPECT_EQ(out->total(), 50 * ms);
+  EXPECT_EQ(out->waits.size(), 2u);
+}
+
+// Goroutines with no traced call open are not accounted; a return whose entry was not seen
+// has no split; a change gotap saw late (before the entry) is clipped to the call.
+TEST(WhyTracker, OnlyOpenCallsAreAccounted) {
+  WhyTracker t;
+  t.state(0, 10, 3, "running", "waiting", "sleep");
+  EXPECT_FALSE(t.ret(5 * ms, 3, "main.step"));
+  t.entry(10 * ms, 1, "main.step");
+  t.state(8 * ms, 10, 1, "runnable", "running", "");  // reordered: before the entry
+  t.state(12 * ms, 10, 1, "running", "syscall", "");
+  auto s = t.ret(14 * ms, 1, "main.step");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->running_ns, 2 * ms);
+  EXPECT_EQ(s->syscall_ns, 2 * ms);
+  EXPECT_EQ(s->total(), 4 * ms);
+}
+
+TEST(WhyTracker, JsonAndTextFollowTheContract) {
+  WhySplit s;
+  s.running_ns = 400'000;
+  s.waiting_ns = 61'900'000;
+  s.waits.push_back({"select", 61'900'000, 1, {WokenBy::Goroutine, 212, "net/http.readLoop"}});
+  s.waits.push_back({"IO wait", 0, 1, {WokenBy::Netpoll, 0, ""}});
+  Event j = why_json(s);
+  EXPECT_TRUE(j["preempted_ns"].is_null());  // not measured: null, never 0
+  EXPECT_EQ(j["waiting_ns"], 61'900'000u);
+  EXPECT_EQ(j["waits"][0]["woken_by"], (Event{{"goid", 212}, {"func", "net/http.readLoop"}}));
+  EXPECT_EQ(j["waits"][1]["woken_by"], (Event{{"by", "netpoll"}}));
+  EXPECT_TRUE(j["waits"][0]["parked_at"].is_null());
+  EXPECT_EQ(why_text(j),
+            "waiting 61.9 ms (select 61.9 ms, woken by net/http.readLoop [g 212]; IO wait 0 us, "
+            "woken by the network poller) \u00b7 running 0.4 ms");
+}
+
+// latency --why's totals: parts add, a part null in any call stays null, waits merge by
+// reason, place and waker function (not its goid).
+TEST(WhyTracker, TotalsAddPartsAndMergeWaits) {
+  WhySplit a, b;
+  a.running_ns = 1;
+  a.waiting_ns = 10;
+  a.waits.push_back({"chan receive", 10, 1, {WokenBy::Goroutine, 7, "main.s"}, "main.f"});
+  b.running_ns = 2;
+  b.waiting_ns = 25;
+  b.waits.push_back({"chan receive", 20, 1, {WokenBy::Goroutine, 9, "main.s"}, "main.f"});
+  b.waits.push_back({"sleep", 5, 1, {WokenBy::Timer, 0, ""}, "time.Sleep"});
+  Event total;
+  add_why(total, why_json(a));
+  add_why(total, why_json(b));
+  EXPECT_EQ(total["calls"], 2);
+  EXPECT_EQ(total["running_ns"], 3);
+  EXPECT_EQ(total["waiting_ns"], 35);
+  EXPECT_TRUE(total["preempted_ns"].is_null());
+  ASSERT_EQ(total["waits"].size(), 2u);
+  EXPECT_EQ(total["waits"][0]["ns"], 30);
+  EXPECT_EQ(total["waits"][0]["count"], 2);
+  EXPECT_EQ(total["waits"][0]["woken_by"], (Event{{"func", "main.s"}}));
+  EXPECT_EQ(total["waits"][1]["reason"], "sleep");
+}
+
+// `gotap report` renders a record's why, which can be any JSON: never a throw.
+TEST(WhyTracker, TextOfAnyJsonDoesNotThrow) {
+  for (const char* doc :
+       {R"({"waiting_ns":5,"waits":[1,{"woken_by":{"by":3,"goid":"x"}},{"woken_by":[]}]})",
+        R"({"waiting_ns":"x","running_ns":-1,"waits":{}})", R"([])", R"(null)",
+        R"({"waiting_ns":5,"waits":[{"reason":7,"parked_at":{},"ns":"9","woken_by":{"func":1}}]})"})
+    EXPECT_NO_THROW(why_text(Event::parse(doc))) << doc;
+  EXPECT_EQ(why_text(Event::parse(R"({"waiting_ns":5,"waits":[{"woken_by":{"goid":3}}]})")),
+            "waiting 0 us (unknown reason, woken by ? [g 3])");
+  EXPECT_EQ(why_text(Event::parse(R"({"waiting_ns":5,"waits":[{"woken_by":{"func":"main.f"}}]})")),
+            "waiting 0 us (unknown reason, woken by main.f)");
+}
+
+}  // namespace
+}  // namespace gotap::why
