@@ -97,7 +97,17 @@ class Tracer {
   // Whether /proc/PID/exe is now another file than the planned one (an exec that no wait
   // saw: the attach failed while it was under way).
   bool runs_another_file() const;
+  // The probes placed, in steps: the decoders, the sites of the plan, what could not be
+  // placed, and the int3s with the safety net (tracer_attach.cpp).
   Result<void> setup_probes(pid_t stopped);
+  struct SiteTally {
+    size_t wanted = 0, taken = 0, failed = 0, child_left = 0, blocked_left = 0;
+    std::string first_problem, first_holder, first_child, first_blocked;
+  };
+  void prepare_decoding();
+  Result<void> collect_sites(SnapshotReader& code, SiteTally& t);
+  Result<void> report_sites(const SiteTally& t);
+  Result<void> arm(pid_t stopped);
   void clear_leftovers();
   // Who holds a uprobe at addr (bias: the image's load bias), from the kernel's list of the
   // executable's uprobes, asked once per attach (clear_leftovers, then setup_probes).
@@ -267,5 +277,8 @@ class Tracer {
 
 // CLOCK_MONOTONIC in nanoseconds (the clock of ts_ns).
 uint64_t now_ns();
+// An argument or result as an event carries it: the decoder gives the value with its name and
+// type (tracer.cpp; the hits and the output queue both decode).
+Param param(ValueDecoder& dec, const ParamLoc& p, const RegState& rs);
 
 }  // namespace gotap::ptrace
