@@ -233,7 +233,9 @@ void read_subprogram(Dwarf_Die* d, Classifier& cls, GccgoDwarf& out) {
       for (auto& [n, m] : ms) {
         auto mt = type_of(&m);
         if (!mt) continue;
-        f.results.push_back({n, cls.classify(&*mt), member_offset(&m)});
+        // gccgo names unnamed results "UNNAMED"; gc's DWARF calls them ~r0, ~r1, ...
+        std::string rn = n.empty() || n == "UNNAMED" ? "~r" + std::to_string(f.results.size()) : n;
+        f.results.push_back({rn, cls.classify(&*mt), member_offset(&m)});
       }
     } else {
       f.results.push_back({"", *f.result, 0});

@@ -63,17 +63,26 @@ bool all_digits(std::string_view w) {
 }  // namespace
 
 std::string_view gcc_clone_suffix(std::string_view s) {
-  // Walk back over ".word" and ".N" segments while they are GCC's; the suffix starts at the
-  // first clone word. A Go name never has a segment that is all digits.
+  // Walk back over GCC's segments: ".constprop.N", ".isra.N", ".part.N", ".lto_priv.N" (a
+  // number always follows), ".cold", ".localalias". A Go name never has a segment that is
+  // all digits, and what is left must still be a Go name ("pkg.F"): a Go function named
+  // cold or part ("main.cold") is not a clone.
   size_t start = s.size();
   size_t end = s.size();
+  bool number_after = false;  // the segment after this one is all digits
   while (end > 0) {
     size_t dot = s.rfind('.', end - 1);
     if (dot == std::string_view::npos || dot == 0) break;
     std::string_view seg = s.substr(dot + 1, end - dot - 1);
-    if (is_clone_word(seg)) {
+    const bool standalone = seg == "cold" || seg == "localalias";
+    const bool numbered = is_clone_word(seg) && !standalone;
+    if (all_digits(seg)) {
+      number_after = true;
+    } else if ((standalone || (numbered && number_after)) &&
+               s.substr(0, dot).find('.') != std::string_view::npos) {
       start = dot;
-    } else if (!all_digits(seg)) {
+      number_after = false;
+    } else {
       break;
     }
     end = dot;
@@ -210,10 +219,14 @@ GccgoFacts detect_gccgo(const ElfFile& elf) {
     for (size_t off = 0; off + 16 <= d.size(); off += 16) {
       uint64_t tag = *le64(d, off), val = *le64(d, off + 8);
       if (tag == DT_NULL) break;
-      if (tag != DT_NEEDED || val >= str.size()) continue;
+      if ((tag != DT_NEEDED && tag != DT_SONAME) || val >= str.size()) continue;
       std::string_view rest(reinterpret_cast<const char*>(str.data()) + val, str.size() - val);
       size_t len = rest.find('\0');
       if (len == std::string_view::npos) continue;
+      if (tag == DT_SONAME) {
+        f.soname = rest.substr(0, len);
+        continue;
+      }
       f.needed.emplace_back(rest.substr(0, len));
       if (rest.rfind("libgo.so", 0) == 0) f.libgo = f.needed.back();
     }

@@ -44,6 +44,7 @@ struct GccgoFacts {
   bool gccgo = false;
   std::string evidence;  // what gave it away: ".go_export", "__go_init_main", "libgo.so.21"
   std::string libgo;     // the DT_NEEDED libgo ("libgo.so.21"), "" when linked statically
+  std::string soname;    // DT_SONAME: "libgo.so.21" for libgo itself
   std::vector<std::string> needed;
 };
 // Never fails: unreadable parts count as absent.

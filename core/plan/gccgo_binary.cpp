@@ -117,7 +117,11 @@ nlohmann::json GccgoBinary::info_json() const {
       {"go_version", go_version()},
       {"go_version_source", go_version().empty() ? "none" : "dwarf_producer"},
       {"gccgo_evidence", facts_.evidence},
-      {"libgo", facts_.libgo.empty() ? "static" : facts_.libgo},
+      // Linked against libgo.so ("libgo.so.21"), with libgo inside ("static"), or libgo
+      // itself ("self").
+      {"libgo", facts_.soname.rfind("libgo.so", 0) == 0 ? "self"
+                : facts_.libgo.empty()                  ? "static"
+                                                        : facts_.libgo},
       {"symbol_table", table_.empty() ? "none" : table_},
       {"stripped", !elf_->has_symtab()},
       {"dwarf", dwarf_ != nullptr},
