@@ -104,7 +104,16 @@ Result<std::unique_ptr<GccgoBinary>> GccgoBinary::open(const std::string& path) 
 }
 
 std::string GccgoBinary::go_version() const {
-  return dwarf_ ? gccgo_go_version(gnu_go_major(dwarf_->producer)) : "";
+  if (dwarf_) return gccgo_go_version(gnu_go_major(dwarf_->producer));
+  // Without DWARF, the libgo the program needs: libgo.so.21 is GCC 12's (Debian's libgo21,
+  // built from gcc-12).
+  const std::string& lib = facts_.libgo.empty() ? facts_.soname : facts_.libgo;
+  return lib == "libgo.so.21" ? gccgo_go_version(12) : "";
+}
+
+std::string GccgoBinary::go_version_source() const {
+  if (go_version().empty()) return "none";
+  return dwarf_ ? "dwarf_producer" : "libgo_soname";
 }
 
 nlohmann::json GccgoBinary::info_json() const {
@@ -115,7 +124,7 @@ nlohmann::json GccgoBinary::info_json() const {
       {"path", elf_->path()},
       {"compiler", "gccgo"},
       {"go_version", go_version()},
-      {"go_version_source", go_version().empty() ? "none" : "dwarf_producer"},
+      {"go_version_source", go_version_source()},
       {"gccgo_evidence", facts_.evidence},
       // Linked against libgo.so ("libgo.so.21"), with libgo inside ("static"), or libgo
       // itself ("self").

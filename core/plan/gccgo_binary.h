@@ -40,8 +40,10 @@ class GccgoBinary {
   // functions, from libgcc's split-stack support to _start, have none).
   const std::vector<GccgoFunc>& funcs() const { return funcs_; }
   const std::string& symbol_table() const { return table_; }
-  // "go1.18", from the GCC release in DW_AT_producer; "" when unknown.
+  // "go1.18", from the GCC release in DW_AT_producer or the libgo needed; "" when unknown.
   std::string go_version() const;
+  // "dwarf_producer", "libgo_soname" (stripped, linked against a known libgo), "none".
+  std::string go_version_source() const;
   const std::vector<std::string>& warnings() const { return warnings_; }
 
   nlohmann::json info_json() const;

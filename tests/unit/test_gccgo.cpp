@@ -168,6 +168,8 @@ TEST(GccgoFixture, InfoSaysGccgo) {
   auto st = info_of(gccgo_fixture("stripped"));
   EXPECT_EQ(st["compiler"], "gccgo");
   EXPECT_EQ(st["dwarf"], false);
+  EXPECT_EQ(st["go_version"], "go1.18");  // from NEEDED libgo.so.21
+  EXPECT_EQ(st["go_version_source"], "libgo_soname");
   EXPECT_EQ(st["stripped"], true);
 }
 
