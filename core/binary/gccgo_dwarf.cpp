@@ -242,9 +242,20 @@ void read_subprogram(Dwarf_Die* d, Classifier& cls, GccgoDwarf& out) {
     }
   }
   Dwarf_Die c;
+  std::optional<Dwarf_Off> pointee;  // what a first parameter named "pointer" points at
   if (dwarf_child(d, &c) == 0) {
     do {
+      if (dwarf_tag(&c) == DW_TAG_variable && pointee) {
+        auto vt = type_of(&c);
+        if (vt && dwarf_dieoffset(&*vt) == *pointee) f.receiver_copied = true;
+        continue;
+      }
       if (dwarf_tag(&c) != DW_TAG_formal_parameter) continue;
+      if (f.params.empty() && die_name(&c) == "pointer") {
+        auto pt = type_of(&c);
+        auto target = pt && dwarf_tag(&*pt) == DW_TAG_pointer_type ? type_of(&*pt) : std::nullopt;
+        if (target) pointee = dwarf_dieoffset(&*target);
+      }
       auto t = type_of(&c);
       f.params.push_back({die_name(&c), t ? cls.classify(&*t) : SysvType{"?", 0, {}, true}, 0});
       if (f.params.size() > 1024) break;

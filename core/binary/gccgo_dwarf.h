@@ -41,6 +41,11 @@ struct GccgoDwarfFunc {
   // The declared result type: one result, or the anonymous struct of several.
   std::optional<SysvType> result;
   std::vector<GccgoParam> results;  // each result, at its offset in `result`
+  // gccgo-12 compiles a method with a value receiver to take a pointer: its first parameter
+  // is "pointer *T", and a local variable of type T (the receiver's own name) holds the
+  // copy (time.Time.Unix in libgo: a nil check, then a copy of *rdi). A method with a
+  // pointer receiver takes it under the receiver's name.
+  bool receiver_copied = false;
 };
 
 struct GccgoDwarf {

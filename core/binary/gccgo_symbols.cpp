@@ -138,6 +138,35 @@ std::string gccgo_demangle(std::string_view symbol) {
   return out;
 }
 
+std::string pointer_method_name(std::string_view symbol, std::string_view go_name) {
+  std::string_view base = symbol.substr(0, symbol.size() - gcc_clone_suffix(symbol).size());
+  if (base.find("..") != std::string_view::npos) return "";
+  // The package path is encoded without '.' (_0), so the symbol's first '.' ends it.
+  size_t pkg_end = base.find('.');
+  if (pkg_end == std::string_view::npos) return "";
+  size_t method_dot = base.find('.', pkg_end + 1);
+  if (method_dot == std::string_view::npos || base.find('.', method_dot + 1) != base.npos)
+    return "";
+  // The same two dots in the Go name: after the last '/' of the package path.
+  std::string_view clone = gcc_clone_suffix(symbol);
+  std::string_view name = go_name.substr(0, go_name.size() - clone.size());
+  size_t slash = name.rfind('/');
+  size_t t = name.find('.', slash == std::string_view::npos ? 0 : slash);
+  size_t m = t == std::string_view::npos ? t : name.find('.', t + 1);
+  if (m == std::string_view::npos) return "";
+  return std::string(name.substr(0, t + 1)) + "(*" + std::string(name.substr(t + 1, m - t - 1)) +
+         ")" + std::string(name.substr(m)) + std::string(clone);
+}
+
+std::string value_method_spelling(std::string_view name) {
+  size_t open = name.find(".(*");
+  if (open == std::string_view::npos) return std::string(name);
+  size_t close = name.find(").", open);
+  if (close == std::string_view::npos) return std::string(name);
+  return std::string(name.substr(0, open + 1)) +
+         std::string(name.substr(open + 3, close - open - 3)) + std::string(name.substr(close + 1));
+}
+
 namespace {
 
 struct SymTable {

@@ -20,6 +20,13 @@ namespace gotap {
 // (".constprop.0", ".isra.0", ".part.0", ".cold") is kept verbatim, after the Go name.
 // Nested functions ("main.main..func1") read as gc names them ("main.main.func1").
 std::string gccgo_demangle(std::string_view symbol);
+// "pkg/path.(*T).M" for the Go name "pkg/path.T.M" of a method (gccgo's symbols do not
+// say which receiver a method has; its DWARF does: GccgoDwarfFunc::receiver_copied).
+// `symbol` tells methods apart: after the package path it has exactly one more '.' and no
+// "..". "" for anything else.
+std::string pointer_method_name(std::string_view symbol, std::string_view go_name);
+// "pkg/path.T.M" for "pkg/path.(*T).M"; the name itself otherwise.
+std::string value_method_spelling(std::string_view name);
 // The GCC clone suffix of a symbol (".constprop.0.isra.0"), "" when none.
 std::string_view gcc_clone_suffix(std::string_view symbol);
 

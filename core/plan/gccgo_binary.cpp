@@ -100,6 +100,12 @@ Result<std::unique_ptr<GccgoBinary>> GccgoBinary::open(const std::string& path) 
     b->warnings_.push_back(dw.error().message);
   else
     b->dwarf_ = std::move(*dw);
+  // Methods with a pointer receiver read as gc names them, pkg.(*T).M, when DWARF tells.
+  for (auto& f : b->funcs_)
+    if (const GccgoDwarfFunc* d = b->dwarf_func(f.entry);
+        d && !d->receiver_copied && !d->params.empty() &&
+        d->params[0].type.name.rfind('*', 0) == 0 && gcc_clone_suffix(f.symbol).empty())
+      if (std::string p = pointer_method_name(f.symbol, f.name); !p.empty()) f.name = p;
   return b;
 }
 
@@ -143,6 +149,13 @@ nlohmann::json GccgoBinary::info_json() const {
   return j;
 }
 
+const GccgoDwarfFunc* GccgoBinary::dwarf_func(uint64_t entry) const {
+  if (!dwarf_) return nullptr;
+  auto it = std::lower_bound(dwarf_->funcs.begin(), dwarf_->funcs.end(), entry,
+                             [](const GccgoDwarfFunc& d, uint64_t pc) { return d.low_pc < pc; });
+  return it != dwarf_->funcs.end() && it->low_pc == entry ? &*it : nullptr;
+}
+
 FuncPlan GccgoBinary::plan_func(const GccgoFunc& f) const {
   FuncPlan p;
   p.name = f.name;
@@ -166,15 +179,11 @@ FuncPlan GccgoBinary::plan_func(const GccgoFunc& f) const {
   }
   // A GCC clone (".constprop", ".isra") may take other parameters than the Go function
   // DWARF describes, so a clone gets none.
-  if (dwarf_ && gcc_clone_suffix(f.symbol).empty()) {
-    auto it = std::lower_bound(dwarf_->funcs.begin(), dwarf_->funcs.end(), f.entry,
-                               [](const GccgoDwarfFunc& d, uint64_t pc) { return d.low_pc < pc; });
-    if (it != dwarf_->funcs.end() && it->low_pc == f.entry) {
-      SysvAssignment a = assign_sysv(*it);
-      p.args = std::move(a.args);
-      p.results = std::move(a.results);
-      p.args_source = "dwarf";
-    }
+  if (const GccgoDwarfFunc* d = dwarf_func(f.entry); d && gcc_clone_suffix(f.symbol).empty()) {
+    SysvAssignment a = assign_sysv(*d);
+    p.args = std::move(a.args);
+    p.results = std::move(a.results);
+    p.args_source = "dwarf";
   }
   return p;
 }
@@ -195,9 +204,12 @@ Result<ProbePlan> GccgoBinary::plan(const std::vector<std::string>& patterns) co
   for (const auto& f : funcs_) {
     std::string_view clone = gcc_clone_suffix(f.symbol);
     std::string_view base = std::string_view(f.name).substr(0, f.name.size() - clone.size());
+    // A pointer method also matches as gccgo's symbol spells it (pkg.T.M).
+    const std::string plain = value_method_spelling(f.name);
     bool hit = false;
     for (size_t i = 0; i < pats.size(); ++i)
-      if (pats[i].matches(f.name) || (!clone.empty() && pats[i].matches(base))) {
+      if (pats[i].matches(f.name) || (!clone.empty() && pats[i].matches(base)) ||
+          (plain != f.name && pats[i].matches(plain))) {
         used[i] = true;
         hit = true;
       }

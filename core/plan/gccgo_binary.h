@@ -19,7 +19,9 @@
 namespace gotap {
 
 struct GccgoFunc {
-  std::string name;    // the Go name, GCC clone suffix kept ("main.add.constprop.0")
+  // The Go name, GCC clone suffix kept ("main.add.constprop.0"); pkg.(*T).M for a method
+  // whose DWARF shows a pointer receiver.
+  std::string name;
   std::string symbol;  // as in the symbol table
   uint64_t entry = 0, size = 0;
   bool global = false;
@@ -54,6 +56,7 @@ class GccgoBinary {
  private:
   GccgoBinary() = default;
   FuncPlan plan_func(const GccgoFunc& f) const;
+  const GccgoDwarfFunc* dwarf_func(uint64_t entry) const;  // the DWARF at this entry
 
   std::unique_ptr<ElfFile> elf_;
   GccgoFacts facts_;

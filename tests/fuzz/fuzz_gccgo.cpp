@@ -22,7 +22,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   sink = sink + facts.gccgo + facts.needed.size() + facts.soname.size();
   gotap::GccgoSymbols syms = gotap::read_function_symbols(e);
   for (const auto& s : syms.funcs) {
-    sink = sink + gotap::gccgo_demangle(s.symbol).size();
+    std::string name = gotap::gccgo_demangle(s.symbol);
+    sink = sink + name.size() + gotap::pointer_method_name(s.symbol, name).size() +
+           gotap::value_method_spelling(name).size();
     gotap::Bytes code = e.read(s.value, s.size < 4096 ? s.size : 4096);
     uint64_t call = 0;
     if (!code.empty()) sink = sink + gotap::morestack_ret(code, s.value, &call) + call;

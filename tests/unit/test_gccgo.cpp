@@ -55,6 +55,17 @@ TEST(GccgoDemangle, CloneSuffixesKept) {
   EXPECT_EQ(gccgo_demangle("gotap_0test_1geo.Dist.constprop.0"), "gotap.test/geo.Dist.constprop.0");
 }
 
+TEST(GccgoDemangle, PointerMethods) {
+  EXPECT_EQ(pointer_method_name("net_1http.Client.Do", "net/http.Client.Do"),
+            "net/http.(*Client).Do");
+  EXPECT_EQ(pointer_method_name("gotap_0test_1geo.Point.Scale", "gotap.test/geo.Point.Scale"),
+            "gotap.test/geo.(*Point).Scale");
+  EXPECT_EQ(pointer_method_name("main.add", "main.add"), "");                 // a function
+  EXPECT_EQ(pointer_method_name("main.main..func1", "main.main.func1"), "");  // a closure
+  EXPECT_EQ(value_method_spelling("net/http.(*Client).Do"), "net/http.Client.Do");
+  EXPECT_EQ(value_method_spelling("main.add"), "main.add");
+}
+
 GccgoParam gp(const std::string& name, const std::string& type, uint64_t size,
               std::vector<EightbyteClass> ebs, uint64_t offset = 0) {
   GccgoParam p;
@@ -182,18 +193,20 @@ TEST(GccgoFixture, Libgo) {
   auto info = info_of(lib);
   EXPECT_EQ(info["compiler"], "gccgo");
   EXPECT_EQ(info["libgo"], "self");
-  auto funcs = funcs_of(lib, {"net/http.Client.Do", "fmt.Sprintf"});
-  ASSERT_TRUE(funcs.count("net/http.Client.Do"));
+  // gccgo's spelling of the method matches too.
+  auto funcs = funcs_of(lib, {"net/http.Client.Do", "fmt.Sprintf", "time.Time.Unix"});
+  ASSERT_TRUE(funcs.count("net/http.(*Client).Do"));
+  EXPECT_TRUE(funcs.count("time.Time.Unix"));  // a value receiver
   ASSERT_TRUE(funcs.count("fmt.Sprintf"));
   if (funcs["fmt.Sprintf"]["args_source"] != "dwarf") GTEST_SKIP() << "libgo without DWARF";
   auto& res = funcs["fmt.Sprintf"]["results"];
   ASSERT_EQ(res.size(), 1u);
   EXPECT_EQ(res[0]["loc"], "rax+rdx");
-  auto& r = funcs["net/http.Client.Do"]["results"];
+  auto& r = funcs["net/http.(*Client).Do"]["results"];
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0]["name"], "~r0");
   EXPECT_EQ(r[1]["name"], "~r1");
-  EXPECT_EQ(funcs["net/http.Client.Do"]["args"][0]["loc"], "rsi");
+  EXPECT_EQ(funcs["net/http.(*Client).Do"]["args"][0]["loc"], "rsi");
 }
 
 TEST(GccgoFixture, GcBinariesSayGc) {
@@ -232,7 +245,9 @@ TEST(GccgoFixture, FuncsEqualNmWithDwarfNames) {
     }
     auto funcs = funcs_of(path);
     std::map<std::string, std::string> entry_of;
-    for (auto& [n, j] : funcs) entry_of[n] = j["entry"];
+    // gotap writes a pointer method as gc does, pkg.(*T).M; gccgo's DW_AT_name is pkg.T.M.
+    for (auto& [n, j] : funcs)
+      entry_of[std::regex_replace(n, std::regex(R"(\.\(\*([^)]+)\)\.)"), ".$1.")] = j["entry"];
     std::istringstream in(nm.out);
     std::string addr, kind, sym;
     size_t checked = 0;
@@ -270,6 +285,9 @@ TEST(GccgoFixture, FuncsEqualNmWithDwarfNames) {
     EXPECT_GE(checked, 5u);
     EXPECT_TRUE(entry_of.count("gotap.test/geo.Point.Scale"));
     EXPECT_TRUE(entry_of.count("gotap.test/geo.Dist"));
+    // The receivers the fixture's source declares: Scale's a pointer, Sum's a value.
+    EXPECT_TRUE(funcs.count("gotap.test/geo.(*Point).Scale"));
+    EXPECT_TRUE(funcs.count("gotap.test/geo.Point.Sum"));
   }
 }
 
@@ -291,7 +309,10 @@ TEST(GccgoFixture, ParamsFromDwarfBySysv) {
   EXPECT_EQ(sig("main.Add3", "results"), (V{"~r0 int @rax"}));
   EXPECT_EQ(sig("gotap.test/geo.Dist", "args"), (V{"a float64 @x0", "b float64 @x1"}));
   EXPECT_EQ(sig("gotap.test/geo.Dist", "results"), (V{"~r0 float64 @x0"}));
-  EXPECT_EQ(sig("gotap.test/geo.Point.Scale", "args"), (V{"p *Point @rdi", "k int @rsi"}));
+  EXPECT_EQ(sig("gotap.test/geo.(*Point).Scale", "args"), (V{"p *Point @rdi", "k int @rsi"}));
+  // A value method takes its receiver by pointer (objdump: a nil check of rdi, then loads
+  // through it), under the name "pointer".
+  EXPECT_EQ(sig("gotap.test/geo.Point.Sum", "args"), (V{"pointer *Point @rdi"}));
   EXPECT_EQ(sig("main.add", "args"), (V{"a int @rdi", "b int @rsi"}));
 
   auto dis = testing::run_command({"/usr/bin/objdump", "-d", "--no-show-raw-insn", path});
