@@ -22,9 +22,10 @@ PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
 # loopback, and traces it), etcd, hugo and restic (Debian's stripped Go programs that
 # test_runtime_real_programs drives on loopback), man-db (the .deb check reads the installed
 # man page), time (GNU time: the benchmarks' CPU time and peak RSS, bench/whole.sh, scale.sh,
-# ebpf-parts.sh): installed for `test` only.
+# ebpf-parts.sh), gccgo-12 (the gccgo fixtures, tests/tools/build-gccgo-fixtures.sh):
+# installed for `test` only.
 TEST_PACKAGES=(bpftrace delve hyperfine chromium debuginfod prometheus etcd-server etcd-client
-  hugo restic man-db time)
+  hugo restic man-db time gccgo-12)
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/output/value_text.h"
+#include "core/plan/gccgo_binary.h"
 #include "core/plan/go_binary.h"
 #include "core/plan/plan.h"
 #include "core/plan/plan_cache.h"
@@ -83,14 +84,21 @@ int cmd_funcs(const Args& args) {
   if (pos.empty()) return usage_error("funcs needs a BINARY (see gotap funcs --help)");
   sys::timing_mark(sys::heap_in_huge_pages() ? "start (heap in huge pages)" : "start");
   auto bin = GoBinary::open(pos[0], open_options(*vm));
-  if (!bin) return report_error(bin.error());
+  // gccgo: functions from the symbol tables, in the same plan shape (no inline sites).
+  std::unique_ptr<GccgoBinary> gccgo;
+  if (!bin) {
+    if (!GccgoBinary::is_gccgo(pos[0])) return report_error(bin.error());
+    auto g = GccgoBinary::open(pos[0]);
+    if (!g) return report_error(g.error());
+    gccgo = std::move(*g);
+  }
   sys::timing_mark("open the binary");
   std::vector<std::string> patterns(pos.begin() + 1, pos.end());
   if (patterns.empty()) patterns.push_back("*");
   PlanOptions opts;
   opts.probe_inline_sites = !vm->count("no-inline");
   opts.cache_dir = plan_cache_dir();
-  auto plan = (*bin)->plan(patterns, opts);
+  auto plan = gccgo ? gccgo->plan(patterns) : (*bin)->plan(patterns, opts);
   if (!plan) return report_error(plan.error());
   sys::timing_mark("plan");
   if (vm->count("json")) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/output/value_text.h"
+#include "core/plan/gccgo_binary.h"
 #include "core/plan/go_binary.h"
 #include "core/plan/plan.h"
 #include "frontends/commands.h"
@@ -23,6 +24,7 @@ nlohmann::json info_json(const GoBinary& b) {
   nlohmann::json j = {
       {"event", "info"},
       {"path", b.elf().path()},
+      {"compiler", "gc"},
       {"go_version", bi.version.raw},
       {"go_version_source", bi.version_source},
       {"module", bi.module_path},
@@ -77,10 +79,19 @@ int cmd_info(const Args& args) {
   auto pos = positionals(*vm, "binary");
   if (pos.size() != 1) return usage_error("info takes exactly one BINARY (see gotap info --help)");
   auto bin = GoBinary::open(pos[0], open_options(*vm));
-  if (!bin) return report_error(bin.error());
-  for (const auto& w : (*bin)->warnings())
-    std::cerr << "gotap: warning: " << printable_text(w) << "\n";
-  nlohmann::json j = info_json(**bin);
+  nlohmann::json j;
+  if (bin) {
+    for (const auto& w : (*bin)->warnings())
+      std::cerr << "gotap: warning: " << printable_text(w) << "\n";
+    j = info_json(**bin);
+  } else {
+    if (!GccgoBinary::is_gccgo(pos[0])) return report_error(bin.error());
+    auto gccgo = GccgoBinary::open(pos[0]);
+    if (!gccgo) return report_error(gccgo.error());
+    for (const auto& w : (*gccgo)->warnings())
+      std::cerr << "gotap: warning: " << printable_text(w) << "\n";
+    j = (*gccgo)->info_json();
+  }
   if (vm->count("json")) {
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;

@@ -10,6 +10,7 @@
 #include "core/backend.h"
 #include "core/model/go_quote.h"
 #include "core/output/value_text.h"
+#include "core/plan/gccgo_binary.h"
 #include "core/plan/go_binary.h"
 #include "core/plan/pattern.h"
 #include "core/plan/plan_cache.h"
@@ -81,6 +82,9 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   sys::timing_mark(sys::heap_in_huge_pages() ? "start (heap in huge pages)" : "start");
 
   auto bin = GoBinary::open(req.binary, req.open);
+  if (!bin && GccgoBinary::is_gccgo(req.binary))
+    return report_error(make_error(
+        "{}: tracing gccgo programs is not supported yet (info and funcs read them)", req.binary));
   if (!bin) return report_error(bin.error());
   sys::timing_mark("open the binary");
   // graph ROOT [PATTERN...]: the calls beneath ROOT; by default those of ROOT's package.

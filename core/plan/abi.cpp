@@ -10,6 +10,7 @@ const char* reg_name(Reg r) {
   static const char* const kNames[kNumIntRegs] = {"rax", "rbx", "rcx", "rdi", "rsi",
                                                   "r8",  "r9",  "r10", "r11"};
   auto i = static_cast<size_t>(r);
+  if (r == Reg::RDX) return "rdx";
   return i < kNumIntRegs ? kNames[i] : "?";
 }
 

@@ -1,0 +1,223 @@
+#include "core/plan/gccgo_binary.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/plan/disasm.h"
+#include "core/plan/pattern.h"
+#include "core/plan/sysv_abi.h"
+
+namespace gotap {
+
+namespace {
+
+// The target of a JB/JNAE at `code` (rel8 or rel32), or 0.
+uint64_t jb_target(Bytes code, uint64_t addr) {
+  if (code.size() >= 2 && code[0] == 0x72) return addr + 2 + int8_t(code[1]);
+  if (code.size() >= 6 && code[0] == 0x0f && code[1] == 0x82) {
+    int32_t rel;
+    std::memcpy(&rel, code.data() + 2, 4);
+    return addr + 6 + int64_t(rel);
+  }
+  return 0;
+}
+
+// `cmp reg, fs:[0x70]`: split-stack's check of the stack limit in the TCB.
+bool is_stack_limit_cmp(Bytes insn) {
+  static constexpr uint8_t kLimit[] = {0x25, 0x70, 0x00, 0x00, 0x00};
+  return insn.size() >= 9 && insn[0] == 0x64 && insn[2] == 0x3b &&
+         std::memcmp(insn.data() + insn.size() - 5, kLimit, 5) == 0;
+}
+
+}  // namespace
+
+uint64_t morestack_ret(Bytes code, uint64_t entry, uint64_t* call) {
+  // The prologue: [lea r11, [rsp-N];] cmp rsp|r11, fs:[0x70]; jb stub. The stub: moves of
+  // the frame size into r10/r11, call __morestack, ret, jmp back to the body.
+  uint64_t at = 0;
+  bool cmp = false;
+  for (int i = 0; i < 3 && at < code.size(); ++i) {
+    unsigned len = instruction_length(code.subspan(at), entry + at);
+    if (len == 0) return 0;
+    Bytes insn = code.subspan(at, len);
+    if (is_stack_limit_cmp(insn)) {
+      cmp = true;
+    } else if (cmp) {
+      uint64_t stub = jb_target(insn, entry + at);
+      if (stub <= entry || stub >= entry + code.size()) return 0;
+      uint64_t s = stub - entry;
+      for (int k = 0; k < 8 && s < code.size(); ++k) {
+        InsnKind kind = instruction_kind(code.subspan(s));
+        if (kind.len == 0) return 0;
+        if (kind.call) {
+          uint64_t next = s + kind.len;
+          if (next >= code.size() || !instruction_kind(code.subspan(next)).ret) return 0;
+          if (call) *call = entry + s;
+          return entry + next;
+        }
+        s += kind.len;
+      }
+      return 0;
+    }
+    at += len;
+  }
+  return 0;
+}
+
+bool GccgoBinary::is_gccgo(const std::string& path) {
+  auto elf = ElfFile::open(path);
+  return elf && detect_gccgo(**elf).gccgo;
+}
+
+Result<std::unique_ptr<GccgoBinary>> GccgoBinary::open(const std::string& path) {
+  auto elf = ElfFile::open(path);
+  if (!elf) return elf.error();
+  std::unique_ptr<GccgoBinary> b(new GccgoBinary());
+  b->elf_ = std::move(*elf);
+  b->facts_ = detect_gccgo(*b->elf_);
+  if (!b->facts_.gccgo) return make_error("{}: not a gccgo binary", path);
+  GccgoSymbols syms = read_function_symbols(*b->elf_);
+  b->table_ = syms.table;
+  if (!syms.error.empty()) b->warnings_.push_back(syms.error);
+  for (auto& s : syms.funcs) {
+    std::string_view base =
+        std::string_view(s.symbol).substr(0, s.symbol.size() - gcc_clone_suffix(s.symbol).size());
+    if (base.find('.') == std::string_view::npos || base.front() == '.') continue;
+    b->funcs_.push_back({gccgo_demangle(s.symbol), s.symbol, s.value, s.size, s.global});
+  }
+  // One function per address: the symbol table may list an alias twice (.symtab has both
+  // a global and a local name for some libgo functions); the global one stays.
+  std::stable_sort(b->funcs_.begin(), b->funcs_.end(), [](const GccgoFunc& x, const GccgoFunc& y) {
+    return x.entry != y.entry ? x.entry < y.entry : x.global > y.global;
+  });
+  b->funcs_.erase(std::unique(b->funcs_.begin(), b->funcs_.end(),
+                              [](const GccgoFunc& x, const GccgoFunc& y) {
+                                return x.entry == y.entry && x.name == y.name;
+                              }),
+                  b->funcs_.end());
+  auto dw = read_gccgo_dwarf(*b->elf_);
+  if (!dw)
+    b->warnings_.push_back(dw.error().message);
+  else
+    b->dwarf_ = std::move(*dw);
+  // Methods with a pointer receiver read as gc names them, pkg.(*T).M, when DWARF tells.
+  for (auto& f : b->funcs_)
+    if (const GccgoDwarfFunc* d = b->dwarf_func(f.entry);
+        d && !d->receiver_copied && !d->params.empty() &&
+        d->params[0].type.name.rfind('*', 0) == 0 && gcc_clone_suffix(f.symbol).empty())
+      if (std::string p = pointer_method_name(f.symbol, f.name); !p.empty()) f.name = p;
+  return b;
+}
+
+std::string GccgoBinary::go_version() const {
+  if (dwarf_) return gccgo_go_version(gnu_go_major(dwarf_->producer));
+  // Without DWARF, the libgo the program needs: libgo.so.21 is GCC 12's (Debian's libgo21,
+  // built from gcc-12).
+  const std::string& lib = facts_.libgo.empty() ? facts_.soname : facts_.libgo;
+  return lib == "libgo.so.21" ? gccgo_go_version(12) : "";
+}
+
+std::string GccgoBinary::go_version_source() const {
+  if (go_version().empty()) return "none";
+  return dwarf_ ? "dwarf_producer" : "libgo_soname";
+}
+
+nlohmann::json GccgoBinary::info_json() const {
+  size_t global = 0;
+  for (const auto& f : funcs_) global += f.global;
+  nlohmann::json j = {
+      {"event", "info"},
+      {"path", elf_->path()},
+      {"compiler", "gccgo"},
+      {"go_version", go_version()},
+      {"go_version_source", go_version_source()},
+      {"gccgo_evidence", facts_.evidence},
+      // Linked against libgo.so ("libgo.so.21"), with libgo inside ("static"), or libgo
+      // itself ("self").
+      {"libgo", facts_.soname.rfind("libgo.so", 0) == 0 ? "self"
+                : facts_.libgo.empty()                  ? "static"
+                                                        : facts_.libgo},
+      {"symbol_table", table_.empty() ? "none" : table_},
+      {"stripped", !elf_->has_symtab()},
+      {"dwarf", dwarf_ != nullptr},
+      {"pie", elf_->is_pie()},
+      {"functions", funcs_.size()},
+      {"global_functions", global},
+  };
+  if (dwarf_) j["dwarf_producer"] = dwarf_->producer;
+  j["warnings"] = warnings_;
+  return j;
+}
+
+const GccgoDwarfFunc* GccgoBinary::dwarf_func(uint64_t entry) const {
+  if (!dwarf_) return nullptr;
+  auto it = std::lower_bound(dwarf_->funcs.begin(), dwarf_->funcs.end(), entry,
+                             [](const GccgoDwarfFunc& d, uint64_t pc) { return d.low_pc < pc; });
+  return it != dwarf_->funcs.end() && it->low_pc == entry ? &*it : nullptr;
+}
+
+FuncPlan GccgoBinary::plan_func(const GccgoFunc& f) const {
+  FuncPlan p;
+  p.name = f.name;
+  p.entry = f.entry;
+  p.end = f.entry + f.size;
+  p.entry_probe = f.entry;
+  // The split-stack check jumps away before the body and comes back after the new stack
+  // is set up, without passing the entry again: the entry runs once per call.
+  p.entry_probe_kind = "entry";
+  p.abi = "sysv";
+  p.args_source = "none";
+  Bytes code = elf_->read(f.entry, f.size);
+  if (!code.empty() && code.size() == f.size) {
+    FuncCode fc = analyze_function(code, f.entry);
+    uint64_t call = 0;
+    uint64_t skip = morestack_ret(code, f.entry, &call);
+    if (skip) p.morestack_call = call;
+    for (uint64_t r : fc.rets)
+      if (r != skip) p.ret_sites.push_back(r);
+    p.tail_jumps = fc.tail_jumps;
+  }
+  // A GCC clone (".constprop", ".isra") may take other parameters than the Go function
+  // DWARF describes, so a clone gets none.
+  if (const GccgoDwarfFunc* d = dwarf_func(f.entry); d && gcc_clone_suffix(f.symbol).empty()) {
+    SysvAssignment a = assign_sysv(*d);
+    p.args = std::move(a.args);
+    p.results = std::move(a.results);
+    p.args_source = "dwarf";
+  }
+  return p;
+}
+
+Result<ProbePlan> GccgoBinary::plan(const std::vector<std::string>& patterns) const {
+  std::vector<Pattern> pats;
+  for (const auto& t : patterns) {
+    auto p = Pattern::parse(t);
+    if (!p) return p.error();
+    pats.push_back(std::move(*p));
+  }
+  std::vector<bool> used(pats.size(), false);
+  ProbePlan plan;
+  plan.binary = elf_->path();
+  plan.pie = elf_->is_pie();
+  plan.regabi = false;
+  plan.warnings = warnings_;
+  for (const auto& f : funcs_) {
+    std::string_view clone = gcc_clone_suffix(f.symbol);
+    std::string_view base = std::string_view(f.name).substr(0, f.name.size() - clone.size());
+    // A pointer method also matches as gccgo's symbol spells it (pkg.T.M).
+    const std::string plain = value_method_spelling(f.name);
+    bool hit = false;
+    for (size_t i = 0; i < pats.size(); ++i)
+      if (pats[i].matches(f.name) || (!clone.empty() && pats[i].matches(base)) ||
+          (plain != f.name && pats[i].matches(plain))) {
+        used[i] = true;
+        hit = true;
+      }
+    if (hit) plan.funcs.push_back(plan_func(f));
+  }
+  for (size_t i = 0; i < pats.size(); ++i)
+    if (!used[i]) return make_error("pattern '{}' matches no function", patterns[i]);
+  return plan;
+}
+
+}  // namespace gotap

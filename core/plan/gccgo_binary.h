@@ -1,0 +1,75 @@
+// A gccgo executable (or libgo itself): functions from the ELF symbol tables with gccgo's
+// mangling undone, their code's entry and RET sites, and with DWARF their parameters and
+// results placed by the System V ABI. What `info` and `funcs` show; the tracing commands
+// refuse gccgo for now (its goroutines need libgo's g layout).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/binary/elf_file.h"
+#include "core/binary/gccgo_dwarf.h"
+#include "core/binary/gccgo_symbols.h"
+#include "core/model/result.h"
+#include "core/plan/plan.h"
+
+namespace gotap {
+
+struct GccgoFunc {
+  // The Go name, GCC clone suffix kept ("main.add.constprop.0"); pkg.(*T).M for a method
+  // whose DWARF shows a pointer receiver.
+  std::string name;
+  std::string symbol;  // as in the symbol table
+  uint64_t entry = 0, size = 0;
+  bool global = false;
+};
+
+class GccgoBinary {
+ public:
+  // BadInput when the file is not ELF or not gccgo's (then GoBinary's error applies).
+  static Result<std::unique_ptr<GccgoBinary>> open(const std::string& path);
+  // True when `path` is a readable ELF file that gccgo made: for the tracing commands'
+  // refusal. Never fails.
+  static bool is_gccgo(const std::string& path);
+
+  const ElfFile& elf() const { return *elf_; }
+  const GccgoFacts& facts() const { return facts_; }
+  const GccgoDwarf* dwarf() const { return dwarf_.get(); }
+  // The Go functions: symbols whose name, without a GCC clone suffix, has a '.' (C
+  // functions, from libgcc's split-stack support to _start, have none).
+  const std::vector<GccgoFunc>& funcs() const { return funcs_; }
+  const std::string& symbol_table() const { return table_; }
+  // "go1.18", from the GCC release in DW_AT_producer or the libgo needed; "" when unknown.
+  std::string go_version() const;
+  // "dwarf_producer", "libgo_soname" (stripped, linked against a known libgo), "none".
+  std::string go_version_source() const;
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+  nlohmann::json info_json() const;
+  // Functions whose Go name, with or without the clone suffix, matches a pattern. BadInput
+  // names the first pattern matching nothing.
+  Result<ProbePlan> plan(const std::vector<std::string>& patterns) const;
+
+ private:
+  GccgoBinary() = default;
+  FuncPlan plan_func(const GccgoFunc& f) const;
+  const GccgoDwarfFunc* dwarf_func(uint64_t entry) const;  // the DWARF at this entry
+
+  std::unique_ptr<ElfFile> elf_;
+  GccgoFacts facts_;
+  std::unique_ptr<GccgoDwarf> dwarf_;
+  std::vector<GccgoFunc> funcs_;
+  std::string table_;
+  std::vector<std::string> warnings_;
+};
+
+// The RET that follows the CALL to __morestack on the split-stack path of a function whose
+// code is `code` (at `entry`): after a stack switch, the body returns into __morestack and
+// this RET then returns to the caller a second time, so it is no return site of its own.
+// 0 when the function has no split-stack prologue. Sets *call to the CALL.
+uint64_t morestack_ret(Bytes code, uint64_t entry, uint64_t* call);
+
+}  // namespace gotap

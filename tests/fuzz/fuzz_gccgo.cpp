@@ -1,0 +1,41 @@
+// libFuzzer target: gccgo recognition (DT_NEEDED / DT_SONAME), the symbol tables read by
+// hand, the demangler over every name, gccgo's DWARF and the System V assignment of what
+// comes out, and morestack_ret over each function's bytes.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/binary/elf_file.h"
+#include "core/binary/gccgo_dwarf.h"
+#include "core/binary/gccgo_symbols.h"
+#include "core/plan/gccgo_binary.h"
+#include "core/plan/sysv_abi.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // The demangler on the raw bytes as a name.
+  std::string_view raw(reinterpret_cast<const char*>(data), size < 256 ? size : 256);
+  volatile size_t sink = gotap::gccgo_demangle(raw).size() + gotap::gcc_clone_suffix(raw).size();
+  auto elf = gotap::ElfFile::from_bytes({data, size});
+  if (!elf.ok()) return 0;
+  const gotap::ElfFile& e = **elf;
+  gotap::GccgoFacts facts = gotap::detect_gccgo(e);
+  sink = sink + facts.gccgo + facts.needed.size() + facts.soname.size();
+  gotap::GccgoSymbols syms = gotap::read_function_symbols(e);
+  for (const auto& s : syms.funcs) {
+    std::string name = gotap::gccgo_demangle(s.symbol);
+    sink = sink + name.size() + gotap::pointer_method_name(s.symbol, name).size() +
+           gotap::value_method_spelling(name).size();
+    gotap::Bytes code = e.read(s.value, s.size < 4096 ? s.size : 4096);
+    uint64_t call = 0;
+    if (!code.empty()) sink = sink + gotap::morestack_ret(code, s.value, &call) + call;
+  }
+  auto dw = gotap::read_gccgo_dwarf(e);
+  if (!dw.ok() || !*dw) return 0;
+  for (const auto& f : (*dw)->funcs) {
+    gotap::SysvAssignment a = gotap::assign_sysv(f);
+    for (const auto& p : a.args) sink = sink + p.loc.describe().size();
+    for (const auto& p : a.results) sink = sink + p.loc.describe().size();
+  }
+  (void)sink;
+  return 0;
+}
