@@ -116,8 +116,8 @@ class ExecPlanned : public ::testing::TestWithParam<std::string> {
   void run_once(const std::string& fx, const std::string& next, int delay_ms) {
     // The next program waits for a line on stdin (-wait) once it runs: alive for as long as
     // the test looks at it.
-    Piped piped = spawn_piped({fx, "-signal", std::to_string(delay_ms), next, "park", std::to_string(kWorkers),
-                               std::to_string(kRounds), "-wait"});
+    Piped piped = spawn_piped({fx, "-signal", std::to_string(delay_ms), next, "park",
+                               std::to_string(kWorkers), std::to_string(kRounds), "-wait"});
     const Child& prog = piped.child;
     ASSERT_GT(prog.pid, 0);
     const std::string pid = std::to_string(prog.pid);
