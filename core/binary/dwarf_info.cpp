@@ -446,13 +446,12 @@ class DwarfLoader {
   int cu_go_minor_ = 0;  // of this unit's producer, 0 when unknown
 };
 
-Result<std::unique_ptr<DwarfInfo>> DwarfInfo::load(const ElfFile& elf) {
+Result<Dwarf*> open_dwarf(const ElfFile& elf) {
   // libdw does not export its "no DWARF" error code, so look for the section ourselves.
-  // `-ldflags=-w` and Debian's packaging leave no .debug_info at all.
   bool has_info = false;
   for (const auto& s : elf.sections())
     if ((s.name == ".debug_info" || s.name == ".zdebug_info") && s.size > 0) has_info = true;
-  if (!elf.elf() || !has_info) return std::unique_ptr<DwarfInfo>();
+  if (!elf.elf() || !has_info) return static_cast<Dwarf*>(nullptr);
   // libelf inflates SHF_COMPRESSED sections into a buffer of the size the header claims:
   // refuse sizes zlib cannot reach (its ratio is at most ~1032:1).
   for (const auto& s : elf.sections()) {
@@ -464,6 +463,14 @@ Result<std::unique_ptr<DwarfInfo>> DwarfInfo::load(const ElfFile& elf) {
   }
   Dwarf* dw = dwarf_begin_elf(elf.elf(), DWARF_C_READ, nullptr);
   if (!dw) return make_error("{}: bad DWARF: {}", elf.path(), dwarf_errmsg(-1));
+  return dw;
+}
+
+Result<std::unique_ptr<DwarfInfo>> DwarfInfo::load(const ElfFile& elf) {
+  auto opened = open_dwarf(elf);
+  if (!opened) return opened.error();
+  Dwarf* dw = *opened;
+  if (!dw) return std::unique_ptr<DwarfInfo>();
   auto info = std::make_unique<DwarfInfo>();
   DwarfLoader loader(info.get());
   Dwarf_CU* cu = nullptr;

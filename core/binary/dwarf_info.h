@@ -13,7 +13,14 @@
 #include "core/model/go_types.h"
 #include "core/model/result.h"
 
+struct Dwarf;  // libdw's
+
 namespace gotap {
+
+// libdw's reader of elf's DWARF (the caller ends it with dwarf_end), or nullptr when elf has
+// none (no .debug_info, as -ldflags=-w and Debian's packaging leave). A compressed debug
+// section whose header claims a size zlib cannot reach is refused: libelf would allocate it.
+Result<Dwarf*> open_dwarf(const ElfFile& elf);
 
 // Where a value lives at a given PC, as DWARF says: one piece per register or memory slot.
 struct DwarfLocPiece {

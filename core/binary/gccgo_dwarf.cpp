@@ -8,6 +8,8 @@
 #include <map>
 #include <string_view>
 
+#include "core/binary/dwarf_info.h"
+
 namespace gotap {
 
 namespace {
@@ -269,20 +271,10 @@ void read_subprogram(Dwarf_Die* d, Classifier& cls, GccgoDwarf& out) {
 }  // namespace
 
 Result<std::unique_ptr<GccgoDwarf>> read_gccgo_dwarf(const ElfFile& elf) {
-  bool has_info = false;
-  for (const auto& s : elf.sections())
-    if (s.name == ".debug_info" || s.name == ".zdebug_info") has_info = true;
-  if (!elf.elf() || !has_info) return std::unique_ptr<GccgoDwarf>();
-  // As DwarfInfo::load: libelf inflates a compressed section into a buffer of the size its
-  // header claims, so refuse sizes zlib cannot reach.
-  for (const auto& s : elf.sections()) {
-    if (!(s.flags & SHF_COMPRESSED) || s.name.rfind(".debug_", 0) != 0) continue;
-    auto ch_size = le64(elf.section_data(s), 8);
-    if (!ch_size || *ch_size / 1032 > s.size + 4096)
-      return make_error("{}: bad DWARF: section {} has an impossible size", elf.path(), s.name);
-  }
-  Dwarf* dw = dwarf_begin_elf(elf.elf(), DWARF_C_READ, nullptr);
-  if (!dw) return make_error("{}: bad DWARF: {}", elf.path(), dwarf_errmsg(-1));
+  auto opened = open_dwarf(elf);
+  if (!opened) return opened.error();
+  Dwarf* dw = *opened;
+  if (!dw) return std::unique_ptr<GccgoDwarf>();
   auto out = std::make_unique<GccgoDwarf>();
   Classifier cls;
   Dwarf_CU* cu = nullptr;
