@@ -593,7 +593,9 @@ FuncPlan GoBinary::plan_func(const PclnFunc& f, std::vector<std::string>& warnin
       in.push_back(AbiParamIn{dp.name, dp.type, dp.is_result});
       has_dict |= dp.name == ".dict";
     }
-    restore_unnamed_receiver(dwarf_->types(), p.name, f.args, in);
+    // Only releases whose DWARF leaves unnamed receivers out: no work for the others.
+    if (!buildinfo_.version.at_least(1, 22))
+      restore_unnamed_receiver(dwarf_->types(), p.name, f.args, in);
     const GoType* uintptr_type = dwarf_->types().by_name("uintptr");
     auto dict = dict_position(f.name);
     bool hidden_dict = false;
