@@ -44,28 +44,43 @@ std::vector<std::string> from_source(const std::string& src) {
   return out;
 }
 
-TEST(WaitReasons, MatchTheRuntimeSources) {
+// The cached Go toolchains' runtime source directories (Debian's GOROOT keeps the sources
+// under share/, src links there), with their releases.
+struct RuntimeSources {
+  GoVersion go;
+  fs::path dir;
+};
+fs::path toolchain_cache() {
   const char* env = getenv("GOTAP_GO_CACHE");
-  fs::path cache =
-      env ? fs::path(env) : fs::path(getenv("HOME") ? getenv("HOME") : "/root") / ".cache/gotap/go";
-  int checked = 0;
+  return env ? fs::path(env)
+             : fs::path(getenv("HOME") ? getenv("HOME") : "/root") / ".cache/gotap/go";
+}
+std::vector<RuntimeSources> runtime_sources() {
+  std::vector<RuntimeSources> out;
   std::error_code ec;
-  for (const auto& dir : fs::directory_iterator(cache, ec)) {
+  for (const auto& dir : fs::directory_iterator(toolchain_cache(), ec)) {
     auto v = GoVersion::parse("go" + dir.path().filename().string());
     if (!v) continue;
-    // Debian's GOROOT keeps the sources under share/ (src links there).
-    for (const char* rel : {"share/src/runtime/runtime2.go", "src/runtime/runtime2.go"}) {
-      fs::path f = dir.path() / rel;
-      if (!fs::exists(f)) continue;
-      SCOPED_TRACE(f.string());
-      auto want = from_source(read_file(f.string()));
-      ASSERT_FALSE(want.empty()) << "cannot read waitReasonStrings";
-      EXPECT_EQ(wait_reason_names(*v), want);
-      ++checked;
-      break;
-    }
+    for (const char* rel : {"share/src/runtime", "src/runtime"})
+      if (fs::exists(dir.path() / rel / "proc.go")) {
+        out.push_back({*v, dir.path() / rel});
+        break;
+      }
   }
-  if (checked == 0) GTEST_SKIP() << "no Go toolchain sources in " << cache;
+  return out;
+}
+
+TEST(WaitReasons, MatchTheRuntimeSources) {
+  int checked = 0;
+  for (const auto& [v, dir] : runtime_sources()) {
+    const fs::path f = dir / "runtime2.go";
+    SCOPED_TRACE(f.string());
+    auto want = from_source(read_file(f.string()));
+    ASSERT_FALSE(want.empty()) << "cannot read waitReasonStrings";
+    EXPECT_EQ(wait_reason_names(v), want);
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no Go toolchain sources in " << toolchain_cache();
 }
 
 // The function a line of Go begins, or "": "func park_m(", "func (c *gcControllerState) f(".
@@ -116,24 +131,13 @@ bool reason_may_be_stale(const fs::path& runtime_dir) {
 }
 
 TEST(WaitReasons, StaleOnlyWhereTheRuntimeSetsItAfterTheChange) {
-  const char* env = getenv("GOTAP_GO_CACHE");
-  fs::path cache =
-      env ? fs::path(env) : fs::path(getenv("HOME") ? getenv("HOME") : "/root") / ".cache/gotap/go";
   int checked = 0;
-  std::error_code ec;
-  for (const auto& dir : fs::directory_iterator(cache, ec)) {
-    auto v = GoVersion::parse("go" + dir.path().filename().string());
-    if (!v) continue;
-    for (const char* rel : {"share/src/runtime", "src/runtime"}) {
-      fs::path d = dir.path() / rel;
-      if (!fs::exists(d / "proc.go")) continue;
-      SCOPED_TRACE(d.string());
-      EXPECT_EQ(wait_reason_only_from_park(*v), reason_may_be_stale(d));
-      ++checked;
-      break;
-    }
+  for (const auto& [v, dir] : runtime_sources()) {
+    SCOPED_TRACE(dir.string());
+    EXPECT_EQ(wait_reason_only_from_park(v), reason_may_be_stale(dir));
+    ++checked;
   }
-  if (checked == 0) GTEST_SKIP() << "no Go toolchain sources in " << cache;
+  if (checked == 0) GTEST_SKIP() << "no Go toolchain sources in " << toolchain_cache();
 }
 
 // Releases without sources in the cache, from their binaries: go1.20.1's runtime (buf 1.15.0)
