@@ -1,6 +1,8 @@
 #include "core/sys/uprobe_holders.h"
 
+#include <fcntl.h>
 #include <linux/bpf.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -74,12 +76,63 @@ bool same_file(const std::string& path, const struct stat& want) {
          st.st_ino == want.st_ino;
 }
 
+// The file mapped into gotap itself, privately: the kernel installs into a new mapping of a
+// file the int3 of every uprobe whose filter takes any process (uprobe_mmap), so an int3 here
+// that the file does not hold belongs to a uprobe in every process, the traced one included. A
+// uprobe made for one process is not here, nor one whose process is gone: the kernel reports
+// that one's pid as 0 too (task_pid_nr_ns of a dead task), as it does for "every process".
+class OwnMapping {
+ public:
+  explicit OwnMapping(const std::string& exe) : exe_(exe) {}
+  ~OwnMapping() {
+    if (map_ != MAP_FAILED) munmap(map_, size_);
+  }
+  OwnMapping(const OwnMapping&) = delete;
+  OwnMapping& operator=(const OwnMapping&) = delete;
+
+  // Whether the uprobe at file offset `off` shows its int3 in gotap's own mapping.
+  bool int3_at(uint64_t off) {
+    if (!mapped_) map();
+    if (map_ == MAP_FAILED || off >= size_) return false;
+    uint8_t in_file = 0;
+    if (pread(fd_.get(), &in_file, 1, static_cast<off_t>(off)) != 1 || in_file == 0xcc)
+      return false;
+    return static_cast<const uint8_t*>(map_)[off] == 0xcc;
+  }
+
+ private:
+  void map() {
+    mapped_ = true;
+    fd_ = sys::Fd(open(exe_.c_str(), O_RDONLY | O_CLOEXEC));
+    struct stat st {};
+    if (fd_.get() < 0 || fstat(fd_.get(), &st) != 0 || st.st_size <= 0) return;
+    size_ = static_cast<size_t>(st.st_size);
+    map_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_.get(), 0);
+  }
+  std::string exe_;
+  sys::Fd fd_;
+  bool mapped_ = false;
+  void* map_ = MAP_FAILED;
+  size_t size_ = 0;
+};
+
+// Whether a link on `want` has its int3s in every process: one of its offsets shows one in
+// gotap's own mapping (a link on another file is left to the caller's check).
+bool everywhere(OwnMapping& own, const char* path, const struct stat& want,
+                const std::vector<uint64_t>& offsets) {
+  if (!same_file(path, want)) return false;
+  for (uint64_t off : offsets)
+    if (own.int3_at(off)) return true;
+  return false;
+}
+
 }  // namespace
 
 std::map<uint64_t, std::string> uprobe_holders(const std::string& exe, pid_t pid, bool certain) {
   std::map<uint64_t, std::string> out;
   struct stat want {};
   if (stat(exe.c_str(), &want) != 0) return out;
+  OwnMapping own(exe);
   uint32_t id = 0;
   for (;;) {
     bpf_attr next{};
@@ -105,23 +158,30 @@ std::map<uint64_t, std::string> uprobe_holders(const std::string& exe, pid_t pid
       info.uprobe_multi.offsets = reinterpret_cast<uint64_t>(offsets.data());
       info.uprobe_multi.count = n;
       if (!link_info(fd.get(), info) || info.type != kLinkTypeUprobeMulti) continue;
+      path[sizeof path - 1] = 0;
       // Another process's tracer: two traces of two processes of one binary do not meet.
       if (pid > 0 && info.uprobe_multi.pid != 0 &&
           info.uprobe_multi.pid != static_cast<uint32_t>(pid))
         continue;
       offsets.resize(std::min<uint32_t>(n, info.uprobe_multi.count));
-    } else if (info.type == kLinkTypePerfEvent && !certain) {
+      // pid 0: every process, or one that is gone (a trace of another process of the binary
+      // that ended, its tracer not yet closed: CI saw a ptrace trace refused for it).
+      if (pid > 0 && info.uprobe_multi.pid == 0 && !everywhere(own, path, want, offsets)) continue;
+    } else if (info.type == kLinkTypePerfEvent) {
       info = LinkInfo{};
       info.perf_event.file_name = reinterpret_cast<uint64_t>(path);
       info.perf_event.name_len = sizeof path;
       if (!link_info(fd.get(), info) || info.type != kLinkTypePerfEvent) continue;
+      path[sizeof path - 1] = 0;
       if (info.perf_event.type != kPerfEventUprobe && info.perf_event.type != kPerfEventUretprobe)
         continue;
       offsets.push_back(info.perf_event.offset);
+      // A perf-event link does not say which process it was made for; one made for every
+      // process shows in gotap's own mapping, and is then surely in `pid` too.
+      if (certain && !everywhere(own, path, want, offsets)) continue;
     } else {
       continue;
     }
-    path[sizeof path - 1] = 0;
     if (!same_file(path, want)) continue;
     const std::string who =
         "BPF program '" + program_name(info.prog_id) + "', link " + std::to_string(id);

@@ -19,9 +19,12 @@ namespace gotap::sys {
 // File offset -> who holds it ("BPF program NAME, link ID"), for the uprobes on the file
 // that `exe` (a path, e.g. /proc/PID/exe) names, compared by device and inode, that can
 // have an int3 in process `pid`: a uprobe_multi link made for another pid writes none there
-// (the kernel installs it only in that process), so it is left out. 0: every link.
-// `certain`: only links that surely have their int3 in `pid` (uprobe_multi for that pid or
-// for every process); a perf-event link does not say which process it was made for.
+// (the kernel installs it only in that process), so it is left out, and so is one that reports
+// pid 0 but is not in every process (its process is gone: the kernel says 0 for both). 0: every
+// link. `certain`: only links that surely have their int3 in `pid`: uprobe_multi for that pid or
+// for every process, and perf-event links made for every process (such a link does not say
+// which process it was made for; gotap tells by mapping the file itself, where the kernel puts
+// only every-process uprobes).
 std::map<uint64_t, std::string> uprobe_holders(const std::string& exe, pid_t pid = 0,
                                                bool certain = false);
 

@@ -15,9 +15,13 @@
 // Every tracer that said "Tracing" must count every call made while it was there; the other is
 // refused with one line and exit status 1.
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <linux/bpf.h>
+
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -25,7 +29,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/binary/elf_file.h"
 #include "core/sys/fd.h"
+#include "core/sys/uprobe_holders.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/loopback.h"
 
@@ -330,6 +336,144 @@ TEST(TwoTracersLate, AUprobeThatCameLaterKeepsItsInt3ThroughAPtraceTracesEnd) {
     EXPECT_TRUE(spin.ends_well());
   }
   std::remove(copy.c_str());
+}
+
+// A uprobe_multi link of a BPF program that does nothing, on `file` at file offset `offset`,
+// made for process `pid` (0: every process), as bpftrace or another gotap would hold one; it
+// goes with the object. The attr is Linux 6.6's (Debian 12's linux/bpf.h predates it).
+class BareUprobe {
+ public:
+  BareUprobe(const std::string& file, uint64_t offset, pid_t pid) : offset_(offset) {
+    struct bpf_insn insns[2] = {};
+    insns[0].code = BPF_ALU64 | BPF_MOV | BPF_K;  // r0 = 0
+    insns[1].code = BPF_JMP | BPF_EXIT;
+    union bpf_attr load {};
+    load.prog_type = BPF_PROG_TYPE_KPROBE;
+    load.expected_attach_type = kTraceUprobeMulti;
+    load.insns = reinterpret_cast<uint64_t>(insns);
+    load.insn_cnt = 2;
+    load.license = reinterpret_cast<uint64_t>("GPL");
+    prog_ = sys::Fd(static_cast<int>(syscall(SYS_bpf, BPF_PROG_LOAD, &load, sizeof load)));
+    if (prog_.get() < 0) return;
+    struct {
+      uint32_t prog_fd, target_fd, attach_type, flags;
+      uint64_t path, offsets, ref_ctr_offsets, cookies;
+      uint32_t cnt, multi_flags, pid, pad;
+    } create{};
+    create.prog_fd = static_cast<uint32_t>(prog_.get());
+    create.attach_type = kTraceUprobeMulti;
+    create.path = reinterpret_cast<uint64_t>(file.c_str());
+    create.offsets = reinterpret_cast<uint64_t>(&offset_);
+    create.cnt = 1;
+    create.pid = static_cast<uint32_t>(pid);
+    link_ = sys::Fd(static_cast<int>(syscall(SYS_bpf, BPF_LINK_CREATE, &create, sizeof create)));
+  }
+  bool ok() const { return link_.get() >= 0; }
+
+ private:
+  static constexpr uint32_t kTraceUprobeMulti = 48;  // BPF_TRACE_UPROBE_MULTI
+  uint64_t offset_;
+  sys::Fd prog_, link_;
+};
+
+// A process that only waits to be killed.
+pid_t idle_child() {
+  pid_t pid = fork();
+  if (pid == 0) {
+    pause();
+    _exit(0);
+  }
+  return pid;
+}
+
+void end_child(pid_t pid) {
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
+// The file offset of kFunc's first byte, where gotap's probe goes.
+uint64_t probe_offset(const std::string& path) {
+  auto elf = ElfFile::open(path);
+  if (!elf.ok()) return 0;
+  const ElfSymbol* sym = (*elf)->symbol(kFunc);
+  if (!sym) return 0;
+  return (*elf)->vaddr_to_offset(sym->value).value_or(0);
+}
+
+// A private copy of the latency fixture, so that other tests' probes on the shared one stay
+// out of these.
+struct Copy {
+  std::string path;
+  explicit Copy(const std::string& name) {
+    path = "/tmp/gotap-" + name + "-" + std::to_string(getpid());
+    std::filesystem::copy_file(latency_path(), path,
+                               std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  }
+  ~Copy() { std::remove(path.c_str()); }
+};
+
+// Who holds a uprobe that reaches a process: the kernel reports the pid of a uprobe_multi link
+// whose process is gone as 0, as it does for one made for every process, and only the second
+// puts int3s into the process (CI, stop 41: a ptrace trace refused for an eBPF trace of
+// another process of the binary that had just ended).
+TEST(TwoTracersHolders, OnlyUprobesThatReachTheProcessAreItsHolders) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
+  if (latency_path().empty()) GTEST_SKIP() << "no latency fixture (tests/tools/build-fixtures.sh)";
+  Copy copy("holders");
+  const uint64_t off = probe_offset(copy.path);
+  ASSERT_NE(off, 0u);
+  const pid_t target = idle_child(), other = idle_child(), gone = idle_child();
+  struct Want {
+    const char* what;
+    pid_t made_for;
+    bool holds;
+  };
+  for (const Want& w :
+       {Want{"the process", target, true}, Want{"every process", 0, true},
+        Want{"another process", other, false}, Want{"a process that is gone", gone, false}}) {
+    SCOPED_TRACE(w.what);
+    BareUprobe link(copy.path, off, w.made_for);
+    ASSERT_TRUE(link.ok()) << strerror(errno);
+    if (w.made_for == gone) end_child(gone);
+    // Any process's view lists the link (a ptrace gotap names the holder of a taken site so).
+    EXPECT_EQ(sys::uprobe_holders(copy.path).count(off), 1u);
+    EXPECT_EQ(sys::uprobe_holders(copy.path, target, /*certain=*/true).count(off),
+              w.holds ? 1u : 0u);
+    EXPECT_EQ(sys::uprobe_holders(copy.path, target).count(off), w.holds ? 1u : 0u);
+  }
+  end_child(target);
+  end_child(other);
+}
+
+// The same as a trace: a ptrace gotap started while that link is there traces every call and
+// leaves the program's text as it was.
+TEST(TwoTracersHolders, AUprobeOfAProcessThatIsGoneLeavesAPtraceTraceAlone) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach and BPF)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  if (latency_path().empty()) GTEST_SKIP() << "no latency fixture (tests/tools/build-fixtures.sh)";
+  Copy copy("gone");
+  const uint64_t off = probe_offset(copy.path);
+  ASSERT_NE(off, 0u);
+  const pid_t gone = idle_child();
+  BareUprobe link(copy.path, off, gone);
+  ASSERT_TRUE(link.ok()) << strerror(errno);
+  end_child(gone);
+  Spin spin(copy.path);
+  ASSERT_TRUE(spin.ask(5));
+  Tracer pt;
+  pt.kind = "ptrace";
+  pt.start(spin.pid(), copy.path, {});
+  pt.settle();
+  ASSERT_TRUE(pt.tracing) << pt.err;
+  ASSERT_TRUE(spin.ask(10));
+  EXPECT_EQ(pt.stop(), 10) << pt.err;
+  EXPECT_EQ(pt.exit_code, 0) << pt.err;
+  EXPECT_EQ(without_hooks(pt.err).find("another tracer"), std::string::npos) << pt.err;
+  const TextCompare text = compare_text(spin.pid());
+  EXPECT_GT(text.bytes, 0u);
+  EXPECT_EQ(text.differing, 0u) << text.first;
+  EXPECT_TRUE(spin.ends_well());
 }
 
 }  // namespace
