@@ -10,8 +10,12 @@
 //   preemption between a probe and the program's clock read can move a call on a loaded
 //   host, so 75% of the calls must (before the fix, under ptrace, 6 to 8 of 32 did: no short
 //   one, they took 11 µs and more).
-// - --slower 5us reports exactly the calls the program measured above 5 µs: the spins
-//   (a short call's probe-to-probe time stays under 2 µs on both backends).
+// - --slower 20us reports every call the program measured above 20 µs (the spins), and at
+//   most a quarter of the short calls: under ptrace, a thread that waited for a CPU after its
+//   entry stop and was then preempted within the call leaves the scheduler unable to tell the
+//   two waits apart, and the resume's wait stays in the call (docs/json.md). CI saw 3 runs in a
+//   row pick some short calls with another test running beside it. Before the fix, short
+//   calls took 11 to 40 µs under ptrace: most were picked.
 // A host busy with other work can make a whole run miss (under ptrace, a thread preempted
 // between two hits leaves its resume's wait for a CPU in the call, docs/json.md): each check
 // gets three runs of a fixture and must hold in one. Before the fix, no ptrace run came near.
@@ -133,7 +137,8 @@ std::string off_calls(const Traced& run) {
          " calls within max(2 us, 20%) of the program's time:" + off;
 }
 
-// Empty when --slower selected exactly the calls the program measured slower.
+// Empty when --slower selected every call the program measured slower and at most a quarter
+// of the others.
 std::string slower_diff(const Traced& run) {
   std::set<CallId> want, got;
   for (const auto& [id, t] : run.truth)
@@ -148,17 +153,25 @@ std::string slower_diff(const Traced& run) {
     const int seq = ev["args"][0].value("value", -1);
     if (seq > 0) got.insert({ev.value("goid", int64_t(-1)), seq});
   }
-  std::string diff;
+  std::string missed, picked;
   for (const auto& id : want)
-    if (!got.count(id)) diff += "\n  missed " + call_name(id);
-  for (const auto& id : got)
-    if (!want.count(id)) {
-      auto t = run.truth.find(id);
-      diff += "\n  picked " + call_name(id) + " (the program measured " +
+    if (!got.count(id)) missed += "\n  missed " + call_name(id);
+  size_t short_picked = 0;
+  bool unknown = false;
+  for (const auto& id : got) {
+    if (want.count(id)) continue;
+    auto t = run.truth.find(id);
+    if (t == run.truth.end())
+      unknown = true;
+    else
+      ++short_picked;
+    picked += "\n  picked " + call_name(id) + " (the program measured " +
               (t == run.truth.end() ? std::string("nothing") : std::to_string(t->second.ns)) +
               " ns)";
-    }
-  return diff;
+  }
+  const size_t shorts = run.truth.size() - kWorkers - want.size();  // the warm-ups left out
+  if (!missed.empty() || unknown || short_picked * 4 > shorts) return missed + picked;
+  return "";
 }
 
 // Each fixture: up to kAttempts runs, until `check` finds nothing wrong.
