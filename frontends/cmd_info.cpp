@@ -93,7 +93,13 @@ int cmd_info(const Args& args) {
     j = (*gccgo)->info_json();
   }
   if (vm->count("json")) {
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    // "event" first, as on every line gotap prints (docs/json.md); the rest stays sorted.
+    nlohmann::ordered_json line;
+    line["event"] = j.value("event", "info");
+    for (const auto& [k, v] : j.items())
+      if (k != "event") line[k] = v;
+    std::cout << line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
+              << "\n";
     return 0;
   }
   for (auto it = j.begin(); it != j.end(); ++it) {
