@@ -272,21 +272,31 @@ std::string Caddy::unavailable_reason() {
 }
 
 std::string Caddy::start() {
-  port_ = free_port();
   // `output stderr`: the site's logger is chosen by the request's Host, and a Host without
   // the port would log elsewhere; stderr is where every access line goes either way.
-  write_text(dir_ / "Caddyfile",
-             "{\n\tadmin off\n\tauto_https off\n}\nhttp://127.0.0.1:" + std::to_string(port_) +
-                 " {\n\tlog {\n\t\toutput stderr\n\t\tformat json\n\t}\n"
-                 "\trespond /ok \"ok\" 200\n\trespond /tea \"tea\" 418\n"
-                 "\trespond /none 204\n\trespond 404\n}\n");
+  return start_site(
+      "\tlog {\n\t\toutput stderr\n\t\tformat json\n\t}\n"
+      "\trespond /ok \"ok\" 200\n\trespond /tea \"tea\" 418\n"
+      "\trespond /none 204\n\trespond 404\n",
+      "/ok", "ok");
+}
+
+std::string Caddy::start_reverse_proxy(int upstream, const std::string& needle) {
+  return start_site("\treverse_proxy 127.0.0.1:" + std::to_string(upstream) + "\n", "/", needle);
+}
+
+std::string Caddy::start_site(const std::string& site, const std::string& path,
+                              const std::string& needle) {
+  port_ = free_port();
+  write_text(dir_ / "Caddyfile", "{\n\tadmin off\n\tauto_https off\n}\nhttp://127.0.0.1:" +
+                                     std::to_string(port_) + " {\n" + site + "}\n");
   const std::string home = dir_.path().string();
   std::string err = srv_.start(
       {"/usr/bin/env", "HOME=" + home, "XDG_DATA_HOME=" + home, "XDG_CONFIG_HOME=" + home,
        caddy_path(), "run", "--config", dir_ / "Caddyfile", "--adapter", "caddyfile"},
       dir_ / "caddy.log");
   if (!err.empty()) return err;
-  if (!wait_until(30000, [&] { return get_ok(port_, "/ok", "ok"); }))
+  if (!wait_until(30000, [&] { return get_ok(port_, path, needle); }))
     return "caddy did not come up: " + log();
   return "";
 }

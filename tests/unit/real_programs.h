@@ -145,13 +145,17 @@ class Etcd {
 
 // Debian's caddy (tests/tools/fetch-real-binaries.sh) on a free loopback port, answering
 // /ok 200 "ok", /tea 418, /none 204 and anything else 404, with its JSON access log in its
-// log file; its state ($HOME, $XDG_*) in the temporary directory.
+// log file (start()), or a reverse proxy (start_reverse_proxy()); its state ($HOME, $XDG_*)
+// in the temporary directory.
 class Caddy {
  public:
   static std::string unavailable_reason();
   explicit Caddy(const TempDir& dir) : dir_(dir) {}
   // "" once /ok is answered, else why not (up to 30 s).
   std::string start();
+  // Instead: a reverse proxy of every request to 127.0.0.1:UPSTREAM, with no access log; ""
+  // once / is answered 200 with `needle` in the body, else why not (up to 30 s).
+  std::string start_reverse_proxy(int upstream, const std::string& needle);
   int port() const { return port_; }
   Service& service() { return srv_; }
   // The requests of the access log so far, in order: URI and status answered.
@@ -159,6 +163,10 @@ class Caddy {
   std::string log() const;
 
  private:
+  // Caddy serving `site` (the directives of one site block) on a free loopback port, ""
+  // once `path` is answered 200 with `needle` in the body.
+  std::string start_site(const std::string& site, const std::string& path,
+                         const std::string& needle);
   const TempDir& dir_;
   int port_ = 0;
   Service srv_;
