@@ -6,16 +6,15 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-# Debian packages gotap needs to build and test itself, curl, which the tutorials (read
-# after `./dev.sh demo`) use to send a server its requests, and caddy, the reverse proxy
-# tutorial 8 traces (Debian starts its caddy.service, on port 80, where systemd runs).
-# tests/tools/check-commands.py fails when a script, test or tutorial runs a command that
-# neither these lists nor a minimal Debian provide.
+# Debian packages gotap needs to build and test itself, and curl, which the tutorials (read
+# after `./dev.sh demo`) use to send a server its requests. tests/tools/check-commands.py
+# fails when a script, test or tutorial runs a command that neither these lists nor a
+# minimal Debian provide.
 PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
   libelf-dev libdw-dev libzydis-dev libboost-program-options-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbpf-dev bpftool clang llvm libclang-rt-14-dev libunwind-dev
   zlib1g-dev libzstd-dev clang-format dpkg-dev python3 file libdebuginfod1
-  prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 curl caddy)
+  prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 curl)
 
 # The peers gotap's tests and benchmarks compare against (bpftrace, dlv), hyperfine, and
 # chromium (a test renders the flame-graph SVG headless), debuginfod (a test serves a debug
