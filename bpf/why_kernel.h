@@ -77,8 +77,9 @@ static __always_inline void why_call_return(__u32 tid, __u64 goid) {
 }
 
 /* runtime.casgstatus(gp, old, new) on thread tid (RAX, RBX, RCX: it is ABIInternal). To
- * running (2) in execute: the thread runs gp now. From running, or from a system call (3)
- * in exitsyscall's slow path, to anything but those two: the thread no longer runs it. */
+ * running (2) in execute: the thread runs gp now, and no other goroutine (an entry a missed
+ * change left behind goes). From running, or from a system call (3) in exitsyscall's slow
+ * path, to anything but those two: the thread no longer runs it. */
 static __always_inline void why_status(struct pt_regs* ctx, __u32 tid) {
   __u64 gp = ctx->ax;
   __u32 from = (__u32)ctx->bx, to = (__u32)ctx->cx;
@@ -91,6 +92,8 @@ static __always_inline void why_status(struct pt_regs* ctx, __u32 tid) {
     why_leaves(tid, goid);
   } else if (bpf_map_lookup_elem(&why_goids, &goid)) {
     why_runs_on(tid, goid);
+  } else {
+    bpf_map_delete_elem(&why_threads, &tid);
   }
 }
 

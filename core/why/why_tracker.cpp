@@ -33,6 +33,9 @@ void WhyTracker::preempted(uint64_t from, uint64_t to, int64_t goid) {
   auto it = open_.find(goid);
   if (it == open_.end()) return;
   Goroutine& g = it->second;
+  // Only a goroutine on its thread can be preempted there: an interval that finds it parked
+  // or runnable is not its own (a status change gotap missed).
+  if (g.part != Part::Running && g.part != Part::Syscall) return;
   for (OpenCall& c : g.calls) {
     const uint64_t lo = std::max(from, c.entry_ts);
     if (!c.split.preempted_ns || to <= lo) continue;
@@ -45,6 +48,7 @@ void WhyTracker::syscall(uint64_t from, uint64_t to, int64_t goid, const std::st
   auto it = open_.find(goid);
   if (it == open_.end()) return;
   Goroutine& g = it->second;
+  if (g.part != Part::Running && g.part != Part::Syscall) return;  // as in preempted()
   for (OpenCall& c : g.calls) {
     const uint64_t lo = std::max(from, c.entry_ts);
     if (!c.split.preempted_ns || to <= lo) continue;

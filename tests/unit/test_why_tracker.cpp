@@ -165,12 +165,16 @@ TEST(WhyTracker, KernelIntervalsSplitRunningAndNameSystemCalls) {
   t.state(25 * ms, 10, 1, "syscall", "running", "");
   t.preempted(26 * ms, 27 * ms, 1);
   t.preempted(28 * ms, 29 * ms, 2);  // another goroutine's thread: none of its business
+  t.state(29 * ms, 10, 1, "running", "runnable", "");
+  t.syscall(29 * ms, 29 * ms + 500'000, 1, "futex");  // its old thread's, after it left
+  t.state(29 * ms + 500'000, 11, 1, "runnable", "running", "");
   auto in = t.ret(30 * ms, 1, "main.inner");
   ASSERT_TRUE(in);
   ASSERT_TRUE(in->preempted_ns);
   EXPECT_EQ(*in->preempted_ns, 1 * ms);
   EXPECT_EQ(in->syscall_ns, 16 * ms + 2 * ms);  // Go's 16 ms and the raw futex's 2
-  EXPECT_EQ(in->running_ns, 25 * ms - 16 * ms - 2 * ms - 1 * ms);
+  EXPECT_EQ(in->runnable_ns, 500'000u);
+  EXPECT_EQ(in->running_ns, 25 * ms - 16 * ms - 2 * ms - 1 * ms - 500'000);
   EXPECT_EQ(in->total(), 25 * ms);
   ASSERT_EQ(in->syscalls.size(), 2u);
   EXPECT_EQ(in->syscalls[0].name, "nanosleep");  // largest first
@@ -181,12 +185,13 @@ TEST(WhyTracker, KernelIntervalsSplitRunningAndNameSystemCalls) {
   ASSERT_TRUE(out);
   EXPECT_EQ(*out->preempted_ns, 4 * ms);
   EXPECT_EQ(out->total(), 31 * ms);
-  EXPECT_EQ(out->running_ns, 31 * ms - 18 * ms - 4 * ms);
+  EXPECT_EQ(out->running_ns, 31 * ms - 18 * ms - 4 * ms - 500'000);
   Event j = why_json(*out);
   EXPECT_EQ(j["preempted_ns"], 4 * ms);
   EXPECT_EQ(j["syscalls"][0], (Event{{"name", "nanosleep"}, {"ns", 15 * ms}, {"count", 1}}));
   EXPECT_EQ(why_text(j),
-            "syscall 18.0 ms (nanosleep, futex) \u00b7 running 9.0 ms \u00b7 preempted 4.0 ms");
+            "syscall 18.0 ms (nanosleep, futex) \u00b7 running 8.5 ms \u00b7 "
+            "preempted 4.0 ms \u00b7 runnable 0.5 ms");
 }
 
 // Without the kernel's side, preempted_ns and syscalls are null, and the intervals (none
