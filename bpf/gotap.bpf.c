@@ -123,6 +123,7 @@ static __always_inline __u64 current_g(struct pt_regs* ctx, __u8 flags) {
   return g;
 }
 
+#include "why_kernel.h"
 #include "why_walk.h"
 
 /* Sends the event, or with `hold` keeps it in `held` until the return decides the call's
@@ -302,6 +303,7 @@ static __noinline int probe_hit(struct pt_regs* ctx, __u64 cookie, __u64 at) {
     return 0;
   }
 
+  if (why_kernel && func == GOTAP_FUNC_GSTATUS) why_status(ctx, (__u32)pid_tgid);
   __u64 now = at ? at : bpf_ktime_get_ns();
   __u64 g = current_g(ctx, flags);
   __u64 goid = 0, hi = 0;
@@ -359,6 +361,7 @@ static __noinline int probe_hit(struct pt_regs* ctx, __u64 cookie, __u64 at) {
     int report = mode == GOTAP_MODE_TRACE && (cond_at_ret || rate_allows(func, now));
     if (mode == GOTAP_MODE_TRACE && !report) in.flags = GOTAP_INFLIGHT_DROPPED;
     if (bpf_map_update_elem(&inflight, &key, &in, BPF_ANY)) bump(GOTAP_CNT_INFLIGHT_FULL);
+    if (why_kernel && goid) why_call_entry((__u32)pid_tgid, goid);
     if (report)
       emit(ctx, p, idx, pid_tgid, goid, now, 0, GOTAP_EV_ENTRY, 0, cond_at_ret ? &key : 0);
     return 0;
@@ -375,6 +378,7 @@ static __noinline int probe_hit(struct pt_regs* ctx, __u64 cookie, __u64 at) {
     dropped = start->flags & GOTAP_INFLIGHT_DROPPED;
     bpf_map_delete_elem(&inflight, &key);
     if (ts == 0) return 0; /* rejected at the entry */
+    if (why_kernel) why_call_return((__u32)pid_tgid, goid);
     dur = now - ts;
     if (cond_at_ret) {
       struct gotap_cond_io io = {};
@@ -464,6 +468,7 @@ __u32 target_exit_status = 0;
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(gotap_exit, struct task_struct* task) {
   if (!target_tgid || (__u32)task->tgid != target_tgid) return 0;
+  why_thread_exit((__u32)task->pid);
   struct signal_struct* sig = task->signal;
   if (sig->live.counter != 0) return 0;
   target_exit_status = (sig->flags & GOTAP_SIGNAL_GROUP_EXIT)

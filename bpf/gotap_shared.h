@@ -176,6 +176,11 @@ struct gotap_probe {
  * goid). */
 #define GOTAP_FUNC_GSYSENTER 0xfffffff3u
 #define GOTAP_FUNC_GSYSEXIT 0xfffffff4u
+/* --why, kernel intervals of a thread running a goroutine inside a traced call
+ * (bpf/why_kernel.h): header only, tid and goid, words[0] the start and ts_ns the end; off
+ * the CPU outside a system call, or in system call words[1]. */
+#define GOTAP_FUNC_KPREEMPT 0xfffffff5u
+#define GOTAP_FUNC_KSYSCALL 0xfffffff6u
 
 /* Key of an in-flight call: survives the goroutine moving between threads and its stack
  * being copied (stack.hi - rsp is invariant under a stack copy). */

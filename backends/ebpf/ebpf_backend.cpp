@@ -51,6 +51,7 @@
 #include "core/sys/timing.h"
 #include "core/sys/uprobe_holders.h"
 #include "core/sys/urgent_thread.h"
+#include "core/why/why_sink.h"
 #include "gotap.skel.h"
 #include "gotap_limits.h"
 
@@ -129,6 +130,12 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
     ro->g_sched_bp_off = o.g_sched + o.gobuf_bp;
     ro->gstatus_ret_off = plan.goroutines.status_sp_delta;
   }
+  // --why's kernel side (bpf/why_kernel.h): in trace mode, where latency --why runs too.
+  const bool why_kernel = plan.goroutines.walk && mode == Mode::Trace;
+  ro->why_kernel = why_kernel ? 1 : 0;
+  for (bpf_program* p : {skel->progs.gotap_why_switch, skel->progs.gotap_why_sys_enter,
+                         skel->progs.gotap_why_sys_exit})
+    bpf_program__set_autoload(p, why_kernel);
 
   const uint32_t nsites = std::max<uint32_t>(1, static_cast<uint32_t>(cfg.sites.size()));
   const uint32_t nfuncs = std::max<uint32_t>(1, static_cast<uint32_t>(cfg.funcs.size()));
@@ -273,7 +280,14 @@ bool on_goroutine_sample(Session& s, const void* data, size_t size) {
 int handle_sample(Session* s, void* data, size_t size) {
   if (s->cut == EventCut::NoDecode) return 0;
   if (size >= offsetof(gotap_event, data)) {
-    uint32_t func_id = static_cast<const gotap_event*>(data)->func_id;
+    const auto* ev = static_cast<const gotap_event*>(data);
+    uint32_t func_id = ev->func_id;
+    // --why: a kernel interval of a thread running a goroutine inside a traced call.
+    if (func_id == GOTAP_FUNC_KPREEMPT || func_id == GOTAP_FUNC_KSYSCALL) {
+      s->sink.emit(why::kernel_event(func_id == GOTAP_FUNC_KSYSCALL, ev->words[0], ev->ts_ns,
+                                     int(ev->tid), int64_t(ev->goid), ev->words[1]));
+      return 0;
+    }
     if (func_id == GOTAP_FUNC_GSTATUS || func_id == GOTAP_FUNC_GCREATE ||
         func_id == GOTAP_FUNC_GCREATED || func_id == GOTAP_FUNC_GSYSENTER ||
         func_id == GOTAP_FUNC_GSYSEXIT) {
@@ -573,6 +587,19 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
       return errno_error(ErrorKind::Runtime, "cannot attach the exec tracepoint");
     }
   }
+  // --why: the scheduler and system-call tracepoints. Without them the kernel's parts stay
+  // null (the why sink hears of them from the "kwhy" start below).
+  bool why_kernel = false;
+  if (plan.goroutines.walk && mode == Mode::Trace) {
+    skel->links.gotap_why_switch = bpf_program__attach(skel->progs.gotap_why_switch);
+    skel->links.gotap_why_sys_enter = bpf_program__attach(skel->progs.gotap_why_sys_enter);
+    skel->links.gotap_why_sys_exit = bpf_program__attach(skel->progs.gotap_why_sys_exit);
+    why_kernel = skel->links.gotap_why_switch && skel->links.gotap_why_sys_enter &&
+                 skel->links.gotap_why_sys_exit;
+    if (!why_kernel && !eo.quiet)
+      std::cerr << "gotap: warning: cannot attach the scheduler and system-call tracepoints: "
+                   "--why leaves preempted_ns and syscalls null\n";
+  }
   // Whether the process runs the planned file, asked once its uprobes are registered: one
   // that exec'd before is refused; one that execs from now on keeps none of them
   // (planned_image.h). Dynamic types: the tracee's addresses, minus the PIE load bias, are
@@ -626,6 +653,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
         sink, filter_pid, func_name, plan.wait_reasons, wait_reason_only_from_park(plan.go));
   }
 
+  if (why_kernel) sink.emit(why::kernel_start_event());
   std::unique_ptr<ring_buffer, void (*)(ring_buffer*)> rb(nullptr, &ring_buffer__free);
   if (mode == Mode::Trace) {
     rb.reset(ring_buffer__new(bpf_map__fd(skel->maps.events), on_sample, &session, nullptr));

@@ -28,6 +28,7 @@ void add_why(Event& total, const Event& why) {
     total = Event::object();
     for (const char* p : kParts) total[p] = uint64_t{0};
     total["waits"] = Event::array();
+    total["syscalls"] = Event::array();
     total["calls"] = uint64_t{0};
   }
   total["calls"] = total["calls"].get<uint64_t>() + 1;
@@ -37,6 +38,26 @@ void add_why(Event& total, const Event& why) {
       total[p] = nullptr;
     else
       total[p] = total[p].get<uint64_t>() + v->get<uint64_t>();
+  }
+  // System calls merge by name; not measured in any call: not measured in the total.
+  const auto calls = why.find("syscalls");
+  if (calls == why.end() || !calls->is_array()) total["syscalls"] = nullptr;
+  Event& sys = total["syscalls"];
+  if (sys.is_array()) {
+    for (const Event& c : *calls) {
+      if (!c.is_object() || !c.contains("name")) continue;
+      auto it = std::find_if(sys.begin(), sys.end(),
+                             [&](const Event& t) { return t["name"] == c["name"]; });
+      if (it == sys.end()) {
+        sys.push_back({{"name", c["name"]}, {"ns", uint64_t{0}}, {"count", uint64_t{0}}});
+        it = sys.end() - 1;
+      }
+      (*it)["ns"] = (*it)["ns"].get<uint64_t>() + c.value("ns", uint64_t{0});
+      (*it)["count"] = (*it)["count"].get<uint64_t>() + c.value("count", uint64_t{0});
+    }
+    std::stable_sort(sys.begin(), sys.end(), [](const Event& a, const Event& b) {
+      return a.value("ns", uint64_t{0}) > b.value("ns", uint64_t{0});
+    });
   }
   Event& waits = total["waits"];
   for (const Event& w : why.value("waits", Event::array())) {

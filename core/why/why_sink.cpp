@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/events/typed_events.h"
+#include "core/why/syscall_names.h"
 #include "core/why/why_tracker.h"
 
 namespace gotap::why {
@@ -18,6 +19,7 @@ class WhySink : public EventSink {
     const auto kind = ev.find("event");
     if (kind != ev.end() && kind->is_string()) {
       const std::string& k = kind->get_ref<const std::string&>();
+      if (k == "kwhy") return kernel_interval(ev);
       if (k == "gstate" || k == "gcreate" || k == "gexit") {
         goroutine_event(k, ev);
         if (pass_) next_->emit(ev);
@@ -44,10 +46,16 @@ class WhySink : public EventSink {
       if (k == "summary") {
         Event out = ev;
         // What `why` leaves null or out, and why (docs/json.md).
-        Event un = {
-            {"preempted_ns", "not measured yet: needs the kernel's scheduler events"},
-            {"syscalls", "not read yet: syscall_ns is the time in system calls of every kind"}};
-        if (!opts_.syscalls_seen)
+        Event un = Event::object();
+        if (!kernel_) {
+          un["preempted_ns"] =
+              "not measured: needs the kernel's scheduler tracepoint, which only the eBPF "
+              "backend attaches";
+          un["syscalls"] =
+              "not measured: needs the kernel's system-call tracepoints, which only the eBPF "
+              "backend attaches; syscall_ns is the time in system calls of every kind";
+        }
+        if (!opts_.syscalls_seen && !kernel_)
           un["syscall_ns"] =
               "this Go release enters system calls without runtime.casgstatus: their time "
               "counts as running";
@@ -89,9 +97,22 @@ class WhySink : public EventSink {
     tracker_.state(ev.value("ts_ns", uint64_t{0}), ev.value("tid", 0), goid, ev.value("from", ""),
                    ev.value("to", ""), ev.value("reason", ""), seen);
   }
+  void kernel_interval(const Event& ev) {
+    const std::string kind = ev.value("kind", "");
+    if (kind == "start") {
+      kernel_ = true;
+      tracker_.kernel_seen();
+      return;
+    }
+    const uint64_t from = ev.value("from_ns", uint64_t{0}), to = ev.value("ts_ns", uint64_t{0});
+    const int64_t goid = ev.value("goid", int64_t{0});
+    if (kind == "preempted") tracker_.preempted(from, to, goid);
+    if (kind == "syscall") tracker_.syscall(from, to, goid, ev.value("name", ""));
+  }
   Event json(const WhySplit& s) const {
     Event j = why_json(s);
-    if (!opts_.syscalls_seen) j["syscall_ns"] = nullptr;
+    // Without entersyscall's probes, the kernel's system calls are syscall_ns (why_tracker.h).
+    if (!opts_.syscalls_seen && !s.preempted_ns) j["syscall_ns"] = nullptr;
     return j;
   }
   // ptrace leaves out of duration_ns the time gotap held the goroutine stopped at its probes
@@ -106,9 +127,22 @@ class WhySink : public EventSink {
   bool pass_;
   WhyOptions opts_;
   WhyTracker tracker_;
+  bool kernel_ = false;
 };
 
 }  // namespace
+
+Event kernel_start_event() {
+  return {{"event", "kwhy"}, {"kind", "start"}};
+}
+
+Event kernel_event(bool syscall, uint64_t from, uint64_t to, int tid, int64_t goid, uint64_t nr) {
+  Event e = {{"event", "kwhy"}, {"kind", syscall ? "syscall" : "preempted"},
+             {"from_ns", from}, {"ts_ns", to},
+             {"tid", tid},      {"goid", goid}};
+  if (syscall) e["name"] = syscall_name(nr);
+  return e;
+}
 
 std::unique_ptr<EventSink> make_why_sink(std::unique_ptr<EventSink> next, WhyOptions opts) {
   return std::make_unique<WhySink>(std::move(next), opts);

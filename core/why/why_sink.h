@@ -17,4 +17,11 @@ struct WhyOptions {
 };
 std::unique_ptr<EventSink> make_why_sink(std::unique_ptr<EventSink> next, WhyOptions opts);
 
+// What a backend that reads the kernel's side sends the why sink (which keeps them from the
+// output): that it does, before any call; then each interval of a thread running a goroutine
+// inside a traced call, off the CPU outside a system call (syscall false) or in system call
+// nr, over [from, to).
+Event kernel_start_event();
+Event kernel_event(bool syscall, uint64_t from, uint64_t to, int tid, int64_t goid, uint64_t nr);
+
 }  // namespace gotap::why

@@ -26,6 +26,42 @@ void WhyTracker::entry(uint64_t ts, int64_t goid, const std::string& func) {
     g.reason.clear();
   }
   g.calls.push_back({func, ts, {}});
+  if (kernel_) g.calls.back().split.preempted_ns = 0;
+}
+
+void WhyTracker::preempted(uint64_t from, uint64_t to, int64_t goid) {
+  auto it = open_.find(goid);
+  if (it == open_.end()) return;
+  Goroutine& g = it->second;
+  // Only a goroutine on its thread can be preempted there: an interval that finds it parked
+  // or runnable is not its own (a status change gotap missed).
+  if (g.part != Part::Running && g.part != Part::Syscall) return;
+  for (OpenCall& c : g.calls) {
+    const uint64_t lo = std::max(from, c.entry_ts);
+    if (!c.split.preempted_ns || to <= lo) continue;
+    *c.split.preempted_ns += to - lo;
+    (g.part == Part::Syscall ? c.preempted_syscall : c.preempted_running) += to - lo;
+  }
+}
+
+void WhyTracker::syscall(uint64_t from, uint64_t to, int64_t goid, const std::string& name) {
+  auto it = open_.find(goid);
+  if (it == open_.end()) return;
+  Goroutine& g = it->second;
+  if (g.part != Part::Running && g.part != Part::Syscall) return;  // as in preempted()
+  for (OpenCall& c : g.calls) {
+    const uint64_t lo = std::max(from, c.entry_ts);
+    if (!c.split.preempted_ns || to <= lo) continue;
+    auto s = std::find_if(c.split.syscalls.begin(), c.split.syscalls.end(),
+                          [&](const SyscallPart& p) { return p.name == name; });
+    if (s == c.split.syscalls.end()) {
+      c.split.syscalls.push_back({name, 0, 0});
+      s = c.split.syscalls.end() - 1;
+    }
+    s->ns += to - lo;
+    ++s->count;
+    if (g.part == Part::Running) c.syscall_running += to - lo;
+  }
 }
 
 std::optional<WhySplit> WhyTracker::ret(uint64_t ts, int64_t goid, const std::string& func) {
@@ -39,11 +75,21 @@ std::optional<WhySplit> WhyTracker::ret(uint64_t ts, int64_t goid, const std::st
   credit(g, ts, nullptr);
   g.since = std::max(g.since, ts);
   const size_t idx = g.calls.size() - 1 - static_cast<size_t>(c - g.calls.rbegin());
+  const OpenCall& call = g.calls[idx];
   WhySplit s = std::move(g.calls[idx].split);
+  // The kernel's time, out of the Go parts it was credited to (clamped: the Go parts and the
+  // kernel's intervals come from different clocks' reads, a few us apart).
+  const uint64_t to_sys = std::min(s.running_ns, call.syscall_running);
+  s.running_ns -= to_sys;
+  s.syscall_ns += to_sys;
+  s.running_ns -= std::min(s.running_ns, call.preempted_running);
+  s.syscall_ns -= std::min(s.syscall_ns, call.preempted_syscall);
   g.calls.resize(idx);  // and the calls above it, which a panic unwound
   if (g.calls.empty()) open_.erase(it);
   std::stable_sort(s.waits.begin(), s.waits.end(),
                    [](const WaitPart& a, const WaitPart& b) { return a.ns > b.ns; });
+  std::stable_sort(s.syscalls.begin(), s.syscalls.end(),
+                   [](const SyscallPart& a, const SyscallPart& b) { return a.ns > b.ns; });
   return s;
 }
 
@@ -198,7 +244,7 @@ uint64_t num(const Event& e, const char* key) {
 
 Event why_json(const WhySplit& s) {
   Event e = {{"running_ns", s.running_ns},
-             {"preempted_ns", nullptr},
+             {"preempted_ns", s.preempted_ns ? Event(*s.preempted_ns) : Event()},
              {"runnable_ns", s.runnable_ns},
              {"syscall_ns", s.syscall_ns},
              {"waiting_ns", s.waiting_ns}};
@@ -212,6 +258,14 @@ Event why_json(const WhySplit& s) {
     waits.push_back(std::move(j));
   }
   e["waits"] = std::move(waits);
+  if (s.preempted_ns) {
+    Event calls = Event::array();
+    for (const SyscallPart& c : s.syscalls)
+      calls.push_back({{"name", c.name}, {"ns", c.ns}, {"count", c.count}});
+    e["syscalls"] = std::move(calls);
+  } else {
+    e["syscalls"] = nullptr;
+  }
   return e;
 }
 
@@ -243,8 +297,24 @@ std::string why_text(const Event& why) {
   }
   for (auto [key, name] :
        {std::pair{"running_ns", "running"}, std::pair{"preempted_ns", "preempted"},
-        std::pair{"runnable_ns", "runnable"}, std::pair{"syscall_ns", "syscall"}})
+        std::pair{"runnable_ns", "runnable"}})
     if (uint64_t ns = num(why, key)) items.push_back({ns, std::string(name) + " " + ms(ns)});
+  if (uint64_t ns = num(why, "syscall_ns")) {
+    // The largest system calls by name, as the kernel saw them.
+    std::string names;
+    const auto calls = why.find("syscalls");
+    if (calls != why.end() && calls->is_array())
+      for (const Event& c : *calls) {
+        const auto n = c.is_object() ? c.find("name") : c.end();
+        if (!c.is_object() || n == c.end() || !n->is_string()) continue;
+        if (names.size() > 40) {
+          names += ", ...";
+          break;
+        }
+        names += (names.empty() ? "" : ", ") + n->get<std::string>();
+      }
+    items.push_back({ns, "syscall " + ms(ns) + (names.empty() ? "" : " (" + names + ")")});
+  }
   std::stable_sort(items.begin(), items.end(),
                    [](const Item& a, const Item& b) { return a.ns > b.ns; });
   std::string line;

@@ -34,10 +34,21 @@ struct WaitPart {
   std::string parked_at;  // "" when not read
 };
 
+// The time one call spent in one system call, by name (the kernel's view).
+struct SyscallPart {
+  std::string name;
+  uint64_t ns = 0, count = 0;
+};
+
 struct WhySplit {
   uint64_t running_ns = 0, runnable_ns = 0, syscall_ns = 0, waiting_ns = 0;
-  std::vector<WaitPart> waits;  // largest first
-  uint64_t total() const { return running_ns + runnable_ns + syscall_ns + waiting_ns; }
+  // The kernel's side (WhyTracker::kernel_seen): unset when the backend does not read it.
+  std::optional<uint64_t> preempted_ns;
+  std::vector<SyscallPart> syscalls;  // largest first; with preempted_ns only
+  std::vector<WaitPart> waits;        // largest first
+  uint64_t total() const {
+    return running_ns + preempted_ns.value_or(0) + runnable_ns + syscall_ns + waiting_ns;
+  }
 };
 
 // The state classes a call's time is split into; Other is not credited.
@@ -66,11 +77,26 @@ class WhyTracker {
   void named(int64_t goid, const std::string& func);
   void exited(int64_t goid);
 
+  // The backend reads the kernel's side: calls entered from now on get preempted_ns and
+  // syscalls, from the two below.
+  void kernel_seen() { kernel_ = true; }
+  // goid's thread was off the CPU over [from, to) outside a system call, the goroutine running
+  // (or in Go's syscall state): that time moves from the part the goroutine was in to
+  // preempted_ns.
+  void preempted(uint64_t from, uint64_t to, int64_t goid);
+  // goid's thread was in system call `name` over [from, to). Go's own syscall state covers the
+  // system calls Go wraps (entersyscall); one it does not (RawSyscall, the runtime's own) is
+  // running time to Go, and moves from running_ns to syscall_ns.
+  void syscall(uint64_t from, uint64_t to, int64_t goid, const std::string& name);
+
  private:
   struct OpenCall {
     std::string func;
     uint64_t entry_ts = 0;
     WhySplit split;
+    // Kernel time inside Go parts, taken off them at the return (the Go part's stretch is
+    // credited only when it ends).
+    uint64_t preempted_running = 0, preempted_syscall = 0, syscall_running = 0;
   };
   struct Goroutine {
     std::vector<OpenCall> calls;  // innermost last
@@ -86,11 +112,12 @@ class WhyTracker {
   std::unordered_map<int64_t, Goroutine> open_;     // goroutines with traced calls open
   std::unordered_map<int, int64_t> running_on_;     // thread -> the goroutine it runs
   std::unordered_map<int64_t, std::string> names_;  // goroutine -> start function
+  bool kernel_ = false;
 };
 
-// The contract's `why` object (CONTRACT.md, "Additions (fourth turn)"). preempted_ns is null:
-// no backend reads the kernel's scheduler yet. "syscalls" is left out: the system calls'
-// names are not read yet. parked_at is null when the backend could not read the stack.
+// The contract's `why` object (CONTRACT.md, "Additions (fourth turn)"). preempted_ns and
+// syscalls are null when the backend did not read the kernel's side. parked_at is null when
+// the backend could not read the stack.
 Event why_json(const WhySplit& s);
 // One line for the text view, from a `why` object: "waiting 40.1 ms (chan receive, woken by
 // main.f [g 7]) · running 0.2 ms", the largest part first.

@@ -150,6 +150,85 @@ TEST(WhyTracker, TotalsAddPartsAndMergeWaits) {
   EXPECT_EQ(total["waits"][1]["reason"], "sleep");
 }
 
+// The kernel's side: time off the CPU while running comes out of running_ns into preempted_ns;
+// a system call Go wrapped stays in syscall_ns, one it did not (RawSyscall) moves there from
+// running_ns; both are listed by name. Nested calls each clip the intervals to their entry.
+TEST(WhyTracker, KernelIntervalsSplitRunningAndNameSystemCalls) {
+  WhyTracker t;
+  t.kernel_seen();
+  t.entry(0, 1, "main.outer");
+  t.preempted(1 * ms, 4 * ms, 1);  // before the inner call
+  t.entry(5 * ms, 1, "main.inner");
+  t.syscall(6 * ms, 8 * ms, 1, "futex");  // raw: Go says running
+  t.state(9 * ms, 10, 1, "running", "syscall", "");
+  t.syscall(9 * ms, 24 * ms, 1, "nanosleep");
+  t.state(25 * ms, 10, 1, "syscall", "running", "");
+  t.preempted(26 * ms, 27 * ms, 1);
+  t.preempted(28 * ms, 29 * ms, 2);  // another goroutine's thread: none of its business
+  t.state(29 * ms, 10, 1, "running", "runnable", "");
+  t.syscall(29 * ms, 29 * ms + 500'000, 1, "futex");  // its old thread's, after it left
+  t.state(29 * ms + 500'000, 11, 1, "runnable", "running", "");
+  auto in = t.ret(30 * ms, 1, "main.inner");
+  ASSERT_TRUE(in);
+  ASSERT_TRUE(in->preempted_ns);
+  EXPECT_EQ(*in->preempted_ns, 1 * ms);
+  EXPECT_EQ(in->syscall_ns, 16 * ms + 2 * ms);  // Go's 16 ms and the raw futex's 2
+  EXPECT_EQ(in->runnable_ns, 500'000u);
+  EXPECT_EQ(in->running_ns, 25 * ms - 16 * ms - 2 * ms - 1 * ms - 500'000);
+  EXPECT_EQ(in->total(), 25 * ms);
+  ASSERT_EQ(in->syscalls.size(), 2u);
+  EXPECT_EQ(in->syscalls[0].name, "nanosleep");  // largest first
+  EXPECT_EQ(in->syscalls[0].ns, 15 * ms);
+  EXPECT_EQ(in->syscalls[0].count, 1u);
+  EXPECT_EQ(in->syscalls[1].name, "futex");
+  auto out = t.ret(31 * ms, 1, "main.outer");
+  ASSERT_TRUE(out);
+  EXPECT_EQ(*out->preempted_ns, 4 * ms);
+  EXPECT_EQ(out->total(), 31 * ms);
+  EXPECT_EQ(out->running_ns, 31 * ms - 18 * ms - 4 * ms - 500'000);
+  Event j = why_json(*out);
+  EXPECT_EQ(j["preempted_ns"], 4 * ms);
+  EXPECT_EQ(j["syscalls"][0], (Event{{"name", "nanosleep"}, {"ns", 15 * ms}, {"count", 1}}));
+  EXPECT_EQ(why_text(j),
+            "syscall 18.0 ms (nanosleep, futex) \u00b7 running 8.5 ms \u00b7 "
+            "preempted 4.0 ms \u00b7 runnable 0.5 ms");
+}
+
+// Without the kernel's side, preempted_ns and syscalls are null, and the intervals (none
+// should come) change nothing.
+TEST(WhyTracker, KernelPartsAreNullUnlessSeen) {
+  WhyTracker t;
+  t.entry(0, 1, "main.f");
+  t.preempted(1 * ms, 2 * ms, 1);
+  t.syscall(2 * ms, 3 * ms, 1, "read");
+  auto s = t.ret(4 * ms, 1, "main.f");
+  ASSERT_TRUE(s);
+  EXPECT_FALSE(s->preempted_ns);
+  EXPECT_EQ(s->running_ns, 4 * ms);
+  Event j = why_json(*s);
+  EXPECT_TRUE(j["preempted_ns"].is_null());
+  EXPECT_TRUE(j["syscalls"].is_null());
+}
+
+// latency --why's totals merge the system calls by name; one call without them makes the
+// total's null.
+TEST(WhyTracker, TotalsMergeSystemCallsByName) {
+  WhySplit a, b;
+  a.preempted_ns = 1;
+  a.syscalls = {{"read", 5, 1}, {"write", 2, 1}};
+  b.preempted_ns = 2;
+  b.syscalls = {{"write", 9, 3}};
+  Event total;
+  add_why(total, why_json(a));
+  add_why(total, why_json(b));
+  EXPECT_EQ(total["preempted_ns"], 3);
+  EXPECT_EQ(total["syscalls"], Event::parse(R"([{"name":"write","ns":11,"count":4},
+                                                {"name":"read","ns":5,"count":1}])"));
+  add_why(total, why_json(WhySplit{}));
+  EXPECT_TRUE(total["syscalls"].is_null());
+  EXPECT_TRUE(total["preempted_ns"].is_null());
+}
+
 // `gotap report` renders a record's why, which can be any JSON: never a throw.
 TEST(WhyTracker, TextOfAnyJsonDoesNotThrow) {
   for (const char* doc :

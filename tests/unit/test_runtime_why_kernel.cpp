@@ -1,0 +1,199 @@
+// `gotap trace --why`'s kernel side, once per backend: preempted_ns (the goroutine running, its
+// thread off the CPU) and `syscalls` (system-call time by name). The why fixture prints its
+// own truth: each call's wall time, and in its preempt mode the thread's CPU time
+// (CLOCK_THREAD_CPUTIME_ID: RUSAGE_THREAD lags by up to a tick) while it spins beside a CPU
+// hog on the same CPU. eBPF reads the
+// kernel's scheduler and system-call tracepoints; ptrace does not, and leaves both null with
+// the reason in the summary.
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/unit/fixtures.h"
+
+namespace gotap::testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kMs = 1e6;
+
+double num(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : 0;
+}
+
+// A process spinning on one CPU until it goes out of scope.
+class CpuHog {
+ public:
+  explicit CpuHog(int cpu) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpu, &set);
+      if (sched_setaffinity(0, sizeof(set), &set) != 0) _exit(1);
+      for (volatile unsigned long n = 0;; n = n + 1) {
+      }
+    }
+  }
+  ~CpuHog() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  bool ok() const { return pid_ > 0; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// The last CPU this process may run on: the fixture and the hog share it.
+int shared_cpu() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+  int last = 0;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) last = c;
+  return last;
+}
+
+class WhyKernel : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace and BPF)";
+    if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+    for (const Fixture& fx : all_fixtures("why"))
+      if (fx.flavour == "default") fixtures_.push_back(fx);
+    if (fixtures_.empty()) GTEST_SKIP() << "no why fixtures (tests/tools/build-fixtures.sh)";
+    std::sort(fixtures_.begin(), fixtures_.end(), [](const Fixture& a, const Fixture& b) {
+      return std::stoi(a.go_version.substr(2)) < std::stoi(b.go_version.substr(2));
+    });
+  }
+  bool kernel() const { return GetParam() == "ebpf"; }
+  // The events of `gotap trace --why --json main.step -- FIXTURE ARGS...`, and its stdout.
+  std::vector<json> trace(const Fixture& fx, const std::vector<std::string>& args,
+                          std::string& out) {
+    const std::string file = "/tmp/gotap-why-kernel-" + std::to_string(getpid()) + ".json";
+    std::vector<std::string> argv = {gotap_binary(), "trace",  "--backend", GetParam(),
+                                     "--why",        "--json", "-o",        file,
+                                     "main.step",    "--",     fx.path};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = run_command(argv);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    out = r.out;
+    auto events = events_in(read_file(file));
+    unlink(file.c_str());
+    return events;
+  }
+  // What the summary says of a part left null.
+  void expect_unmeasured(const std::vector<json>& events, const char* part) {
+    ASSERT_FALSE(events.empty());
+    const json& s = events.back();
+    ASSERT_EQ(s.value("event", ""), "summary");
+    const json un = s.value("why_unmeasured", json::object());
+    EXPECT_TRUE(un.contains(part) && un[part].is_string()) << part << " null without a reason";
+  }
+  std::vector<Fixture> fixtures_;  // default builds, oldest release first
+};
+
+// The syscall phase's raw 15 ms nanosleep is a `syscalls` entry "nanosleep", called once; the
+// system calls by name never add up to more than syscall_ns.
+TEST_P(WhyKernel, SyscallsByName) {
+  for (const Fixture& fx : {fixtures_.front(), fixtures_.back()}) {
+    SCOPED_TRACE(fx.label());
+    std::string out;
+    const auto events = trace(fx, {}, out);
+    std::vector<std::pair<std::string, double>> truth;  // phase, wall ns
+    std::regex re(R"(GT (\w+) (\d+) \d+)");
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
+         ++it)
+      truth.emplace_back((*it)[1], std::stod((*it)[2]));
+    std::vector<json> returns;
+    for (const auto& e : events)
+      if (e.value("event", "") == "return") returns.push_back(e);
+    ASSERT_EQ(truth.size(), 7u) << out;
+    ASSERT_EQ(returns.size(), truth.size());
+    if (!kernel()) expect_unmeasured(events, "syscalls");
+    for (size_t i = 0; i < returns.size(); ++i) {
+      const json& why = returns[i]["why"];
+      SCOPED_TRACE("phase " + truth[i].first + ": " + why.dump());
+      if (!kernel()) {
+        EXPECT_TRUE(why["syscalls"].is_null()) << "not measured: null";
+        continue;
+      }
+      ASSERT_TRUE(why["syscalls"].is_array());
+      double sum = 0;
+      for (const json& c : why["syscalls"]) {
+        EXPECT_TRUE(c["name"].is_string() && !c["name"].get<std::string>().empty());
+        EXPECT_GE(c["count"].get<int>(), 1);
+        sum += c["ns"].get<double>();
+      }
+      EXPECT_LE(sum, num(why, "syscall_ns") + 0.1 * kMs) << "by name within syscall_ns";
+      if (truth[i].first != "syscall") continue;
+      const double wall = truth[i].second;
+      const auto& calls = why["syscalls"];
+      const auto it = std::find_if(calls.begin(), calls.end(),
+                                   [](const json& c) { return c["name"] == "nanosleep"; });
+      ASSERT_NE(it, calls.end()) << "no nanosleep";
+      EXPECT_EQ((*it)["count"], 1);
+      EXPECT_NEAR((*it)["ns"].get<double>(), wall, std::max(3 * kMs, 0.15 * wall));
+    }
+  }
+}
+
+// The fixture's 8 ms spin, its thread pinned to the CPU a hog process spins on: running_ns is
+// the thread's own CPU time, and the time the kernel gave the hog is
+// preempted_ns.
+TEST_P(WhyKernel, PreemptedBesideCpuHog) {
+  const Fixture& fx = fixtures_.back();
+  SCOPED_TRACE(fx.label());
+  const int cpu = shared_cpu();
+  CpuHog hog(cpu);
+  ASSERT_TRUE(hog.ok());
+  std::string out;
+  const auto events = trace(fx, {"preempt", std::to_string(cpu)}, out);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(GT preempt (\d+) \d+ (\d+))"))) << out;
+  const double cpu_ns = std::stod(m[2]);
+  std::vector<json> returns;
+  for (const auto& e : events)
+    if (e.value("event", "") == "return") returns.push_back(e);
+  ASSERT_EQ(returns.size(), 1u);
+  const json& why = returns[0]["why"];
+  SCOPED_TRACE(m[0].str() + ": " + returns[0].dump());
+  if (!kernel()) {
+    EXPECT_TRUE(why["preempted_ns"].is_null()) << "not measured: null, never 0";
+    expect_unmeasured(events, "preempted_ns");
+    return;
+  }
+  ASSERT_TRUE(why["preempted_ns"].is_number());
+  const double d = returns[0]["duration_ns"].get<double>();
+  // The fixture's CPU time also covers its clock reads around the call: 0.2 ms more.
+  EXPECT_NEAR(num(why, "running_ns"), cpu_ns, 0.15 * cpu_ns + 0.2 * kMs)
+      << "running_ns is the thread's time on a CPU";
+  EXPECT_GT(num(why, "preempted_ns"), 0.2 * d) << "the hog took the CPU for part of the call";
+  // The rest: Go may also have preempted it (runnable) if the spin outlasted 10 ms of wall time.
+  EXPECT_NEAR(num(why, "preempted_ns") + num(why, "runnable_ns"), d - cpu_ns,
+              std::max(1 * kMs, 0.15 * (d - cpu_ns)));
+  double sum = 0;
+  for (const char* k : {"running_ns", "preempted_ns", "runnable_ns", "syscall_ns", "waiting_ns"})
+    sum += num(why, k);
+  EXPECT_NEAR(sum, d, std::max(1 * kMs, 0.10 * d)) << "the parts sum to duration_ns";
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, WhyKernel, ::testing::Values("ebpf", "ptrace"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace gotap::testing
