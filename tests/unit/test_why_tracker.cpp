@@ -2,6 +2,7 @@
 // status changes whose intervals are known by construction.
 #include <gtest/gtest.h>
 
+#include "core/events/live_metrics.h"
 #include "core/why/why_latency.h"
 #include "core/why/why_tracker.h"
 
@@ -148,6 +149,53 @@ TEST(WhyTracker, TotalsAddPartsAndMergeWaits) {
   EXPECT_EQ(total["waits"][0]["count"], 2);
   EXPECT_EQ(total["waits"][0]["woken_by"], (Event{{"func", "main.s"}}));
   EXPECT_EQ(total["waits"][1]["reason"], "sleep");
+}
+
+// latency --why's shares: each part's and wait's fraction of the parts' sum, null for a null
+// part; the text gives them as percentages.
+TEST(WhyTracker, SharesOfTheTotals) {
+  WhySplit a;
+  a.running_ns = 25;
+  a.waiting_ns = 75;
+  a.waits.push_back({"sleep", 75, 1, {WokenBy::Timer, 0, ""}, "time.Sleep"});
+  Event total;
+  add_why(total, why_json(a));
+  add_shares(total);
+  EXPECT_EQ(total["shares"]["running"], 0.25);
+  EXPECT_EQ(total["shares"]["waiting"], 0.75);
+  EXPECT_EQ(total["shares"]["syscall"], 0.0);
+  EXPECT_TRUE(total["shares"]["preempted"].is_null());
+  EXPECT_EQ(total["waits"][0]["share"], 0.75);
+  EXPECT_EQ(why_text(total),
+            "waiting 0 us 75% (sleep at time.Sleep, woken by a timer) \u00b7 running 0 us 25%");
+}
+
+// --prometheus --why: gotap_call_seconds_total's values, by function, part and wait reason,
+// are the returns' parts summed; a null part makes no series, and a wait with no reason
+// counts under reason "".
+TEST(WhyTracker, MetricsSumPartsByReason) {
+  LiveMetrics m;
+  WhySplit a;
+  a.running_ns = 2;
+  a.runnable_ns = 3;
+  a.waiting_ns = 30;
+  a.waits.push_back({"chan receive", 20, 1, {WokenBy::Goroutine, 7, "main.s"}, "main.f"});
+  a.waits.push_back({"", 10, 1, {}, ""});
+  m.add_why("main.f", why_json(a));
+  a.waits.pop_back();
+  a.waiting_ns = 20;
+  m.add_why("main.f", why_json(a));
+  m.add_why("main.g", why_json(a));
+  const auto s = m.read();
+  using K = std::tuple<std::string, std::string, std::string>;
+  EXPECT_EQ(s.why_ns.at(K("main.f", "running", "")), 4u);
+  EXPECT_EQ(s.why_ns.at(K("main.f", "runnable", "")), 6u);
+  EXPECT_EQ(s.why_ns.at(K("main.f", "syscall", "")), 0u);
+  EXPECT_EQ(s.why_ns.at(K("main.f", "waiting", "chan receive")), 40u);
+  EXPECT_EQ(s.why_ns.at(K("main.f", "waiting", "")), 10u);
+  EXPECT_EQ(s.why_ns.at(K("main.g", "waiting", "chan receive")), 20u);
+  EXPECT_FALSE(s.why_ns.count(K("main.f", "preempted", ""))) << "null: no series";
+  EXPECT_EQ(s.why_ns.size(), 9u);
 }
 
 // `gotap report` renders a record's why, which can be any JSON: never a throw.
