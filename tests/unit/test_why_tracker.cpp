@@ -203,7 +203,9 @@ TEST(WhyTracker, TextOfAnyJsonDoesNotThrow) {
   for (const char* doc :
        {R"({"waiting_ns":5,"waits":[1,{"woken_by":{"by":3,"goid":"x"}},{"woken_by":[]}]})",
         R"({"waiting_ns":"x","running_ns":-1,"waits":{}})", R"([])", R"(null)",
-        R"({"waiting_ns":5,"waits":[{"reason":7,"parked_at":{},"ns":"9","woken_by":{"func":1}}]})"})
+        R"({"waiting_ns":5,"waits":[{"reason":7,"parked_at":{},"ns":"9","woken_by":{"func":1}}]})",
+        R"({"running_ns":5,"shares":{"running":"x"},"waiting_ns":5,"waits":[{"share":[]},{}]})",
+        R"({"running_ns":5,"shares":[1],"waiting_ns":5,"waits":[{"share":null}]})"})
     EXPECT_NO_THROW(why_text(Event::parse(doc))) << doc;
   EXPECT_EQ(why_text(Event::parse(R"({"waiting_ns":5,"waits":[{"woken_by":{"goid":3}}]})")),
             "waiting 0 us (unknown reason, woken by ? [g 3])");
