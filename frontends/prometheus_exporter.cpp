@@ -115,9 +115,23 @@ class Collector : public prometheus::Collectable {
       durations.metric.push_back(std::move(h));
     }
 
+    // --why: each series once a call with that part (and wait reason) has returned.
+    MetricFamily why{"gotap_call_seconds_total",
+                     "Where traced calls' time went (--why): part is running, preempted, "
+                     "runnable, syscall or waiting; reason is Go's wait reason for waiting.",
+                     MetricType::Counter,
+                     {}};
+    for (const auto& [key, ns] : s.why_ns) {
+      const auto& [func, part, reason] = key;
+      ClientMetric c = metric({{"func", func}, {"part", part}, {"reason", reason}});
+      c.counter.value = static_cast<double>(ns) / 1e9;
+      why.metric.push_back(std::move(c));
+    }
+
     std::vector<MetricFamily> out;
     out.push_back(std::move(calls));
     if (!durations.metric.empty()) out.push_back(std::move(durations));
+    if (!why.metric.empty()) out.push_back(std::move(why));
     if (!errors.metric.empty()) out.push_back(std::move(errors));
     if (!limited.metric.empty()) out.push_back(std::move(limited));
     if (s.detached_functions) {

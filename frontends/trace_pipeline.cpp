@@ -89,6 +89,9 @@ Result<std::unique_ptr<TracePipeline>> assemble_pipeline(const TraceRequest& req
   // Before everything else: the output, the record and the metrics see returns with `why`,
   // and goroutine events only when they were asked for.
   if (req.why && req.command == "latency") sink = why::make_why_latency_sink(std::move(sink));
+  // Each return's split, before latency --why folds the returns into its totals.
+  if (req.why && !req.prometheus_addr.empty())
+    sink = make_why_metrics_observer(std::move(sink), p->metrics);
   if (req.why)
     sink = why::make_why_sink(std::move(sink), {.pass_goroutine_events = req.goroutines,
                                                 .syscalls_seen = !plan.go.at_least(1, 26) ||

@@ -205,8 +205,7 @@ int fill(TraceRequest& r, const po::variables_map& vm, const Args& rest) {
   if (r.why && opts.mode == Mode::Latency) {
     // Each call's split is made from its return: the backend traces the calls, and the
     // latencies are made from them (why_latency.h).
-    if (r.interval_s > 0 || !r.prometheus_addr.empty())
-      return usage_error("latency --why takes no -i/--interval or --prometheus yet");
+    if (r.interval_s > 0) return usage_error("latency --why takes no -i/--interval yet");
     opts.mode = Mode::Trace;
   }
   // Goroutine ids and addresses belong to one process.

@@ -201,6 +201,13 @@ struct Session {
   std::optional<std::string> failed{};
   // Read by --prometheus scrapes on the exporter's thread too.
   std::atomic<uint64_t> decode_failures{0};
+  // The main loop's consumption stops after kSamplesPerTurn records (yielded), so that a
+  // producer as fast as the reader (goroutine probes under --why) cannot keep the loop from
+  // its other work: --max-overhead's samples, the target's exit, the duration.
+  static constexpr uint64_t kSamplesPerTurn = 16384;
+  bool bounded = false;
+  bool yielded = false;
+  uint64_t turn_samples = 0;
 };
 
 // Ends the live metrics before the maps they read go away, on every way out.
@@ -316,7 +323,14 @@ int on_sample(void* ctx, void* data, size_t size) {
   if (s->failed) return -1;
   ++s->samples;
   try {
-    return handle_sample(s, data, size);
+    const int r = handle_sample(s, data, size);
+    // A negative return ends libbpf's consumption after this record, which it has consumed.
+    if (r == 0 && s->bounded && ++s->turn_samples >= Session::kSamplesPerTurn) {
+      s->turn_samples = 0;
+      s->yielded = true;
+      return -EAGAIN;
+    }
+    return r;
   } catch (const std::exception& e) {
     s->failed = e.what();
   } catch (...) {
@@ -663,7 +677,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     }
   }
 
-  OverheadBudget budget(measure_cost ? opts.max_overhead_pct : 0, cfg.funcs.size());
+  // One more slot, after the functions': the goroutine probes' (kGoroutineProbes).
+  OverheadBudget budget(measure_cost ? opts.max_overhead_pct : 0, cfg.funcs.size() + 1);
   std::optional<EbpfOverhead> overhead;
   if (measure_cost) overhead.emplace(cfg, bin);
   std::atomic<uint64_t> detached_total{0};  // read by --prometheus scrapes
@@ -733,8 +748,13 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
       // the rings epoll reported: consume whatever came in meanwhile, then hand the batch
       // to the reader. One flush per 20 ms batch, not per event, keeps a busy trace cheap
       // while each event reaches the output within ~20 ms (docs/cli.md).
-      ring_buffer__poll(rb.get(), 20);
+      // After a turn cut short, records are waiting: no poll's wait.
+      session.bounded = true;
+      if (!session.yielded) ring_buffer__poll(rb.get(), 20);
+      session.yielded = false;
       ring_buffer__consume(rb.get());
+      session.bounded = false;
+      session.turn_samples = 0;
       if (session.failed) break;
       if (session.samples != flushed) {
         sink.flush();
@@ -758,6 +778,20 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
       overhead->costs(skel.get(), cost, hits);
       for (const OverheadTrip& t : budget.sample(now, *cpu, cost, hits)) {
         overhead->silence(skel.get(), static_cast<uint32_t>(t.func));
+        if (t.func == cfg.funcs.size()) {
+          // Each goroutine probe is a group of its own (its func_id).
+          for (uint32_t id : {GOTAP_FUNC_GSTATUS, GOTAP_FUNC_GCREATE, GOTAP_FUNC_GCREATED,
+                              GOTAP_FUNC_GSYSENTER, GOTAP_FUNC_GSYSEXIT})
+            attachment.detach_group(id);
+          if (rb) ring_buffer__consume(rb.get());
+          ++detached_total;
+          std::cerr << "gotap: " << detached_message(kGoroutineProbes, t, budget.percent())
+                    << std::endl;
+          sink.emit(
+              detached_event(monotonic_ns(), filter_pid, kGoroutineProbes, t, budget.percent(), 0));
+          ++session.events;
+          continue;
+        }
         attachment.detach_group(static_cast<uint32_t>(t.func));
         // What its probes sent before goes out before the event that says they are gone.
         if (rb) ring_buffer__consume(rb.get());
@@ -914,6 +948,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     Event names = Event::array();
     for (uint32_t f = 0; f < cfg.funcs.size(); ++f)
       if (budget.detached(f)) names.push_back(cfg.funcs[f].plan->name);
+    if (budget.detached(cfg.funcs.size())) names.push_back(kGoroutineProbes);
     sum.extra["detached"] = std::move(names);
   }
   sink.emit(to_event(sum));

@@ -60,23 +60,28 @@ void EbpfOverhead::configure(gotap_bpf* skel, const ProbeConfig& cfg, bool on) {
   bpf_map__set_max_entries(skel->maps.site_off, n);
 }
 
+uint32_t EbpfOverhead::slot(uint32_t func_id) const {
+  const uint32_t n = static_cast<uint32_t>(cfg_.funcs.size());
+  return func_id < n || func_id >= GOTAP_FUNC_GSTATUS ? std::min(func_id, n) : UINT32_MAX;
+}
+
 void EbpfOverhead::silence(gotap_bpf* skel, uint32_t func) const {
   const int fd = bpf_map__fd(skel->maps.site_off);
   const uint32_t off = 1;
   for (uint32_t i = 0; i < cfg_.sites.size(); ++i)
-    if (cfg_.sites[i].func_id == func) bpf_map_update_elem(fd, &i, &off, BPF_ANY);
+    if (slot(cfg_.sites[i].func_id) == func) bpf_map_update_elem(fd, &i, &off, BPF_ANY);
 }
 
 void EbpfOverhead::costs(gotap_bpf* skel, std::vector<uint64_t>& out,
                          std::vector<uint64_t>& hits) const {
-  out.assign(cfg_.funcs.size(), 0);
-  hits.assign(cfg_.funcs.size(), 0);
+  out.assign(cfg_.funcs.size() + 1, 0);
+  hits.assign(cfg_.funcs.size() + 1, 0);
   static const int ncpu = libbpf_num_possible_cpus();
   if (ncpu <= 0) return;
   const int fd = bpf_map__fd(skel->maps.site_cost);
   std::vector<SiteCost> vals(static_cast<size_t>(ncpu));
   for (uint32_t i = 0; i < cfg_.sites.size(); ++i) {
-    const uint32_t f = cfg_.sites[i].func_id;
+    const uint32_t f = slot(cfg_.sites[i].func_id);
     if (f >= out.size() || bpf_map_lookup_elem(fd, &i, vals.data()) != 0) continue;
     for (const SiteCost& v : vals) {
       out[f] += v.ns + v.hits * trap_ns_[i];

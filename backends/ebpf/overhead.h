@@ -36,11 +36,14 @@ class EbpfOverhead {
   // Before load: turns the kernel's measuring on and sizes its map.
   static void configure(gotap_bpf* skel, const ProbeConfig& cfg, bool on);
   // Before func's uprobes go: its sites' hits do nothing from now on, so that the removal,
-  // one site at a time, reports no return whose entry probe went first.
+  // one site at a time, reports no return whose entry probe went first. func: a slot().
   void silence(gotap_bpf* skel, uint32_t func) const;
   // The running totals of each function's probe cost, in ns, and of its probe hits
-  // (index = func_id).
+  // (index = func_id), and last those of the goroutine probes (kGoroutineProbes).
   void costs(gotap_bpf* skel, std::vector<uint64_t>& cost, std::vector<uint64_t>& hits) const;
+  // The budget's slot of a site's func_id: itself for a function, funcs.size() for every
+  // goroutine probe.
+  uint32_t slot(uint32_t func_id) const;
 
  private:
   const ProbeConfig& cfg_;

@@ -14,7 +14,14 @@ namespace gotap::ptrace {
 void Tracer::charge_hit(const Site& s, uint64_t ns) {
   size_t funcs = 0;
   for (const SiteRole& r : s.roles) funcs += r.func >= 0;
-  if (funcs == 0) return;  // a goroutine probe, or a site already dropped
+  if (funcs == 0) {
+    // The goroutine probes' roles have no function: theirs is the slot after the functions'.
+    if (!s.roles.empty() && cost_ns_.size() > plan_.funcs.size()) {
+      cost_ns_[plan_.funcs.size()] += ns;
+      ++cost_hits_[plan_.funcs.size()];
+    }
+    return;  // (or a site already dropped)
+  }
   for (const SiteRole& r : s.roles)
     if (r.func >= 0 && size_t(r.func) < cost_ns_.size()) {
       cost_ns_[r.func] += ns / funcs;
@@ -28,6 +35,16 @@ void Tracer::check_overhead() {
   auto cpu = process_cpu_ns(proc_->pid());
   if (!cpu) return;
   for (const OverheadTrip& t : budget_.sample(now, *cpu, cost_ns_, cost_hits_)) {
+    if (t.func == plan_.funcs.size()) {
+      // Every goroutine probe's role has func -1: dropping them leaves the functions' own.
+      if (!bps_.drop_func(-1, proc_->mem()))
+        fmt::print(stderr, "gotap: warning: a goroutine probe could not be removed\n");
+      ++detached_total_;
+      fmt::print(stderr, "gotap: {}\n", detached_message(kGoroutineProbes, t, budget_.percent()));
+      std::fflush(stderr);
+      emit(detached_event(now_ns(), proc_->pid(), kGoroutineProbes, t, budget_.percent(), 0));
+      continue;
+    }
     const int func = static_cast<int>(t.func);
     if (!bps_.drop_func(func, proc_->mem()))
       fmt::print(stderr, "gotap: warning: a breakpoint of {} could not be removed\n",

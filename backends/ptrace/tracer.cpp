@@ -532,10 +532,11 @@ Result<void> Tracer::run() {
   // Tests: each hit holds its thread this much longer, as a slow decode would.
   if (const char* e = getenv("GOTAP_TEST_HOLD_US")) test_hold_ns_ = strtoull(e, nullptr, 10) * 1000;
   if (opts_.duration_s > 0) deadline_ns_ = now_ns() + uint64_t(opts_.duration_s * 1e9);
-  budget_ = OverheadBudget(opts_.max_overhead_pct, plan_.funcs.size());
+  // One more slot, after the functions': the goroutine probes' (kGoroutineProbes).
+  budget_ = OverheadBudget(opts_.max_overhead_pct, plan_.funcs.size() + 1);
   if (budget_.enabled()) {
-    cost_ns_.assign(plan_.funcs.size(), 0);
-    cost_hits_.assign(plan_.funcs.size(), 0);
+    cost_ns_.assign(plan_.funcs.size() + 1, 0);
+    cost_hits_.assign(plan_.funcs.size() + 1, 0);
   }
   GOTAP_TRY(start());
   {
@@ -592,6 +593,7 @@ Result<void> Tracer::run() {
     json names = json::array();
     for (size_t f = 0; f < plan_.funcs.size(); ++f)
       if (budget_.detached(f)) names.push_back(plan_.funcs[f].name);
+    if (budget_.detached(plan_.funcs.size())) names.push_back(kGoroutineProbes);
     sum.extra["detached"] = std::move(names);
   }
   sum.ts_ns = now_ns();

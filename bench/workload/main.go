@@ -11,7 +11,10 @@
 //
 //	handoffs <N> elapsed_ns <T> ns_per_handoff <T/N>
 //
-// usage: gotap-workload [-calls N] [-goroutines G] [-rate CALLS_PER_SECOND] | -pingpong N
+// With -serve N it serves N HTTP requests on loopback at -rate a second (server.go).
+//
+// usage: gotap-workload [-calls N] [-goroutines G] [-rate CALLS_PER_SECOND] | -pingpong N |
+// -serve N [-rate REQUESTS_PER_SECOND]
 package main
 
 import (
@@ -57,7 +60,12 @@ func main() {
 	goroutines := flag.Int("goroutines", 4, "goroutines making the calls")
 	rate := flag.Float64("rate", 0, "calls per second in all (0: as fast as possible)")
 	pingpong := flag.Int("pingpong", 0, "pass a token this many times between two goroutines instead")
+	serveN := flag.Int("serve", 0, "serve this many HTTP requests on loopback instead (at -rate)")
 	flag.Parse()
+	if *serveN > 0 {
+		serveBench(*serveN, *rate)
+		return
+	}
 	if *pingpong > 0 {
 		pingPong(*pingpong)
 		return

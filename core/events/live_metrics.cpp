@@ -1,6 +1,9 @@
 #include "core/events/live_metrics.h"
 
+#include <optional>
 #include <utility>
+
+#include "core/events/typed_events.h"
 
 namespace gotap {
 
@@ -50,6 +53,34 @@ void LiveMetrics::observe(const Event& ev) {
   }
 }
 
+void LiveMetrics::add_why(const std::string& func, const Event& why) {
+  if (!why.is_object()) return;
+  auto ns_of = [](const Event& e, const char* key) -> std::optional<uint64_t> {
+    const auto it = e.find(key);
+    if (it == e.end() || !it->is_number_unsigned()) return std::nullopt;
+    return it->get<uint64_t>();
+  };
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto [key, part] :
+       {std::pair{"running_ns", "running"}, std::pair{"preempted_ns", "preempted"},
+        std::pair{"runnable_ns", "runnable"}, std::pair{"syscall_ns", "syscall"}})
+    if (auto ns = ns_of(why, key)) last_.why_ns[{func, part, ""}] += *ns;
+  const auto waiting = ns_of(why, "waiting_ns");
+  if (!waiting) return;
+  // By reason; what no wait names (none should be left: a call returns running) under "".
+  uint64_t named = 0;
+  if (const auto waits = why.find("waits"); waits != why.end() && waits->is_array())
+    for (const Event& w : *waits) {
+      const auto ns = ns_of(w, "ns");
+      if (!ns || named + *ns > *waiting) continue;
+      const auto r = w.find("reason");
+      const std::string reason = r != w.end() && r->is_string() ? r->get<std::string>() : "";
+      last_.why_ns[{func, "waiting", reason}] += *ns;
+      named += *ns;
+    }
+  if (*waiting > named) last_.why_ns[{func, "waiting", ""}] += *waiting - named;
+}
+
 MetricsSnapshot LiveMetrics::scrape() {
   return snapshot(true);
 }
@@ -90,7 +121,34 @@ class MetricsObserver : public EventSink {
   LiveMetrics& m_;
 };
 
+class WhyMetricsObserver : public EventSink {
+ public:
+  WhyMetricsObserver(std::unique_ptr<EventSink> next, LiveMetrics& m)
+      : next_(std::move(next)), m_(m) {}
+  void emit(const Event& ev) override {
+    if (ev.value("event", "") == "return")
+      if (const auto w = ev.find("why"); w != ev.end()) m_.add_why(ev.value("func", ""), *w);
+    next_->emit(ev);
+  }
+  void emit_entry(const CallEntry& e) override { next_->emit_entry(e); }
+  void emit_return(const CallReturn& r) override {
+    if (r.why) m_.add_why(r.func, *r.why);
+    next_->emit_return(r);
+  }
+  void emit_unfinished(const CallUnfinished& u) override { next_->emit_unfinished(u); }
+  void flush() override { next_->flush(); }
+
+ private:
+  std::unique_ptr<EventSink> next_;
+  LiveMetrics& m_;
+};
+
 }  // namespace
+
+std::unique_ptr<EventSink> make_why_metrics_observer(std::unique_ptr<EventSink> next,
+                                                     LiveMetrics& metrics) {
+  return std::make_unique<WhyMetricsObserver>(std::move(next), metrics);
+}
 
 std::unique_ptr<EventSink> make_metrics_observer(std::unique_ptr<EventSink> next,
                                                  LiveMetrics& metrics) {

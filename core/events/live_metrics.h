@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -38,6 +39,9 @@ struct MetricsSnapshot {
   bool goroutines = false;                  // goroutine events are being traced
   std::map<std::string, uint64_t> gstates;  // state -> goroutines in it
   bool ended = false;                       // the trace is over: these are the final values
+  // --why: the traced calls' time by (func, part, reason), in ns (gotap_call_seconds_total).
+  // reason is the wait reason for part "waiting", "" otherwise.
+  std::map<std::tuple<std::string, std::string, std::string>, uint64_t> why_ns;
 };
 
 class LiveMetrics {
@@ -53,6 +57,9 @@ class LiveMetrics {
   void end();
   // Goroutine events (gstate, gcreate, gexit) keep the per-state gauge; others are ignored.
   void observe(const Event& ev);
+  // --why: adds one returned call's `why` (docs/json.md) to why_ns. A part that is null
+  // (not measured) adds nothing, so that its series is absent rather than 0.
+  void add_why(const std::string& func, const Event& why);
   // What a scrape serves now. Counts the scrapes that saw the final values.
   MetricsSnapshot scrape();
   // The same values for gotap's own use (-i): not a scrape, so --prometheus-linger still
@@ -77,5 +84,8 @@ class LiveMetrics {
 // A sink that shows goroutine events to `metrics` and passes every event on.
 std::unique_ptr<EventSink> make_metrics_observer(std::unique_ptr<EventSink> next,
                                                  LiveMetrics& metrics);
+// --why: a sink that adds each return's `why` to `metrics` and passes every event on.
+std::unique_ptr<EventSink> make_why_metrics_observer(std::unique_ptr<EventSink> next,
+                                                     LiveMetrics& metrics);
 
 }  // namespace gotap

@@ -82,6 +82,11 @@ size_t OverheadBudget::detached_count() const {
 
 std::string detached_message(const std::string& func, const OverheadTrip& t, double budget) {
   // Both backends print it on stderr: the name is the binary's, shown as text shows names.
+  if (func == kGoroutineProbes)
+    return fmt::format(
+        "detached the goroutine probes (--why, --goroutines): they cost {:.1f}% of the "
+        "program's CPU (budget {:g}%)",
+        t.percent, budget);
   return fmt::format("detached {}: its probes cost {:.1f}% of the program's CPU (budget {:g}%)",
                      printable(func), t.percent, budget);
 }

@@ -70,6 +70,12 @@ class OverheadBudget {
   uint64_t next_ns_ = 0;
 };
 
+// The goroutine probes (runtime.casgstatus, runtime.newproc1 and the others --why and
+// --goroutines place) are judged as one more function, after the plan's: their cost counts
+// toward the budget, and over it they are detached together. Their name in the `detached`
+// event, the summary's `detached` and the stderr line.
+inline constexpr const char* kGoroutineProbes = "goroutine probes";
+
 // The stderr line (without "gotap: ") and the `detached` event (docs/json.md) of a trip.
 std::string detached_message(const std::string& func, const OverheadTrip& t, double budget);
 Event detached_event(uint64_t ts_ns, int pid, const std::string& func, const OverheadTrip& t,

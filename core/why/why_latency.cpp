@@ -1,6 +1,7 @@
 #include "core/why/why_latency.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,6 +22,26 @@ Event wait_key(const Event& w) {
 }
 
 }  // namespace
+
+void add_shares(Event& total) {
+  if (!total.is_object()) return;
+  uint64_t sum = 0;
+  for (const char* p : kParts)
+    if (total[p].is_number_unsigned()) sum += total[p].get<uint64_t>();
+  auto share = [&](const Event& ns) -> Event {
+    if (!ns.is_number_unsigned() || !sum) return nullptr;
+    // Four decimals: 0.1% of a share is below what the parts' accuracy tells apart.
+    return std::round(double(ns.get<uint64_t>()) / double(sum) * 1e4) / 1e4;
+  };
+  Event shares = Event::object();
+  for (const char* p : kParts) {
+    std::string name = p;
+    shares[name.substr(0, name.size() - 3)] = share(total[p]);
+  }
+  total["shares"] = std::move(shares);
+  if (total["waits"].is_array())
+    for (Event& w : total["waits"]) w["share"] = share(w.value("ns", Event()));
+}
 
 void add_why(Event& total, const Event& why) {
   if (!why.is_object()) return;
@@ -132,6 +153,7 @@ class WhyLatencySink : public EventSink {
     for (Event ev : latency_events(std::move(lats))) {
       Func& f = funcs_[ev.value("func", "")];
       ev["why"] = f.why;
+      add_shares(ev["why"]);
       // The slowest 1% of the calls (at least one): where the tail went.
       const size_t n = std::max<size_t>(1, (f.calls.size() + 99) / 100);
       std::partial_sort(f.calls.begin(), f.calls.begin() + std::min(n, f.calls.size()),
@@ -139,6 +161,7 @@ class WhyLatencySink : public EventSink {
                         [](const auto& a, const auto& b) { return a.first > b.first; });
       Event slow;
       for (size_t i = 0; i < n && i < f.calls.size(); ++i) add_why(slow, f.calls[i].second);
+      add_shares(slow);
       ev["why_slowest"] = slow;
       next_->emit(ev);
     }

@@ -17,6 +17,10 @@ namespace gotap::why {
 // goid (each call's may differ).
 void add_why(Event& total, const Event& why);
 
+// Adds to a total of add_why `shares`, each part's fraction of the parts' sum ({"running":
+// 0.12,...}, null for a null part), and `share` to each wait: the same for that wait.
+void add_shares(Event& total);
+
 // keep: the calls per function whose split is kept for why_slowest; calls past it still count
 // in the totals, and the slowest are chosen among the kept ones (the summary says how many
 // were not kept).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/events/overhead_budget.h"
 #include "core/events/typed_events.h"
 #include "core/why/syscall_names.h"
 #include "core/why/why_tracker.h"
@@ -33,6 +34,12 @@ class WhySink : public EventSink {
         if (k == "return") {
           auto s = tracker_.ret(ev.value("ts_ns", uint64_t{0}), ev.value("goid", int64_t{0}),
                                 ev.value("func", ""));
+          if (s && blind_) {
+            Event out = ev;
+            out["why"] = nullptr;
+            next_->emit(out);
+            return;
+          }
           if (s) {
             Event out = ev;
             adjust(*s, ev.contains("duration_ns") ? ev["duration_ns"].get<uint64_t>() : 0,
@@ -43,6 +50,7 @@ class WhySink : public EventSink {
           }
         }
       }
+      if (k == "detached" && ev.value("func", "") == kGoroutineProbes) blind_ = true;
       if (k == "summary") {
         Event out = ev;
         // What `why` leaves null or out, and why (docs/json.md).
@@ -59,6 +67,10 @@ class WhySink : public EventSink {
           un["syscall_ns"] =
               "this Go release enters system calls without runtime.casgstatus: their time "
               "counts as running";
+        if (blind_)
+          un["why"] =
+              "--max-overhead detached the goroutine probes: calls that returned after that "
+              "have why null";
         out["why_unmeasured"] = std::move(un);
         next_->emit(out);
         return;
@@ -74,6 +86,10 @@ class WhySink : public EventSink {
     auto s = tracker_.ret(r.ts_ns, r.goid, r.func);
     if (!s || !r.duration_ns) return next_->emit_return(r);
     CallReturn out = r;
+    if (blind_) {
+      out.why = Event();  // its split would miss the changes since
+      return next_->emit_return(out);
+    }
     adjust(*s, *r.duration_ns, r.wall_ns.value_or(0));
     out.why = json(*s);
     next_->emit_return(out);
@@ -128,6 +144,7 @@ class WhySink : public EventSink {
   WhyOptions opts_;
   WhyTracker tracker_;
   bool kernel_ = false;
+  bool blind_ = false;  // --max-overhead detached the goroutine probes
 };
 
 }  // namespace

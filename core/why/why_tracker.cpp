@@ -240,6 +240,15 @@ uint64_t num(const Event& e, const char* key) {
   return it != e.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
 }
 
+// latency --why's totals carry shares: " 68%", else "".
+std::string pct(const Event& shares, const char* key) {
+  if (!shares.is_object()) return "";
+  const auto it = shares.find(key);
+  if (it == shares.end() || !it->is_number()) return "";
+  const double v = it->get<double>() * 100;
+  return v > 0 && v < 0.5 ? " <1%" : fmt::format(" {:.0f}%", v);
+}
+
 }  // namespace
 
 Event why_json(const WhySplit& s) {
@@ -276,6 +285,7 @@ std::string why_text(const Event& why) {
   };
   std::vector<Item> items;
   if (!why.is_object()) return "";
+  const Event shares = why.value("shares", Event());
   if (uint64_t waiting = num(why, "waiting_ns")) {
     std::string detail;
     const auto waits = why.find("waits");
@@ -286,19 +296,20 @@ std::string why_text(const Event& why) {
         if (!detail.empty()) detail += "; ";
         const auto r = w.find("reason");
         detail += r != w.end() && r->is_string() ? r->get<std::string>() : "unknown reason";
-        if (several) detail += " " + ms(num(w, "ns"));
+        if (several) detail += " " + ms(num(w, "ns")) + pct(w, "share");
         const auto p = w.find("parked_at");
         if (p != w.end() && p->is_string()) detail += " at " + p->get<std::string>();
         if (const auto b = w.find("woken_by"); b != w.end())
           if (std::string by = woken_text(*b); !by.empty()) detail += ", " + by;
       }
-    items.push_back(
-        {waiting, "waiting " + ms(waiting) + (detail.empty() ? "" : " (" + detail + ")")});
+    items.push_back({waiting, "waiting " + ms(waiting) + pct(shares, "waiting") +
+                                  (detail.empty() ? "" : " (" + detail + ")")});
   }
   for (auto [key, name] :
        {std::pair{"running_ns", "running"}, std::pair{"preempted_ns", "preempted"},
         std::pair{"runnable_ns", "runnable"}})
-    if (uint64_t ns = num(why, key)) items.push_back({ns, std::string(name) + " " + ms(ns)});
+    if (uint64_t ns = num(why, key))
+      items.push_back({ns, std::string(name) + " " + ms(ns) + pct(shares, name)});
   if (uint64_t ns = num(why, "syscall_ns")) {
     // The largest system calls by name, as the kernel saw them.
     std::string names;
@@ -313,7 +324,8 @@ std::string why_text(const Event& why) {
         }
         names += (names.empty() ? "" : ", ") + n->get<std::string>();
       }
-    items.push_back({ns, "syscall " + ms(ns) + (names.empty() ? "" : " (" + names + ")")});
+    items.push_back({ns, "syscall " + ms(ns) + pct(shares, "syscall") +
+                             (names.empty() ? "" : " (" + names + ")")});
   }
   std::stable_sort(items.begin(), items.end(),
                    [](const Item& a, const Item& b) { return a.ns > b.ns; });

@@ -4,7 +4,7 @@
 # run, not their figures (those go to docs/benchmarks.md from full runs on a quiet machine):
 # a script that silently stopped measuring (a renamed timing line, a peer that fails, a
 # fixture moved) would otherwise only show when someone next needs its figures.
-# usage: bench-smoke.sh ebpf|ptrace|count|levers|whole|end|funcs GOTAP FIXTURES_DIR
+# usage: bench-smoke.sh ebpf|ptrace|count|levers|whole|end|funcs|why GOTAP FIXTURES_DIR
 # Exit 77 (a skip) without root; 1 with what is missing.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -34,6 +34,14 @@ case "$what" in
     fi
     need "^trace / empty probes: +$num "
     need "^trace --json / empty: +$num"
+    ;;
+  why)
+    RUNS=1 REQUESTS=200 "$here/bench/why.sh" "$gotap" "$(dirname "$gotap")/gotap-workload" >"$out"
+    need "^untraced +$num +- +- +$num +$num\$"
+    for b in ebpf ptrace; do
+      need "^${b}_latency +$num +-?$num +- +$num +$num\$"
+      need "^${b}_latency_why +$num +-?$num +(-|-?$num) +$num +$num\$"
+    done
     ;;
   ptrace)
     RUNS=1 N=2000 N_DLV=20 "$here/bench/ptrace.sh" "$gotap" >"$out"

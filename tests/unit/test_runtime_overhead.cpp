@@ -166,6 +166,42 @@ TEST_P(Overhead, DetachedFunctionInPrometheus) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << err;
 }
 
+// The goroutine probes count toward the budget (issue 37): under trace --why, gotap-workload
+// -pingpong hands a token between two goroutines (about three runtime.casgstatus hits per
+// handoff) inside its one traced call, main.pingPong, so those probes cost far more than 5%
+// of its CPU while the call's own two probes cost nothing. They are detached together, with
+// one stderr line and one `detached` event; the summary lists them, the call's why is null
+// (its split would miss every change since), and the program still makes all its handoffs.
+TEST_P(Overhead, GoroutineProbesCountTowardTheBudget) {
+  const std::string bin = gotap_binary();
+  const std::string work = bin.substr(0, bin.rfind('/') + 1) + "gotap-workload";
+  if (!file_exists(work)) GTEST_SKIP() << "no " << work << " (built when Go is found)";
+  RunResult r =
+      run_command({bin, "trace", "--backend", GetParam(), "--why", "--json", "--max-overhead", "5",
+                   "main.pingPong", "--", work, "-pingpong", "5000000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("handoffs 5000000 "), std::string::npos) << r.out.substr(0, 2000);
+  const std::string line = "gotap: detached the goroutine probes (--why, --goroutines): they cost ";
+  ASSERT_NE(r.err.find(line), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(line), r.err.rfind(line)) << r.err;
+  EXPECT_EQ(r.err.find("detached main."), std::string::npos) << r.err;
+  auto detached = events_in(r.out, "detached");
+  ASSERT_EQ(detached.size(), 1u) << r.out.substr(0, 2000);
+  EXPECT_EQ(detached[0].value("func", ""), "goroutine probes");
+  EXPECT_GT(detached[0].value("overhead_pct", 0.0), 5.0);
+  auto returns = events_in(r.out, "return");
+  ASSERT_EQ(returns.size(), 1u) << r.out.substr(0, 2000);
+  // 5,000,000 handoffs outlast the budget's first second traced.
+  ASSERT_LT(detached[0].value("ts_ns", uint64_t{0}), returns[0].value("ts_ns", uint64_t{0}))
+      << "the program ended before the budget judged";
+  ASSERT_TRUE(returns[0].contains("why"));
+  EXPECT_TRUE(returns[0]["why"].is_null()) << returns[0].dump();
+  auto sum = events_in(r.out, "summary");
+  ASSERT_EQ(sum.size(), 1u);
+  EXPECT_EQ(sum[0].value("detached", json()), json::array({"goroutine probes"})) << sum[0].dump();
+  EXPECT_TRUE(sum[0]["why_unmeasured"].contains("why")) << sum[0].dump();
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Overhead, ::testing::Values("ebpf", "ptrace"),
                          [](const auto& info) { return info.param; });
 

@@ -5,20 +5,25 @@
 // meanwhile, which the fixture also prints), leave the other parts small, name the wait's
 // reason, where it parked and its waker, and its parts must sum to duration_ns (within 10%
 // or 1 ms).
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/unit/fixtures.h"
+#include "tests/unit/loopback.h"
 
 namespace gotap::testing {
 namespace {
@@ -26,6 +31,16 @@ namespace {
 using nlohmann::json;
 
 constexpr double kMs = 1e6;
+constexpr const char* kParts[] = {"running_ns", "runnable_ns", "syscall_ns", "waiting_ns",
+                                  "preempted_ns"};
+
+// The part a phase spends its time in.
+std::string part_of_phase(const std::string& phase) {
+  return phase == "cpu"       ? "running_ns"
+         : phase == "yield"   ? "runnable_ns"
+         : phase == "syscall" ? "syscall_ns"
+                              : "waiting_ns";
+}
 
 struct Phase {
   std::string name;
@@ -250,6 +265,170 @@ TEST_P(Why, LatencyTotalsHoldEveryPhase) {
       std::regex(R"(\n  why: waiting [^\n]*chan receive [^\n]*woken by main\.chanSender[;)])")))
       << t.out;
   EXPECT_NE(t.out.find("\n  why (slowest 1%): "), std::string::npos) << t.out;
+}
+
+// latency --why's tail: in the fixture's tail mode, 1 of 100 calls waits 40 ms on a channel
+// and the others return at once, so the slowest 1% is that call: why_slowest holds it alone,
+// its time waiting on "chan receive", woken by main.chanSender. The totals hold all 100.
+TEST_P(Why, LatencyTailIsTheSlowCall) {
+  const Fixture& fx = fixtures_.back();
+  SCOPED_TRACE(fx.label());
+  auto r = run_command({gotap_binary(), "latency", "--backend", GetParam(), "--why", "--json",
+                        "main.step", "--", fx.path, "tail"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto truth = truth_of(r.out);
+  ASSERT_EQ(truth.size(), 100u) << "a why fixture without the tail mode? " << r.out;
+  double chan = 0, delay = 0;
+  for (const Phase& p : truth) {
+    if (p.name == "chan") chan = p.wall;
+    delay += p.run_delay;
+  }
+  ASSERT_GT(chan, 0) << r.out;
+  const auto lat = events_in(r.out, "latency");
+  ASSERT_EQ(lat.size(), 1u) << r.out;
+  EXPECT_EQ(lat[0]["why"]["calls"], 100);
+  const json& slow = lat[0]["why_slowest"];
+  SCOPED_TRACE(slow.dump());
+  EXPECT_EQ(slow["calls"], 1);
+  const double tol = std::max(3 * kMs, 0.15 * chan) + delay;
+  EXPECT_NEAR(part(slow, "waiting_ns"), chan, tol);
+  const json w = main_wait(slow);
+  ASSERT_FALSE(w.is_null());
+  EXPECT_EQ(w["reason"], "chan receive");
+  EXPECT_EQ(w["woken_by"].value("func", ""), "main.chanSender");
+  // Shares: each part's fraction of the parts' sum; waiting is nearly all of the tail.
+  ASSERT_TRUE(slow["shares"].is_object());
+  EXPECT_NEAR(slow["shares"]["waiting"].get<double>(), part(slow, "waiting_ns") / chan, tol / chan);
+  EXPECT_TRUE(slow["shares"]["preempted"].is_null()) << "a null part has a null share";
+  double sum = 0;
+  for (const auto& [k, v] : slow["shares"].items())
+    if (v.is_number()) sum += v.get<double>();
+  EXPECT_NEAR(sum, 1.0, 0.001);
+}
+
+// The issue's check: `latency --why` totals are the sum of `trace --why` over the same calls.
+// Two runs of the same workload (one round of the fixture's phases): per part, the latency
+// total and the trace's sum agree within the per-call bounds (max(3 ms, 15%) each, plus the
+// kernel's run delays of both runs), and the waits by reason too.
+TEST_P(Why, LatencyTotalsAreTheSumOfTraces) {
+  const Fixture& fx = fixtures_.back();
+  SCOPED_TRACE(fx.label());
+  auto t = run_command({gotap_binary(), "trace", "--backend", GetParam(), "--why", "--json",
+                        "main.step", "--", fx.path});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  auto l = run_command({gotap_binary(), "latency", "--backend", GetParam(), "--why", "--json",
+                        "main.step", "--", fx.path});
+  ASSERT_EQ(l.exit_code, 0) << l.err;
+  const auto truth_t = truth_of(t.out), truth_l = truth_of(l.out);
+  ASSERT_EQ(truth_t.size(), 7u) << t.out;
+  ASSERT_EQ(truth_l.size(), 7u) << l.out;
+  double tol = 0;
+  for (size_t i = 0; i < 7; ++i)
+    tol += std::max(3 * kMs, 0.15 * std::max(truth_t[i].wall, truth_l[i].wall)) +
+           truth_t[i].run_delay + truth_l[i].run_delay;
+  std::map<std::string, double> sum;     // part -> summed over the trace's returns
+  std::map<std::string, double> by_why;  // wait reason -> ns
+  int returns = 0;
+  for (const auto& e : events_in(t.out, "return")) {
+    ++returns;
+    for (const char* k : kParts) sum[k] += part(e["why"], k);
+    for (const auto& w : e["why"]["waits"])
+      by_why[w["reason"].get<std::string>()] += w["ns"].get<double>();
+  }
+  ASSERT_EQ(returns, 7);
+  const auto lat = events_in(l.out, "latency");
+  ASSERT_EQ(lat.size(), 1u) << l.out;
+  const json& why = lat[0]["why"];
+  SCOPED_TRACE(why.dump());
+  EXPECT_EQ(why["calls"], returns);
+  for (const char* k : kParts) EXPECT_NEAR(part(why, k), sum[k], tol) << k;
+  std::map<std::string, double> lat_why;
+  for (const auto& w : why["waits"])
+    lat_why[w["reason"].get<std::string>()] += w["ns"].get<double>();
+  ASSERT_EQ(lat_why.size(), by_why.size());
+  for (const auto& [reason, ns] : by_why) EXPECT_NEAR(lat_why[reason], ns, tol) << reason;
+}
+
+// --prometheus with --why, scraped while the fixture runs (three rounds) until gotap has
+// served the final values: gotap_call_seconds_total{func="main.step",part="waiting",
+// reason="chan receive"} is the chan phases' time (within max(3 ms, 15%) per call), and every
+// part's series is the sum of the same run's `trace --why` returns (written with -o).
+TEST_P(Why, PrometheusSecondsByPartAndReason) {
+  const Fixture& fx = fixtures_.back();
+  SCOPED_TRACE(fx.label());
+  const int port = free_port();
+  const std::string out = "/tmp/gotap-why-prom-" + std::to_string(getpid()) + ".json";
+  Child g = spawn({gotap_binary(), "trace", "--backend", GetParam(), "--why", "--json", "-o", out,
+                   "--prometheus", ":" + std::to_string(port), "--prometheus-linger", "30",
+                   "main.step", "--", fx.path, "3"});
+  ASSERT_GT(g.pid, 0);
+  const std::string err = read_until(g.err, "/metrics\n", 30000);
+  ASSERT_NE(err.find("serving metrics"), std::string::npos) << err;
+  // Scrape until gotap has served the final values and gone: the last answer holds them.
+  std::string last;
+  int scrapes = 0;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       std::chrono::steady_clock::now() < until;) {
+    auto r = http_get(port, "/metrics");
+    if (!r) break;
+    if (r->rfind("HTTP/1.1 200", 0) == 0) last = *r, ++scrapes;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  int st = 0;
+  waitpid(g.pid, &st, 0);
+  const std::string fixture_out = read_all(g.out);
+  close(g.out);
+  close(g.err);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  EXPECT_GT(scrapes, 1) << "scraped while the fixture ran";
+  const auto events = events_in(read_file(out));
+  unlink(out.c_str());
+
+  // part -> reason -> seconds, of main.step's series.
+  std::map<std::string, std::map<std::string, double>> served;
+  std::regex line(R"re(gotap_call_seconds_total\{([^}]*)\} ([0-9.e+-]+))re");
+  for (auto it = std::sregex_iterator(last.begin(), last.end(), line); it != std::sregex_iterator();
+       ++it) {
+    const std::string labels = (*it)[1];
+    std::smatch m;
+    std::string func, part_name, reason;
+    if (std::regex_search(labels, m, std::regex(R"re(func="([^"]*)")re"))) func = m[1];
+    if (std::regex_search(labels, m, std::regex(R"re(part="([^"]*)")re"))) part_name = m[1];
+    if (std::regex_search(labels, m, std::regex(R"re(reason="([^"]*)")re"))) reason = m[1];
+    EXPECT_TRUE(labels.find("binary=\"why\"") != std::string::npos) << labels;
+    if (func == "main.step") served[part_name][reason] = std::stod((*it)[2]);
+  }
+  ASSERT_FALSE(served.empty()) << last;
+  EXPECT_FALSE(served.count("preempted")) << "a part not measured has no series";
+
+  // The truth: the chan phases' wall times.
+  const auto truth = truth_of(fixture_out);
+  ASSERT_EQ(truth.size(), 21u) << fixture_out;
+  double chan = 0, tol = 0;
+  for (const Phase& p : truth)
+    if (p.name == "chan") chan += p.wall, tol += std::max(3 * kMs, 0.15 * p.wall) + p.run_delay;
+  EXPECT_NEAR(served["waiting"]["chan receive"] * 1e9, chan, tol);
+  for (const auto& [p, reasons] : served)
+    if (p != "waiting") EXPECT_EQ(reasons.size(), 1u) << p << ": reason only for waiting";
+
+  // The same calls' trace: every series is the sum of its returns' parts.
+  std::map<std::string, std::map<std::string, double>> summed;
+  int returns = 0;
+  for (const auto& e : events) {
+    if (e.value("event", "") != "return") continue;
+    ++returns;
+    const json& why = e["why"];
+    for (const char* k : kParts)
+      if (std::string p = std::string(k).substr(0, std::string(k).size() - 3);
+          p != "waiting" && why[k].is_number())
+        summed[p][""] += why[k].get<double>();
+    for (const auto& w : why["waits"])
+      summed["waiting"][w["reason"].get<std::string>()] += w["ns"].get<double>();
+  }
+  EXPECT_EQ(returns, 21);
+  for (const auto& [p, reasons] : summed)
+    for (const auto& [reason, ns] : reasons)
+      EXPECT_NEAR(served[p][reason] * 1e9, ns, 1e3 + ns * 1e-9) << p << " " << reason;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Why, ::testing::Values("ebpf", "ptrace"),

@@ -2,6 +2,7 @@
 // status changes whose intervals are known by construction.
 #include <gtest/gtest.h>
 
+#include "core/events/live_metrics.h"
 #include "core/why/why_latency.h"
 #include "core/why/why_tracker.h"
 
@@ -227,6 +228,51 @@ TEST(WhyTracker, TotalsMergeSystemCallsByName) {
   add_why(total, why_json(WhySplit{}));
   EXPECT_TRUE(total["syscalls"].is_null());
   EXPECT_TRUE(total["preempted_ns"].is_null());
+// latency --why's shares: each part's and wait's fraction of the parts' sum, null for a null
+// part; the text gives them as percentages.
+TEST(WhyTracker, SharesOfTheTotals) {
+  WhySplit a;
+  a.running_ns = 25;
+  a.waiting_ns = 75;
+  a.waits.push_back({"sleep", 75, 1, {WokenBy::Timer, 0, ""}, "time.Sleep"});
+  Event total;
+  add_why(total, why_json(a));
+  add_shares(total);
+  EXPECT_EQ(total["shares"]["running"], 0.25);
+  EXPECT_EQ(total["shares"]["waiting"], 0.75);
+  EXPECT_EQ(total["shares"]["syscall"], 0.0);
+  EXPECT_TRUE(total["shares"]["preempted"].is_null());
+  EXPECT_EQ(total["waits"][0]["share"], 0.75);
+  EXPECT_EQ(why_text(total),
+            "waiting 0 us 75% (sleep at time.Sleep, woken by a timer) \u00b7 running 0 us 25%");
+}
+
+// --prometheus --why: gotap_call_seconds_total's values, by function, part and wait reason,
+// are the returns' parts summed; a null part makes no series, and a wait with no reason
+// counts under reason "".
+TEST(WhyTracker, MetricsSumPartsByReason) {
+  LiveMetrics m;
+  WhySplit a;
+  a.running_ns = 2;
+  a.runnable_ns = 3;
+  a.waiting_ns = 30;
+  a.waits.push_back({"chan receive", 20, 1, {WokenBy::Goroutine, 7, "main.s"}, "main.f"});
+  a.waits.push_back({"", 10, 1, {}, ""});
+  m.add_why("main.f", why_json(a));
+  a.waits.pop_back();
+  a.waiting_ns = 20;
+  m.add_why("main.f", why_json(a));
+  m.add_why("main.g", why_json(a));
+  const auto s = m.read();
+  using K = std::tuple<std::string, std::string, std::string>;
+  EXPECT_EQ(s.why_ns.at(K("main.f", "running", "")), 4u);
+  EXPECT_EQ(s.why_ns.at(K("main.f", "runnable", "")), 6u);
+  EXPECT_EQ(s.why_ns.at(K("main.f", "syscall", "")), 0u);
+  EXPECT_EQ(s.why_ns.at(K("main.f", "waiting", "chan receive")), 40u);
+  EXPECT_EQ(s.why_ns.at(K("main.f", "waiting", "")), 10u);
+  EXPECT_EQ(s.why_ns.at(K("main.g", "waiting", "chan receive")), 20u);
+  EXPECT_FALSE(s.why_ns.count(K("main.f", "preempted", ""))) << "null: no series";
+  EXPECT_EQ(s.why_ns.size(), 9u);
 }
 
 // `gotap report` renders a record's why, which can be any JSON: never a throw.
@@ -234,7 +280,9 @@ TEST(WhyTracker, TextOfAnyJsonDoesNotThrow) {
   for (const char* doc :
        {R"({"waiting_ns":5,"waits":[1,{"woken_by":{"by":3,"goid":"x"}},{"woken_by":[]}]})",
         R"({"waiting_ns":"x","running_ns":-1,"waits":{}})", R"([])", R"(null)",
-        R"({"waiting_ns":5,"waits":[{"reason":7,"parked_at":{},"ns":"9","woken_by":{"func":1}}]})"})
+        R"({"waiting_ns":5,"waits":[{"reason":7,"parked_at":{},"ns":"9","woken_by":{"func":1}}]})",
+        R"({"running_ns":5,"shares":{"running":"x"},"waiting_ns":5,"waits":[{"share":[]},{}]})",
+        R"({"running_ns":5,"shares":[1],"waiting_ns":5,"waits":[{"share":null}]})"})
     EXPECT_NO_THROW(why_text(Event::parse(doc))) << doc;
   EXPECT_EQ(why_text(Event::parse(R"({"waiting_ns":5,"waits":[{"woken_by":{"goid":3}}]})")),
             "waiting 0 us (unknown reason, woken by ? [g 3])");
