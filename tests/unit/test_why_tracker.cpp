@@ -228,6 +228,8 @@ TEST(WhyTracker, TotalsMergeSystemCallsByName) {
   add_why(total, why_json(WhySplit{}));
   EXPECT_TRUE(total["syscalls"].is_null());
   EXPECT_TRUE(total["preempted_ns"].is_null());
+}
+
 // latency --why's shares: each part's and wait's fraction of the parts' sum, null for a null
 // part; the text gives them as percentages.
 TEST(WhyTracker, SharesOfTheTotals) {
