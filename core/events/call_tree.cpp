@@ -4,6 +4,46 @@
 
 namespace gotap {
 
+namespace {
+
+OffCpu off_cpu_of(const std::string& to) {
+  // As core/why counts them: preempted is a goroutine suspended for the GC, waiting for the
+  // scheduler as a runnable one does.
+  if (to == "waiting" || to == "leaked") return OffCpu::Waiting;
+  if (to == "runnable" || to == "preempted") return OffCpu::Runnable;
+  if (to == "syscall") return OffCpu::Syscall;
+  return OffCpu::None;
+}
+
+// The waker a status change carries (--why): a record's event may hold anything.
+std::optional<Waker> waker_of(const Event& ev) {
+  const auto w = ev.find("woken_by");
+  if (w == ev.end() || !w->is_object()) return std::nullopt;
+  const auto g = w->find("goid");
+  if (g == w->end() || !g->is_number_integer()) return std::nullopt;
+  Waker k{g->get<int64_t>(), ""};
+  if (const auto f = w->find("func"); f != w->end() && f->is_string()) k.func = *f;
+  return k;
+}
+
+}  // namespace
+
+std::string off_cpu_name(OffCpu kind, const std::string& detail) {
+  switch (kind) {
+    case OffCpu::Waiting:
+      return detail.empty() ? "(waiting)" : "(waiting: " + detail + ")";
+    case OffCpu::Runnable:
+      return "(runnable)";
+    case OffCpu::Syscall:
+      return detail.empty() ? "(syscall)" : "(syscall " + detail + ")";
+    case OffCpu::Preempted:
+      return "(preempted)";
+    case OffCpu::None:
+      break;
+  }
+  return "";
+}
+
 void CallTree::add(const Event& ev) {
   const std::string kind = ev.value("event", "");
   if (kind != "entry" && kind != "return" && kind != "unfinished" && kind != "gstate") return;
@@ -18,22 +58,32 @@ void CallTree::add(const Event& ev) {
     for (const auto& s : stack) v.push_back(s.func);
     return v;
   };
-  // A wait ends with the goroutine's next status change (it cannot call or return before).
+  // A stretch off the CPU ends with the goroutine's next status change (it cannot call or
+  // return before). A wait's end says who ended it.
   if (!stack.empty() && stack.back().wait) {
     CallSpan s = std::move(stack.back());
     stack.pop_back();
     s.end_ns = std::max(ts, s.start_ns);
+    if (kind == "gstate" && s.off_cpu == OffCpu::Waiting) s.woken_by = waker_of(ev);
     done_.push_back(std::move(s));
   }
   if (kind == "gstate") {
-    // Only waits inside traced calls: they tell where a call's time went.
-    if (ev.value("to", "") != "waiting" || stack.empty()) return;
-    const std::string reason = ev.value("reason", "");
-    CallSpan s{goid,    reason.empty() ? "(waiting)" : "(waiting: " + reason + ")",
-               ts,      ts,
-               true,    false,
-               names(), Event()};
+    if (stack.empty()) return;
+    const OffCpu part = off_cpu_of(ev.value("to", ""));
+    // Only waits without --why, as before it.
+    if (part == OffCpu::None || (part != OffCpu::Waiting && !opts_.why)) return;
+    CallSpan s;
+    s.goid = goid;
+    s.start_ns = s.end_ns = ts;
+    s.stack = names();
     s.wait = true;
+    s.off_cpu = part;
+    if (part == OffCpu::Waiting) {
+      s.detail = ev.value("reason", "");
+      if (const auto p = ev.find("parked_at"); p != ev.end() && p->is_string()) s.parked_at = *p;
+    }
+    if (part == OffCpu::Runnable) s.woken_by = waker_of(ev);
+    s.func = off_cpu_name(part, s.detail);
     stack.push_back(std::move(s));
     return;
   }
