@@ -1,6 +1,8 @@
 #include "core/why/why_sink.h"
 
 #include <algorithm>
+#include <deque>
+#include <unordered_map>
 
 #include "core/events/typed_events.h"
 #include "core/why/why_tracker.h"
@@ -19,15 +21,28 @@ class WhySink : public EventSink {
     if (kind != ev.end() && kind->is_string()) {
       const std::string& k = kind->get_ref<const std::string&>();
       if (k == "gstate" || k == "gcreate" || k == "gexit") {
+        // Whether it happened inside a traced call: after a wake-up the goroutine is still
+        // inside, and before its entry it was not.
+        const int64_t goid = ev.value("goid", int64_t{0});
+        const bool inside = k == "gstate" && tracker_.inside_call(goid);
+        if (opts_.entries_held) remember(k, goid, ev);
         goroutine_event(k, ev);
-        if (pass_) next_->emit(ev);
+        if (pass_)
+          next_->emit(ev);
+        else if (inside)
+          for (EventSink* s : opts_.call_states_to) s->emit(ev);
         return;
       }
       if (k == "entry" || k == "return") {
         // A call event as JSON (a sink that builds them itself): the typed path's work.
-        if (k == "entry" && !ev.value("inlined", false))
-          tracker_.entry(ev.value("ts_ns", uint64_t{0}), ev.value("goid", int64_t{0}),
-                         ev.value("func", ""));
+        if (k == "entry" && !ev.value("inlined", false)) {
+          const int64_t goid = ev.value("goid", int64_t{0});
+          const uint64_t ts = ev.value("ts_ns", uint64_t{0});
+          tracker_.entry(ts, goid, ev.value("func", ""));
+          next_->emit(ev);
+          replay(goid, ts);
+          return;
+        }
         if (k == "return") {
           auto s = tracker_.ret(ev.value("ts_ns", uint64_t{0}), ev.value("goid", int64_t{0}),
                                 ev.value("func", ""));
@@ -61,6 +76,7 @@ class WhySink : public EventSink {
   void emit_entry(const CallEntry& e) override {
     if (!e.inlined) tracker_.entry(e.ts_ns, e.goid, e.func);
     next_->emit_entry(e);
+    if (!e.inlined) replay(e.goid, e.ts_ns);
   }
   void emit_return(const CallReturn& r) override {
     auto s = tracker_.ret(r.ts_ns, r.goid, r.func);
@@ -74,6 +90,36 @@ class WhySink : public EventSink {
   void flush() override { next_->flush(); }
 
  private:
+  // A goroutine's status changes while no call of it is known to be open: a held entry may
+  // yet show that one was.
+  void remember(const std::string& k, int64_t goid, const Event& ev) {
+    if (k == "gexit") {
+      recent_.erase(goid);
+      return;
+    }
+    if (k != "gstate" || tracker_.inside_call(goid)) return;
+    auto& h = recent_[goid];
+    const uint64_t ts = ev.value("ts_ns", uint64_t{0});
+    h.push_back({ev, false});
+    while (h.size() > kHeldHistory ||
+           (h.front().ev.value("ts_ns", uint64_t{0}) + kHeldHistoryNs < ts))
+      h.pop_front();
+  }
+  // A call entered at ts on goid, told only now: its goroutine's changes since then are the
+  // call's, and the views and the record get those they did not get yet, after its entry.
+  void replay(int64_t goid, uint64_t ts) {
+    if (!opts_.entries_held) return;
+    auto it = recent_.find(goid);
+    if (it == recent_.end()) return;
+    for (Change& c : it->second) {
+      if (c.ev.value("ts_ns", uint64_t{0}) <= ts) continue;
+      goroutine_event("gstate", c.ev);
+      if (c.forwarded || pass_) continue;
+      c.forwarded = true;
+      for (EventSink* s : opts_.call_states_to) s->emit(c.ev);
+    }
+  }
+
   void goroutine_event(const std::string& k, const Event& ev) {
     const int64_t goid = ev.value("goid", int64_t{0});
     if (k == "gexit") return tracker_.exited(goid);
@@ -106,6 +152,11 @@ class WhySink : public EventSink {
   bool pass_;
   WhyOptions opts_;
   WhyTracker tracker_;
+  struct Change {
+    Event ev;
+    bool forwarded;  // to call_states_to, for a call entered before it
+  };
+  std::unordered_map<int64_t, std::deque<Change>> recent_;
 };
 
 }  // namespace

@@ -65,6 +65,8 @@ class WhyTracker {
   // goid's start function (from its creation, or its first sight).
   void named(int64_t goid, const std::string& func);
   void exited(int64_t goid);
+  // Whether goid has a traced call open.
+  bool inside_call(int64_t goid) const { return open_.count(goid) != 0; }
 
  private:
   struct OpenCall {
