@@ -46,6 +46,7 @@ std::string off_cpu_name(OffCpu kind, const std::string& detail) {
 
 void CallTree::add(const Event& ev) {
   const std::string kind = ev.value("event", "");
+  if (kind == "kwhy") return kernel_interval(ev);
   if (kind != "entry" && kind != "return" && kind != "unfinished" && kind != "gstate") return;
   const int64_t goid = ev.value("goid", int64_t{0});
   const uint64_t ts = ev.value("ts_ns", uint64_t{0});
@@ -112,6 +113,48 @@ void CallTree::add(const Event& ev) {
     s.finished = kind == "return" && stack.size() == idx;
     done_.push_back(std::move(s));
   }
+}
+
+void CallTree::kernel_interval(const Event& ev) {
+  if (!opts_.why) return;
+  const auto get = [&](const char* key) {
+    const auto it = ev.find(key);
+    return it != ev.end() && it->is_number_unsigned() ? it->get<uint64_t>() : uint64_t{0};
+  };
+  const auto str = [&](const char* key) {
+    const auto it = ev.find(key);
+    return it != ev.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  const int64_t goid = ev.value("goid", int64_t{0});
+  const std::string kind = str("kind");
+  const uint64_t to = get("ts_ns");
+  auto it = open_.find(goid);
+  if (it == open_.end() || it->second.empty() || (kind != "syscall" && kind != "preempted")) return;
+  auto& stack = it->second;
+  last_ts_ = std::max(last_ts_, to);
+  // Inside Go's own system-call state, the kernel's call names that stretch (the longest,
+  // when Go's stretch holds several).
+  if (stack.back().wait) {
+    CallSpan& go = stack.back();
+    if (kind == "syscall" && go.off_cpu == OffCpu::Syscall && to - get("from_ns") > go.named_by) {
+      go.named_by = to - get("from_ns");
+      go.detail = str("name");
+      go.func = off_cpu_name(OffCpu::Syscall, go.detail);
+    }
+    return;  // other overlaps would not nest
+  }
+  // Else the goroutine was running to Go: a system call Go does not wrap, or its thread taken
+  // off the CPU. A stretch of its own beneath the innermost call, clipped to it.
+  CallSpan s;
+  s.goid = goid;
+  s.start_ns = std::min(std::max(get("from_ns"), stack.back().start_ns), to);
+  s.end_ns = to;
+  for (const auto& c : stack) s.stack.push_back(c.func);
+  s.wait = true;
+  s.off_cpu = kind == "syscall" ? OffCpu::Syscall : OffCpu::Preempted;
+  s.detail = kind == "syscall" ? str("name") : "";
+  s.func = off_cpu_name(s.off_cpu, s.detail);
+  done_.push_back(std::move(s));
 }
 
 std::vector<CallSpan> CallTree::finish(uint64_t end_ns) {

@@ -20,7 +20,8 @@
 namespace gotap {
 
 // What a span that is not a call stands for: a stretch of a traced call's time off the CPU.
-// Preempted (the kernel took the goroutine's thread off a CPU) has no source yet.
+// Syscall by name and Preempted (the kernel took the goroutine's thread off a CPU) come from
+// the kernel's intervals (`kwhy` events, eBPF), where the backend reads them.
 enum class OffCpu { None, Waiting, Runnable, Syscall, Preempted };
 
 // Who made a goroutine runnable at the end of a wait: another goroutine (goid > 0, with its
@@ -42,6 +43,7 @@ struct CallSpan {
   bool wait = false;               // a stretch off the CPU (below), not a call
   OffCpu off_cpu = OffCpu::None;
   std::string detail;     // waiting: the reason; syscall: the system call's name
+  uint64_t named_by = 0;  // syscall: how long the kernel's call that named it lasted
   std::string parked_at;  // waiting: where it parked, when the backend read it
   // waiting: who ended it; runnable: who made it runnable, at start_ns (when it follows a
   // wait). When the backend told.
@@ -59,13 +61,17 @@ class CallTree {
   };
   CallTree() = default;
   explicit CallTree(Options o) : opts_(o) {}
-  // Feeds one event; entry/return/unfinished and gstate are used, the rest ignored.
+  // Feeds one event; entry/return/unfinished and gstate are used, and with --why the
+  // kernel's intervals of a goroutine (`kwhy`: a system call by name, or its thread off the
+  // CPU, from_ns to ts_ns), the rest ignored.
   void add(const Event& ev);
   // Closes calls still open at `end_ns` (the last timestamp seen when 0) as unfinished and
   // returns every span, ordered by goroutine, then start time.
   std::vector<CallSpan> finish(uint64_t end_ns = 0);
 
  private:
+  void kernel_interval(const Event& ev);
+
   std::map<int64_t, std::vector<CallSpan>> open_;  // per goroutine, innermost last
   std::vector<CallSpan> done_;
   uint64_t last_ts_ = 0;

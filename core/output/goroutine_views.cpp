@@ -277,7 +277,8 @@ class GoroutineEventDrop : public EventSink {
   explicit GoroutineEventDrop(std::unique_ptr<EventSink> inner) : inner_(std::move(inner)) {}
   void emit(const Event& ev) override {
     const auto k = ev.find("event");
-    if (k != ev.end() && k->is_string() && (*k == "gstate" || *k == "gcreate" || *k == "gexit"))
+    if (k != ev.end() && k->is_string() &&
+        (*k == "gstate" || *k == "gcreate" || *k == "gexit" || *k == "kwhy"))
       return;
     inner_->emit(ev);
   }

@@ -25,7 +25,8 @@ struct GoroutineSelection {
 std::unique_ptr<EventSink> make_goroutine_filter(std::unique_ptr<EventSink> inner,
                                                  GoroutineSelection sel);
 
-// Drops the gcreate, gstate and gexit events, and passes the rest: a view of a record made
+// Drops the gcreate, gstate and gexit events (and --why's kernel intervals), and passes the
+// rest: a view of a record made
 // with --why but not --goroutines shows what the live run showed.
 std::unique_ptr<EventSink> make_goroutine_event_drop(std::unique_ptr<EventSink> inner);
 

@@ -20,6 +20,13 @@ class WhySink : public EventSink {
     const auto kind = ev.find("event");
     if (kind != ev.end() && kind->is_string()) {
       const std::string& k = kind->get_ref<const std::string&>();
+      // The kernel's intervals (eBPF: a system call by name, a thread off the CPU) are drawn
+      // by the views too, inside traced calls.
+      if (k == "kwhy") {
+        if (tracker_.inside_call(ev.value("goid", int64_t{0})))
+          for (EventSink* s : opts_.call_states_to) s->emit(ev);
+        return;
+      }
       if (k == "gstate" || k == "gcreate" || k == "gexit") {
         // Whether it happened inside a traced call: after a wake-up the goroutine is still
         // inside, and before its entry it was not.

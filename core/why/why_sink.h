@@ -17,7 +17,8 @@ struct WhyOptions {
   bool syscalls_seen = true;
   // Without --goroutines: the sinks that draw a call's stretches off the CPU (graph,
   // Perfetto, flame graphs) and the record get the status changes of goroutines inside
-  // traced calls, bypassing the rest (which prints or counts goroutine events).
+  // traced calls, and the kernel's intervals of those goroutines (`kwhy`), bypassing the
+  // rest (which prints or counts goroutine events).
   std::vector<EventSink*> call_states_to;
   // A condition decided at the return (--slower, --errors, on results or duration) holds a
   // call's entry until then: the sink keeps each goroutine's last status changes to credit

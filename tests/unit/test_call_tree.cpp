@@ -125,5 +125,38 @@ TEST(CallTree, WhyAddsRunnableAndSyscallSpansAndWakers) {
   EXPECT_EQ(plain.finish().size(), 2u);
 }
 
+// The kernel's intervals (--why on eBPF, `kwhy` events): a system call inside Go's own
+// syscall stretch names it; one while Go had the goroutine running, and the time its thread
+// was off the CPU, are stretches of their own beneath the call.
+TEST(CallTree, KernelIntervalsNameSyscallsAndShowPreemption) {
+  auto kwhy = [](const char* kind, uint64_t from, uint64_t to, const char* name) {
+    Event e = {{"event", "kwhy"}, {"kind", kind}, {"from_ns", from},
+               {"ts_ns", to},     {"tid", 10},    {"goid", 1}};
+    if (*name) e["name"] = name;
+    return e;
+  };
+  CallTree t(CallTree::Options{.why = true});
+  t.add(kwhy("syscall", 1, 5, "read"));  // no call open: nothing
+  t.add(call("entry", 10, 1, "main.f"));
+  t.add(state(20, 1, "running", "syscall", ""));
+  t.add(kwhy("syscall", 21, 23, "write"));
+  t.add(kwhy("syscall", 24, 34, "nanosleep"));  // the longest names it
+  t.add(state(35, 1, "syscall", "running", ""));
+  t.add(kwhy("preempted", 40, 48, ""));
+  t.add(kwhy("syscall", 50, 56, "futex"));  // a raw system call, running to Go
+  t.add(call("return", 60, 1, "main.f"));
+  auto spans = t.finish();
+  ASSERT_EQ(spans.size(), 4u);
+  EXPECT_EQ(spans[1].func, "(syscall nanosleep)");
+  EXPECT_EQ(spans[1].start_ns, 20u);
+  EXPECT_EQ(spans[1].end_ns, 35u);
+  EXPECT_EQ(spans[2].func, "(preempted)");
+  EXPECT_EQ(spans[2].off_cpu, OffCpu::Preempted);
+  EXPECT_EQ(spans[2].end_ns - spans[2].start_ns, 8u);
+  EXPECT_EQ(spans[3].func, "(syscall futex)");
+  EXPECT_EQ(spans[3].start_ns, 50u);
+  EXPECT_EQ(spans[3].stack, std::vector<std::string>{"main.f"});
+}
+
 }  // namespace
 }  // namespace gotap

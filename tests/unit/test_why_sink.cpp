@@ -81,10 +81,21 @@ TEST(WhySink, ViewsGetTheChangesInsideCalls) {
   sink->emit(state(3 * ms, 1, "running", "waiting", "chan receive"));
   sink->emit(state(4 * ms, 1, "waiting", "runnable"));
   sink->emit(state(5 * ms, 1, "runnable", "running"));
+  // The kernel's intervals of a goroutine inside a call, for the views alone.
+  sink->emit({{"event", "kwhy"},
+              {"kind", "preempted"},
+              {"from_ns", 5 * ms + 1},
+              {"ts_ns", 5 * ms + 9},
+              {"goid", 1}});
+  sink->emit({{"event", "kwhy"},
+              {"kind", "preempted"},
+              {"from_ns", 5 * ms + 1},
+              {"ts_ns", 5 * ms + 9},
+              {"goid", 2}});
   sink->emit(call("return", 6 * ms, 1));
   sink->emit(state(7 * ms, 1, "running", "waiting", "sleep"));  // after it
-  EXPECT_EQ(kinds(views.got),
-            (std::vector<std::string>{"gstate@3000000", "gstate@4000000", "gstate@5000000"}));
+  EXPECT_EQ(kinds(views.got), (std::vector<std::string>{"gstate@3000000", "gstate@4000000",
+                                                        "gstate@5000000", "kwhy@5000009"}));
   EXPECT_EQ(kinds(out->got), (std::vector<std::string>{"entry@2000000", "return@6000000"}));
 }
 
