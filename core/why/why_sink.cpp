@@ -23,7 +23,11 @@ class WhySink : public EventSink {
       // The kernel's intervals (eBPF: a system call by name, a thread off the CPU) are drawn
       // by the views too, inside traced calls.
       if (k == "kwhy") {
-        if (tracker_.inside_call(ev.value("goid", int64_t{0})))
+        const int64_t goid = ev.value("goid", int64_t{0});
+        const bool inside = tracker_.inside_call(goid);
+        if (opts_.entries_held) remember(k, goid, ev);
+        kernel_interval(ev);
+        if (inside)
           for (EventSink* s : opts_.call_states_to) s->emit(ev);
         return;
       }
@@ -97,14 +101,14 @@ class WhySink : public EventSink {
   void flush() override { next_->flush(); }
 
  private:
-  // A goroutine's status changes while no call of it is known to be open: a held entry may
-  // yet show that one was.
+  // A goroutine's status changes (and the kernel's intervals) while no call of it is known
+  // to be open: a held entry may yet show that one was.
   void remember(const std::string& k, int64_t goid, const Event& ev) {
     if (k == "gexit") {
       recent_.erase(goid);
       return;
     }
-    if (k != "gstate" || tracker_.inside_call(goid)) return;
+    if ((k != "gstate" && k != "kwhy") || tracker_.inside_call(goid)) return;
     auto& h = recent_[goid];
     const uint64_t ts = ev.value("ts_ns", uint64_t{0});
     h.push_back({ev, false});
@@ -120,12 +124,23 @@ class WhySink : public EventSink {
     if (it == recent_.end()) return;
     for (Change& c : it->second) {
       if (c.ev.value("ts_ns", uint64_t{0}) <= ts) continue;
-      goroutine_event("gstate", c.ev);
-      if (c.forwarded || pass_) continue;
+      // The kernel's intervals end at ts_ns, and are clipped to the call where credited.
+      const bool kernel = c.ev.value("event", "") == "kwhy";
+      if (kernel)
+        kernel_interval(c.ev);
+      else
+        goroutine_event("gstate", c.ev);
+      // The kernel's intervals never go on to next_, whatever pass_ says.
+      if (c.forwarded || (pass_ && !kernel)) continue;
       c.forwarded = true;
       for (EventSink* s : opts_.call_states_to) s->emit(c.ev);
     }
   }
+
+  // The kernel's intervals of a goroutine (eBPF's `kwhy` events: a system call by name, its
+  // thread off the CPU): what the tracker credits of them to the open calls comes with their
+  // collection; this sink only hands them to the views.
+  void kernel_interval(const Event&) {}
 
   void goroutine_event(const std::string& k, const Event& ev) {
     const int64_t goid = ev.value("goid", int64_t{0});

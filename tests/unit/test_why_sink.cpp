@@ -46,6 +46,11 @@ TEST(WhySink, HeldEntryIsCreditedTheChangesSinceIt) {
   sink->emit(state(2 * ms, 1, "running", "waiting", "sleep"));
   sink->emit(state(32 * ms, 1, "waiting", "runnable"));
   sink->emit(state(33 * ms, 1, "runnable", "running"));
+  sink->emit({{"event", "kwhy"},
+              {"kind", "preempted"},
+              {"from_ns", 34 * ms},
+              {"ts_ns", 35 * ms},
+              {"goid", 1}});
   sink->emit(call("entry", 1 * ms, 1));
   sink->emit(call("return", 40 * ms, 1));
   ASSERT_EQ(out->got.size(), 2u);
@@ -54,8 +59,8 @@ TEST(WhySink, HeldEntryIsCreditedTheChangesSinceIt) {
   EXPECT_EQ(why["runnable_ns"], 1 * ms);
   EXPECT_EQ(why["running_ns"], 8 * ms);
   EXPECT_EQ(why["waits"][0]["reason"], "sleep");
-  EXPECT_EQ(kinds(views.got),
-            (std::vector<std::string>{"gstate@2000000", "gstate@32000000", "gstate@33000000"}));
+  EXPECT_EQ(kinds(views.got), (std::vector<std::string>{"gstate@2000000", "gstate@32000000",
+                                                        "gstate@33000000", "kwhy@35000000"}));
 
   // Without a held entry, the same changes before the entry are none of the call's.
   auto next2 = std::make_unique<Collect>();
