@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 
+#include "core/output/goroutine_views.h"
 #include "core/output/output_views.h"
 #include "core/output/record.h"
 #include "frontends/commands.h"
@@ -42,8 +43,20 @@ int cmd_report(const Args& args) {
   if (header->value("command", "") == "graph" && (*header)["patterns"].is_array() &&
       !(*header)["patterns"].empty() && (*header)["patterns"][0].is_string())
     root = (*header)["patterns"][0].get<std::string>();
-  auto sink = format == "graph" ? make_graph_writer(out->fp, root, vm->count("args") > 0)
-                                : make_output(format, out->fp);
+  // A record made with --why (a header field since it came; older records have none).
+  const auto flag = [&](const char* key, bool dflt) {
+    const auto it = header->find(key);
+    return it != header->end() && it->is_boolean() ? it->get<bool>() : dflt;
+  };
+  const ViewOptions view{.why = flag("why", false),
+                         .all_goroutine_events = flag("goroutines", true)};
+  std::unique_ptr<EventSink> sink =
+      format == "graph" ? make_graph_writer(out->fp, root, vm->count("args") > 0, view)
+                        : make_output(format, out->fp, view);
+  // Its status changes inside traced calls are there for the views that draw them; the
+  // others show what the live run showed, without them.
+  if (!view.all_goroutine_events && !draws_call_states(format))
+    sink = make_goroutine_event_drop(std::move(sink));
   if (auto r = replay_record(files[0], *sink); !r) return report_error(r.error());
   return 0;
 }

@@ -50,17 +50,32 @@ Result<std::unique_ptr<TracePipeline>> assemble_pipeline(const TraceRequest& req
   if (!record) return record.error();
   p->record = std::move(*record);
 
-  std::unique_ptr<EventSink> sink = req.command == "graph" && req.format == "graph"
-                                        ? make_graph_writer(p->output.fp, root, req.graph_args)
-                                        : make_output(req.format, p->output.fp);
+  const ViewOptions view{.why = req.why, .all_goroutine_events = req.goroutines};
+  std::unique_ptr<EventSink> sink =
+      req.command == "graph" && req.format == "graph"
+          ? make_graph_writer(p->output.fp, root, req.graph_args, view)
+          : make_output(req.format, p->output.fp, view);
   auto guard = std::make_unique<ReaderGuard>(std::move(sink), p->output.fp);
   p->guard = guard.get();
   sink = std::move(guard);
+  // --why without --goroutines: the status changes inside traced calls go to the views that
+  // draw them and to the record, and nowhere else (why_sink.h).
+  std::vector<EventSink*> call_states_to;
+  if (req.why && !req.goroutines && draws_call_states(req.format))
+    call_states_to.push_back(sink.get());
   if (p->record.fp) {
     Event info = {{"command", req.command},
                   {"binary", real_binary_path(req.binary, opts.target.pid)},
                   {"patterns", req.patterns}};
-    sink = make_tee(std::move(sink), make_record_writer(p->record.fp, info));
+    // What `report` needs to render the record as the run did: a record with `why` but not
+    // `goroutines` holds the status changes inside traced calls alone (docs/json.md).
+    if (req.why) {
+      info["why"] = true;
+      info["goroutines"] = req.goroutines;
+    }
+    auto rec = make_record_writer(p->record.fp, info);
+    if (req.why && !req.goroutines) call_states_to.push_back(rec.get());
+    sink = make_tee(std::move(sink), std::move(rec));
   }
   // Outside the view and the record: both get the same, capped, events.
   sink = make_line_cap(std::move(sink), req.max_line);
@@ -95,7 +110,9 @@ Result<std::unique_ptr<TracePipeline>> assemble_pipeline(const TraceRequest& req
   if (req.why)
     sink = why::make_why_sink(std::move(sink), {.pass_goroutine_events = req.goroutines,
                                                 .syscalls_seen = !plan.go.at_least(1, 26) ||
-                                                                 plan.goroutines.sys_enter != 0});
+                                                                 plan.goroutines.sys_enter != 0,
+                                                .call_states_to = std::move(call_states_to),
+                                                .entries_held = req.condition.any()});
   p->sink = maybe_failing_sink(std::move(sink));
   return p;
 }

@@ -70,6 +70,10 @@ po::options_description options_of(const std::string& command) {
         "why", "split each call's time into running, runnable, syscall and waiting by reason");
   if (command == "latency")
     desc.add_options()("why", "also total where the calls' time went, and that of the slowest 1%");
+  if (command == "graph")
+    desc.add_options()("why",
+                       "also draw where each call's time went: runnable, in system calls, and "
+                       "waiting, with who ended each wait");
   if (command == "count" || command == "latency")
     desc.add_options()("no-failed",
                        "no FAILED column: count then probes only the entries of functions "

@@ -4,8 +4,49 @@
 
 namespace gotap {
 
+namespace {
+
+OffCpu off_cpu_of(const std::string& to) {
+  // As core/why counts them: preempted is a goroutine suspended for the GC, waiting for the
+  // scheduler as a runnable one does.
+  if (to == "waiting" || to == "leaked") return OffCpu::Waiting;
+  if (to == "runnable" || to == "preempted") return OffCpu::Runnable;
+  if (to == "syscall") return OffCpu::Syscall;
+  return OffCpu::None;
+}
+
+// The waker a status change carries (--why): a record's event may hold anything.
+std::optional<Waker> waker_of(const Event& ev) {
+  const auto w = ev.find("woken_by");
+  if (w == ev.end() || !w->is_object()) return std::nullopt;
+  const auto g = w->find("goid");
+  if (g == w->end() || !g->is_number_integer()) return std::nullopt;
+  Waker k{g->get<int64_t>(), ""};
+  if (const auto f = w->find("func"); f != w->end() && f->is_string()) k.func = *f;
+  return k;
+}
+
+}  // namespace
+
+std::string off_cpu_name(OffCpu kind, const std::string& detail) {
+  switch (kind) {
+    case OffCpu::Waiting:
+      return detail.empty() ? "(waiting)" : "(waiting: " + detail + ")";
+    case OffCpu::Runnable:
+      return "(runnable)";
+    case OffCpu::Syscall:
+      return detail.empty() ? "(syscall)" : "(syscall " + detail + ")";
+    case OffCpu::Preempted:
+      return "(preempted)";
+    case OffCpu::None:
+      break;
+  }
+  return "";
+}
+
 void CallTree::add(const Event& ev) {
   const std::string kind = ev.value("event", "");
+  if (kind == "kwhy") return kernel_interval(ev);
   if (kind != "entry" && kind != "return" && kind != "unfinished" && kind != "gstate") return;
   const int64_t goid = ev.value("goid", int64_t{0});
   const uint64_t ts = ev.value("ts_ns", uint64_t{0});
@@ -18,22 +59,32 @@ void CallTree::add(const Event& ev) {
     for (const auto& s : stack) v.push_back(s.func);
     return v;
   };
-  // A wait ends with the goroutine's next status change (it cannot call or return before).
+  // A stretch off the CPU ends with the goroutine's next status change (it cannot call or
+  // return before). A wait's end says who ended it.
   if (!stack.empty() && stack.back().wait) {
     CallSpan s = std::move(stack.back());
     stack.pop_back();
     s.end_ns = std::max(ts, s.start_ns);
+    if (kind == "gstate" && s.off_cpu == OffCpu::Waiting) s.woken_by = waker_of(ev);
     done_.push_back(std::move(s));
   }
   if (kind == "gstate") {
-    // Only waits inside traced calls: they tell where a call's time went.
-    if (ev.value("to", "") != "waiting" || stack.empty()) return;
-    const std::string reason = ev.value("reason", "");
-    CallSpan s{goid,    reason.empty() ? "(waiting)" : "(waiting: " + reason + ")",
-               ts,      ts,
-               true,    false,
-               names(), Event()};
+    if (stack.empty()) return;
+    const OffCpu part = off_cpu_of(ev.value("to", ""));
+    // Only waits without --why, as before it.
+    if (part == OffCpu::None || (part != OffCpu::Waiting && !opts_.why)) return;
+    CallSpan s;
+    s.goid = goid;
+    s.start_ns = s.end_ns = ts;
+    s.stack = names();
     s.wait = true;
+    s.off_cpu = part;
+    if (part == OffCpu::Waiting) {
+      s.detail = ev.value("reason", "");
+      if (const auto p = ev.find("parked_at"); p != ev.end() && p->is_string()) s.parked_at = *p;
+    }
+    if (part == OffCpu::Runnable) s.woken_by = waker_of(ev);
+    s.func = off_cpu_name(part, s.detail);
     stack.push_back(std::move(s));
     return;
   }
@@ -62,6 +113,48 @@ void CallTree::add(const Event& ev) {
     s.finished = kind == "return" && stack.size() == idx;
     done_.push_back(std::move(s));
   }
+}
+
+void CallTree::kernel_interval(const Event& ev) {
+  if (!opts_.why) return;
+  const auto get = [&](const char* key) {
+    const auto it = ev.find(key);
+    return it != ev.end() && it->is_number_unsigned() ? it->get<uint64_t>() : uint64_t{0};
+  };
+  const auto str = [&](const char* key) {
+    const auto it = ev.find(key);
+    return it != ev.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  const int64_t goid = ev.value("goid", int64_t{0});
+  const std::string kind = str("kind");
+  const uint64_t to = get("ts_ns");
+  auto it = open_.find(goid);
+  if (it == open_.end() || it->second.empty() || (kind != "syscall" && kind != "preempted")) return;
+  auto& stack = it->second;
+  last_ts_ = std::max(last_ts_, to);
+  // Inside Go's own system-call state, the kernel's call names that stretch (the longest,
+  // when Go's stretch holds several).
+  if (stack.back().wait) {
+    CallSpan& go = stack.back();
+    if (kind == "syscall" && go.off_cpu == OffCpu::Syscall && to - get("from_ns") > go.named_by) {
+      go.named_by = to - get("from_ns");
+      go.detail = str("name");
+      go.func = off_cpu_name(OffCpu::Syscall, go.detail);
+    }
+    return;  // other overlaps would not nest
+  }
+  // Else the goroutine was running to Go: a system call Go does not wrap, or its thread taken
+  // off the CPU. A stretch of its own beneath the innermost call, clipped to it.
+  CallSpan s;
+  s.goid = goid;
+  s.start_ns = std::min(std::max(get("from_ns"), stack.back().start_ns), to);
+  s.end_ns = to;
+  for (const auto& c : stack) s.stack.push_back(c.func);
+  s.wait = true;
+  s.off_cpu = kind == "syscall" ? OffCpu::Syscall : OffCpu::Preempted;
+  s.detail = kind == "syscall" ? str("name") : "";
+  s.func = off_cpu_name(s.off_cpu, s.detail);
+  done_.push_back(std::move(s));
 }
 
 std::vector<CallSpan> CallTree::finish(uint64_t end_ns) {

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "core/events/typed_events.h"
 #include "core/output/value_text.h"
 
 namespace gotap {
@@ -267,6 +268,33 @@ std::unique_ptr<EventSink> make_goroutine_filter(std::unique_ptr<EventSink> inne
 
 std::unique_ptr<EventSink> make_goroutine_table(std::FILE* out, bool live) {
   return std::make_unique<GoroutineTable>(out, live);
+}
+
+namespace {
+
+class GoroutineEventDrop : public EventSink {
+ public:
+  explicit GoroutineEventDrop(std::unique_ptr<EventSink> inner) : inner_(std::move(inner)) {}
+  void emit(const Event& ev) override {
+    const auto k = ev.find("event");
+    if (k != ev.end() && k->is_string() &&
+        (*k == "gstate" || *k == "gcreate" || *k == "gexit" || *k == "kwhy"))
+      return;
+    inner_->emit(ev);
+  }
+  void emit_entry(const CallEntry& e) override { inner_->emit_entry(e); }
+  void emit_return(const CallReturn& r) override { inner_->emit_return(r); }
+  void emit_unfinished(const CallUnfinished& u) override { inner_->emit_unfinished(u); }
+  void flush() override { inner_->flush(); }
+
+ private:
+  std::unique_ptr<EventSink> inner_;
+};
+
+}  // namespace
+
+std::unique_ptr<EventSink> make_goroutine_event_drop(std::unique_ptr<EventSink> inner) {
+  return std::make_unique<GoroutineEventDrop>(std::move(inner));
 }
 
 }  // namespace gotap

@@ -25,6 +25,11 @@ struct GoroutineSelection {
 std::unique_ptr<EventSink> make_goroutine_filter(std::unique_ptr<EventSink> inner,
                                                  GoroutineSelection sel);
 
+// Drops the gcreate, gstate and gexit events (and --why's kernel intervals), and passes the
+// rest: a view of a record made
+// with --why but not --goroutines shows what the live run showed.
+std::unique_ptr<EventSink> make_goroutine_event_drop(std::unique_ptr<EventSink> inner);
+
 // One row per goroutine: parent, state, time spent running, runnable, waiting and in
 // syscalls, lifetime, start function and creating function; then the totals. Printed when
 // the summary arrives; with `live` (a terminal) also redrawn in place every second.

@@ -17,8 +17,8 @@ namespace {
 
 class GraphWriter : public EventSink {
  public:
-  GraphWriter(std::FILE* out, std::string root, bool args)
-      : out_(out), root_(std::move(root)), args_(args) {}
+  GraphWriter(std::FILE* out, std::string root, bool args, const ViewOptions& v)
+      : out_(out), root_(std::move(root)), args_(args), tree_(CallTree::Options{v.why}) {}
 
   void emit(const Event& ev) override {
     if (ev.value("event", "") != "summary") return tree_.add(ev);
@@ -53,6 +53,23 @@ class GraphWriter : public EventSink {
       }
     }
     return printable(s.func) + "(" + a + ")";
+  }
+
+  // --why: where a wait parked and who ended it, as trace --why's line says it.
+  static std::string waker_text(const CallSpan& s) {
+    if (s.off_cpu != OffCpu::Waiting || (!s.woken_by && s.parked_at.empty())) return "";
+    std::string t;
+    if (!s.parked_at.empty()) t += " at " + printable(s.parked_at);
+    if (s.woken_by) {
+      if (!t.empty()) t += ",";
+      if (s.woken_by->goid > 0)
+        t += fmt::format(" woken by {} [g {}]",
+                         s.woken_by->func.empty() ? "?" : printable(s.woken_by->func),
+                         s.woken_by->goid);
+      else
+        t += s.detail == "IO wait" ? " woken by the network poller" : " woken by a timer";
+    }
+    return " /*" + t + " */";
   }
 
   void line(const std::string& dur, int64_t goid, int indent, const std::string& text) {
@@ -96,7 +113,7 @@ class GraphWriter : public EventSink {
         open.push_back(kept[i]);
       } else {
         line(format_duration(s->end_ns - s->start_ns), s->goid, indent,
-             call_text(*s) + (s->finished ? ";" : "; /* unfinished */"));
+             call_text(*s) + (s->finished ? ";" : "; /* unfinished */") + waker_text(*s));
       }
     }
     close_to(0);
@@ -112,8 +129,8 @@ class GraphWriter : public EventSink {
 }  // namespace
 
 std::unique_ptr<EventSink> make_graph_writer(std::FILE* out, const std::string& root,
-                                             bool show_args) {
-  return std::make_unique<GraphWriter>(out, root, show_args);
+                                             bool show_args, const ViewOptions& v) {
+  return std::make_unique<GraphWriter>(out, root, show_args, v);
 }
 
 }  // namespace gotap

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -22,7 +23,8 @@ namespace {
 // Collects calls until the summary, then renders them all.
 class WholeTraceWriter : public EventSink {
  public:
-  explicit WholeTraceWriter(std::FILE* out) : out_(out) {}
+  WholeTraceWriter(std::FILE* out, const ViewOptions& v)
+      : out_(out), view_(v), tree_(CallTree::Options{v.why}) {}
   void emit(const Event& ev) override {
     if (ev.value("event", "") == "summary") {
       render(tree_.finish(), ev);
@@ -38,6 +40,7 @@ class WholeTraceWriter : public EventSink {
   virtual void render(const std::vector<CallSpan>& spans, const Event& summary) = 0;
   void print(const std::string& s) { std::fwrite(s.data(), 1, s.size(), out_); }
   std::FILE* out_;
+  ViewOptions view_;
   int64_t pid_ = 0;
 
  private:
@@ -55,7 +58,9 @@ class PerfettoWriter : public WholeTraceWriter {
       const uint64_t ts = ev.value("ts_ns", uint64_t{0});
       last_ts_ = std::max(last_ts_, ts);
       if (ev.contains("func")) names_[goid] = ev.value("func", "");  // gcreate, first gstate
-      if (kind != "gcreate") {
+      // Only a goroutine's whole life makes its track: the changes inside traced calls
+      // alone (--why) would leave a state open across the time outside them.
+      if (kind != "gcreate" && view_.all_goroutine_events) {
         close_state(goid, ts);
         if (kind == "gstate" && ev.value("to", "") != "dead")
           open_[goid] = {goid, ev.value("to", "?"), ts, ts};
@@ -123,9 +128,13 @@ class PerfettoWriter : public WholeTraceWriter {
          {"args", {{"name", fmt::format("gotap ({})", summary.value("backend", ""))}}}});
     render_states(events);
     int64_t last_goid = -1;
+    std::set<int64_t> named;                // goroutines whose call track has its name
+    std::map<int64_t, std::string> wakers;  // goid -> its frame at a wake-up
+    int64_t flow = 0;
     for (const auto& s : spans) {
       if (s.goid != last_goid) {
         last_goid = s.goid;
+        named.insert(s.goid);
         events.push_back({{"ph", "M"},
                           {"name", "thread_name"},
                           {"pid", pid_},
@@ -133,9 +142,7 @@ class PerfettoWriter : public WholeTraceWriter {
                           {"args", {{"name", fmt::format("goroutine {}", s.goid)}}}});
       }
       Event e = {{"name", s.func},
-                 {"cat", s.wait      ? "wait"
-                         : s.instant ? "inlined"
-                                     : "call"},
+                 {"cat", category(s)},
                  {"pid", pid_},
                  {"tid", s.goid},
                  {"ts", static_cast<double>(s.start_ns) / 1e3}};
@@ -153,13 +160,72 @@ class PerfettoWriter : public WholeTraceWriter {
             args[a["name"].get<std::string>()] =
                 value_json_is_safe(a["value"]) ? a["value"] : value_json_safe(a["value"]);
       if (!s.finished && !s.instant) args["unfinished"] = true;
+      if (s.off_cpu == OffCpu::Waiting) {
+        if (!s.parked_at.empty()) args["parked_at"] = s.parked_at;
+        if (s.woken_by) args["woken_by"] = woken_json(*s.woken_by, s.detail);
+      }
+      // The goroutine that ended the wait before this stretch: an arrow from it, at the
+      // wake-up, to here (Perfetto's flow events of version 2, bound to both slices).
+      if (s.off_cpu == OffCpu::Runnable && s.woken_by && s.woken_by->goid > 0 &&
+          s.woken_by->goid != s.goid) {
+        e["bind_id"] = ++flow;
+        e["flow_in"] = true;
+        args["woken_by"] = woken_json(*s.woken_by, "");
+        events.push_back({{"name", fmt::format("wakes goroutine {}", s.goid)},
+                          {"cat", "wake"},
+                          {"ph", "X"},
+                          {"pid", pid_},
+                          {"tid", s.woken_by->goid},
+                          {"ts", static_cast<double>(s.start_ns) / 1e3},
+                          {"dur", 0},
+                          {"bind_id", flow},
+                          {"flow_out", true}});
+        wakers[s.woken_by->goid] = s.woken_by->func;
+      }
       if (!args.empty()) e["args"] = std::move(args);
       events.push_back(std::move(e));
+    }
+    // A waker with no traced call has a track for its wake-ups alone.
+    for (const auto& [goid, func] : wakers) {
+      if (!named.insert(goid).second) continue;
+      std::string name = fmt::format("goroutine {}", goid);
+      if (auto n = names_.find(goid); n != names_.end() && !n->second.empty())
+        name += " " + n->second;
+      else if (!func.empty())
+        name += " " + func;
+      events.push_back({{"ph", "M"},
+                        {"name", "thread_name"},
+                        {"pid", pid_},
+                        {"tid", goid},
+                        {"args", {{"name", name}}}});
     }
     Event doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"}};
     // ASCII only: a name's bidi override or control byte stays an escape should the JSON be
     // shown on a terminal, and invalid UTF-8 is replaced rather than thrown on.
     print(doc.dump(-1, ' ', true, Event::error_handler_t::replace) + "\n");
+  }
+
+  static const char* category(const CallSpan& s) {
+    switch (s.off_cpu) {
+      case OffCpu::Waiting:
+        return "wait";
+      case OffCpu::Runnable:
+        return "runnable";
+      case OffCpu::Syscall:
+        return "syscall";
+      case OffCpu::Preempted:
+        return "preempted";
+      case OffCpu::None:
+        break;
+    }
+    return s.instant ? "inlined" : "call";
+  }
+  // As the `why` of json.md names a waker.
+  static Event woken_json(const Waker& w, const std::string& reason) {
+    if (w.goid <= 0) return {{"by", reason == "IO wait" ? "netpoll" : "timer"}};
+    Event e = {{"goid", w.goid}};
+    if (!w.func.empty()) e["func"] = w.func;
+    return e;
   }
 
   std::map<int64_t, StateSpan> open_;
@@ -239,7 +305,8 @@ struct FlameNode {
 
 class SvgWriter : public WholeTraceWriter {
  public:
-  SvgWriter(std::FILE* out, std::string title) : WholeTraceWriter(out), title_(std::move(title)) {}
+  SvgWriter(std::FILE* out, std::string title, const ViewOptions& v)
+      : WholeTraceWriter(out, v), title_(std::move(title)) {}
 
  private:
   static constexpr double kWidth = 1200, kRow = 18, kPad = 10;
@@ -368,14 +435,15 @@ class Tee : public EventSink {
 
 }  // namespace
 
-std::unique_ptr<EventSink> make_perfetto_writer(std::FILE* out) {
-  return std::make_unique<PerfettoWriter>(out);
+std::unique_ptr<EventSink> make_perfetto_writer(std::FILE* out, const ViewOptions& v) {
+  return std::make_unique<PerfettoWriter>(out, v);
 }
-std::unique_ptr<EventSink> make_folded_writer(std::FILE* out) {
-  return std::make_unique<FoldedWriter>(out);
+std::unique_ptr<EventSink> make_folded_writer(std::FILE* out, const ViewOptions& v) {
+  return std::make_unique<FoldedWriter>(out, v);
 }
-std::unique_ptr<EventSink> make_flamegraph_svg_writer(std::FILE* out, const std::string& title) {
-  return std::make_unique<SvgWriter>(out, title);
+std::unique_ptr<EventSink> make_flamegraph_svg_writer(std::FILE* out, const std::string& title,
+                                                      const ViewOptions& v) {
+  return std::make_unique<SvgWriter>(out, title, v);
 }
 std::unique_ptr<EventSink> make_latency_view(std::unique_ptr<EventSink> inner) {
   return std::make_unique<LatencyView>(std::move(inner));
@@ -389,13 +457,22 @@ bool is_output_format(const std::string& f) {
          f == "folded" || f == "svg" || f == "goroutines";
 }
 
-std::unique_ptr<EventSink> make_output(const std::string& f, std::FILE* out) {
+bool draws_call_states(const std::string& f) {
+  return f == "graph" || f == "perfetto" || f == "folded" || f == "svg";
+}
+
+std::unique_ptr<EventSink> make_output(const std::string& f, std::FILE* out, const ViewOptions& v) {
   if (f == "json") return make_json_lines_writer(out);
   if (f == "latency") return make_latency_view(make_text_writer(out));
-  if (f == "graph") return make_graph_writer(out, "", false);
-  if (f == "perfetto") return make_perfetto_writer(out);
-  if (f == "folded") return make_folded_writer(out);
-  if (f == "svg") return make_flamegraph_svg_writer(out, "gotap: time in traced calls");
+  if (f == "graph") return make_graph_writer(out, "", false, v);
+  if (f == "perfetto") return make_perfetto_writer(out, v);
+  if (f == "folded") return make_folded_writer(out, v);
+  if (f == "svg")
+    return make_flamegraph_svg_writer(
+        out,
+        v.why ? "gotap: time in traced calls, and where it went off the CPU"
+              : "gotap: time in traced calls",
+        v);
   if (f == "goroutines") return make_goroutine_table(out, isatty(fileno(out)) == 1);
   return make_text_writer(out);
 }

@@ -1,6 +1,8 @@
 #include "core/why/why_sink.h"
 
 #include <algorithm>
+#include <deque>
+#include <unordered_map>
 
 #include "core/events/overhead_budget.h"
 #include "core/events/typed_events.h"
@@ -20,17 +22,40 @@ class WhySink : public EventSink {
     const auto kind = ev.find("event");
     if (kind != ev.end() && kind->is_string()) {
       const std::string& k = kind->get_ref<const std::string&>();
-      if (k == "kwhy") return kernel_interval(ev);
+      // The kernel's intervals (eBPF: a system call by name, a thread off the CPU) are drawn
+      // by the views too, inside traced calls.
+      if (k == "kwhy") {
+        const int64_t goid = ev.value("goid", int64_t{0});
+        const bool inside = tracker_.inside_call(goid);
+        if (opts_.entries_held) remember(k, goid, ev);
+        kernel_interval(ev);
+        if (inside)
+          for (EventSink* s : opts_.call_states_to) s->emit(ev);
+        return;
+      }
       if (k == "gstate" || k == "gcreate" || k == "gexit") {
+        // Whether it happened inside a traced call: after a wake-up the goroutine is still
+        // inside, and before its entry it was not.
+        const int64_t goid = ev.value("goid", int64_t{0});
+        const bool inside = k == "gstate" && tracker_.inside_call(goid);
+        if (opts_.entries_held) remember(k, goid, ev);
         goroutine_event(k, ev);
-        if (pass_) next_->emit(ev);
+        if (pass_)
+          next_->emit(ev);
+        else if (inside)
+          for (EventSink* s : opts_.call_states_to) s->emit(ev);
         return;
       }
       if (k == "entry" || k == "return") {
         // A call event as JSON (a sink that builds them itself): the typed path's work.
-        if (k == "entry" && !ev.value("inlined", false))
-          tracker_.entry(ev.value("ts_ns", uint64_t{0}), ev.value("goid", int64_t{0}),
-                         ev.value("func", ""));
+        if (k == "entry" && !ev.value("inlined", false)) {
+          const int64_t goid = ev.value("goid", int64_t{0});
+          const uint64_t ts = ev.value("ts_ns", uint64_t{0});
+          tracker_.entry(ts, goid, ev.value("func", ""));
+          next_->emit(ev);
+          replay(goid, ts);
+          return;
+        }
         if (k == "return") {
           auto s = tracker_.ret(ev.value("ts_ns", uint64_t{0}), ev.value("goid", int64_t{0}),
                                 ev.value("func", ""));
@@ -81,6 +106,7 @@ class WhySink : public EventSink {
   void emit_entry(const CallEntry& e) override {
     if (!e.inlined) tracker_.entry(e.ts_ns, e.goid, e.func);
     next_->emit_entry(e);
+    if (!e.inlined) replay(e.goid, e.ts_ns);
   }
   void emit_return(const CallReturn& r) override {
     auto s = tracker_.ret(r.ts_ns, r.goid, r.func);
@@ -98,6 +124,42 @@ class WhySink : public EventSink {
   void flush() override { next_->flush(); }
 
  private:
+  // A goroutine's status changes (and the kernel's intervals) while no call of it is known
+  // to be open: a held entry may yet show that one was.
+  void remember(const std::string& k, int64_t goid, const Event& ev) {
+    if (k == "gexit") {
+      recent_.erase(goid);
+      return;
+    }
+    if ((k != "gstate" && k != "kwhy") || tracker_.inside_call(goid)) return;
+    auto& h = recent_[goid];
+    const uint64_t ts = ev.value("ts_ns", uint64_t{0});
+    h.push_back({ev, false});
+    while (h.size() > kHeldHistory ||
+           (h.front().ev.value("ts_ns", uint64_t{0}) + kHeldHistoryNs < ts))
+      h.pop_front();
+  }
+  // A call entered at ts on goid, told only now: its goroutine's changes since then are the
+  // call's, and the views and the record get those they did not get yet, after its entry.
+  void replay(int64_t goid, uint64_t ts) {
+    if (!opts_.entries_held) return;
+    auto it = recent_.find(goid);
+    if (it == recent_.end()) return;
+    for (Change& c : it->second) {
+      if (c.ev.value("ts_ns", uint64_t{0}) <= ts) continue;
+      // The kernel's intervals end at ts_ns, and are clipped to the call where credited.
+      const bool kernel = c.ev.value("event", "") == "kwhy";
+      if (kernel)
+        kernel_interval(c.ev);
+      else
+        goroutine_event("gstate", c.ev);
+      // The kernel's intervals never go on to next_, whatever pass_ says.
+      if (c.forwarded || (pass_ && !kernel)) continue;
+      c.forwarded = true;
+      for (EventSink* s : opts_.call_states_to) s->emit(c.ev);
+    }
+  }
+
   void goroutine_event(const std::string& k, const Event& ev) {
     const int64_t goid = ev.value("goid", int64_t{0});
     if (k == "gexit") return tracker_.exited(goid);
@@ -113,6 +175,8 @@ class WhySink : public EventSink {
     tracker_.state(ev.value("ts_ns", uint64_t{0}), ev.value("tid", 0), goid, ev.value("from", ""),
                    ev.value("to", ""), ev.value("reason", ""), seen);
   }
+  // The kernel's intervals of a goroutine (eBPF's `kwhy` events: a system call by name, its
+  // thread off the CPU), credited to its open calls; the views draw them too.
   void kernel_interval(const Event& ev) {
     const std::string kind = ev.value("kind", "");
     if (kind == "start") {
@@ -145,6 +209,11 @@ class WhySink : public EventSink {
   WhyTracker tracker_;
   bool kernel_ = false;
   bool blind_ = false;  // --max-overhead detached the goroutine probes
+  struct Change {
+    Event ev;
+    bool forwarded;  // to call_states_to, for a call entered before it
+  };
+  std::unordered_map<int64_t, std::deque<Change>> recent_;
 };
 
 }  // namespace

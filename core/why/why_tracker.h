@@ -76,6 +76,8 @@ class WhyTracker {
   // goid's start function (from its creation, or its first sight).
   void named(int64_t goid, const std::string& func);
   void exited(int64_t goid);
+  // Whether goid has a traced call open.
+  bool inside_call(int64_t goid) const { return open_.count(goid) != 0; }
 
   // The backend reads the kernel's side: calls entered from now on get preempted_ns and
   // syscalls, from the two below.

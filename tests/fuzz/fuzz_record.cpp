@@ -29,7 +29,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const char* format :
        {"text", "json", "latency", "graph", "perfetto", "folded", "svg", "goroutines"}) {
     std::istringstream in(text);
-    auto sink = gotap::make_output(format, devnull);
+    // The views of a --why record too (the second bit chooses): they read wakers and
+    // parking places from the goroutine events.
+    auto sink = gotap::make_output(
+        format, devnull,
+        {.why = size && (data[0] & 2), .all_goroutine_events = !(size && (data[0] & 4))});
     (void)gotap::replay_record("fuzz", in, *sink);
   }
   return 0;
