@@ -165,6 +165,19 @@ TEST_P(Gccgo, TracedCallsAreTheProgramsOwn) {
   EXPECT_EQ(got, want);
 }
 
+// --if on a string in rsi:rdx: the calls the program made with that string.
+TEST_P(Gccgo, ConditionOnAStringInRdx) {
+  RunResult r = gotap("count", {"--if", "s == \"w3\"", "main.Label"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  uint64_t want = 0;
+  for (const auto& c : truth_of(r.out).calls)
+    if (c.rfind("main.Label ", 0) == 0 && c.find(" w3 -> ") != std::string::npos) ++want;
+  ASSERT_EQ(want, 1u) << r.out;
+  auto counts = events_in(r.out, "count");
+  ASSERT_EQ(counts.size(), 1u) << r.out;
+  EXPECT_EQ(counts[0].value("count", 0ull), want) << r.out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Gccgo,
                          ::testing::Combine(::testing::Values("ebpf", "ptrace"),
                                             ::testing::Values("default", "static")),
