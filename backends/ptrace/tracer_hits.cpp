@@ -95,7 +95,8 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
   std::array<uint64_t, GOTAP_COND_VALS> vals{};
   if (cond) {
     RegState crs = reg_state(r, tid, fs.needs_xmm, entry_sp);
-    cond::EvalEnv env{&crs, &proc_->mem(), goid, 0, bias_, 0, dec_.get()};
+    // Without a goid (gccgo) the condition's goid is 0, as the eBPF backend's is.
+    cond::EvalEnv env{&crs, &proc_->mem(), goid == kNoGoid ? 0 : goid, 0, bias_, 0, dec_.get()};
     rejected = !cond::run(cond->funcs[role.func].prog, false, env);
     bits = env.bits;
     std::copy(std::begin(env.vals), std::end(env.vals), vals.begin());
@@ -176,7 +177,8 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
   const uint64_t own = span > held_ns ? span - held_ns : 0;
   if (at_ret) {
     RegState crs = reg_state(r, tid, fs.needs_xmm, sp);
-    cond::EvalEnv env{&crs, &proc_->mem(), goid, own, bias_, entry->cond_bits, dec_.get()};
+    cond::EvalEnv env{
+        &crs, &proc_->mem(), goid == kNoGoid ? 0 : goid, own, bias_, entry->cond_bits, dec_.get()};
     std::copy(entry->cond_vals.begin(), entry->cond_vals.end(), env.vals);
     if (!cond::run(cond->funcs[role.func].prog, true, env)) return;
     {
