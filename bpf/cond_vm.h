@@ -179,7 +179,8 @@ static long cvm_step(__u64 k, struct gotap_cond_io* io) {
       cvm_push(s, in->imm, 1);
       break;
     case GOTAP_COP_REG:
-      cvm_push(s, s->regs[in->a & 15], in->a < 9);
+      /* The ABIInternal registers and RDX (a System V argument of a gccgo function). */
+      cvm_push(s, s->regs[in->a & 15], in->a <= GOTAP_RDX);
       break;
     case GOTAP_COP_STACK:
       vx = bpf_probe_read_user(&v, sizeof(v), (void*)(s->regs[GOTAP_RSP] + (__s64)in->off)) == 0;

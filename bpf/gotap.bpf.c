@@ -19,6 +19,9 @@ const volatile __u32 mode = GOTAP_MODE_TRACE;
 const volatile __u32 g_goid_off = 152;
 const volatile __u32 g_stack_hi_off = 8;
 const volatile __s64 tls_g_off = -8;
+/* A gccgo program: libgo's g is not gc's, so none is read; calls pair by RSP alone (a
+ * goroutine keeps its stack, split stacks aside) and events carry goid 0. */
+const volatile __u32 no_g = 0;
 const volatile __u64 wake_bytes = 1 << 20; /* wake the reader past this much pending data */
 /* --prometheus in trace and latency modes: also count calls in `counts` and (trace) time them
  * in `lat_stats`/`lat_hist`, so that a scrape reads exact numbers from the maps even when
@@ -115,6 +118,7 @@ static __always_inline void load_regs(struct pt_regs* ctx, __u64* r) {
 
 /* The current goroutine's g: R14 in ABIInternal code, else the TLS slot below FS base. */
 static __always_inline __u64 current_g(struct pt_regs* ctx, __u8 flags) {
+  if (no_g) return 0;
   if (!(flags & GOTAP_PROBE_TLS_G)) return ctx->r14;
   struct task_struct* t = bpf_get_current_task_btf();
   __u64 fs = BPF_CORE_READ(t, thread.fsbase);
@@ -307,8 +311,8 @@ static __noinline int probe_hit(struct pt_regs* ctx, __u64 cookie, __u64 at) {
   __u64 now = at ? at : bpf_ktime_get_ns();
   __u64 g = current_g(ctx, flags);
   __u64 goid = 0, hi = 0;
-  if (!g || bpf_probe_read_user(&goid, sizeof(goid), (void*)(g + g_goid_off)) ||
-      bpf_probe_read_user(&hi, sizeof(hi), (void*)(g + g_stack_hi_off))) {
+  if (!no_g && (!g || bpf_probe_read_user(&goid, sizeof(goid), (void*)(g + g_goid_off)) ||
+                bpf_probe_read_user(&hi, sizeof(hi), (void*)(g + g_stack_hi_off)))) {
     bump(GOTAP_CNT_READ_ERR);
     goid = 0;
     hi = 0;

@@ -72,6 +72,17 @@ Result<std::string> graph_root(const GoBinary& bin, const std::string& root) {
                     names.size(), some, names.size() > 3 ? ", ..." : "");
 }
 
+// What a gccgo program cannot be traced with yet (docs/cli.md, gccgo): what reads libgo's
+// g, and the views built on gc's pclntab. "" when the request is fine.
+std::string gccgo_refusal(const std::string& command, const TraceRequest& req) {
+  if (command == "goroutines" || req.goroutines)
+    return "goroutines are not supported for gccgo programs yet (libgo's g is not read)";
+  if (req.why) return "--why is not supported for gccgo programs yet (libgo's g is not read)";
+  if (command == "graph") return "graph is not supported for gccgo programs yet";
+  if (req.opts.stack_depth > 0) return "--stack is not supported for gccgo programs yet";
+  return "";
+}
+
 }  // namespace
 
 int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
@@ -82,10 +93,16 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   sys::timing_mark(sys::heap_in_huge_pages() ? "start (heap in huge pages)" : "start");
 
   auto bin = GoBinary::open(req.binary, req.open);
-  if (!bin && GccgoBinary::is_gccgo(req.binary))
-    return report_error(make_error(
-        "{}: tracing gccgo programs is not supported yet (info and funcs read them)", req.binary));
-  if (!bin) return report_error(bin.error());
+  // A gccgo program: planned from its symbols and DWARF (GccgoBinary), which the plan's
+  // binary_view points into for the whole run.
+  std::unique_ptr<GccgoBinary> gccgo;
+  if (!bin && GccgoBinary::is_gccgo(req.binary)) {
+    if (std::string no = gccgo_refusal(command, req); !no.empty()) return usage_error(no);
+    auto g = GccgoBinary::open(req.binary);
+    if (!g) return report_error(g.error());
+    gccgo = std::move(*g);
+  }
+  if (!bin && !gccgo) return report_error(bin.error());
   sys::timing_mark("open the binary");
   // graph ROOT [PATTERN...]: the calls beneath ROOT; by default those of ROOT's package.
   std::string root;
@@ -98,7 +115,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   PlanOptions popts;
   popts.probe_inline_sites = req.probe_inline;
   popts.cache_dir = plan_cache_dir();
-  auto plan = (*bin)->plan(req.patterns, popts);
+  auto plan = gccgo ? gccgo->plan(req.patterns) : (*bin)->plan(req.patterns, popts);
   if (!plan) return report_error(plan.error());
   sys::timing_mark("plan");
   auto condition = cond::build_condition(req.condition, *plan);

@@ -117,6 +117,7 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
   ro->g_goid_off = plan.offsets.g_goid;
   ro->g_stack_hi_off = plan.offsets.g_stack_hi;
   ro->tls_g_off = plan.tls_g_offset;
+  ro->no_g = plan.reads_g ? 0 : 1;
   ro->wake_bytes = eo.ringbuf_bytes / 4;
   ro->live_metrics = live ? 1 : 0;
   ro->bench_no_submit = eo.cut == EventCut::NoSubmit ? 1 : 0;
@@ -890,9 +891,10 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
           cfg.funcs[next.func_id].traced_returns && !(in.flags & GOTAP_INFLIGHT_DROPPED) &&
           in.ts != 0 && !(opts.condition && opts.condition->at_ret(next.func_id)) &&
           !budget.detached(next.func_id))
-        open.emplace_back(CallSite{end_ns, int(in.pid), int(in.tid), int64_t(next.goid),
-                                   cfg.funcs[next.func_id].plan->name},
-                          in.ts);
+        open.emplace_back(
+            CallSite{end_ns, int(in.pid), int(in.tid), cfg.no_goid ? kNoGoid : int64_t(next.goid),
+                     cfg.funcs[next.func_id].plan->name},
+            in.ts);
       key = next;
       prev = &key;
     }

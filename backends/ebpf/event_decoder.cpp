@@ -129,7 +129,7 @@ nlohmann::json EventDecoder::value(const ParamCapture& pc, const gotap_event& ev
       captured = false;
     } else if (piece.kind == LocPiece::IntReg) {
       auto w = c.word(slot);
-      if (w && piece.reg < kNumIntRegs)
+      if (w && piece.reg < kNumValueRegs)
         rs.gp[piece.reg] = *w;
       else
         captured = false;
@@ -188,11 +188,11 @@ namespace {
 
 // A call's site and values into `c`, kept from the event before: its strings and vectors are
 // assigned, not built anew, so that a steady stream of calls allocates only for the values.
-void fill_site(CallSite& c, const gotap_event& ev, const std::string& func) {
+void fill_site(CallSite& c, const gotap_event& ev, const std::string& func, bool no_goid) {
   c.ts_ns = ev.ts_ns;
   c.pid = int(ev.pid);
   c.tid = int(ev.tid);
-  c.goid = int64_t(ev.goid);
+  c.goid = no_goid ? kNoGoid : int64_t(ev.goid);
   c.func = func;
 }
 
@@ -211,7 +211,7 @@ EventDecoder::Kind EventDecoder::decode_call(const void* data, size_t size) {
   const FuncPlan& f = *cfg_.funcs[ev.func_id].plan;
   const bool ret = ev.kind == GOTAP_EV_RETURN;
   CallSite& at = ret ? static_cast<CallSite&>(ret_) : static_cast<CallSite&>(entry_);
-  fill_site(at, ev, f.name);
+  fill_site(at, ev, f.name, cfg_.no_goid);
   std::vector<Param>& params = ret ? ret_.results : entry_.args;
   params.resize(site.params.size());
   for (size_t i = 0; i < site.params.size(); ++i) {

@@ -166,6 +166,7 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
                                const TypeGraph* types, const cond::Condition* cond,
                                bool count_failed) {
   ProbeConfig cfg;
+  cfg.no_goid = !plan.reads_g;
   // Room for every site up front: growing by doubling held up to twice a whole binary's
   // sites (tens of MB) at the peak of arming.
   size_t most = plan.goroutines.created.size() + 2;

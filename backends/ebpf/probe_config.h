@@ -73,6 +73,7 @@ struct ProbeConfig {
   // Caps of the casgstatus probe beyond the goid (cap 0); -1 when not captured.
   int gstatus_reason_cap = -1;  // g.waitreason, 1 byte
   int gstatus_origin_cap = -1;  // origin_span() of the g
+  bool no_goid = false;         // the plan reads no g (gccgo): events carry kNoGoid
 
   // The uprobes the sites take: one per site but the folded ones.
   size_t probe_count() const { return sites.size() - static_cast<size_t>(folded_sites); }

@@ -23,6 +23,8 @@ std::optional<GInfo> GoroutineReader::read_g(uint64_t g, uint64_t sp) {
 }
 
 std::optional<GInfo> GoroutineReader::current(const user_regs_struct& regs, bool abi_internal) {
+  // libgo's g is not gc's: nothing is read as one.
+  if (!plan_.reads_g) return std::nullopt;
   if (abi_internal) {
     if (auto gi = read_g(regs.r14, regs.rsp)) return gi;
   }

@@ -132,14 +132,14 @@ void HitReader::gather(const Site& s, const user_regs_struct& r) {
   ++hits_;
   ranges_.clear();
   const uint64_t sp = r.rsp + s.sp_delta;
-  const unsigned long long* gp[kNumIntRegs] = {&r.rax, &r.rbx, &r.rcx, &r.rdi, &r.rsi,
-                                               &r.r8,  &r.r9,  &r.r10, &r.r11};
+  const unsigned long long* gp[kNumValueRegs] = {&r.rax, &r.rbx, &r.rcx, &r.rdi, &r.rsi,
+                                                 &r.r8,  &r.r9,  &r.r10, &r.r11, &r.rdx};
   // A string's pointer or length word: from its register, or from the stack's copy (second
   // pass); nullopt while unknown.
   auto word = [&](const ParamLoc& p, uint32_t off, bool from_copy) -> std::optional<uint64_t> {
     for (const auto& pc : p.loc.pieces) {
       if (off < pc.value_offset || off + 8 > pc.value_offset + pc.size) continue;
-      if (pc.kind == LocPiece::IntReg && pc.reg < kNumIntRegs && pc.value_offset == off)
+      if (pc.kind == LocPiece::IntReg && pc.reg < kNumValueRegs && pc.value_offset == off)
         return uint64_t(*gp[pc.reg]);
       if (pc.kind == LocPiece::Stack && from_copy) {
         uint64_t v = 0;

@@ -385,7 +385,7 @@ void Tracer::handle_roles(const Site& site, const user_regs_struct& r, pid_t tid
 }
 
 void Tracer::close_pending(PendingMap::iterator it) {
-  auto h = held_.find(it->first.goid);
+  auto h = held_.find(held_key(it->first.goid, it->second.tid));
   if (h != held_.end() && --h->second.open == 0) held_.erase(h);
   pending_.erase(it);
 }
@@ -514,7 +514,9 @@ void Tracer::emit_aggregates() {
 }
 
 Result<void> Tracer::run() {
-  if (!bin_.elf || !bin_.pclntab) return make_error("the plan names no binary (GoBinary::plan)");
+  // A gccgo plan (reads_g false) has no pclntab.
+  if (!bin_.elf || (!bin_.pclntab && plan_.reads_g))
+    return make_error("the plan names no binary (GoBinary::plan)");
   // Polling for 20 us after each stop before sleeping in waitpid saves the tracer's wake-up
   // when hits come in bursts: about a quarter of the per-call cost here (docs/benchmarks.md),
   // for at most 20 us of tracer CPU per hit. GOTAP_PTRACE_SPIN_US tunes it (0: off).

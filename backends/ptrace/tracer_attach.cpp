@@ -294,8 +294,10 @@ Result<void> Tracer::collect_sites(SnapshotReader& code, SiteTally& t) {
   bps_.reserve(most);
   uint8_t first_byte = 0;
   using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
-  const Ranges child_code = fork_child_ranges(elf, *bin_.pclntab);
-  const Ranges blocked_code = signals_blocked_ranges(*bin_.pclntab);
+  // A gccgo program has no pclntab: its child's functions are known by name (below), and
+  // libgo's signal masks are its own (docs/cli.md, gccgo).
+  const Ranges child_code = bin_.pclntab ? fork_child_ranges(elf, *bin_.pclntab) : Ranges{};
+  const Ranges blocked_code = bin_.pclntab ? signals_blocked_ranges(*bin_.pclntab) : Ranges{};
   auto in = [](const Ranges& code, uint64_t pc) {
     auto it =
         std::upper_bound(code.begin(), code.end(), std::pair<uint64_t, uint64_t>{pc, UINT64_MAX});
@@ -310,8 +312,9 @@ Result<void> Tracer::collect_sites(SnapshotReader& code, SiteTally& t) {
         for (const auto& pc : p.loc.pieces)
           if (pc.kind == LocPiece::FloatReg) fs.needs_xmm = true;
     auto add = [&](uint64_t pc, SiteRole role, int32_t sp_delta) {
-      if (in(child_code, pc)) {
-        if (!t.child_left++) t.first_child = bin_.func_name(pc);  // f's, or f inlined there
+      if (in(child_code, pc) || (!bin_.pclntab && gccgo_fork_child(f.name))) {
+        // f's, or f inlined there
+        if (!t.child_left++) t.first_child = bin_.pclntab ? bin_.func_name(pc) : f.name;
         return false;
       }
       if (in(blocked_code, pc)) {
@@ -445,7 +448,8 @@ Result<void> Tracer::arm(pid_t stopped) {
   // The safety net goes up before the first int3 (attached), or once the Go runtime has
   // installed its own SIGTRAP handler (launched: at a later hit, handle_trap).
   {
-    std::vector<uint64_t> sets = block_all_sets(elf, *bin_.pclntab);
+    std::vector<uint64_t> sets =
+        bin_.pclntab ? block_all_sets(elf, *bin_.pclntab) : std::vector<uint64_t>{};
     for (uint64_t& a : sets) a += bias_;
     net_.set_block_all_sets(std::move(sets));
   }

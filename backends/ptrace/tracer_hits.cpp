@@ -47,9 +47,9 @@ using nlohmann::json;
 
 RegState Tracer::reg_state(const user_regs_struct& r, pid_t tid, bool xmm, uint64_t sp) {
   RegState rs;
-  const unsigned long long* gp[kNumIntRegs] = {&r.rax, &r.rbx, &r.rcx, &r.rdi, &r.rsi,
-                                               &r.r8,  &r.r9,  &r.r10, &r.r11};
-  for (int i = 0; i < kNumIntRegs; ++i) rs.gp[i] = *gp[i];
+  const unsigned long long* gp[kNumValueRegs] = {&r.rax, &r.rbx, &r.rcx, &r.rdi, &r.rsi,
+                                                 &r.r8,  &r.r9,  &r.r10, &r.r11, &r.rdx};
+  for (int i = 0; i < kNumValueRegs; ++i) rs.gp[i] = *gp[i];
   rs.sp = sp;
   if (xmm) {
     user_fpregs_struct fp{};
@@ -72,7 +72,7 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
   FuncState& fs = fstate_[role.func];
   uint64_t entry_sp = r.rsp + s.sp_delta;
   auto gi = gr_->current(r, fs.abi_internal);
-  int64_t goid = gi ? gi->goid : 0;
+  const int64_t goid = site_goid(gi);
   CallKey key{goid, gi ? gi->stack_hi - entry_sp : entry_sp};
   auto it = pending_.find(key);
   if (it != pending_.end()) {
@@ -95,7 +95,8 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
   std::array<uint64_t, GOTAP_COND_VALS> vals{};
   if (cond) {
     RegState crs = reg_state(r, tid, fs.needs_xmm, entry_sp);
-    cond::EvalEnv env{&crs, &proc_->mem(), goid, 0, bias_, 0, dec_.get()};
+    // Without a goid (gccgo) the condition's goid is 0, as the eBPF backend's is.
+    cond::EvalEnv env{&crs, &proc_->mem(), goid == kNoGoid ? 0 : goid, 0, bias_, 0, dec_.get()};
     rejected = !cond::run(cond->funcs[role.func].prog, false, env);
     bits = env.bits;
     std::copy(std::begin(env.vals), std::end(env.vals), vals.begin());
@@ -108,8 +109,8 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
   // Count keeps the frame only to recognise the refire after morestack (as eBPF tracks it),
   // and, with a condition, so that only a selected call's failure is counted.
   if (opts_.mode == Mode::Count && !tracks_refires(f, fs) && !at_ret && !(cond && fs.err)) return;
-  trap_goid_ = goid;
-  Held& held = held_[goid];
+  trap_goid_ = held_key(goid, tid);
+  Held& held = held_[*trap_goid_];
   ++held.open;
   held.opened_at = trap_at_ns_;
   Pending& pend = pending_[key];
@@ -154,15 +155,16 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
   if (opts_.mode == Mode::Count && !tracks_refires(f, fs) && !at_ret && !(cond && errcheck)) return;
   uint64_t sp = r.rsp + s.sp_delta;
   auto gi = gr_->current(r, fs.abi_internal);
-  int64_t goid = gi ? gi->goid : 0;
+  const int64_t goid = site_goid(gi);
   CallKey key{goid, gi ? gi->stack_hi - sp : sp};
   std::optional<Pending> entry;
   uint64_t held_ns = 0;
-  trap_goid_ = goid;
+  trap_goid_ = held_key(goid, tid);
   auto it = pending_.find(key);
   if (it != pending_.end() && it->second.func == role.func) {
     entry = it->second;
-    if (auto h = held_.find(goid); h != held_.end()) held_ns = h->second.ns - entry->held_at;
+    if (auto h = held_.find(held_key(goid, entry->tid)); h != held_.end())
+      held_ns = h->second.ns - entry->held_at;
     close_pending(it);
   }
   // A call its condition rejected, or one whose entry was not seen (nothing to decide on).
@@ -175,7 +177,8 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
   const uint64_t own = span > held_ns ? span - held_ns : 0;
   if (at_ret) {
     RegState crs = reg_state(r, tid, fs.needs_xmm, sp);
-    cond::EvalEnv env{&crs, &proc_->mem(), goid, own, bias_, entry->cond_bits, dec_.get()};
+    cond::EvalEnv env{
+        &crs, &proc_->mem(), goid == kNoGoid ? 0 : goid, own, bias_, entry->cond_bits, dec_.get()};
     std::copy(entry->cond_vals.begin(), entry->cond_vals.end(), env.vals);
     if (!cond::run(cond->funcs[role.func].prog, true, env)) return;
     {
@@ -228,9 +231,9 @@ void Tracer::check_error(const Site& s, FuncState& fs, const user_regs_struct& r
   const LocPiece& w = *fs.err;
   uint64_t v = 0;
   if (w.kind == LocPiece::IntReg) {
-    const unsigned long long* gp[kNumIntRegs] = {&r.rax, &r.rbx, &r.rcx, &r.rdi, &r.rsi,
-                                                 &r.r8,  &r.r9,  &r.r10, &r.r11};
-    if (w.reg >= kNumIntRegs) return;
+    const unsigned long long* gp[kNumValueRegs] = {&r.rax, &r.rbx, &r.rcx, &r.rdi, &r.rsi,
+                                                   &r.r8,  &r.r9,  &r.r10, &r.r11, &r.rdx};
+    if (w.reg >= kNumValueRegs) return;
     v = *gp[w.reg];
   } else if (!hit_->mem().read(r.rsp + s.sp_delta + w.stack_offset, &v, 8)) {
     return;
@@ -255,7 +258,7 @@ void Tracer::on_inline(const Site& s, const SiteRole& role, const user_regs_stru
   }
   if (opts_.mode != Mode::Trace || !rate_allows(role.func, ts)) return;
   auto gi = gr_->current(r, true);
-  CallEntry ev{CallSite{ts, proc_->pid(), tid, gi ? gi->goid : 0, f.name}};
+  CallEntry ev{CallSite{ts, proc_->pid(), tid, site_goid(gi), f.name}};
   ev.inlined = true;
   if (role.inline_idx >= 0 && size_t(role.inline_idx) < f.inline_sites.size())
     ev.inlined_in = f.inline_sites[role.inline_idx].outer;

@@ -87,7 +87,7 @@ bool run(const gotap_cond& p, bool at_ret, EvalEnv& env) {
         push(in.imm + (in.a ? env.bias : 0), true);
         break;
       case GOTAP_COP_REG:
-        push(in.a < kNumIntRegs ? env.regs->gp[in.a] : 0, in.a < kNumIntRegs);
+        push(in.a < kNumValueRegs ? env.regs->gp[in.a] : 0, in.a < kNumValueRegs);
         break;
       case GOTAP_COP_STACK: {
         uint64_t v = 0;

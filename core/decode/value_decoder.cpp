@@ -90,7 +90,7 @@ std::optional<std::vector<uint8_t>> assemble_value(const ValueLoc& loc, uint64_t
     uint8_t* dst = out.data() + pc.value_offset;
     switch (pc.kind) {
       case LocPiece::IntReg:
-        if (pc.reg >= kNumIntRegs) return std::nullopt;
+        if (pc.reg >= kNumValueRegs) return std::nullopt;
         std::memcpy(dst, &regs.gp[pc.reg], std::min<uint32_t>(pc.size, 8));
         break;
       case LocPiece::FloatReg:

@@ -52,7 +52,7 @@ struct DecodeEnv {
 // Register contents at a probe hit, in the order of abi.h's Reg, plus the low 8 bytes of
 // X0..X14 and RSP (entry RSP for arguments, RSP at RET for results).
 struct RegState {
-  uint64_t gp[kNumIntRegs] = {};
+  uint64_t gp[kNumValueRegs] = {};
   uint64_t xmm[kNumFloatRegs] = {};
   uint64_t sp = 0;
 };

@@ -48,7 +48,10 @@ void CallTree::add(const Event& ev) {
   const std::string kind = ev.value("event", "");
   if (kind == "kwhy") return kernel_interval(ev);
   if (kind != "entry" && kind != "return" && kind != "unfinished" && kind != "gstate") return;
-  const int64_t goid = ev.value("goid", int64_t{0});
+  // No goid (gccgo): a goroutine does not leave its thread inside a leaf call, so calls nest
+  // per thread, which a negative key keeps apart from goroutines.
+  const int64_t goid =
+      ev.contains("goid") ? ev.value("goid", int64_t{0}) : -ev.value("tid", int64_t{0});
   const uint64_t ts = ev.value("ts_ns", uint64_t{0});
   last_ts_ = std::max(last_ts_, ts);
   // A goroutine's state changes only matter while it has a traced call open.

@@ -33,6 +33,8 @@ struct Waker {
 };
 
 struct CallSpan {
+  // The goroutine; minus the thread id for a call without one (a gccgo program's: its calls
+  // nest per thread).
   int64_t goid = 0;
   std::string func;
   uint64_t start_ns = 0, end_ns = 0;

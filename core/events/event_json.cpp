@@ -15,7 +15,7 @@ Event site_fields(const char* kind, const CallSite& s) {
   ev["ts_ns"] = s.ts_ns;
   ev["pid"] = s.pid;
   ev["tid"] = s.tid;
-  ev["goid"] = s.goid;
+  if (s.goid != kNoGoid) ev["goid"] = s.goid;
   ev["func"] = s.func;
   return ev;
 }

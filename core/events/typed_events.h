@@ -22,6 +22,10 @@ struct Param {
   Event value;
 };
 
+// A call site's goid in a program whose g gotap does not read (gccgo, ProbePlan::reads_g):
+// the JSON leaves "goid" out and the text shows "-".
+constexpr int64_t kNoGoid = -1;
+
 // Where a call happened. pid and tid are the kernel's; goid is 0 when it could not be read.
 struct CallSite {
   uint64_t ts_ns = 0;

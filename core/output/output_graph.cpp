@@ -73,7 +73,9 @@ class GraphWriter : public EventSink {
   }
 
   void line(const std::string& dur, int64_t goid, int indent, const std::string& text) {
-    print(fmt::format("{:>12} [{:>6}] | {}{}\n", dur, goid, std::string(2 * indent, ' '), text));
+    // A thread's calls (no goid: gccgo) read "t" and its id.
+    const std::string who = goid < 0 ? fmt::format("t{}", -goid) : std::to_string(goid);
+    print(fmt::format("{:>12} [{:>6}] | {}{}\n", dur, who, std::string(2 * indent, ' '), text));
   }
 
   void render(const std::vector<CallSpan>& spans) {

@@ -81,8 +81,7 @@ class JsonLinesWriter : public EventSink {
     // func, goid, pid, then results and stack, then tid, ts_ns: as sorted.
     lit("\"func\":");
     str(r.func);
-    lit(",\"goid\":");
-    num(r.goid);
+    goid(r.goid);
     lit(",\"pid\":");
     num(r.pid);
     lit(",\"results\":");
@@ -109,8 +108,7 @@ class JsonLinesWriter : public EventSink {
     num(u.entry_ts_ns);
     lit(",\"func\":");
     str(u.func);
-    lit(",\"goid\":");
-    num(u.goid);
+    goid(u.goid);
     lit(",\"pid\":");
     num(u.pid);
     lit(",\"tid\":");
@@ -130,8 +128,7 @@ class JsonLinesWriter : public EventSink {
   void site_tail(const CallSite& s, Mid mid, Late late) {
     lit(",\"func\":");
     str(s.func);
-    lit(",\"goid\":");
-    num(s.goid);
+    goid(s.goid);
     mid();
     lit(",\"pid\":");
     num(s.pid);
@@ -182,6 +179,13 @@ class JsonLinesWriter : public EventSink {
   void num(T v) {
     fmt::format_int f(v);
     raw(f.data(), f.size());
+  }
+
+  // Left out when gotap reads no goid (kNoGoid), as event_json.cpp does.
+  void goid(int64_t g) {
+    if (g == kNoGoid) return;
+    lit(",\"goid\":");
+    num(g);
   }
 
   // Plain printable ASCII, nearly every name and most strings, needs no escape.

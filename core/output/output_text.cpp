@@ -116,7 +116,7 @@ class TextWriter : public EventSink {
   }
 
   void call_line(const std::string& kind, const Event& ev) {
-    begin_call(ev.value("ts_ns", uint64_t{0}), ev.value("goid", int64_t{0}),
+    begin_call(ev.value("ts_ns", uint64_t{0}), ev.value("goid", kNoGoid),
                ev.value("tid", int64_t{0}));
     std::string fn = safe_name(ev, "func");
     if (kind == "entry") {
@@ -204,7 +204,10 @@ class TextWriter : public EventSink {
     line_.clear();
     append_seconds(line_, ts >= t0_ ? ts - t0_ : 0);
     line_ += ' ';
-    append_int_right(line_, goid, 8);
+    if (goid == kNoGoid)
+      line_ += "       -";
+    else
+      append_int_right(line_, goid, 8);
     line_ += ' ';
     append_int_right(line_, tid, 8);
     line_ += "  ";
@@ -216,7 +219,8 @@ class TextWriter : public EventSink {
     if (!t0_) t0_ = ts;
     line_.clear();
     fmt::format_to(std::back_inserter(line_), "{:>13.6f} {:>8} {:>8}  ",
-                   ts >= t0_ ? (ts - t0_) / 1e9 : 0.0, goid, tid);
+                   ts >= t0_ ? (ts - t0_) / 1e9 : 0.0,
+                   goid == kNoGoid ? std::string("-") : std::to_string(goid), tid);
   }
   void entry_text(const std::string& fn, const std::string& args, const std::string& where) {
     line_ += "-> ";

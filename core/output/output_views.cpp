@@ -132,19 +132,23 @@ class PerfettoWriter : public WholeTraceWriter {
     std::map<int64_t, std::string> wakers;  // goid -> its frame at a wake-up
     int64_t flow = 0;
     for (const auto& s : spans) {
+      // A span without a goroutine (gccgo) is its thread's: CallSpan::goid is minus its id.
+      const int64_t track = s.goid < 0 ? -s.goid : s.goid;
       if (s.goid != last_goid) {
         last_goid = s.goid;
         named.insert(s.goid);
-        events.push_back({{"ph", "M"},
-                          {"name", "thread_name"},
-                          {"pid", pid_},
-                          {"tid", s.goid},
-                          {"args", {{"name", fmt::format("goroutine {}", s.goid)}}}});
+        events.push_back(
+            {{"ph", "M"},
+             {"name", "thread_name"},
+             {"pid", pid_},
+             {"tid", track},
+             {"args",
+              {{"name", fmt::format("{} {}", s.goid < 0 ? "thread" : "goroutine", track)}}}});
       }
       Event e = {{"name", s.func},
                  {"cat", category(s)},
                  {"pid", pid_},
-                 {"tid", s.goid},
+                 {"tid", track},
                  {"ts", static_cast<double>(s.start_ns) / 1e3}};
       if (s.instant) {
         e["ph"] = "i";

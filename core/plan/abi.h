@@ -15,10 +15,11 @@
 namespace gotap {
 
 // Integer argument registers in ABIInternal order; RDX after them, for the System V plans of
-// gccgo functions (core/plan/sysv_abi.h). kNumIntRegs counts ABIInternal's only: the backends
-// read those, and a piece in RDX is not read by them yet.
+// gccgo functions (core/plan/sysv_abi.h). kNumIntRegs counts ABIInternal's only; the backends
+// read RDX too (kNumValueRegs): a System V argument or second result.
 enum class Reg : uint8_t { RAX, RBX, RCX, RDI, RSI, R8, R9, R10, R11, RDX };
 constexpr int kNumIntRegs = 9;
+constexpr int kNumValueRegs = kNumIntRegs + 1;
 constexpr int kNumFloatRegs = 15;  // X0..X14
 const char* reg_name(Reg r);
 

@@ -83,4 +83,14 @@ std::vector<std::pair<uint64_t, uint64_t>> fork_child_ranges(const ElfFile& elf,
   return out;
 }
 
+bool gccgo_fork_child(std::string_view name) {
+  if (name.starts_with("syscall.forkAndExecInChild") || name.starts_with("syscall.raw_"))
+    return true;
+  for (std::string_view n : kChildWhole)
+    if (name == n) return true;
+  for (std::string_view n : kChildCalls)
+    if (name == n) return true;
+  return false;
+}
+
 }  // namespace gotap

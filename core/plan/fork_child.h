@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,5 +23,10 @@ class Pclntab;
 // them, and they reach half the runtime. Empty when the binary has none of those functions.
 std::vector<std::pair<uint64_t, uint64_t>> fork_child_ranges(const ElfFile& elf,
                                                              const Pclntab& pcln);
+
+// gccgo (no pclntab, so no walk): whether a function of that Go name is one libgo's child
+// runs between its fork and exec. libgo's syscall package is gc's with the raw system calls
+// as Go wrappers of C (syscall.raw_dup2, raw_execve, ...): the same names, matched by name.
+bool gccgo_fork_child(std::string_view name);
 
 }  // namespace gotap

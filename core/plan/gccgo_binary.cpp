@@ -100,6 +100,13 @@ Result<std::unique_ptr<GccgoBinary>> GccgoBinary::open(const std::string& path) 
     b->warnings_.push_back(dw.error().message);
   else
     b->dwarf_ = std::move(*dw);
+  if (b->dwarf_) {
+    for (const auto& f : b->dwarf_->funcs) {
+      for (const auto& p : f.params) b->types_.add(p.type.name);
+      for (const auto& r : f.results) b->types_.add(r.type.name);
+    }
+    b->types_.finish();
+  }
   // Methods with a pointer receiver read as gc names them, pkg.(*T).M, when DWARF tells.
   for (auto& f : b->funcs_)
     if (const GccgoDwarfFunc* d = b->dwarf_func(f.entry);
@@ -183,6 +190,8 @@ FuncPlan GccgoBinary::plan_func(const GccgoFunc& f) const {
     SysvAssignment a = assign_sysv(*d);
     p.args = std::move(a.args);
     p.results = std::move(a.results);
+    for (auto* list : {&p.args, &p.results})
+      for (auto& loc : *list) loc.type = types_.find(loc.type_name);
     p.args_source = "dwarf";
   }
   return p;
@@ -200,6 +209,9 @@ Result<ProbePlan> GccgoBinary::plan(const std::vector<std::string>& patterns) co
   plan.binary = elf_->path();
   plan.pie = elf_->is_pie();
   plan.regabi = false;
+  plan.reads_g = false;
+  plan.binary_view.elf = elf_.get();
+  plan.binary_view.types = &types_.graph();
   plan.warnings = warnings_;
   for (const auto& f : funcs_) {
     std::string_view clone = gcc_clone_suffix(f.symbol);

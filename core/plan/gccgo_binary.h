@@ -1,7 +1,7 @@
 // A gccgo executable (or libgo itself): functions from the ELF symbol tables with gccgo's
 // mangling undone, their code's entry and RET sites, and with DWARF their parameters and
-// results placed by the System V ABI. What `info` and `funcs` show; the tracing commands
-// refuse gccgo for now (its goroutines need libgo's g layout).
+// results placed by the System V ABI. What `info` and `funcs` show, and the plan `count`,
+// `trace` and `latency` run; nothing reads libgo's g (ProbePlan::reads_g).
 #pragma once
 
 #include <memory>
@@ -14,6 +14,7 @@
 #include "core/binary/gccgo_dwarf.h"
 #include "core/binary/gccgo_symbols.h"
 #include "core/model/result.h"
+#include "core/plan/gccgo_types.h"
 #include "core/plan/plan.h"
 
 namespace gotap {
@@ -50,7 +51,8 @@ class GccgoBinary {
 
   nlohmann::json info_json() const;
   // Functions whose Go name, with or without the clone suffix, matches a pattern. BadInput
-  // names the first pattern matching nothing.
+  // names the first pattern matching nothing. The plan's binary_view points into this
+  // object: valid while it lives.
   Result<ProbePlan> plan(const std::vector<std::string>& patterns) const;
 
  private:
@@ -61,6 +63,7 @@ class GccgoBinary {
   std::unique_ptr<ElfFile> elf_;
   GccgoFacts facts_;
   std::unique_ptr<GccgoDwarf> dwarf_;
+  GccgoTypes types_;  // of every parameter DWARF gives: the plans' binary_view.types
   std::vector<GccgoFunc> funcs_;
   std::string table_;
   std::vector<std::string> warnings_;

@@ -105,6 +105,9 @@ struct ProbePlan {
   // How the backends find the current g: R14 (ABIInternal code) or the TLS slot at
   // FS_base + tls_g_offset (ABI0 / cgo / Go < 1.17).
   int64_t tls_g_offset = -8;
+  // False for a gccgo program: libgo's g is not gc's, so the backends read no g at all.
+  // Calls pair by stack pointer alone and events carry no goid (kNoGoid).
+  bool reads_g = true;
   std::vector<FuncPlan> funcs;
   GoroutineProbes goroutines;
   std::vector<std::string> warnings;  // e.g. inlined sites not probed

@@ -1,6 +1,7 @@
 // libFuzzer target: gccgo recognition (DT_NEEDED / DT_SONAME), the symbol tables read by
 // hand, the demangler over every name, gccgo's DWARF and the System V assignment of what
-// comes out, and morestack_ret over each function's bytes.
+// comes out, the type graph built from its type names, and morestack_ret over each
+// function's bytes.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -9,12 +10,18 @@
 #include "core/binary/gccgo_dwarf.h"
 #include "core/binary/gccgo_symbols.h"
 #include "core/plan/gccgo_binary.h"
+#include "core/plan/gccgo_types.h"
 #include "core/plan/sysv_abi.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The demangler on the raw bytes as a name.
   std::string_view raw(reinterpret_cast<const char*>(data), size < 256 ? size : 256);
   volatile size_t sink = gotap::gccgo_demangle(raw).size() + gotap::gcc_clone_suffix(raw).size();
+  {
+    gotap::GccgoTypes raw_types;  // the raw bytes as a type name ("[][]*string"...)
+    sink = sink + raw_types.add(std::string(raw));
+    raw_types.finish();
+  }
   auto elf = gotap::ElfFile::from_bytes({data, size});
   if (!elf.ok()) return 0;
   const gotap::ElfFile& e = **elf;
@@ -31,11 +38,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto dw = gotap::read_gccgo_dwarf(e);
   if (!dw.ok() || !*dw) return 0;
+  gotap::GccgoTypes types;
   for (const auto& f : (*dw)->funcs) {
+    for (const auto& p : f.params) sink = sink + types.add(p.type.name);
     gotap::SysvAssignment a = gotap::assign_sysv(f);
     for (const auto& p : a.args) sink = sink + p.loc.describe().size();
     for (const auto& p : a.results) sink = sink + p.loc.describe().size();
   }
+  types.finish();
+  sink = sink + types.graph().size();
   (void)sink;
   return 0;
 }

@@ -34,6 +34,33 @@ TEST(CallTree, NestsCallsPerGoroutine) {
   EXPECT_EQ(spans[2].end_ns, 50u);
 }
 
+// Calls without a goid (a gccgo program's) nest per thread: two threads' calls interleaved
+// in time stay apart.
+TEST(CallTree, WithoutGoidNestsPerThread) {
+  CallTree t;
+  auto site = [](const char* kind, uint64_t ts, int tid, const char* func) {
+    return Event{{"event", kind}, {"ts_ns", ts}, {"tid", tid}, {"func", func}};
+  };
+  t.add(site("entry", 10, 7, "main.outer"));
+  t.add(site("entry", 12, 8, "main.Add"));
+  t.add(site("entry", 14, 7, "main.Add"));
+  t.add(site("return", 16, 8, "main.Add"));
+  t.add(site("return", 18, 7, "main.Add"));
+  t.add(site("return", 20, 7, "main.outer"));
+  auto spans = t.finish();
+  ASSERT_EQ(spans.size(), 3u);
+  for (const auto& s : spans) EXPECT_TRUE(s.finished) << s.func;
+  const CallSpan *a7 = nullptr, *a8 = nullptr;
+  for (const auto& s : spans)
+    if (s.func == "main.Add") (s.goid == -7 ? a7 : a8) = &s;
+  ASSERT_TRUE(a7 && a8);
+  EXPECT_EQ(a8->goid, -8);
+  EXPECT_EQ(a7->stack, std::vector<std::string>{"main.outer"});
+  EXPECT_EQ(a7->end_ns - a7->start_ns, 4u);
+  EXPECT_TRUE(a8->stack.empty());
+  EXPECT_EQ(a8->end_ns - a8->start_ns, 4u);
+}
+
 // A wait inside a call is a span beneath it, named by the reason, from the change to
 // waiting to the next change of that goroutine.
 TEST(CallTree, WaitsInsideCallsAreSpansBeneathThem) {

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/binary/gccgo_symbols.h"
+#include "core/plan/gccgo_types.h"
 #include "core/plan/sysv_abi.h"
 #include "tests/unit/fixtures.h"
 
@@ -90,6 +91,37 @@ std::vector<std::string> locs(const std::vector<ParamLoc>& ps) {
 // mix(f float64, b bool, s string) (float64, error) as gccgo-12 compiles it: the 24-byte
 // results struct is returned in memory, its address passed in rdi, so b is in rsi (sil)
 // and s in rdx:rcx (disassembly of the fixture's main.mix).
+// The decoder's types from DWARF's names: what shares gc's layout, and nothing for the rest
+// (interfaces, maps, structs, named types: shown raw), however deep the name nests.
+TEST(GccgoTypes, FromNames) {
+  GccgoTypes t;
+  const TypeId s = t.add("string"), b = t.add("bool"), ss = t.add("[][]string"), p = t.add("*int"),
+               ps = t.add("*Point"), sp = t.add("[]*Point"), iface = t.add("interface {}"),
+               m = t.add("map[string]int"), e = t.add("[]interface {}"),
+               deep = t.add(std::string(64, '*') + "int");
+  t.finish();
+  const TypeGraph& g = t.graph();
+  ASSERT_TRUE(s && b && ss && p && ps && sp);
+  EXPECT_EQ(g.get(s)->kind, GoKind::String);
+  EXPECT_EQ(g.get(s)->size, 16u);
+  EXPECT_EQ(g.get(b)->kind, GoKind::Bool);
+  EXPECT_EQ(g.get(b)->size, 1u);
+  EXPECT_EQ(g.get(ss)->kind, GoKind::Slice);
+  EXPECT_EQ(g.get(g.get(ss)->elem)->kind, GoKind::Slice);
+  EXPECT_EQ(g.get(g.get(g.get(ss)->elem)->elem)->kind, GoKind::String);
+  EXPECT_EQ(g.get(g.get(p)->elem)->kind, GoKind::Int);
+  EXPECT_EQ(g.get(ps)->kind, GoKind::Ptr);
+  EXPECT_EQ(g.get(ps)->elem, 0u);  // the address alone
+  EXPECT_EQ(g.get(g.get(sp)->elem)->kind, GoKind::Ptr);
+  EXPECT_EQ(iface, 0u);
+  EXPECT_EQ(m, 0u);
+  EXPECT_EQ(e, 0u);  // a slice of what has no type: its words raw
+  // Nested past the bound: the outer pointers are there, what is too deep is not read.
+  EXPECT_NE(deep, 0u);
+  EXPECT_EQ(t.find("string"), s);
+  EXPECT_EQ(t.find("never asked"), 0u);
+}
+
 TEST(GccgoSysv, ResultInMemoryShiftsIntegerArgs) {
   GccgoDwarfFunc f;
   f.params = {gp("f", "float64", 8, {S}), gp("b", "bool", 1, {I}), gp("s", "string", 16, {I, I})};
@@ -453,14 +485,14 @@ TEST(GccgoFixture, StrippedListsDynsymNamesOnly) {
   EXPECT_EQ(funcs["main.main"]["args_source"], "none");
 }
 
-TEST(GccgoFixture, TracingRefusedClearly) {
+// Tracing works (test_runtime_gccgo.cpp); what reads libgo's g is refused before it runs.
+TEST(GccgoFixture, GoroutinesRefusedClearly) {
   NEED_GCCGO_FIXTURES();
   const std::string path = gccgo_fixture("default");
-  auto r = testing::run_command({testing::gotap_binary(), "count", path, "main.*", "--", path});
+  auto r = testing::run_command({testing::gotap_binary(), "goroutines", "--", path});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err,
-            "gotap: " + path +
-                ": tracing gccgo programs is not supported yet (info and funcs read them)\n");
+            "gotap: goroutines are not supported for gccgo programs yet (libgo's g is not read)\n");
 }
 
 // A gccgo binary cut short, or with its symbol table overwritten: one clear line, exit 2 or

@@ -1,0 +1,63 @@
+#include "core/plan/gccgo_types.h"
+
+#include <string_view>
+
+namespace gotap {
+
+namespace {
+
+struct Scalar {
+  std::string_view name;
+  GoKind kind;
+  uint64_t size;
+};
+
+constexpr Scalar kScalars[] = {
+    {"bool", GoKind::Bool, 1},       {"int", GoKind::Int, 8},
+    {"int8", GoKind::Int8, 1},       {"int16", GoKind::Int16, 2},
+    {"int32", GoKind::Int32, 4},     {"rune", GoKind::Int32, 4},
+    {"int64", GoKind::Int64, 8},     {"uint", GoKind::Uint, 8},
+    {"uint8", GoKind::Uint8, 1},     {"byte", GoKind::Uint8, 1},
+    {"uint16", GoKind::Uint16, 2},   {"uint32", GoKind::Uint32, 4},
+    {"uint64", GoKind::Uint64, 8},   {"uintptr", GoKind::Uintptr, 8},
+    {"float32", GoKind::Float32, 4}, {"float64", GoKind::Float64, 8},
+    {"string", GoKind::String, 16},  {"unsafe.Pointer", GoKind::UnsafePointer, 8},
+};
+
+// Nesting bound: the names come from the file.
+constexpr int kMaxDepth = 8;
+
+}  // namespace
+
+TypeId GccgoTypes::add(const std::string& name) {
+  return add(name, 0);
+}
+
+TypeId GccgoTypes::add(const std::string& name, int depth) {
+  if (auto it = ids_.find(name); it != ids_.end()) return it->second;
+  if (depth > kMaxDepth) return 0;
+  GoType t;
+  t.name = name;
+  if (name.starts_with("[]")) {
+    t.kind = GoKind::Slice;
+    t.size = 24;
+    t.elem = add(name.substr(2), depth + 1);
+    if (!t.elem) return ids_[name] = 0;  // a slice of what cannot be read: raw words
+  } else if (name.starts_with("*")) {
+    t.kind = GoKind::Ptr;
+    t.size = 8;
+    t.elem = add(name.substr(1), depth + 1);  // 0: the address alone
+  } else {
+    for (const auto& s : kScalars)
+      if (name == s.name) {
+        t.kind = s.kind;
+        t.size = s.size;
+      }
+    if (t.kind == GoKind::Invalid) return ids_[name] = 0;
+  }
+  t.id = next_++;
+  graph_.add(t);
+  return ids_[name] = t.id;
+}
+
+}  // namespace gotap

@@ -1,0 +1,37 @@
+// The Go types of a gccgo program's parameters, for the value decoder: gccgo's DWARF is
+// C-like (core/binary/gccgo_dwarf.h), but its strings, slices and pointers have gc's
+// layouts, so a type graph built from the names alone decodes them as gc's. Interfaces,
+// maps, structs and named types get no type: their words are shown raw (libgo's type
+// descriptors and map layouts are not gc's).
+#pragma once
+
+#include <string>
+#include <unordered_map>
+
+#include "core/model/go_types.h"
+
+namespace gotap {
+
+class GccgoTypes {
+ public:
+  // The type a parameter of this name decodes as ("int", "string", "[]int", "*int",
+  // "[][]string", "*Point"), added on first use; 0 when the name is not one of those (and for
+  // "*T" with such a T: a pointer whose target is not read).
+  TypeId add(const std::string& name);
+  // The type add gave this name; 0 when it gave none or was not asked.
+  TypeId find(const std::string& name) const {
+    auto it = ids_.find(name);
+    return it == ids_.end() ? 0 : it->second;
+  }
+  // Call once the parameters are in, before the graph is read.
+  void finish() { graph_.index(); }
+  const TypeGraph& graph() const { return graph_; }
+
+ private:
+  TypeId add(const std::string& name, int depth);
+  TypeGraph graph_;
+  std::unordered_map<std::string, TypeId> ids_;
+  TypeId next_ = 1;
+};
+
+}  // namespace gotap

@@ -1,0 +1,103 @@
+// The gccgo tracing fixture: `calls N` makes N rounds of calls to functions whose
+// parameters and results take each System V place gotap reads (integer registers, rdx as
+// an argument and as a second result, a string, a slice on the stack, a pointer), from the
+// main goroutine and from a second one at the same time. Each call prints its own truth:
+// "call FUNC ARGS -> RESULTS", values as %v prints them; then "calls FUNC COUNT".
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+var (
+	mu     sync.Mutex
+	counts = map[string]int{}
+)
+
+// Printed after the call returns, so that the line is the call's own truth.
+func record(name, args, results string) {
+	mu.Lock()
+	defer mu.Unlock()
+	counts[name]++
+	fmt.Printf("call %s %s -> %s\n", name, args, results)
+}
+
+// Exported, so that gccgo keeps one global copy (no .constprop clone taking other
+// parameters) under the Go name.
+
+//go:noinline
+func Add(a, b int) int { return a + b }
+
+// A bool in dil, then the string in rsi:rdx; the string result comes back in rax:rdx.
+//
+//go:noinline
+func Label(loud bool, s string) string {
+	if loud {
+		return strings.ToUpper(s)
+	}
+	return s + "."
+}
+
+// A 24-byte slice is passed in memory: on the stack at entry RSP+8.
+//
+//go:noinline
+func Sum(xs []int) int {
+	t := 0
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
+
+// Two int results: rax and rdx.
+//
+//go:noinline
+func DivMod(a, b int) (int, int) { return a / b, a % b }
+
+//go:noinline
+func Deref(p *int) int { return *p + 1 }
+
+func round(i int) {
+	a := Add(i, 2*i+1)
+	record("main.Add", fmt.Sprintf("%d %d", i, 2*i+1), fmt.Sprint(a))
+	s := "w" + strconv.Itoa(i)
+	l := Label(i%2 == 0, s)
+	record("main.Label", fmt.Sprintf("%v %s", i%2 == 0, s), l)
+	xs := make([]int, i%4+1)
+	for k := range xs {
+		xs[k] = i + k
+	}
+	t := Sum(xs)
+	record("main.Sum", fmt.Sprint(xs), fmt.Sprint(t))
+	q, r := DivMod(100+i, i%7+1)
+	record("main.DivMod", fmt.Sprintf("%d %d", 100+i, i%7+1), fmt.Sprintf("%d %d", q, r))
+	v := i * 3
+	d := Deref(&v)
+	record("main.Deref", fmt.Sprint(v), fmt.Sprint(d))
+}
+
+func main() {
+	n := 10
+	if len(os.Args) > 1 {
+		n, _ = strconv.Atoi(os.Args[1])
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := n; i < 2*n; i++ {
+			round(i)
+		}
+	}()
+	for i := 0; i < n; i++ {
+		round(i)
+	}
+	wg.Wait()
+	for _, f := range []string{"main.Add", "main.Label", "main.Sum", "main.DivMod", "main.Deref"} {
+		fmt.Printf("calls %s %d\n", f, counts[f])
+	}
+}

@@ -1,0 +1,293 @@
+// gccgo programs traced on both backends (tests/fixtures-gccgo/calls, built with Debian's
+// gccgo-12). The ground truth is the fixture's own account: each call's arguments and
+// results as fmt prints them, and how many calls it made. With DWARF (linked against
+// libgo.so, and with libgo inside), every call's values as gotap decoded them from the
+// System V places (rdx as an argument and as a second result, a string, a slice on the
+// stack, a pointer) equal the program's print, and counts are exact. The stripped build
+// (.dynsym only: main.main is its one Go function) traces by name alone, without values.
+// What reads libgo's g is refused.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/unit/fixtures.h"
+#include "tests/unit/loopback.h"
+
+namespace gotap::testing {
+namespace {
+
+using nlohmann::json;
+
+const std::vector<std::string> kFuncs = {"main.Add", "main.Label", "main.Sum", "main.DivMod",
+                                         "main.Deref"};
+constexpr int kRounds = 12;  // per goroutine: 24 calls of each function
+
+std::string fixture(const std::string& flavour) {
+  return std::string(GOTAP_GCCGO_FIXTURES_DIR) + "/" + flavour + "/calls";
+}
+
+struct Truth {
+  std::map<std::string, uint64_t> counts;  // "calls F N"
+  std::multiset<std::string> calls;        // "F ARGS -> RESULTS"
+};
+
+Truth truth_of(const std::string& out) {
+  Truth t;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("call ", 0) == 0) t.calls.insert(line.substr(5));
+    if (line.rfind("calls ", 0) == 0) {
+      std::istringstream w(line.substr(6));
+      std::string f;
+      uint64_t n = 0;
+      w >> f >> n;
+      t.counts[f] = n;
+    }
+  }
+  return t;
+}
+
+// A decoded value as the fixture's fmt.Sprint prints it. What the eBPF backend does not copy
+// (docs/json.md: a slice's elements, a pointer's target) reads "[len N]" and "*".
+std::string go_text(const json& v) {
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("elems") && v.contains("len")) {  // a slice
+    if (v.value("truncated", false) || v["elems"].size() != v["len"].get<size_t>())
+      return "[len " + v["len"].dump() + "]";
+    std::string out = "[";
+    for (const auto& e : v["elems"]) out += (out.size() > 1 ? " " : "") + go_text(e);
+    return out + "]";
+  }
+  if (v.is_object() && v.contains("addr") && !v.contains("unreadable"))  // a pointer
+    return v.contains("elem") ? go_text(v["elem"]) : "*";
+  return v.dump();
+}
+
+// The program's line as the eBPF backend can show it: main.Sum's elements and the int
+// main.Deref's pointer points to are not copied by its BPF program.
+std::string ebpf_view(const std::string& call) {
+  if (call.rfind("main.Sum [", 0) == 0) {
+    const size_t close = call.find(']');
+    std::istringstream elems(call.substr(10, close - 10));
+    size_t n = 0;
+    for (std::string e; elems >> e;) ++n;
+    return "main.Sum [len " + std::to_string(n) + call.substr(close);
+  }
+  if (call.rfind("main.Deref ", 0) == 0) return "main.Deref *" + call.substr(call.find(" ->"));
+  return call;
+}
+
+std::string joined(const json& params) {
+  std::string out;
+  for (const auto& p : params) out += (out.empty() ? "" : " ") + go_text(p["value"]);
+  return out;
+}
+
+class Gccgo : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace and BPF)";
+    if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+    if (!file_exists(fixture(flavour())))
+      GTEST_SKIP() << "no gccgo fixture " << fixture(flavour())
+                   << " (gccgo-12 absent: tests/tools/build-gccgo-fixtures.sh)";
+  }
+  const std::string& backend() const { return std::get<0>(GetParam()); }
+  const std::string& flavour() const { return std::get<1>(GetParam()); }
+
+  RunResult gotap(const std::string& command, const std::vector<std::string>& funcs = kFuncs) {
+    std::vector<std::string> argv = {gotap_binary(), command, "--backend", backend(), "--json"};
+    argv.insert(argv.end(), funcs.begin(), funcs.end());
+    argv.insert(argv.end(), {"--", fixture(flavour()), std::to_string(kRounds)});
+    return run_command(argv, 60);
+  }
+};
+
+TEST_P(Gccgo, CountsAreTheProgramsOwn) {
+  RunResult r = gotap("count");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Truth t = truth_of(r.out);
+  ASSERT_EQ(t.counts.size(), kFuncs.size()) << r.out;
+  std::map<std::string, uint64_t> got;
+  for (const auto& e : events_in(r.out, "count")) got[e.value("func", "")] = e.value("count", 0ull);
+  for (const auto& f : kFuncs) {
+    EXPECT_EQ(t.counts[f], uint64_t(2 * kRounds)) << f;
+    EXPECT_EQ(got[f], t.counts[f]) << f << "\n" << r.out;
+  }
+}
+
+// Entries and returns pair by thread here: the fixture's functions are leaves, which gccgo
+// never preempts, so a call begins and ends on one thread.
+TEST_P(Gccgo, TracedCallsAreTheProgramsOwn) {
+  RunResult r = gotap("trace");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Truth t = truth_of(r.out);
+  ASSERT_EQ(t.calls.size(), kFuncs.size() * 2 * kRounds) << r.out;
+  std::map<int, std::vector<json>> open;  // by tid
+  std::multiset<std::string> got;
+  std::map<std::string, uint64_t> entries, returns;
+  for (const auto& e : events_in(r.out)) {
+    const std::string kind = e.value("event", "");
+    if (kind != "entry" && kind != "return") continue;
+    // No goroutine id is read from a gccgo program: none is shown.
+    EXPECT_FALSE(e.contains("goid")) << e.dump();
+    const std::string f = e.value("func", "");
+    const int tid = e.value("tid", 0);
+    if (kind == "entry") {
+      ++entries[f];
+      open[tid].push_back(e);
+      continue;
+    }
+    ++returns[f];
+    ASSERT_FALSE(open[tid].empty()) << "a return without its entry: " << e.dump();
+    json entry = open[tid].back();
+    open[tid].pop_back();
+    ASSERT_EQ(entry.value("func", ""), f) << e.dump();
+    EXPECT_TRUE(e.contains("duration_ns")) << "not paired with its entry: " << e.dump();
+    got.insert(f + " " + joined(entry["args"]) + " -> " + joined(e["results"]));
+  }
+  for (const auto& f : kFuncs) {
+    EXPECT_EQ(entries[f], t.counts[f]) << f;
+    EXPECT_EQ(returns[f], t.counts[f]) << f;
+  }
+  EXPECT_TRUE(events_in(r.out, "unfinished").empty()) << r.out;
+  std::multiset<std::string> want;
+  for (const auto& c : t.calls) want.insert(backend() == "ebpf" ? ebpf_view(c) : c);
+  EXPECT_EQ(got, want);
+}
+
+// --if on a string in rsi:rdx: the calls the program made with that string.
+TEST_P(Gccgo, ConditionOnAStringInRdx) {
+  RunResult r = gotap("count", {"--if", "s == \"w3\"", "main.Label"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  uint64_t want = 0;
+  for (const auto& c : truth_of(r.out).calls)
+    if (c.rfind("main.Label ", 0) == 0 && c.find(" w3 -> ") != std::string::npos) ++want;
+  ASSERT_EQ(want, 1u) << r.out;
+  auto counts = events_in(r.out, "count");
+  ASSERT_EQ(counts.size(), 1u) << r.out;
+  EXPECT_EQ(counts[0].value("count", 0ull), want) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Gccgo,
+                         ::testing::Combine(::testing::Values("ebpf", "ptrace"),
+                                            ::testing::Values("default", "static")),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                         });
+
+using GccgoStripped = Gccgo;
+
+// Without DWARF and .symtab: main.main by name, its one call counted and traced whole, with
+// no values, while the program runs as it does untraced.
+TEST_P(GccgoStripped, TracedByNameAlone) {
+  RunResult c = gotap("count", {"main.main"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  auto counts = events_in(c.out, "count");
+  ASSERT_EQ(counts.size(), 1u) << c.out;
+  EXPECT_EQ(counts[0].value("count", 0ull), 1ull);
+  EXPECT_EQ(truth_of(c.out).counts["main.Add"], uint64_t(2 * kRounds)) << c.out;
+
+  RunResult r = gotap("trace", {"main.main"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(truth_of(r.out).calls.size(), kFuncs.size() * 2 * kRounds) << r.out;
+  auto entries = events_in(r.out, "entry"), returns = events_in(r.out, "return");
+  ASSERT_EQ(entries.size(), 1u) << r.out;
+  ASSERT_EQ(returns.size(), 1u) << r.out;
+  EXPECT_TRUE(entries[0]["args"].empty()) << entries[0].dump();
+  EXPECT_TRUE(returns[0]["results"].empty()) << returns[0].dump();
+  EXPECT_TRUE(returns[0].contains("duration_ns")) << returns[0].dump();
+  EXPECT_FALSE(entries[0].contains("goid")) << entries[0].dump();
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, GccgoStripped,
+                         ::testing::Combine(::testing::Values("ebpf", "ptrace"),
+                                            ::testing::Values("stripped")),
+                         [](const auto& info) { return std::get<0>(info.param); });
+
+// Side by side with bcc, the oldest Go tracing there is (it reads gccgo programs by their
+// symbols): funccount-bpfcc and gotap's eBPF backend count the same run of the program, and
+// both equal the program's own count. Skips where bcc is not installed (dev.sh does not
+// install bpfcc-tools) or cannot compile its BPF (bcc needs the running kernel's headers).
+TEST(GccgoBcc, FunccountCountsTheSame) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  const std::string bin = fixture("default");
+  if (!file_exists(bin)) GTEST_SKIP() << "no gccgo fixtures (gccgo-12 absent)";
+  const std::string funccount = "/usr/sbin/funccount-bpfcc";
+  if (!file_exists(funccount)) GTEST_SKIP() << funccount << " absent (package bpfcc-tools)";
+  // Python buffers a pipe: unbuffered, its "Tracing ..." line says when the probes are in.
+  Child fc = spawn({"/usr/bin/env", "PYTHONUNBUFFERED=1", funccount, bin + ":main.Add"});
+  ASSERT_GT(fc.pid, 0);
+  const std::string started = read_until(fc.out, "Hit Ctrl-C to end.", 60000);
+  if (started.find("Hit Ctrl-C to end.") == std::string::npos) {
+    kill(fc.pid, SIGKILL);
+    waitpid(fc.pid, nullptr, 0);
+    const std::string err = read_all(fc.err) + started;
+    const std::string why = err.find("kernel headers") != std::string::npos
+                                ? "bcc finds no headers of the running kernel to compile with"
+                                : err.substr(0, err.find('\n'));
+    GTEST_SKIP() << "funccount-bpfcc did not start: " << why;
+  }
+  RunResult r = run_command({gotap_binary(), "count", "--backend", "ebpf", "--json", "main.Add",
+                             "--", bin, std::to_string(kRounds)},
+                            60);
+  kill(fc.pid, SIGINT);  // it prints its table and detaches
+  const std::string table = read_all(fc.out);
+  int st = 0;
+  waitpid(fc.pid, &st, 0);
+  close(fc.out);
+  close(fc.err);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const uint64_t truth = truth_of(r.out).counts["main.Add"];
+  ASSERT_EQ(truth, uint64_t(2 * kRounds)) << r.out;
+  auto counts = events_in(r.out, "count");
+  ASSERT_EQ(counts.size(), 1u) << r.out;
+  EXPECT_EQ(counts[0].value("count", 0ull), truth);
+  // funccount's table: "FUNC  COUNT", then "main.Add  N".
+  uint64_t bcc = 0;
+  std::istringstream lines(table);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream w(line);
+    std::string f;
+    uint64_t n = 0;
+    if (w >> f >> n && f == "main.Add") bcc = n;
+  }
+  EXPECT_EQ(bcc, truth) << table;
+}
+
+// What would read libgo's g as gc's is refused before anything is probed: one line, exit 2.
+TEST(GccgoRefusals, GoroutinesAndWhy) {
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  if (!file_exists(fixture("default"))) GTEST_SKIP() << "no gccgo fixtures (gccgo-12 absent)";
+  const std::string bin = fixture("default");
+  for (const auto& argv : std::vector<std::vector<std::string>>{
+           {gotap_binary(), "goroutines", "--", bin, "1"},
+           {gotap_binary(), "trace", "--goroutines", "main.Add", "--", bin, "1"},
+           {gotap_binary(), "trace", "--why", "main.Add", "--", bin, "1"},
+           {gotap_binary(), "trace", "--stack", "4", "main.Add", "--", bin, "1"},
+           {gotap_binary(), "graph", "main.Add", "--", bin, "1"}}) {
+    RunResult r = run_command(argv, 30);
+    SCOPED_TRACE(argv[1] + " " + argv[2]);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err.rfind("gotap: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("gccgo"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.out.find("call "), std::string::npos) << "the program ran: " << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace gotap::testing
