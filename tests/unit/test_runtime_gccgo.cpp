@@ -217,57 +217,6 @@ INSTANTIATE_TEST_SUITE_P(Backends, GccgoStripped,
                                             ::testing::Values("stripped")),
                          [](const auto& info) { return std::get<0>(info.param); });
 
-// Side by side with bcc, the oldest Go tracing there is (it reads gccgo programs by their
-// symbols): funccount-bpfcc and gotap's eBPF backend count the same run of the program, and
-// both equal the program's own count. Skips where bcc is not installed (dev.sh does not
-// install bpfcc-tools) or cannot compile its BPF (bcc needs the running kernel's headers).
-TEST(GccgoBcc, FunccountCountsTheSame) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
-  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
-  const std::string bin = fixture("default");
-  if (!file_exists(bin)) GTEST_SKIP() << "no gccgo fixtures (gccgo-12 absent)";
-  const std::string funccount = "/usr/sbin/funccount-bpfcc";
-  if (!file_exists(funccount)) GTEST_SKIP() << funccount << " absent (package bpfcc-tools)";
-  // Python buffers a pipe: unbuffered, its "Tracing ..." line says when the probes are in.
-  Child fc = spawn({"/usr/bin/env", "PYTHONUNBUFFERED=1", funccount, bin + ":main.Add"});
-  ASSERT_GT(fc.pid, 0);
-  const std::string started = read_until(fc.out, "Hit Ctrl-C to end.", 60000);
-  if (started.find("Hit Ctrl-C to end.") == std::string::npos) {
-    kill(fc.pid, SIGKILL);
-    waitpid(fc.pid, nullptr, 0);
-    const std::string err = read_all(fc.err) + started;
-    const std::string why = err.find("kernel headers") != std::string::npos
-                                ? "bcc finds no headers of the running kernel to compile with"
-                                : err.substr(0, err.find('\n'));
-    GTEST_SKIP() << "funccount-bpfcc did not start: " << why;
-  }
-  RunResult r = run_command({gotap_binary(), "count", "--backend", "ebpf", "--json", "main.Add",
-                             "--", bin, std::to_string(kRounds)},
-                            60);
-  kill(fc.pid, SIGINT);  // it prints its table and detaches
-  const std::string table = read_all(fc.out);
-  int st = 0;
-  waitpid(fc.pid, &st, 0);
-  close(fc.out);
-  close(fc.err);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const uint64_t truth = truth_of(r.out).counts["main.Add"];
-  ASSERT_EQ(truth, uint64_t(2 * kRounds)) << r.out;
-  auto counts = events_in(r.out, "count");
-  ASSERT_EQ(counts.size(), 1u) << r.out;
-  EXPECT_EQ(counts[0].value("count", 0ull), truth);
-  // funccount's table: "FUNC  COUNT", then "main.Add  N".
-  uint64_t bcc = 0;
-  std::istringstream lines(table);
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream w(line);
-    std::string f;
-    uint64_t n = 0;
-    if (w >> f >> n && f == "main.Add") bcc = n;
-  }
-  EXPECT_EQ(bcc, truth) << table;
-}
-
 // What would read libgo's g as gc's is refused before anything is probed: one line, exit 2.
 TEST(GccgoRefusals, GoroutinesAndWhy) {
   if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
