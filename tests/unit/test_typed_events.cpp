@@ -31,6 +31,8 @@ std::vector<TypedEvent> every_kind() {
   r.stack = Event::array();
   why::WhySplit w;
   w.waits.push_back({"chan receive", 1, 1, {why::WokenBy::Goroutine, 8, "main.g"}, "main.f"});
+  w.preempted_ns = 0;
+  w.syscalls = {{"read", 1, 1}};
   r.why = why::why_json(w);
   LatencySummary l;
   l.add(5);
@@ -85,11 +87,12 @@ TEST(TypedEvents, JsonCarriesEveryDocumentedField) {
       // -i's keys are the interval printer's (frontends/interval_printer.h, Interval.*),
       // added to the backends' count and latency events, not fields of their own.
       bool interval = k == "interval" || k == "start_ts_ns" || k == "end_ts_ns";
-      // --why's keys are the why object's, and its waits' (checked there).
+      // --why's keys are the why object's, its waits' and its system calls' (checked there).
       if (kind == "return" && !ev.contains(k)) {
         const Event& why = ev.at("why");
         const Event& wait = why.at("waits").at(0);
-        nested = why.contains(k) || wait.contains(k) || wait.at("woken_by").contains(k);
+        nested = why.contains(k) || wait.contains(k) || wait.at("woken_by").contains(k) ||
+                 why.at("syscalls").at(0).contains(k);
       }
       if (!nested && !interval) {
         EXPECT_TRUE(ev.contains(k)) << kind << " lacks documented field " << k;
