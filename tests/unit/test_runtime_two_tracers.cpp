@@ -50,6 +50,20 @@ std::string latency_path() {
   return path;
 }
 
+// A private copy of the latency fixture, so that other tests' probes on the shared one, and
+// the lock each gotap takes on it while placing its own, stay out of these (ctest runs two
+// pairs at once).
+struct Copy {
+  std::string path;
+  explicit Copy(const std::string& name) {
+    path = "/tmp/gotap-" + name + "-" + std::to_string(getpid());
+    std::filesystem::copy_file(latency_path(), path,
+                               std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  }
+  ~Copy() { std::remove(path.c_str()); }
+};
+
 // The latency fixture in spin mode: ask(n) has it call main.work n times.
 class Spin {
  public:
@@ -191,8 +205,9 @@ TEST_P(TwoTracers, EachThatSaysTracingSeesEveryCall) {
   const Case& k = GetParam();
   if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach and BPF)";
   if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
-  const std::string fixture = latency_path();
-  if (fixture.empty()) GTEST_SKIP() << "no latency fixture (tests/tools/build-fixtures.sh)";
+  if (latency_path().empty()) GTEST_SKIP() << "no latency fixture (tests/tools/build-fixtures.sh)";
+  const Copy copy("pair");
+  const std::string& fixture = copy.path;
   // CI installs it (dev.sh TEST_PACKAGES).
   if (k.second == "bpftrace" && !file_exists("/usr/bin/bpftrace"))
     GTEST_SKIP() << "bpftrace is not installed";
@@ -399,19 +414,6 @@ uint64_t probe_offset(const std::string& path) {
   if (!sym) return 0;
   return (*elf)->vaddr_to_offset(sym->value).value_or(0);
 }
-
-// A private copy of the latency fixture, so that other tests' probes on the shared one stay
-// out of these.
-struct Copy {
-  std::string path;
-  explicit Copy(const std::string& name) {
-    path = "/tmp/gotap-" + name + "-" + std::to_string(getpid());
-    std::filesystem::copy_file(latency_path(), path,
-                               std::filesystem::copy_options::overwrite_existing);
-    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
-  }
-  ~Copy() { std::remove(path.c_str()); }
-};
 
 // Who holds a uprobe that reaches a process: the kernel reports the pid of a uprobe_multi link
 // whose process is gone as 0, as it does for one made for every process, and only the second
