@@ -37,7 +37,8 @@ bool parse_schedstat(const char* line, size_t n, uint64_t& cpu, uint64_t& wait, 
   return true;
 }
 
-StopClock::StopClock(pid_t pid) : pid_(pid), trap_cost_(measure_trap_cost()) {}
+StopClock::StopClock(pid_t pid)
+    : pid_(pid), times_(StopTimes::open(pid)), trap_cost_(measure_trap_cost()) {}
 
 uint64_t StopClock::measure_trap_cost() {
   // A child of gotap's own, stopped at an int3 again and again: the program is not touched.
@@ -144,12 +145,46 @@ void StopClock::probe_resumed(pid_t except) {
   unprobed_.resize(keep);
 }
 
+void StopClock::date_by_switch(Thread& t, pid_t tid, Stop& s) {
+  // The stop is reported to gotap just before the thread's own switch away from its CPU
+  // (ptrace_stop notifies, then schedules): a lookup that still finds an earlier stop is
+  // tried again for a few microseconds. That one is told by its run since (`in`), which this
+  // stop cannot have had; a thread's stop also comes after its resume, or after the program
+  // was attached.
+  const uint64_t lo = t.resumed ? t.resumed_at : times_->since();
+  std::optional<StopTimes::Times> v;
+  for (int i = 0; i < 64; ++i) {
+    v = times_->of(tid);
+    if (v && v->in == 0 && v->out >= lo) break;
+    v.reset();
+  }
+  // Not checked against when gotap took it: the switch comes just after the report that
+  // gotap stamps, and a stop taken while attaching is stamped long before it is dated here.
+  if (!v) return;
+  // The kernel's part of a trap and resume (trap_cost) is split between the switch away and
+  // the run after the resume: taken off here, it leaves a call only the program's own time.
+  s.at = std::max(lo, v->out - std::min(v->out, trap_cost_));
+  s.exact = true;
+  ++exact_;
+  if (t.resumed && v->prev_in >= t.resumed_at && v->prev_in <= v->out) {
+    s.resumed_late = v->prev_in - t.resumed_at;
+    s.resumed_at = t.resumed_at;
+    s.resumed_goid = t.goid;
+  }
+}
+
 StopClock::Stop StopClock::on_stop(pid_t tid, uint64_t taken) {
   ++stops_;
-  probe_resumed(tid);
   Stop s;
   s.at = taken;
   Thread& t = threads_[tid];
+  if (times_) {
+    date_by_switch(t, tid, s);
+    t.resumed = false;
+    t.goid.reset();
+    return s;
+  }
+  probe_resumed(tid);
   Account now;
   // A kernel without the account (no CONFIG_SCHED_INFO) prints zeros: nothing to go by.
   const bool ok = read(t, tid, now, pid_) && now.slices > 0;

@@ -1,0 +1,42 @@
+// When the scheduler switched a traced thread away at its tracer stops, and first back to a
+// CPU afterwards: read from a BPF program on the sched_switch tracepoint
+// (bpf/ptrace_stops.bpf.c), where BPF can be used (root, or CAP_BPF and CAP_PERFMON, and a
+// kernel with BTF). These are the moments themselves, whatever the thread did in between
+// (slept, was preempted, lost time to the hypervisor), and whatever delayed gotap in taking
+// the stop. StopClock falls back to the thread's schedstat without them.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+namespace gotap::ptrace {
+
+class StopTimes {
+ public:
+  struct Times {
+    uint64_t out = 0;      // CLOCK_MONOTONIC ns: switched away entering its last tracer stop
+    uint64_t in = 0;       // its first run since then (0: none yet)
+    uint64_t prev_in = 0;  // its first run after the resume before that stop (0: unknown)
+  };
+  // The program loaded and attached for the process pid, or nullptr when BPF is not usable
+  // here (or gotap was built without it, or GOTAP_PTRACE_STOP_BPF=0).
+  static std::unique_ptr<StopTimes> open(pid_t pid);
+  ~StopTimes();
+  StopTimes(const StopTimes&) = delete;
+  StopTimes& operator=(const StopTimes&) = delete;
+  // One map lookup (a system call, ~1 µs).
+  std::optional<Times> of(pid_t tid) const;
+  // When the program was attached: a stop dated before it is not one it saw.
+  uint64_t since() const { return since_; }
+
+ private:
+  StopTimes() = default;
+  struct Impl;
+  Impl* impl_ = nullptr;
+  uint64_t since_ = 0;
+};
+
+}  // namespace gotap::ptrace

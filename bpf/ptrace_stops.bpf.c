@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: GPL-2.0
+/* When each thread of a ptrace-traced program really stopped, and when it first got a CPU
+ * after gotap resumed it (backends/ptrace/stop_times.h). gotap's own timestamps are taken once
+ * waitid returns and the tracer gets to the thread, which a loaded machine delays by
+ * milliseconds; the thread's schedstat dates a stop only when the thread never slept, and its
+ * CPU time leaves out what the hypervisor stole. The scheduler's switch away from a thread
+ * entering a tracer stop, and its next switch to it, are the moments themselves. */
+#include "vmlinux.h"
+
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "ptrace_stops.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set by the loader before load: the traced process. */
+const volatile __u32 target_tgid = 0;
+
+/* include/linux/sched.h: __TASK_TRACED, set in a thread's state by a tracer stop. */
+#define STOPS_TASK_TRACED 0x8
+
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH); /* threads that exit leave no slot taken for good */
+  __uint(max_entries, 16384);
+  __type(key, __u32); /* thread id */
+  __type(value, struct ptrace_stop_times);
+} stop_times SEC(".maps");
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(gotap_stop_switch, bool preempt, struct task_struct* prev, struct task_struct* next,
+             unsigned int prev_state) {
+  if (prev->tgid == target_tgid && !preempt && (prev_state & STOPS_TASK_TRACED)) {
+    __u32 tid = prev->pid;
+    struct ptrace_stop_times* t = bpf_map_lookup_elem(&stop_times, &tid);
+    struct ptrace_stop_times n = {bpf_ktime_get_ns(), 0, t ? t->in : 0};
+    bpf_map_update_elem(&stop_times, &tid, &n, BPF_ANY);
+  }
+  if (next->tgid == target_tgid) {
+    __u32 tid = next->pid;
+    struct ptrace_stop_times* t = bpf_map_lookup_elem(&stop_times, &tid);
+    if (t) {
+      if (!t->in) t->in = bpf_ktime_get_ns();
+    } else {
+      /* A thread stopped before the program was attached (gotap's attach), resumed now:
+       * its first run is known for its next stop. */
+      struct ptrace_stop_times n = {0, bpf_ktime_get_ns(), 0};
+      bpf_map_update_elem(&stop_times, &tid, &n, BPF_NOEXIST);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,15 @@
+/* The value of ptrace_stops.bpf.c's map, shared with backends/ptrace/stop_times.cpp. */
+#ifndef GOTAP_PTRACE_STOPS_H
+#define GOTAP_PTRACE_STOPS_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+struct ptrace_stop_times {
+  __u64 out;     /* CLOCK_MONOTONIC ns: switched away entering its last tracer stop */
+  __u64 in;      /* its first switch to a CPU since then (0: none yet) */
+  __u64 prev_in; /* `in` as it was at that stop: the first run after the resume before it */
+};
+
+#endif
