@@ -307,7 +307,8 @@ static __noinline int probe_hit(struct pt_regs* ctx, __u64 cookie, __u64 at) {
     return 0;
   }
 
-  if (why_kernel && func == GOTAP_FUNC_GSTATUS) why_status(ctx, (__u32)pid_tgid);
+  if (why_kernel && func == GOTAP_FUNC_GSTATUS && !why_status(ctx, (__u32)pid_tgid) && why_only)
+    return 0;
   __u64 now = at ? at : bpf_ktime_get_ns();
   __u64 g = current_g(ctx, flags);
   __u64 goid = 0, hi = 0;
@@ -323,6 +324,10 @@ static __noinline int probe_hit(struct pt_regs* ctx, __u64 cookie, __u64 at) {
   key.func_id = func;
 
   if (flags & GOTAP_PROBE_INLINE) {
+    /* Go 1.26+'s system-call path, of the goroutine running here (why_only: see above). */
+    if (why_only && (func == GOTAP_FUNC_GSYSENTER || func == GOTAP_FUNC_GSYSEXIT) &&
+        !bpf_map_lookup_elem(&why_goids, &goid))
+      return 0;
     if (live_metrics) {
       /* Goroutine probes' func ids are past the map's end: the lookup fails for them. */
       __u64* c = bpf_map_lookup_elem(&counts, &func);

@@ -13,6 +13,10 @@
 
 /* Set by the loader for trace --why on eBPF. */
 const volatile __u32 why_kernel = 0;
+/* --why without --goroutines (why_kernel set too): only the status changes of goroutines
+ * with a traced call open are wanted, and the goroutine probes' work for any other ends at
+ * the lookup in why_goids (its creation and its end still go, which name goroutines). */
+const volatile __u32 why_only = 0;
 
 /* include/linux/sched.h: a thread stopped by a signal or a tracer (ptrace) is off the CPU
  * by no choice of the scheduler's, and not for lack of a CPU. */
@@ -79,22 +83,25 @@ static __always_inline void why_call_return(__u32 tid, __u64 goid) {
 /* runtime.casgstatus(gp, old, new) on thread tid (RAX, RBX, RCX: it is ABIInternal). To
  * running (2) in execute: the thread runs gp now, and no other goroutine (an entry a missed
  * change left behind goes). From running, or from a system call (3) in exitsyscall's slow
- * path, to anything but those two: the thread no longer runs it. */
-static __always_inline void why_status(struct pt_regs* ctx, __u32 tid) {
+ * path, to anything but those two: the thread no longer runs it. Returns whether the change
+ * is wanted under why_only: gp has a traced call open, or it begins or ends (dead, 6). */
+static __always_inline int why_status(struct pt_regs* ctx, __u32 tid) {
   __u64 gp = ctx->ax;
   __u32 from = (__u32)ctx->bx, to = (__u32)ctx->cx;
   int runs = to == 2;
   int leaves = (from == 2 || from == 3) && to != 2 && to != 3;
-  if (!runs && !leaves) return;
   __u64 goid = 0;
-  if (!gp || bpf_probe_read_user(&goid, sizeof(goid), (void*)(gp + g_goid_off))) return;
+  /* Unread, it is not dropped: user space counts what it cannot read. */
+  if (!gp || bpf_probe_read_user(&goid, sizeof(goid), (void*)(gp + g_goid_off))) return 1;
+  int inside = bpf_map_lookup_elem(&why_goids, &goid) != 0;
   if (leaves) {
     why_leaves(tid, goid);
-  } else if (bpf_map_lookup_elem(&why_goids, &goid)) {
+  } else if (runs && inside) {
     why_runs_on(tid, goid);
-  } else {
+  } else if (runs) {
     bpf_map_delete_elem(&why_threads, &tid);
   }
+  return inside || from == 6 || to == 6;
 }
 
 static __always_inline void why_kernel_event(__u32 func_id, __u32 tid, __u64 goid, __u64 from,

@@ -127,6 +127,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     if (!g) return report_error(g.error());
     plan->goroutines = *g;
     plan->goroutines.walk = req.why;
+    plan->goroutines.all_changes = req.goroutines;
     plan->warnings.insert(plan->warnings.end(), g->warnings.begin(), g->warnings.end());
   }
   for (const auto& w : plan->warnings) std::cerr << "gotap: warning: " << printable_text(w) << "\n";

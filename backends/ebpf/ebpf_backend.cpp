@@ -134,6 +134,7 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
   // --why's kernel side (bpf/why_kernel.h): in trace mode, where latency --why runs too.
   const bool why_kernel = plan.goroutines.walk && mode == Mode::Trace;
   ro->why_kernel = why_kernel ? 1 : 0;
+  ro->why_only = why_kernel && !plan.goroutines.all_changes ? 1 : 0;
   for (bpf_program* p : {skel->progs.gotap_why_switch, skel->progs.gotap_why_sys_enter,
                          skel->progs.gotap_why_sys_exit})
     bpf_program__set_autoload(p, why_kernel);

@@ -86,6 +86,10 @@ struct GoroutineProbes {
   // --why: at a park and at a wake-up, also walk the stack of the goroutine parked and of
   // the one that woke it (core/why/why_tracker.h).
   bool walk = false;
+  // Whether every goroutine's status changes are wanted (--goroutines, `gotap goroutines`), or
+  // (--why alone) only those of goroutines with a traced call open: eBPF then drops the rest
+  // in the kernel.
+  bool all_changes = true;
   // --why on Go 1.26 and later, whose fast system-call path changes a goroutine's status
   // without casgstatus: the entries of runtime.entersyscall and runtime.exitsyscall stand for
   // its running -> syscall and syscall -> running changes (0: not probed).
