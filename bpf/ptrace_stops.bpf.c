@@ -14,8 +14,8 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* Set by the loader before load: the traced process. */
-const volatile __u32 target_tgid = 0;
+/* The traced process, set by gotap once loaded (first its own calibration child's). */
+volatile __u32 target_tgid = 0;
 
 /* include/linux/sched.h: __TASK_TRACED, set in a thread's state by a tracer stop. */
 #define STOPS_TASK_TRACED 0x8
@@ -33,7 +33,7 @@ int BPF_PROG(gotap_stop_switch, bool preempt, struct task_struct* prev, struct t
   if (prev->tgid == target_tgid && !preempt && (prev_state & STOPS_TASK_TRACED)) {
     __u32 tid = prev->pid;
     struct ptrace_stop_times* t = bpf_map_lookup_elem(&stop_times, &tid);
-    struct ptrace_stop_times n = {bpf_ktime_get_ns(), 0, t ? t->in : 0};
+    struct ptrace_stop_times n = {bpf_ktime_get_ns(), 0, t ? t->in : 0, t ? t->trap : 0};
     bpf_map_update_elem(&stop_times, &tid, &n, BPF_ANY);
   }
   if (next->tgid == target_tgid) {
@@ -44,9 +44,27 @@ int BPF_PROG(gotap_stop_switch, bool preempt, struct task_struct* prev, struct t
     } else {
       /* A thread stopped before the program was attached (gotap's attach), resumed now:
        * its first run is known for its next stop. */
-      struct ptrace_stop_times n = {0, bpf_ktime_get_ns(), 0};
+      struct ptrace_stop_times n = {0, bpf_ktime_get_ns(), 0, 0};
       bpf_map_update_elem(&stop_times, &tid, &n, BPF_NOEXIST);
     }
+  }
+  return 0;
+}
+
+/* An int3 in the program raises SIGTRAP on the thread that ran it, at once (do_int3_user):
+ * the moment of the hit, before the kernel's way to the tracer stop (signal delivery, the
+ * tracer's notification, the switch away), which is not the program's time. */
+SEC("tp_btf/signal_generate")
+int BPF_PROG(gotap_stop_trap, int sig, struct kernel_siginfo* info, struct task_struct* task,
+             int group, int result) {
+  if (sig != 5 /* SIGTRAP */ || task->tgid != target_tgid) return 0;
+  __u32 tid = task->pid;
+  struct ptrace_stop_times* t = bpf_map_lookup_elem(&stop_times, &tid);
+  if (t) {
+    t->trap = bpf_ktime_get_ns();
+  } else {
+    struct ptrace_stop_times n = {0, 0, 0, bpf_ktime_get_ns()};
+    bpf_map_update_elem(&stop_times, &tid, &n, BPF_NOEXIST);
   }
   return 0;
 }

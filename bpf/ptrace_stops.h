@@ -10,6 +10,7 @@ struct ptrace_stop_times {
   __u64 out;     /* CLOCK_MONOTONIC ns: switched away entering its last tracer stop */
   __u64 in;      /* its first switch to a CPU since then (0: none yet) */
   __u64 prev_in; /* `in` as it was at that stop: the first run after the resume before it */
+  __u64 trap;    /* the last SIGTRAP raised on it (an int3): a probe hit's own moment */
 };
 
 #endif

@@ -10,9 +10,20 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <ctime>
 #include <initializer_list>
 
 namespace gotap::ptrace {
+
+namespace {
+
+uint64_t mono_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
+}
+
+}  // namespace
 
 StopClock::~StopClock() {
   for (auto& [tid, t] : threads_) close_files(t);
@@ -38,7 +49,20 @@ bool parse_schedstat(const char* line, size_t n, uint64_t& cpu, uint64_t& wait, 
 }
 
 StopClock::StopClock(pid_t pid)
-    : pid_(pid), times_(StopTimes::open(pid)), trap_cost_(measure_trap_cost()) {}
+    : pid_(pid), times_(StopTimes::open()), trap_cost_(measure_trap_cost()) {
+  if (times_) times_->watch(pid);
+}
+
+std::optional<StopTimes::Times> StopClock::switch_times(pid_t tid, uint64_t lo) const {
+  // The stop is reported to gotap just before the thread's own switch away from its CPU
+  // (ptrace_stop notifies, then schedules): a lookup that still finds an earlier stop is
+  // tried again for a few microseconds. That one is told by its run since (`in`), which this
+  // stop cannot have had; a thread's stop also comes after its resume, or after the program
+  // was attached.
+  for (int i = 0; i < 64; ++i)
+    if (auto v = times_->of(tid); v && v->in == 0 && v->out >= lo) return v;
+  return std::nullopt;
+}
 
 uint64_t StopClock::measure_trap_cost() {
   // A child of gotap's own, stopped at an int3 again and again: the program is not touched.
@@ -50,25 +74,36 @@ uint64_t StopClock::measure_trap_cost() {
     ::raise(SIGSTOP);
     for (;;) __asm__ volatile("int3");
   }
-  uint64_t best = UINT64_MAX;
+  uint64_t best = UINT64_MAX, best_ret = UINT64_MAX;
   int st = 0;
   if (::waitpid(c, &st, 0) == c && WIFSTOPPED(st)) {
+    if (times_) times_->watch(c);
     Thread t;
     Account prev, now;
     bool have = read(t, c, prev, c);
-    for (int i = 0; i < kCalibrations && have; ++i) {
+    for (int i = 0; i < kCalibrations && (have || times_); ++i) {
+      const uint64_t resumed = mono_ns();
       if (::ptrace(PTRACE_CONT, c, nullptr, nullptr) != 0 || ::waitpid(c, &st, 0) != c ||
-          !WIFSTOPPED(st) || WSTOPSIG(st) != SIGTRAP || !read(t, c, now, c))
+          !WIFSTOPPED(st) || WSTOPSIG(st) != SIGTRAP)
         break;
-      if (now.slices == prev.slices + 1 && now.cpu > prev.cpu)
-        best = std::min(best, now.cpu - prev.cpu);
-      prev = now;
+      if (have && read(t, c, now, c)) {
+        if (now.slices == prev.slices + 1 && now.cpu > prev.cpu)
+          best = std::min(best, now.cpu - prev.cpu);
+        prev = now;
+      }
+      // The kernel's way back to the program after a resume: from the child's first run to
+      // its next int3, which is all it runs.
+      if (times_)
+        if (auto v = switch_times(c, resumed);
+            v && v->prev_in >= resumed && v->trap > v->prev_in && v->trap <= v->out)
+          best_ret = std::min(best_ret, v->trap - v->prev_in);
     }
     close_files(t);
   }
   ::kill(c, SIGKILL);
   while (::waitpid(c, &st, 0) < 0 && errno == EINTR) {
   }
+  ret_cost_ = best_ret == UINT64_MAX ? 0 : best_ret;
   return best == UINT64_MAX ? 0 : best;
 }
 
@@ -146,24 +181,19 @@ void StopClock::probe_resumed(pid_t except) {
 }
 
 void StopClock::date_by_switch(Thread& t, pid_t tid, Stop& s) {
-  // The stop is reported to gotap just before the thread's own switch away from its CPU
-  // (ptrace_stop notifies, then schedules): a lookup that still finds an earlier stop is
-  // tried again for a few microseconds. That one is told by its run since (`in`), which this
-  // stop cannot have had; a thread's stop also comes after its resume, or after the program
-  // was attached.
   const uint64_t lo = t.resumed ? t.resumed_at : times_->since();
-  std::optional<StopTimes::Times> v;
-  for (int i = 0; i < 64; ++i) {
-    v = times_->of(tid);
-    if (v && v->in == 0 && v->out >= lo) break;
-    v.reset();
-  }
   // Not checked against when gotap took it: the switch comes just after the report that
   // gotap stamps, and a stop taken while attaching is stamped long before it is dated here.
+  const auto v = switch_times(tid, lo);
   if (!v) return;
-  // The kernel's part of a trap and resume (trap_cost) is split between the switch away and
-  // the run after the resume: taken off here, it leaves a call only the program's own time.
-  s.at = std::max(lo, v->out - std::min(v->out, trap_cost_));
+  // A probe hit is dated by its int3's SIGTRAP, before the kernel's way to the stop, less
+  // the kernel's way back to the program after the resume before it (ret_cost, measured on
+  // the calibration child: its least), so that a call keeps the program's time alone.
+  // Another stop (a signal's) by its switch, less the kernel's part of a stop and resume.
+  if (v->trap >= lo && v->trap <= v->out)
+    s.at = std::max(lo, v->trap - std::min(v->trap, ret_cost_));
+  else
+    s.at = std::max(lo, v->out - std::min(v->out, trap_cost_));
   s.exact = true;
   ++exact_;
   if (t.resumed && v->prev_in >= t.resumed_at && v->prev_in <= v->out) {

@@ -63,6 +63,9 @@ class StopClock {
   // KVM guest, which a call's time would otherwise gain at each of its hits. The least of
   // kCalibrations round trips of a child gotap forks for it; 0 when it cannot be measured.
   uint64_t trap_cost() const { return trap_cost_; }
+  // With the scheduler's switches: the kernel's way from a resumed thread's first run back
+  // to the program (~2.5 µs on a KVM guest), the least of kCalibrations on that child.
+  uint64_t ret_cost() const { return ret_cost_; }
   static constexpr int kCalibrations = 16;
   uint64_t stops() const { return stops_; }
   // Whether stops are dated by the scheduler's switches (stop_times.h).
@@ -96,8 +99,11 @@ class StopClock {
   uint64_t measure_trap_cost();
   // on_stop when the scheduler's switch times are at hand.
   void date_by_switch(Thread& t, pid_t tid, Stop& s);
+  // tid's times for the stop it is in, recorded at or after lo.
+  std::optional<StopTimes::Times> switch_times(pid_t tid, uint64_t lo) const;
   pid_t pid_;
   std::unique_ptr<StopTimes> times_;
+  uint64_t ret_cost_ = 0;  // set by measure_trap_cost, which runs after it is initialised
   uint64_t trap_cost_ = 0;
   // At a stop of `except`: the threads resumed since their last stop whose first wait for
   // a CPU is not known yet, read again; a thread that has run once since has it in its account.

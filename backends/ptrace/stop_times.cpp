@@ -23,22 +23,26 @@ struct StopTimes::Impl {
 };
 
 namespace {
+
 // A kernel or a user that cannot load it is not an error: the schedstat clock serves. Its
 // messages would only say so, on a trace's stderr.
 int quiet(enum libbpf_print_level, const char*, va_list) {
   return 0;
 }
+
+uint64_t mono_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
+}
+
 }  // namespace
 
-std::unique_ptr<StopTimes> StopTimes::open(pid_t pid) {
+std::unique_ptr<StopTimes> StopTimes::open() {
   if (const char* e = getenv("GOTAP_PTRACE_STOP_BPF"); e && strcmp(e, "0") == 0) return nullptr;
   const libbpf_print_fn_t before = libbpf_set_print(quiet);
-  ptrace_stops_bpf* skel = ptrace_stops_bpf__open();
-  bool ok = skel != nullptr;
-  if (ok) {
-    skel->rodata->target_tgid = static_cast<uint32_t>(pid);
-    ok = ptrace_stops_bpf__load(skel) == 0 && ptrace_stops_bpf__attach(skel) == 0;
-  }
+  ptrace_stops_bpf* skel = ptrace_stops_bpf__open_and_load();
+  const bool ok = skel != nullptr && ptrace_stops_bpf__attach(skel) == 0;
   libbpf_set_print(before);
   if (!ok) {
     ptrace_stops_bpf__destroy(skel);
@@ -46,10 +50,14 @@ std::unique_ptr<StopTimes> StopTimes::open(pid_t pid) {
   }
   std::unique_ptr<StopTimes> t(new StopTimes);
   t->impl_ = new Impl{skel, bpf_map__fd(skel->maps.stop_times)};
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  t->since_ = uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
   return t;
+}
+
+void StopTimes::watch(pid_t pid) {
+  // The program reads it from its global data, which libbpf maps into gotap.
+  impl_->skel->bss->target_tgid = static_cast<uint32_t>(pid);
+  __sync_synchronize();
+  since_ = mono_ns();
 }
 
 StopTimes::~StopTimes() {
@@ -61,15 +69,16 @@ std::optional<StopTimes::Times> StopTimes::of(pid_t tid) const {
   const uint32_t key = static_cast<uint32_t>(tid);
   struct ptrace_stop_times v {};
   if (bpf_map_lookup_elem(impl_->map_fd, &key, &v) != 0) return std::nullopt;
-  return Times{v.out, v.in, v.prev_in};
+  return Times{v.out, v.in, v.prev_in, v.trap};
 }
 
 #else
 
 struct StopTimes::Impl {};
-std::unique_ptr<StopTimes> StopTimes::open(pid_t) {
+std::unique_ptr<StopTimes> StopTimes::open() {
   return nullptr;
 }
+void StopTimes::watch(pid_t) {}
 StopTimes::~StopTimes() {
   delete impl_;
 }

@@ -20,16 +20,19 @@ class StopTimes {
     uint64_t out = 0;      // CLOCK_MONOTONIC ns: switched away entering its last tracer stop
     uint64_t in = 0;       // its first run since then (0: none yet)
     uint64_t prev_in = 0;  // its first run after the resume before that stop (0: unknown)
+    uint64_t trap = 0;     // the last SIGTRAP raised on it by an int3 (0: none seen)
   };
-  // The program loaded and attached for the process pid, or nullptr when BPF is not usable
-  // here (or gotap was built without it, or GOTAP_PTRACE_STOP_BPF=0).
-  static std::unique_ptr<StopTimes> open(pid_t pid);
+  // The program loaded and attached, or nullptr when BPF is not usable here (or gotap was
+  // built without it, or GOTAP_PTRACE_STOP_BPF=0). It watches no process until watch().
+  static std::unique_ptr<StopTimes> open();
+  // The process whose threads it dates from now on.
+  void watch(pid_t pid);
   ~StopTimes();
   StopTimes(const StopTimes&) = delete;
   StopTimes& operator=(const StopTimes&) = delete;
   // One map lookup (a system call, ~1 µs).
   std::optional<Times> of(pid_t tid) const;
-  // When the program was attached: a stop dated before it is not one it saw.
+  // When the process was last chosen by watch(): a stop dated before it is not one it saw.
   uint64_t since() const { return since_; }
 
  private:

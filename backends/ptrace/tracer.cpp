@@ -550,11 +550,12 @@ Result<void> Tracer::run() {
   sys::timing_mark(fmt::format(
       "ptrace: traced ({} hits, {} copies and reads of memory, {} misses after resuming, {} "
       "CPU moves, {} ns held per hit from the stop's wait to its resume, {} of {} stops dated "
-      "from the scheduler's account, {} ns of CPU a trap)",
+      "from the scheduler's account{}, {} ns of CPU a trap, {} ns back to the program)",
       hits_, hit_ ? hit_->mem().syscalls() : 0, hit_ ? hit_->mem().misses() : 0,
       cpu_follow_.moves(), hits_ ? held_total_ns_ / hits_ : 0,
       stop_clock_ ? stop_clock_->exact_stops() : 0, stop_clock_ ? stop_clock_->stops() : 0,
-      stop_clock_ ? stop_clock_->trap_cost() : 0));
+      stop_clock_ && stop_clock_->switch_dated() ? " (its switches)" : " (schedstat)",
+      stop_clock_ ? stop_clock_->trap_cost() : 0, stop_clock_ ? stop_clock_->ret_cost() : 0));
   detach();
   proc_->release_children();
   sys::timing_mark("ptrace: detached");

@@ -216,9 +216,10 @@ TEST(TrueDurationsPtrace, NestedHitsAreLeftOut) {
 // main.nap, which sleeps 1, 5 or 9 ms and returns the time it took by its own clock, read
 // inside the call; every hit holds its thread 1 ms longer (GOTAP_TEST_HOLD_US), so a stop
 // often waits while gotap is busy with another thread's. Dated from the thread's schedstat, a
-// return after a sleep was dated when gotap took it: 58% to 76% of the calls were within
-// 50 us of the program's time (median 24 us over, one in ten over 1 ms; GOTAP_PTRACE_STOP_BPF=0
-// still does that). From the scheduler's switches, 98% were (median 7 us). 90% must be, in
+// return after a sleep was dated when gotap took it: 60% to 76% of the calls were within
+// 50 us of the program's time (median 24 to 37 us over, one in ten over 0.1 ms;
+// GOTAP_PTRACE_STOP_BPF=0 still does that). From the int3's SIGTRAP and the scheduler's
+// switches, 97% were (median 2 us over, none more than 1 us under). 90% must be, in
 // one of three runs; each goroutine's first call is left out (a tracer's first hit in a
 // process is slow on its own). The rest is Go's: a goroutine that gotap held long may be
 // preempted as it resumes, before its clock starts, and that wait is the call's.
