@@ -13,8 +13,14 @@
 //
 // With -serve N it serves N HTTP requests on loopback at -rate a second (server.go).
 //
+// With -syscalls N it makes N getppid system calls through syscall.RawSyscall, which leaves
+// the goroutine running (no status change): the workload for what a system-call tracepoint
+// costs each call. It prints
+//
+//	syscalls <N> elapsed_ns <T> ns_per_syscall <T/N>
+//
 // usage: gotap-workload [-calls N] [-goroutines G] [-rate CALLS_PER_SECOND] | -pingpong N |
-// -serve N [-rate REQUESTS_PER_SECOND]
+// -serve N [-rate REQUESTS_PER_SECOND] | -syscalls N
 package main
 
 import (
@@ -23,6 +29,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -61,7 +68,12 @@ func main() {
 	rate := flag.Float64("rate", 0, "calls per second in all (0: as fast as possible)")
 	pingpong := flag.Int("pingpong", 0, "pass a token this many times between two goroutines instead")
 	serveN := flag.Int("serve", 0, "serve this many HTTP requests on loopback instead (at -rate)")
+	syscalls := flag.Int("syscalls", 0, "make this many raw getppid system calls instead")
 	flag.Parse()
+	if *syscalls > 0 {
+		rawSyscalls(*syscalls)
+		return
+	}
 	if *serveN > 0 {
 		serveBench(*serveN, *rate)
 		return
@@ -138,4 +150,16 @@ func pingPong(n int) {
 	el := time.Since(start)
 	fmt.Printf("handoffs %d elapsed_ns %d ns_per_handoff %.1f token %d\n", n, el.Nanoseconds(),
 		float64(el.Nanoseconds())/float64(n), v)
+}
+
+// rawSyscalls times n getppid system calls made without the runtime's entersyscall.
+func rawSyscalls(n int) {
+	start := time.Now()
+	var last uintptr
+	for i := 0; i < n; i++ {
+		last, _, _ = syscall.RawSyscall(syscall.SYS_GETPPID, 0, 0, 0)
+	}
+	el := time.Since(start)
+	fmt.Printf("syscalls %d elapsed_ns %d ns_per_syscall %.1f ppid %d\n", n, el.Nanoseconds(),
+		float64(el.Nanoseconds())/float64(n), last)
 }

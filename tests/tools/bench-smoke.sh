@@ -4,7 +4,7 @@
 # run, not their figures (those go to docs/benchmarks.md from full runs on a quiet machine):
 # a script that silently stopped measuring (a renamed timing line, a peer that fails, a
 # fixture moved) would otherwise only show when someone next needs its figures.
-# usage: bench-smoke.sh ebpf|ptrace|count|levers|whole|end|funcs|why GOTAP FIXTURES_DIR
+# usage: bench-smoke.sh ebpf|ptrace|count|levers|whole|end|funcs|why|why-costs GOTAP FIXTURES_DIR
 # Exit 77 (a skip) without root; 1 with what is missing.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -42,6 +42,16 @@ case "$what" in
       need "^${b}_latency +$num +-?$num +- +$num +$num\$"
       need "^${b}_latency_why +$num +-?$num +(-|-?$num) +$num +$num\$"
     done
+    ;;
+  why-costs)
+    RUNS=1 HANDOFFS=20000 SYSCALLS=200000 "$here/bench/why-costs.sh" "$gotap" \
+      "$(dirname "$gotap")/gotap-workload" >"$out"
+    for k in pingpong_untraced syscalls_untraced; do need "^$k +$num +-\$"; done
+    for k in pingpong_ebpf_why pingpong_ebpf_goroutines pingpong_ptrace_why syscalls_ebpf_why; do
+      need "^$k +$num +-?$num\$"
+    done
+    need "^status changes per handoff: [1-9]"
+    for k in probe_status switch sys_enter sys_exit; do need "^$k +$num\$"; done
     ;;
   ptrace)
     RUNS=1 N=2000 N_DLV=20 "$here/bench/ptrace.sh" "$gotap" >"$out"
@@ -99,7 +109,7 @@ case "$what" in
     done
     ;;
   *)
-    echo "usage: bench-smoke.sh ebpf|ptrace|count|levers|whole|end|funcs GOTAP FIXTURES_DIR" >&2
+    echo "usage: bench-smoke.sh ebpf|ptrace|count|levers|whole|end|funcs|why|why-costs GOTAP FIXTURES_DIR" >&2
     exit 2
     ;;
 esac
