@@ -10,16 +10,11 @@
 #include <thread>
 
 #include "core/events/typed_events.h"
+#include "core/sys/timing.h"
 
 namespace gotap::cli {
 
 namespace {
-
-uint64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // the clock of every event's ts_ns
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 uint64_t minus(uint64_t now, uint64_t before) {
   return now >= before ? now - before : 0;  // a detached function's counters may vanish
@@ -52,7 +47,7 @@ class IntervalPrinter : public EventSink {
   IntervalPrinter(std::unique_ptr<EventSink> next, LiveMetrics& metrics, double seconds,
                   bool latency)
       : next_(std::move(next)), metrics_(metrics), period_(seconds), latency_(latency) {
-    start_ns_ = now_ns();
+    start_ns_ = sys::monotonic_ns();
     timer_ = std::thread([this] { run(); });
   }
 
@@ -118,7 +113,7 @@ class IntervalPrinter : public EventSink {
   // it emits, so the order mu_ -> metrics is the only one.
   void print_interval() {
     const MetricsSnapshot s = metrics_.read();
-    const uint64_t end_ns = now_ns();
+    const uint64_t end_ns = sys::monotonic_ns();
     // Before the probes are live (an attach can take longer than an interval) there is
     // nothing to read: interval 1 is the first that can hold calls.
     if (s.funcs.empty() && !s.ended) {

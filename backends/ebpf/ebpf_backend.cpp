@@ -59,13 +59,6 @@ namespace gotap::ebpf {
 
 namespace {
 
-// CLOCK_MONOTONIC, bpf_ktime_get_ns's clock and that of every ts_ns.
-uint64_t monotonic_ns() {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return uint64_t(now.tv_sec) * 1000000000ull + uint64_t(now.tv_nsec);
-}
-
 using Clock = std::chrono::steady_clock;
 
 // libbpf's warnings, kept for the error message instead of going to stderr.
@@ -773,7 +766,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
       target_execd = true;
       break;
     }
-    if (const uint64_t now = monotonic_ns(); budget.due(now)) {
+    if (const uint64_t now = sys::monotonic_ns(); budget.due(now)) {
       auto cpu = process_cpu_ns(filter_pid);
       if (!cpu) continue;
       std::vector<uint64_t> cost, hits;
@@ -789,8 +782,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
           ++detached_total;
           std::cerr << "gotap: " << detached_message(kGoroutineProbes, t, budget.percent())
                     << std::endl;
-          sink.emit(
-              detached_event(monotonic_ns(), filter_pid, kGoroutineProbes, t, budget.percent(), 0));
+          sink.emit(detached_event(sys::monotonic_ns(), filter_pid, kGoroutineProbes, t,
+                                   budget.percent(), 0));
           ++session.events;
           continue;
         }
@@ -800,7 +793,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
         ++detached_total;
         const std::string& name = cfg.funcs[t.func].plan->name;
         std::cerr << "gotap: " << detached_message(name, t, budget.percent()) << std::endl;
-        sink.emit(detached_event(monotonic_ns(), filter_pid, name, t, budget.percent(),
+        sink.emit(detached_event(sys::monotonic_ns(), filter_pid, name, t, budget.percent(),
                                  open_calls(skel.get(), cfg, static_cast<uint32_t>(t.func))));
         ++session.events;
       }
@@ -879,7 +872,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   } else {
     // Calls still in flight never returned while we watched: `unfinished`, ending now, as
     // the ptrace backend reports them (docs/json.md).
-    const uint64_t end_ns = monotonic_ns();
+    const uint64_t end_ns = sys::monotonic_ns();
     int fd = bpf_map__fd(skel->maps.inflight);
     gotap_call_key key{}, next{};
     const void* prev = nullptr;
@@ -907,7 +900,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
 
   RunSummary sum;
   sum.backend = "ebpf";
-  sum.ts_ns = monotonic_ns();
+  sum.ts_ns = sys::monotonic_ns();
   sum.functions = cfg.funcs.size();
   sum.probes = cfg.probe_count();
   sum.events = session.events;

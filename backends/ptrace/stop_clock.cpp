@@ -10,20 +10,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <ctime>
 #include <initializer_list>
 
+#include "core/sys/timing.h"
+
 namespace gotap::ptrace {
-
-namespace {
-
-uint64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
-}
-
-}  // namespace
 
 StopClock::~StopClock() {
   for (auto& [tid, t] : threads_) close_files(t);
@@ -82,7 +73,7 @@ uint64_t StopClock::measure_trap_cost() {
     Account prev, now;
     bool have = read(t, c, prev, c);
     for (int i = 0; i < kCalibrations && (have || times_); ++i) {
-      const uint64_t resumed = mono_ns();
+      const uint64_t resumed = sys::monotonic_ns();
       if (::ptrace(PTRACE_CONT, c, nullptr, nullptr) != 0 || ::waitpid(c, &st, 0) != c ||
           !WIFSTOPPED(st) || WSTOPSIG(st) != SIGTRAP)
         break;

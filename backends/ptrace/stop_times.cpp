@@ -3,7 +3,6 @@
 #include <cstdarg>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 
 #ifdef GOTAP_PTRACE_STOP_BPF
 #include <bpf/bpf.h>
@@ -12,6 +11,8 @@
 #include "ptrace_stops.h"
 #include "ptrace_stops.skel.h"
 #endif
+
+#include "core/sys/timing.h"
 
 namespace gotap::ptrace {
 
@@ -28,12 +29,6 @@ namespace {
 // messages would only say so, on a trace's stderr.
 int quiet(enum libbpf_print_level, const char*, va_list) {
   return 0;
-}
-
-uint64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
 }
 
 }  // namespace
@@ -57,7 +52,7 @@ void StopTimes::watch(pid_t pid) {
   // The program reads it from its global data, which libbpf maps into gotap.
   impl_->skel->bss->target_tgid = static_cast<uint32_t>(pid);
   __sync_synchronize();
-  since_ = mono_ns();
+  since_ = sys::monotonic_ns();
 }
 
 StopTimes::~StopTimes() {

@@ -43,12 +43,6 @@ namespace gotap::ptrace {
 
 using nlohmann::json;
 
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
-}
-
 namespace {
 
 // Wakes the tracer thread out of waitpid when a stop is requested or the duration ends:

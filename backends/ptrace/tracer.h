@@ -32,6 +32,7 @@
 #include "core/events/overhead_budget.h"
 #include "core/events/rate_limit.h"
 #include "core/sys/image_lock.h"
+#include "core/sys/timing.h"
 #include "gotap_cond.h"
 
 namespace gotap::ptrace {
@@ -285,7 +286,9 @@ class Tracer {
 };
 
 // CLOCK_MONOTONIC in nanoseconds (the clock of ts_ns).
-uint64_t now_ns();
+inline uint64_t now_ns() {
+  return sys::monotonic_ns();
+}
 // An argument or result as an event carries it: the decoder gives the value with its name and
 // type (tracer.cpp; the hits and the output queue both decode).
 Param param(ValueDecoder& dec, const ParamLoc& p, const RegState& rs);

@@ -10,6 +10,7 @@
 
 #include "core/decode/go_time.h"
 #include "core/model/json_utf8.h"
+#include "core/sys/timing.h"
 
 namespace gotap {
 
@@ -35,12 +36,6 @@ constexpr int kMaxNesting = 4 * kMaxDepthCeiling + 256;
 // (reads, type descriptors, formatting), so that a thread whose stack is smaller than the
 // ceiling needs cuts the value instead of overflowing.
 constexpr uintptr_t kStackReserve = 256 << 10;
-
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + ts.tv_nsec;
-}
 
 // The lowest address this thread's frames may reach with kStackReserve still free, once
 // per thread (for the main thread glibc reads /proc/self/maps to answer).
@@ -126,14 +121,14 @@ void ValueDecoder::begin_event() {
 void ValueDecoder::fresh_read_budget() {
   cut_ = false;
   read_bytes_ = 0;
-  deadline_ns_ = lim_.max_ns ? now_ns() + lim_.max_ns : 0;
+  deadline_ns_ = lim_.max_ns ? sys::monotonic_ns() + lim_.max_ns : 0;
   stack_floor_ = stack_floor();
 }
 
 bool ValueDecoder::within_budget() {
   if (cut_) return false;
   if ((env_.stop && env_.stop->load(std::memory_order_relaxed)) ||
-      (deadline_ns_ && now_ns() > deadline_ns_))
+      (deadline_ns_ && sys::monotonic_ns() > deadline_ns_))
     cut_ = true;
   return !cut_;
 }

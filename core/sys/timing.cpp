@@ -49,6 +49,12 @@ std::pair<long, long> rss_mb() {
 
 }  // namespace
 
+uint64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
+}
+
 int64_t process_start_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(g_start.time_since_epoch()).count();
 }

@@ -16,6 +16,9 @@ void timing_mark(std::string_view phase);
 // When this process started (steady clock, ns): a gotap run again passes its first start on
 // in kRerunStartVar (huge_pages.h), so that the timing counts from the command.
 int64_t process_start_ns();
+
+// CLOCK_MONOTONIC in ns: bpf_ktime_get_ns's clock, and that of every event's ts_ns.
+uint64_t monotonic_ns();
 inline constexpr const char* kRerunStartVar = "GOTAP_RERUN_START_NS";
 
 }  // namespace gotap::sys
