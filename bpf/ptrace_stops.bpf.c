@@ -3,8 +3,9 @@
  * after gotap resumed it (backends/ptrace/stop_times.h). gotap's own timestamps are taken once
  * waitid returns and the tracer gets to the thread, which a loaded machine delays by
  * milliseconds; the thread's schedstat dates a stop only when the thread never slept, and its
- * CPU time leaves out what the hypervisor stole. The scheduler's switch away from a thread
- * entering a tracer stop, and its next switch to it, are the moments themselves. */
+ * CPU time leaves out what the hypervisor stole. The SIGTRAP an int3 raises, the scheduler's
+ * switch away from a thread entering a tracer stop, and its next switch to it, are the
+ * moments themselves. */
 #include "vmlinux.h"
 
 #include <bpf/bpf_helpers.h>

@@ -15,10 +15,11 @@
 // took it, as before: never earlier than the truth, so a call never loses time it spent
 // sleeping.
 //
-// Where BPF can be used, the scheduler's own switch times date every stop instead
-// (stop_times.h): the account above leaves out the time a KVM guest's hypervisor stole from
-// the thread (CONFIG_PARAVIRT_TIME_ACCOUNTING), which dated stops up to 1.7 ms early under
-// load, and cannot date a stop after a sleep, which gotap's own late timestamp then moved.
+// Where BPF can be used, the kernel's own times (an int3's SIGTRAP, the scheduler's switches)
+// date every stop instead (stop_times.h): the account above leaves out the time a KVM guest's
+// hypervisor stole from the thread (CONFIG_PARAVIRT_TIME_ACCOUNTING), which dated stops up to 1.7
+// ms early under load, and cannot date a stop after a sleep, which gotap's own late timestamp then
+// moved.
 #pragma once
 
 #include <sys/types.h>
@@ -68,7 +69,7 @@ class StopClock {
   uint64_t ret_cost() const { return ret_cost_; }
   static constexpr int kCalibrations = 16;
   uint64_t stops() const { return stops_; }
-  // Whether stops are dated by the scheduler's switches (stop_times.h).
+  // Whether stops are dated by the kernel's SIGTRAP and switch times (stop_times.h).
   bool switch_dated() const { return times_ != nullptr; }
 
  private:
@@ -97,7 +98,7 @@ class StopClock {
   static constexpr int kOpenFiles = 256;
   int open_files_ = 0;
   uint64_t measure_trap_cost();
-  // on_stop when the scheduler's switch times are at hand.
+  // on_stop when the kernel's SIGTRAP and switch times are at hand.
   void date_by_switch(Thread& t, pid_t tid, Stop& s);
   // tid's times for the stop it is in, recorded at or after lo.
   std::optional<StopTimes::Times> switch_times(pid_t tid, uint64_t lo) const;

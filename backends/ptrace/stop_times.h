@@ -1,9 +1,10 @@
-// When the scheduler switched a traced thread away at its tracer stops, and first back to a
-// CPU afterwards: read from a BPF program on the sched_switch tracepoint
-// (bpf/ptrace_stops.bpf.c), where BPF can be used (root, or CAP_BPF and CAP_PERFMON, and a
-// kernel with BTF). These are the moments themselves, whatever the thread did in between
-// (slept, was preempted, lost time to the hypervisor), and whatever delayed gotap in taking
-// the stop. StopClock falls back to the thread's schedstat without them.
+// When a traced thread's int3 raised SIGTRAP, when the scheduler switched it away at its
+// tracer stops, and first back to a CPU afterwards: read from BPF programs on the
+// signal_generate and sched_switch tracepoints (bpf/ptrace_stops.bpf.c), where BPF can be used
+// (root, or CAP_BPF and CAP_PERFMON, and a kernel with BTF). These are the moments themselves,
+// whatever the thread did in between (slept, was preempted, lost time to the hypervisor), and
+// whatever delayed gotap in taking the stop. StopClock falls back to the thread's schedstat without
+// them.
 #pragma once
 
 #include <sys/types.h>
