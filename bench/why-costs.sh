@@ -49,6 +49,7 @@ metric=per
 # sampled COMMAND...: runs COMMAND (its output on stdout) while the BPF programs' run
 # statistics are sampled into $tmp/progs.json every 50 ms; the last sample stays.
 sampled() {
+  rm -f "$tmp/progs.json"
   ( while :; do
       bpftool prog show -j >"$tmp/progs.new" 2>/dev/null && mv "$tmp/progs.new" "$tmp/progs.json"
       sleep 0.05
@@ -81,17 +82,13 @@ keep() { cost[$1]="${cost[$1]:-} $(prog_cost "$2")"; }
 
 for _ in $(seq "$runs"); do
   run pingpong_untraced "$work" -pingpong "$n"
-  rm -f "$tmp/progs.json"
-  k=pingpong_ebpf_why
-  res[$k]="${res[$k]:-} $(sampled "$gotap" trace --backend=ebpf --why -o /dev/null main.handle -- "$work" -pingpong "$n" 2>/dev/null | per || echo nan)"
+  run pingpong_ebpf_why sampled "$gotap" trace --backend=ebpf --why -o /dev/null main.handle -- "$work" -pingpong "$n"
   keep probe_status gotap_probe
   keep switch gotap_why_switch
   run pingpong_ebpf_goroutines "$gotap" trace --backend=ebpf --why --goroutines --json -o /dev/null main.handle -- "$work" -pingpong "$n"
   run pingpong_ptrace_why "$gotap" trace --backend=ptrace --why -o /dev/null main.handle -- "$work" -pingpong $((n / 10))
   run syscalls_untraced "$work" -syscalls "$m"
-  rm -f "$tmp/progs.json"
-  k=syscalls_ebpf_why
-  res[$k]="${res[$k]:-} $(sampled "$gotap" trace --backend=ebpf --why -o /dev/null main.handle -- "$work" -syscalls "$m" 2>/dev/null | per || echo nan)"
+  run syscalls_ebpf_why sampled "$gotap" trace --backend=ebpf --why -o /dev/null main.handle -- "$work" -syscalls "$m"
   keep sys_enter gotap_why_sys_enter
   keep sys_exit gotap_why_sys_exit
 done
