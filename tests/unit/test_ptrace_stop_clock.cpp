@@ -15,15 +15,57 @@
 #include <gtest/gtest.h>
 
 #include "backends/ptrace/stop_clock.h"
+#include "core/sys/timing.h"
 
 namespace gotap::ptrace {
 namespace {
 
-uint64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
-}
+// A child of the test, traced by it and stopped (SIGSTOP), that runs `before`, notes its
+// clock and traps on an int3, again and again; killed with the object.
+class TrappingChild {
+ public:
+  explicit TrappingChild(void (*before)()) {
+    void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) return;
+    note_ = static_cast<volatile uint64_t*>(page);
+    pid_ = fork();
+    if (pid_ == 0) {
+      ::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
+      raise(SIGSTOP);
+      for (;;) {
+        before();
+        *note_ = sys::monotonic_ns();
+        __asm__ volatile("int3");
+      }
+    }
+    int st = 0;
+    stopped_ = pid_ > 0 && waitpid(pid_, &st, 0) == pid_ && WIFSTOPPED(st);
+  }
+  ~TrappingChild() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (note_) munmap(const_cast<uint64_t*>(note_), 4096);
+  }
+  bool stopped() const { return stopped_; }
+  pid_t pid() const { return pid_; }
+  // Its clock just before its last int3.
+  uint64_t note() const { return *note_; }
+  // Resumed up to its next int3: whether it stopped there.
+  bool next_trap() {
+    int st = 0;
+    return ::ptrace(PTRACE_CONT, pid_, nullptr, nullptr) == 0 && waitpid(pid_, &st, 0) == pid_ &&
+           WIFSTOPPED(st) && WSTOPSIG(st) == SIGTRAP;
+  }
+
+ private:
+  volatile uint64_t* note_ = nullptr;
+  pid_t pid_ = -1;
+  bool stopped_ = false;
+};
+
+constexpr uint64_t kSpinNs = 2'000'000, kSleepNs = 5'000'000, kLateNs = 30'000'000;
 
 TEST(StopClock, ParsesSchedstat) {
   uint64_t cpu = 0, wait = 0, slices = 0;
@@ -50,52 +92,32 @@ TEST(StopClock, ParsesVoluntarySwitches) {
 // kLateNs later. The stop is dated when the child trapped (resume + its wait for a CPU + its
 // run), as the child's own note says, not when the tracer got to it.
 TEST(StopClock, DatesAStopWhenTheThreadTrappedNotWhenItWasTaken) {
-  constexpr uint64_t kSpinNs = 2'000'000, kLateNs = 30'000'000;
-  // The child's note: its clock just before each int3.
-  auto* note = static_cast<volatile uint64_t*>(
-      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  ASSERT_NE(note, MAP_FAILED);
-  pid_t c = fork();
-  ASSERT_GE(c, 0);
-  if (c == 0) {
-    ::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
-    raise(SIGSTOP);
-    for (;;) {
-      const uint64_t start = mono_ns();
-      while (mono_ns() - start < kSpinNs) {
-      }
-      *note = mono_ns();
-      __asm__ volatile("int3");
+  TrappingChild child([] {
+    const uint64_t start = sys::monotonic_ns();
+    while (sys::monotonic_ns() - start < kSpinNs) {
     }
-  }
-  int st = 0;
-  ASSERT_EQ(waitpid(c, &st, 0), c);
-  ASSERT_TRUE(WIFSTOPPED(st));
+  });
+  ASSERT_TRUE(child.stopped());
+  const pid_t c = child.pid();
   StopClock clock(c);
-  clock.on_stop(c, mono_ns());  // the SIGSTOP: the account's start
+  clock.on_stop(c, sys::monotonic_ns());  // the SIGSTOP: the account's start
   int exact = 0;
   for (int i = 0; i < 4; ++i) {
-    const uint64_t resumed = mono_ns();
-    clock.on_resume(c, resumed, 7);
-    ASSERT_EQ(::ptrace(PTRACE_CONT, c, nullptr, nullptr), 0);
-    ASSERT_EQ(waitpid(c, &st, 0), c);
-    ASSERT_TRUE(WIFSTOPPED(st) && WSTOPSIG(st) == SIGTRAP);
+    clock.on_resume(c, sys::monotonic_ns(), 7);
+    ASSERT_TRUE(child.next_trap());
     usleep(kLateNs / 1000);
-    const uint64_t taken = mono_ns();
+    const uint64_t taken = sys::monotonic_ns();
     const StopClock::Stop s = clock.on_stop(c, taken);
     EXPECT_LE(s.at, taken);
     if (!s.exact) continue;  // a host too busy to say (the child slept): dated when taken
     ++exact;
     // Within 1 ms of the child's note (its trap follows it), though taken kLateNs after.
-    const uint64_t trapped = *note;
+    const uint64_t trapped = child.note();
     EXPECT_LT(s.at > trapped ? s.at - trapped : trapped - s.at, 1'000'000u)
         << "pass " << i << ": dated " << int64_t(s.at - trapped) << " ns after the note, taken "
         << int64_t(taken - trapped) << " ns after it";
     EXPECT_EQ(s.resumed_goid, std::optional<int64_t>(7));
   }
-  kill(c, SIGKILL);
-  waitpid(c, &st, 0);
-  munmap(const_cast<uint64_t*>(note), 4096);
   EXPECT_GT(exact, 0) << "no stop was dated from the kernel's account";
   EXPECT_LT(clock.trap_cost(), 1'000'000u);
 }
@@ -104,27 +126,14 @@ TEST(StopClock, DatesAStopWhenTheThreadTrappedNotWhenItWasTaken) {
 // The schedstat account cannot date a stop after a sleep, which was then dated when gotap
 // took it (GOTAP_PTRACE_STOP_BPF=0 still is, checked below): 30 ms late here, and a call
 // after a sleep showed gotap's delay (TrueDurationsPtrace.StopsTakenLateAreDatedWhenTheyHappened).
-// The scheduler's switch away from the child dates it within 1 ms of its note.
+// The kernel's SIGTRAP and switch times date it within 1 ms of its note.
 void sleep_then_trap(bool bpf) {
-  constexpr uint64_t kSleepNs = 5'000'000, kLateNs = 30'000'000;
-  auto* note = static_cast<volatile uint64_t*>(
-      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  ASSERT_NE(note, MAP_FAILED);
-  pid_t c = fork();
-  ASSERT_GE(c, 0);
-  if (c == 0) {
-    ::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
-    raise(SIGSTOP);
-    for (;;) {
-      const timespec nap{0, long(kSleepNs)};
-      nanosleep(&nap, nullptr);
-      *note = mono_ns();
-      __asm__ volatile("int3");
-    }
-  }
-  int st = 0;
-  ASSERT_EQ(waitpid(c, &st, 0), c);
-  ASSERT_TRUE(WIFSTOPPED(st));
+  TrappingChild child([] {
+    const timespec nap{0, long(kSleepNs)};
+    nanosleep(&nap, nullptr);
+  });
+  ASSERT_TRUE(child.stopped());
+  const pid_t c = child.pid();
   if (!bpf) setenv("GOTAP_PTRACE_STOP_BPF", "0", 1);
   StopClock clock(c);
   unsetenv("GOTAP_PTRACE_STOP_BPF");
@@ -132,17 +141,14 @@ void sleep_then_trap(bool bpf) {
   // The kernel's way back to the program after a resume, measured on gotap's own child.
   if (bpf) EXPECT_GT(clock.ret_cost(), 0u);
   EXPECT_LT(clock.ret_cost(), 1'000'000u);
-  clock.on_stop(c, mono_ns());  // the SIGSTOP
+  clock.on_stop(c, sys::monotonic_ns());  // the SIGSTOP
   for (int i = 0; i < 3; ++i) {
-    const uint64_t resumed = mono_ns();
-    clock.on_resume(c, resumed, 7);
-    ASSERT_EQ(::ptrace(PTRACE_CONT, c, nullptr, nullptr), 0);
-    ASSERT_EQ(waitpid(c, &st, 0), c);
-    ASSERT_TRUE(WIFSTOPPED(st) && WSTOPSIG(st) == SIGTRAP);
+    clock.on_resume(c, sys::monotonic_ns(), 7);
+    ASSERT_TRUE(child.next_trap());
     usleep(kLateNs / 1000);
-    const uint64_t taken = mono_ns();
+    const uint64_t taken = sys::monotonic_ns();
     const StopClock::Stop s = clock.on_stop(c, taken);
-    const uint64_t trapped = *note;
+    const uint64_t trapped = child.note();
     if (!bpf) {
       EXPECT_EQ(s.at, taken) << "pass " << i;
       EXPECT_FALSE(s.exact) << "pass " << i;
@@ -156,9 +162,6 @@ void sleep_then_trap(bool bpf) {
     EXPECT_EQ(s.resumed_goid, std::optional<int64_t>(7)) << "pass " << i;
     EXPECT_LT(s.resumed_late, kSleepNs) << "pass " << i;
   }
-  kill(c, SIGKILL);
-  waitpid(c, &st, 0);
-  munmap(const_cast<uint64_t*>(note), 4096);
 }
 
 TEST(StopClock, DatesAStopAfterASleepFromTheSchedulersSwitch) {
