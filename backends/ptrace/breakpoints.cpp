@@ -409,6 +409,34 @@ void Breakpoints::restore_in(TraceeMemory& mem, const FileText& file) const {
   }
 }
 
+std::optional<uint64_t> Breakpoints::text_pc_for(uint64_t pc, MemoryReader& mem) const {
+  if (!slots_ || pc < slots_ || pc >= slots_ + sites_.size() * kSlotSize) return std::nullopt;
+  const Site& s = sites_[(pc - slots_) / kSlotSize];
+  const uint64_t off = (pc - slots_) % kSlotSize;
+  const uint64_t next = s.addr + s.len;
+  if (off == 0) {
+    // A shared site keeps the kernel's int3, and a byte not put back keeps gotap's.
+    uint8_t b = 0;
+    if (s.shared || !mem.read(s.addr, &b, 1) || b != s.orig[0]) return std::nullopt;
+    return s.addr;
+  }
+  // The offsets of the jumps write_scratch puts after the copy.
+  switch (s.step) {
+    case StepKind::Jmp:
+      return std::nullopt;
+    case StepKind::Jcc:
+      if (off == 2) return next;
+      if (off == 16) return s.target;
+      return std::nullopt;
+    case StepKind::Call:  // the return address is pushed already
+      if (off == 6) return s.target;
+      return std::nullopt;
+    default:
+      if (off == s.len) return next;
+      return std::nullopt;
+  }
+}
+
 bool Breakpoints::step_over(const Site& s, user_regs_struct& r) const {
   const uint64_t to = slot(s);
   if (!to) return false;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -142,6 +143,12 @@ class Breakpoints {
   // copy. Nothing else changes, so a thread whose tracer dies before it resumes is still in
   // a state the safety net understands (trap_net.h). False when the site has no copy.
   bool step_over(const Site& s, user_regs_struct& regs) const;
+
+  // Where in the text a thread stopped at `pc` in a copy resumes the same: the site itself
+  // when nothing of the copy has run (the site must hold its original byte again, which
+  // `mem` shows), the jump's target when only the jump back is left. Lets the detach take
+  // a stopped thread out of the page, so that the page can go. nullopt for any other pc.
+  std::optional<uint64_t> text_pc_for(uint64_t pc, MemoryReader& mem) const;
 
   static constexpr uint64_t kSlotSize = 32;
 

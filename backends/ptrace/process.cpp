@@ -662,6 +662,10 @@ void Process::detach_all(const TrapFix& fix_trap, pid_t already_stopped,
   // Waited for again, it never reported, and the detach gave up on holding every thread
   // (the scratch page stayed) after 5 s, in a program whose threads come and go.
   std::unordered_set<pid_t> done;
+  // Threads created during the detach and held at their first stop: they have run no
+  // instruction, so none can return into gotap's pages, whatever stale words lie above their
+  // new stack (a Go thread's g0 stack is heap memory, where freed stacks held signal frames).
+  std::unordered_set<pid_t> unstarted;
   // With all_stopped: threads held in their stop until every thread is, and the signal each
   // is to get when released.
   std::vector<std::pair<pid_t, int>> parked;
@@ -692,7 +696,10 @@ void Process::detach_all(const TrapFix& fix_trap, pid_t already_stopped,
   // the interrupt before it dequeues signals. Detached like that, the SIGTRAP would reach
   // the program. Resume it instead, and take the signal's stop that comes first.
   auto detach_stopped = [&](pid_t t, int sig) {
-    if (sig == 0 && sigtrap_pending(pid_, t) && cont(t, 0)) return;
+    if (sig == 0 && sigtrap_pending(pid_, t) && cont(t, 0)) {
+      unstarted.erase(t);
+      return;
+    }
     detach(t, sig);
   };
   // The leader in an exec stop that was taken already (saw_exec): it reports nothing more.
@@ -735,7 +742,10 @@ void Process::detach_all(const TrapFix& fix_trap, pid_t already_stopped,
     switch (ws.event()) {
       case PTRACE_EVENT_CLONE:
       case PTRACE_EVENT_FORK:
-        if (auto nt = new_thread(ws); nt && !done.count(*nt)) pending.insert(*nt);
+        if (auto nt = new_thread(ws)) {
+          if (!done.count(*nt)) pending.insert(*nt);
+          unstarted.insert(*nt);
+        }
         detach(t, held);
         break;
       case PTRACE_EVENT_EXEC: {
@@ -767,7 +777,8 @@ void Process::detach_all(const TrapFix& fix_trap, pid_t already_stopped,
   }
   if (holding && pending.empty()) {
     std::vector<pid_t> stopped;
-    for (auto [t, sig] : parked) stopped.push_back(t);
+    for (auto [t, sig] : parked)
+      if (!unstarted.count(t)) stopped.push_back(t);
     if (std::find(stopped.begin(), stopped.end(), already_stopped) != stopped.end())
       all_stopped(stopped);
   }

@@ -134,8 +134,9 @@ class Process {
   // Gives up after a few seconds on threads that never report.
   // `all_stopped`, when given, runs once every thread is held in a stop with no int3's
   // SIGTRAP left to take, before any thread is released: the only moment at which gotap
-  // can know where every thread is. It gets those threads; `already_stopped` is among them
-  // and free for injections. It does not run when a thread cannot be held (a job-control
+  // can know where every thread is. It gets those threads that may have run code (a thread
+  // created during the detach, held at its first stop, has run none); `already_stopped` is
+  // among them and free for injections. It does not run when a thread cannot be held (a job-control
   // stop, a thread that never reports).
   using AllStopped = std::function<void(const std::vector<pid_t>& stopped)>;
   void detach_all(const TrapFix& fix_trap, pid_t already_stopped = 0,

@@ -144,7 +144,16 @@ void Tracer::release_pages(const std::vector<pid_t>& stopped, pid_t via) {
   for (pid_t t : stopped) {
     user_regs_struct r{};
     std::optional<GInfo> gi;
-    if (::ptrace(PTRACE_GETREGS, t, nullptr, &r) == 0) gi = g.current(r, true);
+    if (::ptrace(PTRACE_GETREGS, t, nullptr, &r) == 0) {
+      gi = g.current(r, true);
+      // A thread stopped in a copy (resumed into it, and interrupted or signalled before it
+      // ran) goes on from the text instead, where the original bytes are back: the same.
+      // Kept there, it kept the page 1 attach in 200 to a program whose threads come and go.
+      if (auto pc = bps_.text_pc_for(r.rip, proc_->mem())) {
+        r.rip = *pc;
+        if (::ptrace(PTRACE_SETREGS, t, nullptr, &r) != 0) return;
+      }
+    }
     if (may_return_into(t, proc_->mem(), lo, hi, gi ? gi->stack_hi : 0)) return;
   }
   auto r = proc_->inject_syscall(via, syscall_at_, SYS_munmap, {lo, hi - lo});

@@ -166,6 +166,48 @@ TEST(Breakpoints, ScratchWrittenInPartsIsThePage) {
       bps.write_scratch(page, [](uint64_t, std::span<const uint8_t>) { return false; }).ok());
 }
 
+// A thread stopped in a copy goes on from the text (the detach takes it out so that the page
+// can go): from the site when nothing of the copy has run and the site has its byte back,
+// from the target of the jump it stopped at otherwise, read from the page's own bytes.
+TEST(Breakpoints, AThreadInACopyGoesOnFromTheText) {
+  constexpr uint64_t kBase = 0x401000;
+  // cmp rsp,[r14+0x10] | jbe +0x20 | call rel32 | jmp rel8 | push rbp | ret
+  const std::vector<uint8_t> code = {0x49, 0x3B, 0x66, 0x10, 0x76, 0x20, 0xE8, 0x10,
+                                     0x00, 0x00, 0x00, 0xEB, 0x05, 0x55, 0xC3};
+  const std::vector<uint64_t> at = {0, 4, 6, 11, 13, 14};
+  CodeMemory orig(kBase, code);
+  Breakpoints bps;
+  for (uint64_t a : at) ASSERT_TRUE(bps.add(kBase + a, {SiteRole::Entry, 0, -1}, 0, orig).ok());
+  const uint64_t page = 0x7f0000000000;
+  auto img = bps.build_scratch(page);
+  ASSERT_TRUE(img.ok()) << img.error().what();
+  std::vector<uint8_t> trapped = code;
+  for (uint64_t a : at) trapped[a] = 0xCC;
+  CodeMemory with_int3s(kBase, trapped);
+  int jumps = 0;
+  for (uint64_t a : at) {
+    const Site& s = *bps.find(kBase + a);
+    const uint64_t slot = bps.slot(s);
+    EXPECT_EQ(bps.text_pc_for(slot, orig), s.addr);
+    EXPECT_EQ(bps.text_pc_for(slot, with_int3s), std::nullopt) << "an int3 left at the site";
+    for (uint64_t off = 1; off < Breakpoints::kSlotSize; ++off) {
+      const uint8_t* p = img->data() + (slot + off - page);
+      std::optional<uint64_t> want;
+      // The absolute jumps write_scratch puts after a copy: jmp [rip+0]; .quad target.
+      if (off + 14 <= Breakpoints::kSlotSize && p[0] == 0xFF && p[1] == 0x25 && p[2] == 0 &&
+          p[3] == 0 && p[4] == 0 && p[5] == 0 && s.step != StepKind::Jmp) {
+        want.emplace();
+        std::memcpy(&*want, p + 6, 8);
+      }
+      const auto got = bps.text_pc_for(slot + off, orig);
+      EXPECT_EQ(got, want) << "site +" << a << " offset " << off;
+      if (got) ++jumps;
+    }
+  }
+  EXPECT_EQ(jumps, 6);  // one each, and the taken and fall-through ones of the jbe; none in jmp's
+  EXPECT_EQ(bps.text_pc_for(page, orig), std::nullopt);  // the handler
+}
+
 // The sites' code, a chunk at a time: every read gives the memory's bytes, across chunks and
 // at the range's ends too, with at most max_chunks held, and a chunk read again only once
 // it was let go.

@@ -247,7 +247,8 @@ int scratch_pages(pid_t pid) {
 // Attached to again and again while its threads come and go, a program keeps none of
 // gotap's scratch pages (docs/design.md, "A normal detach unmaps gotap's pages"). Before,
 // each attach left one (312 KiB for `re:.` here): the detach waited 5 s for a new thread
-// it had already released, gave up holding every thread, and kept the page.
+// it had already released, gave up holding every thread, and kept the page. Then 1 attach
+// in 20 kept it for a thread born during the detach, or stopped in a copy.
 TEST(AttachDetach, ThreadsThatComeAndGoLeaveNoScratchPage) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach)";
   if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
@@ -259,12 +260,12 @@ TEST(AttachDetach, ThreadsThatComeAndGoLeaveNoScratchPage) {
   ASSERT_GT(prog.pid, 0);
   usleep(200'000);
   const int before = scratch_pages(prog.pid);
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 10; ++i) {
     RunResult r = run_command({gotap_binary(), "count", "--backend", "ptrace", "-p",
                                std::to_string(prog.pid), "-d", "0.3", "re:."},
                               60);
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_EQ(scratch_pages(prog.pid), before) << "after attach " << i;
+    EXPECT_EQ(scratch_pages(prog.pid), before) << "after attach " << i << r.err;
   }
   TextCompare text = compare_text(prog.pid);
   EXPECT_GT(text.bytes, 0u);
