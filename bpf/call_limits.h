@@ -51,6 +51,10 @@ static __always_inline void count_error(struct pt_regs* ctx, __u32 idx) {
     v = regs[w->reg & 15];
   } else if (w->src == GOTAP_SRC_STACK) {
     if (bpf_probe_read_user(&v, sizeof(v), (void*)(ctx->sp + (__s64)w->off))) return;
+  } else if (w->src == GOTAP_SRC_REGMEM) {
+    __u64 regs[16];
+    load_regs(ctx, regs);
+    if (bpf_probe_read_user(&v, sizeof(v), (void*)(regs[w->reg & 15] + (__s64)w->off))) return;
   } else {
     return;
   }

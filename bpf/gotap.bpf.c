@@ -162,6 +162,8 @@ static __always_inline void emit(struct pt_regs* ctx, struct gotap_probe* p, __u
       v = regs[w->reg & 15];
     else if (w->src == GOTAP_SRC_STACK)
       bpf_probe_read_user(&v, sizeof(v), (void*)(sp + (__s64)w->off));
+    else if (w->src == GOTAP_SRC_REGMEM)
+      bpf_probe_read_user(&v, sizeof(v), (void*)(regs[w->reg & 15] + (__s64)w->off));
     ev->words[i] = v;
   }
   __u32 ncaps = p->ncaps;

@@ -43,6 +43,8 @@ struct Captured {
 
 // Stack pieces are placed here, as captured: no tracee address is this high.
 constexpr uint64_t kStack = 1ull << 63;
+// And pieces in the memory a register points to (LocPiece::RegMem), as far from the stack's.
+constexpr uint64_t kRegMem = 3ull << 62;
 
 }  // namespace
 
@@ -141,7 +143,13 @@ nlohmann::json EventDecoder::value(const ParamCapture& pc, const gotap_event& ev
         bytes.append(reinterpret_cast<const char*>(&*w), 8);
       }
       if (bytes.size() < piece.size) captured = false;
-      mem.add(rs.sp + piece.stack_offset, bytes.substr(0, piece.size));
+      uint64_t at = rs.sp + piece.stack_offset;
+      if (piece.kind == LocPiece::RegMem && piece.reg < kNumValueRegs) {
+        // The buffer the register points to, where no stack slot is.
+        rs.gp[piece.reg] = kRegMem;
+        at = kRegMem + piece.stack_offset;
+      }
+      mem.add(at, bytes.substr(0, piece.size));
     }
   }
   if (!captured && covers(p.loc, p.size)) return c.raw();

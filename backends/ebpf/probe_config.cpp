@@ -44,12 +44,14 @@ struct Builder {
       if (piece.kind == LocPiece::IntReg) {
         uint64_t slot = piece.value_offset / 8;
         if (slot < nwords) pc.words[slot] = add_word({GOTAP_SRC_REG, piece.reg, 0, 0});
-      } else if (piece.kind == LocPiece::Stack) {
+      } else if (piece.kind == LocPiece::Stack || piece.kind == LocPiece::RegMem) {
+        const bool mem = piece.kind == LocPiece::RegMem;
         for (uint64_t off = 0; off < piece.size; off += 8) {
           uint64_t slot = (piece.value_offset + off) / 8;
           if (slot >= nwords) break;
-          pc.words[slot] =
-              add_word({GOTAP_SRC_STACK, 0, 0, static_cast<int32_t>(piece.stack_offset + off)});
+          pc.words[slot] = add_word({uint8_t(mem ? GOTAP_SRC_REGMEM : GOTAP_SRC_STACK),
+                                     uint8_t(mem ? piece.reg : 0), 0,
+                                     static_cast<int32_t>(piece.stack_offset + off)});
         }
       }
       // Float registers are not in pt_regs: those words stay uncaptured.
@@ -216,9 +218,11 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
       gotap_word ew{};
       if (fc.has_error) {
         flags |= GOTAP_PROBE_ERRCHECK;
-        ew = err->kind == LocPiece::IntReg
-                 ? gotap_word{GOTAP_SRC_REG, err->reg, 0, 0}
-                 : gotap_word{GOTAP_SRC_STACK, 0, 0, static_cast<int32_t>(err->stack_offset)};
+        ew =
+            err->kind == LocPiece::IntReg ? gotap_word{GOTAP_SRC_REG, err->reg, 0, 0}
+            : err->kind == LocPiece::RegMem
+                ? gotap_word{GOTAP_SRC_REGMEM, err->reg, 0, static_cast<int32_t>(err->stack_offset)}
+                : gotap_word{GOTAP_SRC_STACK, 0, 0, static_cast<int32_t>(err->stack_offset)};
       }
       // A RET at the entry probe comes first, right after the entry it folds (gotap_shared.h,
       // GOTAP_PROBE_ALSO_ENTRY).

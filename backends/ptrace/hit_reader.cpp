@@ -91,6 +91,8 @@ HitPlan plan_hit(const std::vector<ParamLoc>& params) {
   HitPlan hp;
   for (const auto& p : params) {
     for (const auto& pc : p.loc.pieces) {
+      // Not in the copy (a gccgo result in the caller's buffer): read live while stopped.
+      if (pc.kind == LocPiece::RegMem) hp.copyable = false;
       if (pc.kind != LocPiece::Stack || !pc.size) continue;
       const int64_t lo = pc.stack_offset, hi = pc.stack_offset + int64_t(pc.size);
       hp.stack_lo = hp.has_stack ? std::min(hp.stack_lo, lo) : lo;
@@ -139,7 +141,8 @@ void HitReader::gather(const Site& s, const user_regs_struct& r) {
   auto word = [&](const ParamLoc& p, uint32_t off, bool from_copy) -> std::optional<uint64_t> {
     for (const auto& pc : p.loc.pieces) {
       if (off < pc.value_offset || off + 8 > pc.value_offset + pc.size) continue;
-      if (pc.kind == LocPiece::IntReg && pc.reg < kNumValueRegs && pc.value_offset == off)
+      if (pc.kind == LocPiece::IntReg && pc.reg < kNumValueRegs && pc.value_offset == off &&
+          pc.reg_byte == 0)
         return uint64_t(*gp[pc.reg]);
       if (pc.kind == LocPiece::Stack && from_copy) {
         uint64_t v = 0;

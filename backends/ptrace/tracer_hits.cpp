@@ -229,12 +229,14 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
 
 void Tracer::check_error(const Site& s, FuncState& fs, const user_regs_struct& r) {
   const LocPiece& w = *fs.err;
+  const unsigned long long* gp[kNumValueRegs] = {&r.rax, &r.rbx, &r.rcx, &r.rdi, &r.rsi,
+                                                 &r.r8,  &r.r9,  &r.r10, &r.r11, &r.rdx};
   uint64_t v = 0;
+  if (w.kind != LocPiece::Stack && w.reg >= kNumValueRegs) return;
   if (w.kind == LocPiece::IntReg) {
-    const unsigned long long* gp[kNumValueRegs] = {&r.rax, &r.rbx, &r.rcx, &r.rdi, &r.rsi,
-                                                   &r.r8,  &r.r9,  &r.r10, &r.r11, &r.rdx};
-    if (w.reg >= kNumValueRegs) return;
     v = *gp[w.reg];
+  } else if (w.kind == LocPiece::RegMem) {
+    if (!hit_->mem().read(*gp[w.reg] + w.stack_offset, &v, 8)) return;
   } else if (!hit_->mem().read(r.rsp + s.sp_delta + w.stack_offset, &v, 8)) {
     return;
   }

@@ -426,7 +426,13 @@ class Compiler {
       uint64_t in = at - pc.value_offset;
       if (pc.kind == LocPiece::Stack) {
         c.push_back(insn(GOTAP_COP_STACK, 0, 0, 0, static_cast<int32_t>(pc.stack_offset + in)));
-      } else if (in != 0) {
+      } else if (pc.kind == LocPiece::RegMem) {
+        // The buffer's address, then the bytes at the offset from it.
+        c.push_back(insn(GOTAP_COP_REG, pc.reg));
+        c.push_back(insn(GOTAP_COP_DEREF, 0, static_cast<uint8_t>(size), ext,
+                         static_cast<int32_t>(pc.stack_offset + in)));
+        return;
+      } else if (in != 0 || pc.reg_byte != 0) {
         error(pos, fmt::format("{}: a value inside a register word is not supported", o.spelled));
         return;
       } else if (pc.kind == LocPiece::IntReg) {

@@ -85,15 +85,22 @@ std::optional<std::vector<uint8_t>> assemble_value(const ValueLoc& loc, uint64_t
     uint8_t* dst = out.data() + pc.value_offset;
     switch (pc.kind) {
       case LocPiece::IntReg:
-        if (pc.reg >= kNumValueRegs) return std::nullopt;
-        std::memcpy(dst, &regs.gp[pc.reg], std::min<uint32_t>(pc.size, 8));
+        if (pc.reg >= kNumValueRegs || pc.reg_byte > 7) return std::nullopt;
+        std::memcpy(dst, reinterpret_cast<const uint8_t*>(&regs.gp[pc.reg]) + pc.reg_byte,
+                    std::min<uint32_t>(pc.size, 8 - pc.reg_byte));
         break;
       case LocPiece::FloatReg:
-        if (pc.reg >= kNumFloatRegs) return std::nullopt;
-        std::memcpy(dst, &regs.xmm[pc.reg], std::min<uint32_t>(pc.size, 8));
+        if (pc.reg >= kNumFloatRegs || pc.reg_byte > 7) return std::nullopt;
+        std::memcpy(dst, reinterpret_cast<const uint8_t*>(&regs.xmm[pc.reg]) + pc.reg_byte,
+                    std::min<uint32_t>(pc.size, 8 - pc.reg_byte));
         break;
       case LocPiece::Stack:
         if (pc.size && !mem.read(regs.sp + pc.stack_offset, dst, pc.size)) return std::nullopt;
+        break;
+      case LocPiece::RegMem:
+        if (pc.reg >= kNumValueRegs || !regs.gp[pc.reg]) return std::nullopt;
+        if (pc.size && !mem.read(regs.gp[pc.reg] + pc.stack_offset, dst, pc.size))
+          return std::nullopt;
         break;
     }
   }

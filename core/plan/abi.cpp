@@ -28,15 +28,20 @@ std::string ValueLoc::describe() const {
       case LocPiece::Stack:
         out += fmt::format("stack+{}", p.stack_offset);
         break;
+      case LocPiece::RegMem:
+        out += fmt::format("[{}+{}]", reg_name(static_cast<Reg>(p.reg)), p.stack_offset);
+        break;
     }
+    if (p.reg_byte) out += fmt::format("[{}:{}]", p.reg_byte, p.reg_byte + p.size);
   }
   return out;
 }
 
 bool ValueLoc::in_registers() const {
   if (pieces.empty()) return false;
-  return std::all_of(pieces.begin(), pieces.end(),
-                     [](const LocPiece& p) { return p.kind != LocPiece::Stack; });
+  return std::all_of(pieces.begin(), pieces.end(), [](const LocPiece& p) {
+    return p.kind == LocPiece::IntReg || p.kind == LocPiece::FloatReg;
+  });
 }
 
 bool is_shape_function(std::string_view name) {

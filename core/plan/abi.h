@@ -24,11 +24,17 @@ constexpr int kNumFloatRegs = 15;  // X0..X14
 const char* reg_name(Reg r);
 
 struct LocPiece {
-  enum Kind : uint8_t { IntReg, FloatReg, Stack } kind = Stack;
-  uint8_t reg = 0;            // IntReg: index into Reg; FloatReg: xmm number
-  int64_t stack_offset = 0;   // Stack: offset from RSP at entry / at RET ([RSP] = return PC)
+  // RegMem: in memory at the address a register holds (a gccgo result returned in memory:
+  // the caller's buffer, whose address comes back in rax).
+  enum Kind : uint8_t { IntReg, FloatReg, Stack, RegMem } kind = Stack;
+  uint8_t reg = 0;  // IntReg, RegMem: index into Reg; FloatReg: xmm number
+  int64_t stack_offset = 0;   // Stack: offset from RSP at entry / at RET ([RSP] = return PC);
+                              // RegMem: offset from the register's address
   uint32_t value_offset = 0;  // where this piece sits inside the Go value
   uint32_t size = 0;          // bytes
+  // IntReg, FloatReg: the byte of the register the piece starts at (gccgo's results share a
+  // register: (int32, int32) comes back in rax's low and high halves).
+  uint8_t reg_byte = 0;
 };
 
 struct ValueLoc {

@@ -7,7 +7,7 @@ std::optional<LocPiece> error_word(const FuncPlan& f) {
     if (!it->is_result || it->type_name != "error" || it->size != 16) continue;
     for (const LocPiece& piece : it->loc.pieces) {
       if (piece.value_offset != 0 || piece.size < 8) continue;
-      if (piece.kind == LocPiece::IntReg || piece.kind == LocPiece::Stack) return piece;
+      if (piece.kind != LocPiece::FloatReg && piece.reg_byte == 0) return piece;
     }
     return std::nullopt;
   }

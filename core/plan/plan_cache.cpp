@@ -27,7 +27,7 @@ namespace {
 // the key, a string table (the plan's names and files repeat: an outer function's name and
 // file for each of its inline sites) and the functions, each string an index into the table.
 constexpr char kMagic[8] = {'G', 'O', 'T', 'A', 'P', 'P', 'L', 'N'};
-constexpr uint32_t kFormat = 3;  // bump when the layout or FuncPlan changes
+constexpr uint32_t kFormat = 4;  // bump when the layout or FuncPlan changes
 constexpr size_t kHeader = sizeof kMagic + 4 + 4 + 8 + 8;
 constexpr size_t kMaxFiles = 32;
 
@@ -176,6 +176,7 @@ void put_params(Writer& w, const std::vector<ParamLoc>& ps) {
     for (const auto& l : p.loc.pieces) {
       w.u8(l.kind);
       w.u8(l.reg);
+      w.u8(l.reg_byte);
       w.u64(static_cast<uint64_t>(l.stack_offset));
       w.u32(l.value_offset);
       w.u32(l.size);
@@ -194,9 +195,11 @@ std::vector<ParamLoc> get_params(Reader& r) {
     p.loc.pieces.resize(r.count(18));
     for (auto& l : p.loc.pieces) {
       uint8_t kind = r.u8();
-      if (kind > LocPiece::Stack) r.fail();
+      if (kind > LocPiece::RegMem) r.fail();
       l.kind = static_cast<LocPiece::Kind>(kind);
       l.reg = r.u8();
+      l.reg_byte = r.u8();
+      if (l.reg_byte > 7) r.fail();
       l.stack_offset = static_cast<int64_t>(r.u64());
       l.value_offset = r.u32();
       l.size = r.u32();

@@ -66,8 +66,24 @@ SysvAssignment assign_sysv(const GccgoDwarfFunc& f) {
     }
     out.args.push_back(std::move(loc));
   }
-  if (!f.result || result_in_memory) {
+  if (!f.result) {
     for (const auto& r : f.results) out.results.push_back(param(r, true));
+    return out;
+  }
+  if (result_in_memory) {
+    // At the RET, rax holds the buffer's address (the System V ABI returns it there).
+    for (const auto& r : f.results) {
+      ParamLoc loc = param(r, true);
+      if (r.type.size > 0) {
+        LocPiece p;
+        p.kind = LocPiece::RegMem;
+        p.reg = uint8_t(Reg::RAX);
+        p.stack_offset = int64_t(r.offset);
+        p.size = uint32_t(r.type.size);
+        loc.loc.pieces.push_back(p);
+      }
+      out.results.push_back(std::move(loc));
+    }
     return out;
   }
   // Which register returns each eightbyte of the result.
@@ -87,13 +103,13 @@ SysvAssignment assign_sysv(const GccgoDwarfFunc& f) {
   for (const auto& r : f.results) {
     ParamLoc loc = param(r, true);
     const uint64_t first = r.offset / 8, last = (r.offset + r.type.size + 7) / 8;
-    // A result covers whole eightbytes, or it has no location (see the header).
-    bool whole = r.type.size > 0 && r.offset % 8 == 0 && last <= regs.size();
-    for (const auto& o : f.results)
-      if (&o != &r && o.offset / 8 < last && (o.offset + o.type.size + 7) / 8 > first &&
-          o.type.size > 0)
-        whole = false;
-    if (whole) {
+    if (r.type.size > 0 && last <= regs.size() && r.offset % 8 + r.type.size <= 8) {
+      // Within one eightbyte, which it may share with other results: its bytes of it.
+      LocPiece p = regs[first];
+      p.reg_byte = uint8_t(r.offset % 8);
+      p.size = uint32_t(r.type.size);
+      loc.loc.pieces.push_back(p);
+    } else if (r.type.size > 0 && r.offset % 8 == 0 && last <= regs.size()) {
       for (uint64_t k = first; k < last; ++k) {
         LocPiece p = regs[k];
         p.value_offset = uint32_t(8 * (k - first));

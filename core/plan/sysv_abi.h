@@ -18,9 +18,10 @@ struct SysvAssignment {
 // Integer args in rdi, rsi, rdx, rcx, r8, r9; float args in xmm0-7; an aggregate of up to
 // two eightbytes in registers only when all of it fits, else on the stack from entry
 // RSP+8. A result of up to 16 bytes comes back in rax/rdx (INTEGER eightbytes) and
-// xmm0/xmm1 (SSE); a larger one in memory the caller passed in rdi (then the args start at
-// rsi), which has no location here. A result sharing an eightbyte with another (two int32
-// results) has none either: a piece is a whole register.
+// xmm0/xmm1 (SSE), results sharing an eightbyte in their bytes of one register (two int32
+// results: rax's low and high halves); a larger one in memory the caller passed in rdi
+// (then the args start at rsi), whose address comes back in rax: each result at its offset
+// from it (LocPiece::RegMem).
 SysvAssignment assign_sysv(const GccgoDwarfFunc& f);
 
 }  // namespace gotap

@@ -132,7 +132,8 @@ TEST(GccgoSysv, ResultInMemoryShiftsIntegerArgs) {
   f.results = {gp("", "float64", 8, {S}), gp("", "error", 16, {I, I}, 8)};
   auto a = assign_sysv(f);
   EXPECT_EQ(locs(a.args), (std::vector<std::string>{"x0", "rsi", "rdx+rcx"}));
-  EXPECT_EQ(locs(a.results), (std::vector<std::string>{"", ""}));
+  // At the RET, rax holds the buffer's address: each result at its offset in it.
+  EXPECT_EQ(locs(a.results), (std::vector<std::string>{"[rax+0]", "[rax+8]"}));
 }
 
 TEST(GccgoSysv, AggregatesAndStack) {
@@ -162,12 +163,19 @@ TEST(GccgoSysv, MixedResultEightbytesAndSharedOnes) {
   f.result = r;
   f.results = {gp("x", "float64", 8, {S}, 0), gp("n", "int", 8, {I}, 8)};
   EXPECT_EQ(locs(assign_sysv(f).results), (std::vector<std::string>{"x0", "rax"}));
-  // (int32, bool): both in rax; a piece is a whole register, so neither gets a location.
+  // (int32, bool): both in rax, each in its own bytes of it.
   r.size = 8;
   r.eightbytes = {I};
   f.result = r;
   f.results = {gp("a", "int32", 4, {I}, 0), gp("b", "bool", 1, {I}, 4)};
-  EXPECT_EQ(locs(assign_sysv(f).results), (std::vector<std::string>{"", ""}));
+  EXPECT_EQ(locs(assign_sysv(f).results), (std::vector<std::string>{"rax", "rax[4:5]"}));
+  // (float32, float32, int): both floats in xmm0's low and high halves, the int in rax.
+  r.size = 16;
+  r.eightbytes = {S, I};
+  f.result = r;
+  f.results = {gp("x", "float32", 4, {S}, 0), gp("y", "float32", 4, {S}, 4),
+               gp("n", "int", 8, {I}, 8)};
+  EXPECT_EQ(locs(assign_sysv(f).results), (std::vector<std::string>{"x0", "x0[4:8]", "rax"}));
 }
 
 // ---- the fixtures ----

@@ -289,6 +289,11 @@ TEST(PlanCache, EveryTruncationAndByteFlipIsRejected) {
   p.type_name = "int";
   p.loc.pieces.push_back(LocPiece{LocPiece::IntReg, 0, 0, 0, 8});
   f.args.push_back(p);
+  ParamLoc r = p;  // gccgo's results: in a register's bytes, and in memory it points to
+  r.is_result = true;
+  r.loc.pieces = {LocPiece{LocPiece::IntReg, 0, 0, 0, 4, 4},
+                  LocPiece{LocPiece::RegMem, 0, 16, 4, 4}};
+  f.results.push_back(r);
   f.inline_sites.push_back(InlineSite{"main.g", 0x2000, "g.go", 7, 8, ""});
   const std::string bytes = encode_plan_cache("key", {f}, {"a warning"});
   auto back = decode_plan_cache(bytes, "key");

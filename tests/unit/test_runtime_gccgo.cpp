@@ -28,8 +28,8 @@ namespace {
 
 using nlohmann::json;
 
-const std::vector<std::string> kFuncs = {"main.Add", "main.Label", "main.Sum", "main.DivMod",
-                                         "main.Deref"};
+const std::vector<std::string> kFuncs = {"main.Add",   "main.Label", "main.Sum",    "main.DivMod",
+                                         "main.Deref", "main.Cut",   "main.Halves", "main.Evens"};
 constexpr int kRounds = 12;  // per goroutine: 24 calls of each function
 
 std::string fixture(const std::string& flavour) {
@@ -75,23 +75,32 @@ std::string go_text(const json& v) {
   return v.dump();
 }
 
-// The program's line as the eBPF backend can show it: main.Sum's elements and the int
-// main.Deref's pointer points to are not copied by its BPF program.
+// A slice as the eBPF backend shows it: its length, its elements not copied.
+std::string slice_len(const std::string& text, size_t open) {
+  const size_t close = text.find(']', open);
+  std::istringstream elems(text.substr(open + 1, close - open - 1));
+  size_t n = 0;
+  for (std::string e; elems >> e;) ++n;
+  return text.substr(0, open) + "[len " + std::to_string(n) + text.substr(close);
+}
+
+// The program's line as the eBPF backend can show it: the elements of main.Sum's argument
+// and main.Evens's result and the int main.Deref's pointer points to are not copied by its
+// BPF program.
 std::string ebpf_view(const std::string& call) {
-  if (call.rfind("main.Sum [", 0) == 0) {
-    const size_t close = call.find(']');
-    std::istringstream elems(call.substr(10, close - 10));
-    size_t n = 0;
-    for (std::string e; elems >> e;) ++n;
-    return "main.Sum [len " + std::to_string(n) + call.substr(close);
-  }
+  if (call.rfind("main.Sum [", 0) == 0) return slice_len(call, 9);
+  if (call.rfind("main.Evens ", 0) == 0) return slice_len(call, call.find("-> [") + 3);
   if (call.rfind("main.Deref ", 0) == 0) return "main.Deref *" + call.substr(call.find(" ->"));
   return call;
 }
 
 std::string joined(const json& params) {
   std::string out;
-  for (const auto& p : params) out += (out.empty() ? "" : " ") + go_text(p["value"]);
+  bool first = true;
+  for (const auto& p : params) {
+    out += (first ? "" : " ") + go_text(p["value"]);
+    first = false;
+  }
   return out;
 }
 

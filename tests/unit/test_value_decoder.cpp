@@ -223,6 +223,19 @@ TEST(ValueDecoder, ScalarsStringsSlicesStructsPointers) {
   arr.size = 24;
   arr.loc.pieces = {{LocPiece::Stack, 0, 8, 0, 24}};
   EXPECT_EQ(d.decode_param(arr, rs)["value"], json({1, 2, 3}));
+  // gccgo's results: a slice in the caller's buffer at 8 from the address rax holds, and a
+  // byte in the second byte of rbx (the first is another result's).
+  m.put_u64s(0x5000, {0xdead, 0x2000, 3, 4});
+  rs.gp[0] = 0x5000;
+  json mem = d.decode_param(reg_param("sl", kSliceInt, 24, {{LocPiece::RegMem, 0, 8, 0, 24}}),
+                            rs)["value"];
+  EXPECT_EQ(mem, json({{"len", 3}, {"cap", 4}, {"elems", {10, 20, 30}}}));
+  rs.gp[1] = 0xffffffffffff2a07;
+  EXPECT_EQ(
+      d.decode_param(reg_param("b", kUint8, 1, {{LocPiece::IntReg, 1, 0, 0, 1, 1}}), rs)["value"],
+      0x2a);
+  EXPECT_EQ(
+      d.decode_param(reg_param("b", kUint8, 1, {{LocPiece::IntReg, 1, 0, 0, 1}}), rs)["value"], 7);
 }
 
 TEST(ValueDecoder, LimitsAndUtf8) {

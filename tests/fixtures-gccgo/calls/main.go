@@ -1,6 +1,7 @@
 // The gccgo tracing fixture: `calls N` makes N rounds of calls to functions whose
 // parameters and results take each System V place gotap reads (integer registers, rdx as
-// an argument and as a second result, a string, a slice on the stack, a pointer), from the
+// an argument and as a second result, a string, a slice on the stack, a pointer, results
+// sharing a register, results in the caller's memory), from the
 // main goroutine and from a second one at the same time. Each call prints its own truth:
 // "call FUNC ARGS -> RESULTS", values as %v prints them; then "calls FUNC COUNT".
 package main
@@ -61,6 +62,33 @@ func DivMod(a, b int) (int, int) { return a / b, a % b }
 //go:noinline
 func Deref(p *int) int { return *p + 1 }
 
+// Three results, 32 bytes: returned in memory, the caller's buffer address passed in rdi
+// (the string argument then takes rsi:rdx) and back in rax.
+//
+//go:noinline
+func Cut(s string, n int) (string, int, bool) {
+	if n > len(s) {
+		return s, len(s), false
+	}
+	return s[:n], n, true
+}
+
+// Two int32 results share rax: the first in its low half, the second in its high half.
+//
+//go:noinline
+func Halves(a int32) (int32, int32) { return a * 2, -a - 1 }
+
+// A 24-byte slice result: in memory too.
+//
+//go:noinline
+func Evens(n int) []int {
+	xs := make([]int, 0, n)
+	for i := 0; i < n; i++ {
+		xs = append(xs, 2*i)
+	}
+	return xs
+}
+
 func round(i int) {
 	a := Add(i, 2*i+1)
 	record("main.Add", fmt.Sprintf("%d %d", i, 2*i+1), fmt.Sprint(a))
@@ -78,6 +106,12 @@ func round(i int) {
 	v := i * 3
 	d := Deref(&v)
 	record("main.Deref", fmt.Sprint(v), fmt.Sprint(d))
+	cs, cn, ok := Cut(s, i%4)
+	record("main.Cut", fmt.Sprintf("%s %d", s, i%4), fmt.Sprintf("%s %d %v", cs, cn, ok))
+	h1, h2 := Halves(int32(i) - 5)
+	record("main.Halves", fmt.Sprint(int32(i)-5), fmt.Sprintf("%d %d", h1, h2))
+	ev := Evens(i%3 + 1)
+	record("main.Evens", fmt.Sprint(i%3+1), fmt.Sprint(ev))
 }
 
 func main() {
@@ -97,7 +131,8 @@ func main() {
 		round(i)
 	}
 	wg.Wait()
-	for _, f := range []string{"main.Add", "main.Label", "main.Sum", "main.DivMod", "main.Deref"} {
+	for _, f := range []string{"main.Add", "main.Label", "main.Sum", "main.DivMod", "main.Deref",
+		"main.Cut", "main.Halves", "main.Evens"} {
 		fmt.Printf("calls %s %d\n", f, counts[f])
 	}
 }
