@@ -137,6 +137,24 @@ TEST_P(Gccgo, CountsAreTheProgramsOwn) {
   }
 }
 
+// An error result returned in memory (main.Parse's (int, error), the error at rax+8 at the
+// RET): the failed calls are the program's own.
+TEST_P(Gccgo, FailedCallsOfAnErrorReturnedInMemory) {
+  RunResult r = gotap("count", {"main.Parse"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  uint64_t calls = 0, failed = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("errors main.Parse ", 0) == 0)
+      std::istringstream(line.substr(18)) >> calls >> failed;
+  ASSERT_EQ(calls, uint64_t(2 * kRounds)) << r.out;
+  ASSERT_GT(failed, 0u);
+  auto counts = events_in(r.out, "count");
+  ASSERT_EQ(counts.size(), 1u) << r.out;
+  EXPECT_EQ(counts[0].value("count", 0ull), calls) << r.out;
+  EXPECT_EQ(counts[0].value("failed", 0ull), failed) << r.out;
+}
+
 // Entries and returns pair by thread here: the fixture's functions are leaves, which gccgo
 // never preempts, so a call begins and ends on one thread.
 TEST_P(Gccgo, TracedCallsAreTheProgramsOwn) {

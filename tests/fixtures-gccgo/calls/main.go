@@ -15,8 +15,9 @@ import (
 )
 
 var (
-	mu     sync.Mutex
-	counts = map[string]int{}
+	mu                    sync.Mutex
+	counts                = map[string]int{}
+	parses, parseFailures int
 )
 
 // Printed after the call returns, so that the line is the call's own truth.
@@ -78,6 +79,13 @@ func Cut(s string, n int) (string, int, bool) {
 //go:noinline
 func Halves(a int32) (int32, int32) { return a * 2, -a - 1 }
 
+// (int, error): 24 bytes, in memory, the error's first word at rax+8. Its calls and failures
+// are printed at the end ("errors main.Parse CALLS FAILED"), not per call: gccgo's
+// interfaces are not decoded yet.
+//
+//go:noinline
+func Parse(s string) (int, error) { return strconv.Atoi(s) }
+
 // A 24-byte slice result: in memory too.
 //
 //go:noinline
@@ -112,6 +120,17 @@ func round(i int) {
 	record("main.Halves", fmt.Sprint(int32(i)-5), fmt.Sprintf("%d %d", h1, h2))
 	ev := Evens(i%3 + 1)
 	record("main.Evens", fmt.Sprint(i%3+1), fmt.Sprint(ev))
+	in := strconv.Itoa(i)
+	if i%3 == 0 {
+		in = "x" + in
+	}
+	_, err := Parse(in)
+	mu.Lock()
+	parses++
+	if err != nil {
+		parseFailures++
+	}
+	mu.Unlock()
 }
 
 func main() {
@@ -135,4 +154,5 @@ func main() {
 		"main.Cut", "main.Halves", "main.Evens"} {
 		fmt.Printf("calls %s %d\n", f, counts[f])
 	}
+	fmt.Printf("errors main.Parse %d %d\n", parses, parseFailures)
 }
