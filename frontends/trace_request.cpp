@@ -127,6 +127,12 @@ int fill(TraceRequest& r, const po::variables_map& vm, const Args& rest) {
   int targets = (opts.target.pid != 0) + !rest.empty() + opts.target.all;
   if (targets != 1) return usage_error("give exactly one target: -p PID, --all, or -- CMD ARGS");
   if (vm.count("pid") && opts.target.pid <= 0) return usage_error("bad pid");
+  // Ignored, it read as if a library's copy in the process were probed (-p PID --binary
+  // libgo.so.21), and its patterns then matched nothing in the executable.
+  if (vm.count("binary") && !opts.target.all)
+    return usage_error(
+        "--binary goes with --all; -p PID and -- CMD trace the program's executable "
+        "(a shared library's copy in one process cannot be the target yet)");
   if (vm.count("duration")) {
     opts.duration_s = vm["duration"].as<double>();
     if (opts.duration_s <= 0) return usage_error("--duration must be positive");

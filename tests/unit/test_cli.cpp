@@ -418,6 +418,17 @@ TEST_F(Cli, TraceNeedsExactlyOneTarget) {
   r = run_command({gotap_binary(), "trace", "-p", "999999999", "main.*"});
   EXPECT_EQ(r.exit_code, 2);
   expect_one_error_line(r);
+  // --binary names what --all traces; with another target it was ignored, silently.
+  for (const std::vector<std::string>& target :
+       {std::vector<std::string>{"-p", std::to_string(getpid())},
+        std::vector<std::string>{"--", "/bin/true"}}) {
+    std::vector<std::string> argv = {gotap_binary(), "count", "--binary", "/bin/true", "main.*"};
+    argv.insert(argv.end(), target.begin(), target.end());
+    r = run_command(argv);
+    EXPECT_EQ(r.exit_code, 2) << target[0];
+    expect_one_error_line(r);
+    EXPECT_NE(r.err.find("--binary goes with --all"), std::string::npos) << r.err;
+  }
 }
 
 // info --json reports the version Go's own `go version BINARY` printed for every fixture.
