@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
@@ -243,6 +244,59 @@ INSTANTIATE_TEST_SUITE_P(Backends, GccgoStripped,
                          ::testing::Combine(::testing::Values("ebpf", "ptrace"),
                                             ::testing::Values("stripped")),
                          [](const auto& info) { return std::get<0>(info.param); });
+
+// libgo as the target (eBPF, --all --binary): its strconv.Atoi counted in every process that
+// maps it, failures included (an (int, error) returned in memory). The programs load a copy
+// of libgo of the test's own (LD_LIBRARY_PATH), so that gccgo programs other tests run
+// meanwhile are not counted.
+TEST(GccgoLibgo, AllBinaryCountsInEveryProcessThatMapsIt) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  const std::string prog = fixture("default");
+  if (!file_exists(prog)) GTEST_SKIP() << "no gccgo fixture " << prog << " (gccgo-12 absent)";
+  RunResult ldd = run_command({"ldd", prog});
+  ASSERT_EQ(ldd.exit_code, 0) << ldd.err;
+  std::string libgo;
+  std::istringstream lines(ldd.out);
+  for (std::string name, arrow, path; lines >> name;)
+    if (name.rfind("libgo.so", 0) == 0 && lines >> arrow >> path) libgo = path;
+  ASSERT_FALSE(libgo.empty()) << ldd.out;
+  char tmpl[] = "/tmp/gotap-libgo.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl, copy = dir + "/" + std::filesystem::path(libgo).filename().string();
+  std::filesystem::copy_file(libgo, copy);
+  Child g = spawn({gotap_binary(), "count", "--backend", "ebpf", "--json", "--all", "--binary",
+                   copy, "strconv.Atoi"});
+  ASSERT_GT(g.pid, 0);
+  const std::string started = read_until(g.err, "Tracing", 60'000);
+  uint64_t want_calls = 0, want_failed = 0;
+  for (int run = 0; run < 2 && started.find("Tracing") != std::string::npos; ++run) {
+    RunResult p = run_command({"/usr/bin/env", "LD_LIBRARY_PATH=" + dir, prog, "12"});
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+    std::istringstream out(p.out);
+    for (std::string line; std::getline(out, line);) {
+      if (line.rfind("errors main.Parse ", 0) != 0) continue;
+      uint64_t calls = 0, failed = 0;
+      std::istringstream(line.substr(18)) >> calls >> failed;
+      want_calls += calls + 1;  // and main's own, of its argument
+      want_failed += failed;
+    }
+  }
+  kill(g.pid, SIGINT);
+  const std::string out = read_all(g.out), err = started + read_all(g.err);
+  int st = 0;
+  waitpid(g.pid, &st, 0);
+  close(g.out);
+  close(g.err);
+  std::filesystem::remove_all(dir);
+  ASSERT_NE(started.find("Tracing"), std::string::npos) << started;
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << err;
+  ASSERT_EQ(want_calls, 2u * (2 * 12 + 1));
+  auto counts = events_in(out, "count");
+  ASSERT_EQ(counts.size(), 1u) << out << err;
+  EXPECT_EQ(counts[0].value("count", 0ull), want_calls) << out;
+  EXPECT_EQ(counts[0].value("failed", 0ull), want_failed) << out;
+}
 
 // What would read libgo's g as gc's is refused before anything is probed: one line, exit 2.
 TEST(GccgoRefusals, GoroutinesAndWhy) {
