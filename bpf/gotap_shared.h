@@ -51,18 +51,14 @@ enum gotap_reg {
 
 /* GOTAP_SRC_REGMEM: the word at `off` from the address register `reg` holds (a gccgo result
  * returned in memory, from rax at the RET). */
-enum gotap_src {
-  GOTAP_SRC_NONE = 0,
-  GOTAP_SRC_REG = 1,
-  GOTAP_SRC_STACK = 2,
-  GOTAP_SRC_REGMEM = 3
-};
+enum gotap_src { GOTAP_SRC_NONE = 0, GOTAP_SRC_REG = 1, GOTAP_SRC_STACK = 2, GOTAP_SRC_REGMEM = 3 };
 
 struct gotap_word {
   gotap_u8 src; /* gotap_src */
   gotap_u8 reg; /* gotap_reg, for GOTAP_SRC_REG and GOTAP_SRC_REGMEM */
   gotap_u16 pad;
-  gotap_s32 off; /* GOTAP_SRC_STACK: offset from RSP at the probe; GOTAP_SRC_REGMEM: from the reg's */
+  /* GOTAP_SRC_STACK: offset from RSP at the probe; GOTAP_SRC_REGMEM: from the reg's value */
+  gotap_s32 off;
 };
 
 enum gotap_cap_kind {

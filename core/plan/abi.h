@@ -27,7 +27,7 @@ struct LocPiece {
   // RegMem: in memory at the address a register holds (a gccgo result returned in memory:
   // the caller's buffer, whose address comes back in rax).
   enum Kind : uint8_t { IntReg, FloatReg, Stack, RegMem } kind = Stack;
-  uint8_t reg = 0;  // IntReg, RegMem: index into Reg; FloatReg: xmm number
+  uint8_t reg = 0;            // IntReg, RegMem: index into Reg; FloatReg: xmm number
   int64_t stack_offset = 0;   // Stack: offset from RSP at entry / at RET ([RSP] = return PC);
                               // RegMem: offset from the register's address
   uint32_t value_offset = 0;  // where this piece sits inside the Go value
