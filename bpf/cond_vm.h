@@ -223,7 +223,7 @@ static long cvm_step(__u64 k, struct gotap_cond_io* io) {
     }
     case GOTAP_COP_EXT:
       vx = cvm_pop(s, &x);
-      cvm_push(s, cvm_ext(x, in->b, in->c & GOTAP_CDF_SIGNED), vx);
+      cvm_push(s, cvm_ext(x >> ((in->a & 7) * 8), in->b, in->c & GOTAP_CDF_SIGNED), vx);
       break;
     case GOTAP_COP_CMP:
       vy = cvm_pop(s, &y);

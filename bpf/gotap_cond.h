@@ -35,7 +35,8 @@ enum gotap_cond_op {
   GOTAP_COP_GOID = 5,       /* push the goroutine id */
   GOTAP_COP_DURATION = 6,   /* push the call's duration in ns (return only) */
   GOTAP_COP_DEREF = 7,      /* pop p; push the b bytes at p + off (c: GOTAP_CDF_*) */
-  GOTAP_COP_EXT = 8,        /* truncate the top to b bytes; sign-extend when c & SIGNED */
+  GOTAP_COP_EXT = 8,        /* shift the top right by a bytes (a gccgo result in a register's
+                               upper bytes), truncate it to b bytes; sign-extend when c & SIGNED */
   GOTAP_COP_CMP = 9,        /* pop y, x; push x <a> y (gotap_cond_cmp), c: gotap_cond_num */
   GOTAP_COP_NOT = 10,       /* top = !top */
   GOTAP_COP_AND = 11,       /* pop y, x; push x && y */

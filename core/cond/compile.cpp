@@ -432,11 +432,15 @@ class Compiler {
         c.push_back(insn(GOTAP_COP_DEREF, 0, static_cast<uint8_t>(size), ext,
                          static_cast<int32_t>(pc.stack_offset + in)));
         return;
-      } else if (in != 0 || pc.reg_byte != 0) {
+      } else if (in != 0 || (pc.reg_byte != 0 && pc.kind != LocPiece::IntReg)) {
         error(pos, fmt::format("{}: a value inside a register word is not supported", o.spelled));
         return;
       } else if (pc.kind == LocPiece::IntReg) {
         c.push_back(insn(GOTAP_COP_REG, pc.reg));
+        if (pc.reg_byte) {  // its bytes of a register other results share (gccgo)
+          c.push_back(insn(GOTAP_COP_EXT, pc.reg_byte, static_cast<uint8_t>(size), ext));
+          return;
+        }
       } else {
         c.push_back(insn(GOTAP_COP_XMM, pc.reg));
         ebpf_cannot(pos, fmt::format("{} is a float in register X{}", o.spelled, pc.reg));

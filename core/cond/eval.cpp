@@ -119,7 +119,8 @@ bool run(const gotap_cond& p, bool at_ret, EvalEnv& env) {
         break;
       }
       case GOTAP_COP_EXT:
-        if (top > 0) st[top - 1] = ext(st[top - 1], in.b, in.c & GOTAP_CDF_SIGNED);
+        if (top > 0)
+          st[top - 1] = ext(st[top - 1] >> ((in.a & 7) * 8), in.b, in.c & GOTAP_CDF_SIGNED);
         break;
       case GOTAP_COP_CMP: {
         bool vy = pop(&y), vx = pop(&x);

@@ -209,6 +209,27 @@ TEST_P(Gccgo, ConditionOnAStringInRdx) {
   EXPECT_EQ(counts[0].value("count", 0ull), want) << r.out;
 }
 
+// --if on results that share rax (main.Halves's two int32s, the second in its upper half,
+// negative for most calls): the calls the program made with such results.
+TEST_P(Gccgo, ConditionOnAResultInARegistersUpperHalf) {
+  RunResult r = gotap("count", {"--if", "~r1 < 0 && ~r0 > -8", "main.Halves"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  uint64_t want = 0, seen = 0;
+  for (const auto& c : truth_of(r.out).calls) {
+    if (c.rfind("main.Halves ", 0) != 0) continue;
+    ++seen;
+    int h1 = 0, h2 = 0;
+    std::istringstream(c.substr(c.find("-> ") + 3)) >> h1 >> h2;
+    if (h2 < 0 && h1 > -8) ++want;
+  }
+  ASSERT_EQ(seen, uint64_t(2 * kRounds)) << r.out;
+  ASSERT_GT(want, 0u);
+  ASSERT_LT(want, seen);
+  auto counts = events_in(r.out, "count");
+  ASSERT_EQ(counts.size(), 1u) << r.out;
+  EXPECT_EQ(counts[0].value("count", 0ull), want) << r.out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Gccgo,
                          ::testing::Combine(::testing::Values("ebpf", "ptrace"),
                                             ::testing::Values("default", "static")),
