@@ -319,6 +319,62 @@ TEST(GccgoLibgo, AllBinaryCountsInEveryProcessThatMapsIt) {
   EXPECT_EQ(counts[0].value("failed", 0ull), want_failed) << out;
 }
 
+// Side by side with a peer (issue 39: bcc's funccount cannot compile its programs on a kernel
+// without its headers, CI's; bpftrace needs none): bpftrace's uprobes and gotap, on each
+// eBPF backend, count the same calls of one run, and both are the program's own count (ptrace
+// refuses sites that hold another tracer's int3, as documented). bpftrace probes a private
+// copy of the fixture, so that other tests' runs of it stay out.
+TEST(GccgoPeer, CountsEqualBpftracesAndTheProgramsOwn) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  if (!file_exists(fixture("default"))) GTEST_SKIP() << "no gccgo fixtures (gccgo-12 absent)";
+  const std::string bpftrace = "/usr/bin/bpftrace";
+  if (!file_exists(bpftrace)) GTEST_SKIP() << "bpftrace is not installed (dev.sh installs it)";
+  const std::string copy = "/tmp/gotap-gccgo-peer-" + std::to_string(getpid());
+  std::filesystem::copy_file(fixture("default"), copy,
+                             std::filesystem::copy_options::overwrite_existing);
+  const std::vector<std::string> funcs = {"main.Add", "main.Halves", "main.Parse"};
+  std::string program = "BEGIN { printf(\"attached\\n\"); }";
+  for (const auto& f : funcs)
+    program += " uprobe:" + copy + ":" + f + " { @[\"" + f + "\"] = count(); }";
+  Child bt = spawn({bpftrace, "-e", program});
+  ASSERT_GT(bt.pid, 0);
+  const std::string started = read_until(bt.out, "attached\n", 60'000);
+  RunResult r;
+  if (started.find("attached\n") != std::string::npos) {
+    std::vector<std::string> argv = {gotap_binary(), "count", "--backend", "ebpf", "--json"};
+    argv.insert(argv.end(), funcs.begin(), funcs.end());
+    argv.insert(argv.end(), {"--", copy, std::to_string(kRounds)});
+    r = run_command(argv, 60);
+  }
+  kill(bt.pid, SIGINT);
+  const std::string bt_out = started + read_all(bt.out), bt_err = read_all(bt.err);
+  waitpid(bt.pid, nullptr, 0);
+  close(bt.out);
+  close(bt.err);
+  std::remove(copy.c_str());
+  ASSERT_NE(started.find("attached\n"), std::string::npos) << started << bt_err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Truth t = truth_of(r.out);
+  std::map<std::string, uint64_t> got;
+  for (const auto& e : events_in(r.out, "count")) got[e.value("func", "")] = e.value("count", 0ull);
+  t.counts["main.Parse"] = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("errors main.Parse ", 0) == 0)
+      std::istringstream(line.substr(18)) >> t.counts["main.Parse"];
+  for (const auto& f : funcs) {
+    SCOPED_TRACE(f);
+    EXPECT_EQ(t.counts[f], uint64_t(2 * kRounds)) << r.out;
+    EXPECT_EQ(got[f], t.counts[f]) << r.out;
+    // bpftrace prints each map entry as @[main.Add]: 24.
+    const std::string key = "@[" + f + "]: ";
+    const size_t at = bt_out.find(key);
+    ASSERT_NE(at, std::string::npos) << bt_out << bt_err;
+    EXPECT_EQ(std::stoull(bt_out.substr(at + key.size())), t.counts[f]) << bt_out;
+  }
+}
+
 // What would read libgo's g as gc's is refused before anything is probed: one line, exit 2.
 TEST(GccgoRefusals, GoroutinesAndWhy) {
   if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
