@@ -20,6 +20,9 @@ volatile __u32 target_tgid = 0;
 
 /* include/linux/sched.h: __TASK_TRACED, set in a thread's state by a tracer stop. */
 #define STOPS_TASK_TRACED 0x8
+/* __TASK_STOPPED: a job-control stop. A thread preempted on its way into either stop (the
+ * tracer it woke took its CPU) waits for gotap, not for a CPU. */
+#define STOPS_TASK_STOPPED 0x4
 
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH); /* threads that exit leave no slot taken for good */
@@ -34,18 +37,30 @@ int BPF_PROG(gotap_stop_switch, bool preempt, struct task_struct* prev, struct t
   if (prev->tgid == target_tgid && !preempt && (prev_state & STOPS_TASK_TRACED)) {
     __u32 tid = prev->pid;
     struct ptrace_stop_times* t = bpf_map_lookup_elem(&stop_times, &tid);
-    struct ptrace_stop_times n = {bpf_ktime_get_ns(), 0, t ? t->in : 0, t ? t->trap : 0};
+    struct ptrace_stop_times n = {bpf_ktime_get_ns(),   0, t ? t->in : 0, t ? t->trap : 0,
+                                  t ? t->preempted : 0, 0};
     bpf_map_update_elem(&stop_times, &tid, &n, BPF_ANY);
+  } else if (prev->tgid == target_tgid && (preempt || prev_state == 0 /* TASK_RUNNING */) &&
+             !(prev_state & (STOPS_TASK_TRACED | STOPS_TASK_STOPPED))) {
+    /* Switched away though it could run (a user-mode thread is preempted on its way back to
+     * user mode, still TASK_RUNNING, without the `preempt` flag, which is kernel preemption's):
+     * its wait for a CPU starts. */
+    __u32 tid = prev->pid;
+    struct ptrace_stop_times* t = bpf_map_lookup_elem(&stop_times, &tid);
+    if (t) t->preempted_at = bpf_ktime_get_ns();
   }
   if (next->tgid == target_tgid) {
     __u32 tid = next->pid;
     struct ptrace_stop_times* t = bpf_map_lookup_elem(&stop_times, &tid);
     if (t) {
-      if (!t->in) t->in = bpf_ktime_get_ns();
+      __u64 now = bpf_ktime_get_ns();
+      if (!t->in) t->in = now;
+      if (t->preempted_at && now > t->preempted_at) t->preempted += now - t->preempted_at;
+      t->preempted_at = 0;
     } else {
       /* A thread stopped before the program was attached (gotap's attach), resumed now:
        * its first run is known for its next stop. */
-      struct ptrace_stop_times n = {0, bpf_ktime_get_ns(), 0, 0};
+      struct ptrace_stop_times n = {0, bpf_ktime_get_ns(), 0, 0, 0, 0};
       bpf_map_update_elem(&stop_times, &tid, &n, BPF_NOEXIST);
     }
   }
@@ -64,7 +79,7 @@ int BPF_PROG(gotap_stop_trap, int sig, struct kernel_siginfo* info, struct task_
   if (t) {
     t->trap = bpf_ktime_get_ns();
   } else {
-    struct ptrace_stop_times n = {0, 0, 0, bpf_ktime_get_ns()};
+    struct ptrace_stop_times n = {0, 0, 0, bpf_ktime_get_ns(), 0, 0};
     bpf_map_update_elem(&stop_times, &tid, &n, BPF_NOEXIST);
   }
   return 0;

@@ -11,6 +11,10 @@ struct ptrace_stop_times {
   __u64 in;      /* its first switch to a CPU since then (0: none yet) */
   __u64 prev_in; /* `in` as it was at that stop: the first run after the resume before it */
   __u64 trap;    /* the last SIGTRAP raised on it (an int3): a probe hit's own moment */
+  /* --why: the time it spent off the CPU because the scheduler preempted it (another thread
+   * took its CPU, cgroup throttling), in all; and since when it waits now (0: it does not). */
+  __u64 preempted;
+  __u64 preempted_at;
 };
 
 #endif

@@ -176,7 +176,18 @@ void StopClock::date_by_switch(Thread& t, pid_t tid, Stop& s) {
   // Not checked against when gotap took it: the switch comes just after the report that
   // gotap stamps, and a stop taken while attaching is stamped long before it is dated here.
   const auto v = switch_times(tid, lo);
-  if (!v) return;
+  if (!v) {
+    // The stop's own switch is not seen yet (a busy machine delays it): its first run since
+    // the resume before it is (`in`), so the time that resume waited for a CPU is known all
+    // the same.
+    if (auto w = times_->of(tid); w && t.resumed && w->in >= t.resumed_at && w->in <= s.at) {
+      s.resumed_late = w->in - t.resumed_at;
+      s.resumed_at = t.resumed_at;
+      s.resumed_goid = t.goid;
+    }
+    return;
+  }
+  s.preempted_total = v->preempted;
   // A probe hit is dated by its int3's SIGTRAP, before the kernel's way to the stop, less
   // the kernel's way back to the program after the resume before it (ret_cost, measured on
   // the calibration child: its least), so that a call keeps the program's time alone.

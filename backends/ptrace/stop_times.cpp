@@ -64,7 +64,7 @@ std::optional<StopTimes::Times> StopTimes::of(pid_t tid) const {
   const uint32_t key = static_cast<uint32_t>(tid);
   struct ptrace_stop_times v {};
   if (bpf_map_lookup_elem(impl_->map_fd, &key, &v) != 0) return std::nullopt;
-  return Times{v.out, v.in, v.prev_in, v.trap};
+  return Times{v.out, v.in, v.prev_in, v.trap, v.preempted};
 }
 
 #else

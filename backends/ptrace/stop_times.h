@@ -22,6 +22,9 @@ class StopTimes {
     uint64_t in = 0;       // its first run since then (0: none yet)
     uint64_t prev_in = 0;  // its first run after the resume before that stop (0: unknown)
     uint64_t trap = 0;     // the last SIGTRAP raised on it by an int3 (0: none seen)
+    // ns it spent waiting for a CPU after the scheduler preempted it, in all (--why's
+    // preempted_ns on ptrace; page faults and tracer stops are not in it).
+    uint64_t preempted = 0;
   };
   // The program loaded and attached, or nullptr when BPF is not usable here (or gotap was
   // built without it, or GOTAP_PTRACE_STOP_BPF=0). It watches no process until watch().

@@ -38,6 +38,7 @@
 #include "core/sys/test_delay.h"
 #include "core/sys/timing.h"
 #include "core/sys/uprobe_holders.h"
+#include "core/why/why_sink.h"
 
 namespace gotap::ptrace {
 
@@ -303,11 +304,38 @@ StopClock::Stop Tracer::take_stop(pid_t tid, uint64_t taken) {
     return s;
   }
   const StopClock::Stop stop = stop_clock_->on_stop(tid, taken);
+  if (why_preempted_) credit_preempted(tid, stop);
   if (stop.resumed_late && stop.resumed_goid)
     if (auto h = held_.find(*stop.resumed_goid);
         h != held_.end() && stop.resumed_at >= h->second.opened_at)
       h->second.ns += stop.resumed_late;
   return stop;
+}
+
+void Tracer::credit_preempted(pid_t tid, const StopClock::Stop& stop) {
+  // The stop's own lookup may have given up waiting for its switch (a busy machine): then
+  // one more, so that no preemption before this stop is credited after it.
+  const std::optional<uint64_t> total =
+      stop.preempted_total ? stop.preempted_total : stop_clock_->preempted_total(tid);
+  if (!total) return;
+  uint64_t& seen = preempted_seen_[tid];
+  const uint64_t delta = *total > seen ? *total - seen : 0;
+  seen = *total;
+  auto g = runs_on_.find(tid);
+  // Between two stops of a thread under --why it runs one goroutine: every change of which
+  // one is a stop (casgstatus). The interval ends at this stop, before its own events.
+  if (delta == 0 || g == runs_on_.end()) return;
+  const uint64_t to = stop.at, from = to - std::min(to, delta);
+  emit(why::kernel_event(false, from, to, int(tid), g->second, 0));
+}
+
+void Tracer::note_runs(pid_t tid, int64_t goid, uint32_t from, uint32_t to) {
+  if (!why_preempted_) return;
+  if (to == kGRunning) {
+    runs_on_[tid] = goid;
+  } else if ((from == kGRunning || from == kGSyscall) && to != kGSyscall) {
+    if (auto g = runs_on_.find(tid); g != runs_on_.end() && g->second == goid) runs_on_.erase(g);
+  }
 }
 
 void Tracer::hold_signal_stop(pid_t tid) {
@@ -453,6 +481,8 @@ void Tracer::loop() {
     if (ws.exited()) {
       cpu_follow_.forget(tid);
       if (stop_clock_) stop_clock_->forget(tid);
+      preempted_seen_.erase(tid);
+      runs_on_.erase(tid);
       proc_->note_exit(ws);
       if (proc_->gone()) return;
       continue;

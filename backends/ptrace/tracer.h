@@ -127,6 +127,11 @@ class Tracer {
   // A stop of tid that gotap took at `taken`, dated (stop_clock.h); the resume before it
   // that waited for a CPU is held against the goroutine it let run.
   StopClock::Stop take_stop(pid_t tid, uint64_t taken);
+  // --why with the stop clock's BPF: the time tid was preempted since its last stop, sent as
+  // the kernel's interval of the goroutine it ran (preempted_kernel); and which one that is,
+  // from casgstatus's changes on tid (why_kernel.h's rule on eBPF).
+  void credit_preempted(pid_t tid, const StopClock::Stop& stop);
+  void note_runs(pid_t tid, int64_t goid, uint32_t from, uint32_t to);
   // A signal-delivery stop, held like a hit's until handle_other_stop resumes the thread.
   void hold_signal_stop(pid_t tid);
   void handle_roles(const Site& s, const user_regs_struct& r, pid_t tid, uint64_t ts);
@@ -273,6 +278,9 @@ class Tracer {
   // When the threads really stopped and ran again (stop_clock.h); trap_at_ns_: the trap of
   // the hit being handled, which durations are measured from.
   std::unique_ptr<StopClock> stop_clock_;
+  bool why_preempted_ = false;
+  std::unordered_map<pid_t, uint64_t> preempted_seen_;  // tid: its total at its last stop
+  std::unordered_map<pid_t, int64_t> runs_on_;          // tid: the goroutine it runs
   uint64_t trap_at_ns_ = 0;
   uint64_t test_hold_ns_ = 0;  // GOTAP_TEST_HOLD_US: a slow decoder, for tests
   uint64_t flushed_events_ = 0;

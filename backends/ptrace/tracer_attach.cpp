@@ -40,6 +40,7 @@
 #include "core/sys/test_delay.h"
 #include "core/sys/timing.h"
 #include "core/sys/uprobe_holders.h"
+#include "core/why/why_sink.h"
 
 namespace gotap::ptrace {
 
@@ -268,6 +269,12 @@ void Tracer::prepare_decoding() {
   // Count times nothing, unless a condition asks for `duration`.
   if (opts_.mode != Mode::Count || opts_.condition)
     stop_clock_ = std::make_unique<StopClock>(proc_->pid());
+  // --why: the stop clock's sched_switch program also adds up the time each thread was
+  // preempted, which becomes preempted_ns (system calls by name stay eBPF's).
+  if (plan_.goroutines.walk && stop_clock_ && stop_clock_->switch_dated()) {
+    why_preempted_ = true;
+    emit(why::kernel_start_event(false));
+  }
   if (use_queue_)
     queue_ = std::make_unique<EventQueue>(sink_, proc_->mem(), env, lim, 4096, flush_ns_);
 

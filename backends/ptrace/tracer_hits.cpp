@@ -306,6 +306,7 @@ void Tracer::on_goroutine(const SiteRole& role, const user_regs_struct& r, pid_t
     if (plan_.goroutines.walk) stacks = status_stacks(r, uint32_t(r.rbx), uint32_t(r.rcx));
     goroutines_->on_status(ts, tid, goid, uint32_t(r.rbx), uint32_t(r.rcx), reason,
                            origin ? &*origin : nullptr, caller, stacks ? &*stacks : nullptr);
+    note_runs(tid, int64_t(goid), uint32_t(r.rbx), uint32_t(r.rcx));
     return;
   }
   if (role.kind == SiteRole::GSysEnter || role.kind == SiteRole::GSysExit) {

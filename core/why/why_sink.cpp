@@ -80,15 +80,15 @@ class WhySink : public EventSink {
         Event out = ev;
         // What `why` leaves null or out, and why (docs/json.md).
         Event un = Event::object();
-        if (!kernel_) {
+        if (!kernel_)
           un["preempted_ns"] =
-              "not measured: needs the kernel's scheduler tracepoint, which only the eBPF "
-              "backend attaches";
+              "not measured: needs the kernel's scheduler tracepoint, which BPF could not "
+              "attach";
+        if (!kernel_syscalls_)
           un["syscalls"] =
               "not measured: needs the kernel's system-call tracepoints, which only the eBPF "
               "backend attaches; syscall_ns is the time in system calls of every kind";
-        }
-        if (!opts_.syscalls_seen && !kernel_)
+        if (!opts_.syscalls_seen && !kernel_syscalls_)
           un["syscall_ns"] =
               "this Go release enters system calls without runtime.casgstatus: their time "
               "counts as running";
@@ -181,7 +181,8 @@ class WhySink : public EventSink {
     const std::string kind = ev.value("kind", "");
     if (kind == "start") {
       kernel_ = true;
-      tracker_.kernel_seen();
+      kernel_syscalls_ = ev.value("syscalls", true);
+      tracker_.kernel_seen(kernel_syscalls_);
       return;
     }
     const uint64_t from = ev.value("from_ns", uint64_t{0}), to = ev.value("ts_ns", uint64_t{0});
@@ -192,7 +193,7 @@ class WhySink : public EventSink {
   Event json(const WhySplit& s) const {
     Event j = why_json(s);
     // Without entersyscall's probes, the kernel's system calls are syscall_ns (why_tracker.h).
-    if (!opts_.syscalls_seen && !s.preempted_ns) j["syscall_ns"] = nullptr;
+    if (!opts_.syscalls_seen && !s.syscalls_named) j["syscall_ns"] = nullptr;
     return j;
   }
   // ptrace leaves out of duration_ns the time gotap held the goroutine stopped at its probes
@@ -208,6 +209,7 @@ class WhySink : public EventSink {
   WhyOptions opts_;
   WhyTracker tracker_;
   bool kernel_ = false;
+  bool kernel_syscalls_ = false;
   bool blind_ = false;  // --max-overhead detached the goroutine probes
   struct Change {
     Event ev;
@@ -218,8 +220,8 @@ class WhySink : public EventSink {
 
 }  // namespace
 
-Event kernel_start_event() {
-  return {{"event", "kwhy"}, {"kind", "start"}};
+Event kernel_start_event(bool syscalls) {
+  return {{"event", "kwhy"}, {"kind", "start"}, {"syscalls", syscalls}};
 }
 
 Event kernel_event(bool syscall, uint64_t from, uint64_t to, int tid, int64_t goid, uint64_t nr) {

@@ -34,8 +34,9 @@ std::unique_ptr<EventSink> make_why_sink(std::unique_ptr<EventSink> next, WhyOpt
 // What a backend that reads the kernel's side sends the why sink (which keeps them from the
 // output): that it does, before any call; then each interval of a thread running a goroutine
 // inside a traced call, off the CPU outside a system call (syscall false) or in system call
-// nr, over [from, to).
-Event kernel_start_event();
+// nr, over [from, to). `syscalls`: whether it names system calls (ptrace reads preemption
+// alone: its calls then have `syscalls` null).
+Event kernel_start_event(bool syscalls = true);
 Event kernel_event(bool syscall, uint64_t from, uint64_t to, int tid, int64_t goid, uint64_t nr);
 
 }  // namespace gotap::why

@@ -27,6 +27,7 @@ void WhyTracker::entry(uint64_t ts, int64_t goid, const std::string& func) {
   }
   g.calls.push_back({func, ts, {}});
   if (kernel_) g.calls.back().split.preempted_ns = 0;
+  g.calls.back().split.syscalls_named = kernel_ && kernel_syscalls_;
 }
 
 void WhyTracker::preempted(uint64_t from, uint64_t to, int64_t goid) {
@@ -267,7 +268,7 @@ Event why_json(const WhySplit& s) {
     waits.push_back(std::move(j));
   }
   e["waits"] = std::move(waits);
-  if (s.preempted_ns) {
+  if (s.syscalls_named) {
     Event calls = Event::array();
     for (const SyscallPart& c : s.syscalls)
       calls.push_back({{"name", c.name}, {"ns", c.ns}, {"count", c.count}});

@@ -44,7 +44,10 @@ struct WhySplit {
   uint64_t running_ns = 0, runnable_ns = 0, syscall_ns = 0, waiting_ns = 0;
   // The kernel's side (WhyTracker::kernel_seen): unset when the backend does not read it.
   std::optional<uint64_t> preempted_ns;
-  std::vector<SyscallPart> syscalls;  // largest first; with preempted_ns only
+  // Whether the backend names the kernel's system calls (eBPF; ptrace reads preempted_ns
+  // alone): `syscalls` is null otherwise.
+  bool syscalls_named = false;
+  std::vector<SyscallPart> syscalls;  // largest first; with syscalls_named only
   std::vector<WaitPart> waits;        // largest first
   uint64_t total() const {
     return running_ns + preempted_ns.value_or(0) + runnable_ns + syscall_ns + waiting_ns;
@@ -79,9 +82,12 @@ class WhyTracker {
   // Whether goid has a traced call open.
   bool inside_call(int64_t goid) const { return open_.count(goid) != 0; }
 
-  // The backend reads the kernel's side: calls entered from now on get preempted_ns and
-  // syscalls, from the two below.
-  void kernel_seen() { kernel_ = true; }
+  // The backend reads the kernel's side: calls entered from now on get preempted_ns, and with
+  // `syscalls` the system calls by name, from the two below.
+  void kernel_seen(bool syscalls = true) {
+    kernel_ = true;
+    kernel_syscalls_ = syscalls;
+  }
   // goid's thread was off the CPU over [from, to) outside a system call, the goroutine running
   // (or in Go's syscall state): that time moves from the part the goroutine was in to
   // preempted_ns.
@@ -115,6 +121,7 @@ class WhyTracker {
   std::unordered_map<int, int64_t> running_on_;     // thread -> the goroutine it runs
   std::unordered_map<int64_t, std::string> names_;  // goroutine -> start function
   bool kernel_ = false;
+  bool kernel_syscalls_ = false;
 };
 
 // The contract's `why` object (CONTRACT.md, "Additions (fourth turn)"). preempted_ns and

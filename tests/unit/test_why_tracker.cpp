@@ -211,11 +211,29 @@ TEST(WhyTracker, KernelPartsAreNullUnlessSeen) {
   EXPECT_TRUE(j["syscalls"].is_null());
 }
 
+// ptrace reads preemption alone (its stop clock's scheduler program): preempted_ns is
+// measured, and syscalls stay null, not an empty list that would say none was made.
+TEST(WhyTracker, PreemptionWithoutSystemCallNames) {
+  WhyTracker t;
+  t.kernel_seen(false);
+  t.entry(0, 1, "main.f");
+  t.preempted(1 * ms, 3 * ms, 1);
+  auto s = t.ret(4 * ms, 1, "main.f");
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->preempted_ns);
+  EXPECT_EQ(*s->preempted_ns, 2 * ms);
+  EXPECT_EQ(s->running_ns, 2 * ms);
+  Event j = why_json(*s);
+  EXPECT_EQ(j["preempted_ns"], 2 * ms);
+  EXPECT_TRUE(j["syscalls"].is_null());
+}
+
 // latency --why's totals merge the system calls by name; one call without them makes the
 // total's null.
 TEST(WhyTracker, TotalsMergeSystemCallsByName) {
   WhySplit a, b;
   a.preempted_ns = 1;
+  a.syscalls_named = b.syscalls_named = true;
   a.syscalls = {{"read", 5, 1}, {"write", 2, 1}};
   b.preempted_ns = 2;
   b.syscalls = {{"write", 9, 3}};
