@@ -128,8 +128,8 @@ class Tracer {
   // that waited for a CPU is held against the goroutine it let run.
   StopClock::Stop take_stop(pid_t tid, uint64_t taken);
   // --why with the stop clock's BPF: the time tid was preempted since its last stop, sent as
-  // the kernel's interval of the goroutine it ran (preempted_kernel); and which one that is,
-  // from casgstatus's changes on tid (why_kernel.h's rule on eBPF).
+  // a kernel interval (`kwhy`) of the goroutine it ran; and which one that is, from
+  // casgstatus's changes on tid and its traced entries (bpf/why_kernel.h's rule on eBPF).
   void credit_preempted(pid_t tid, const StopClock::Stop& stop);
   void note_runs(pid_t tid, int64_t goid, uint32_t from, uint32_t to);
   // A signal-delivery stop, held like a hit's until handle_other_stop resumes the thread.
