@@ -32,6 +32,7 @@ std::vector<TypedEvent> every_kind() {
   why::WhySplit w;
   w.waits.push_back({"chan receive", 1, 1, {why::WokenBy::Goroutine, 8, "main.g"}, "main.f"});
   w.preempted_ns = 0;
+  w.syscalls_named = true;
   w.syscalls = {{"read", 1, 1}};
   r.why = why::why_json(w);
   LatencySummary l;
