@@ -179,8 +179,12 @@ void StopClock::date_by_switch(Thread& t, pid_t tid, Stop& s) {
   if (!v) {
     // The stop's own switch is not seen yet (a busy machine delays it): its first run since
     // the resume before it is (`in`), so the time that resume waited for a CPU is known all
-    // the same.
-    if (auto w = times_->of(tid); w && t.resumed && w->in >= t.resumed_at && w->in <= s.at) {
+    // the same; and so is its time preempted, complete once it is stopped (it grew at its
+    // last switch in).
+    const auto w = times_->of(tid);
+    if (!w) return;
+    s.preempted_total = w->preempted;
+    if (t.resumed && w->in >= t.resumed_at && w->in <= s.at) {
       s.resumed_late = w->in - t.resumed_at;
       s.resumed_at = t.resumed_at;
       s.resumed_goid = t.goid;

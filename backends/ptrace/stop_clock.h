@@ -51,8 +51,8 @@ class StopClock {
     uint64_t resumed_late = 0;
     uint64_t resumed_at = 0;
     std::optional<int64_t> resumed_goid;
-    // The thread's time preempted by the scheduler, in all, as of this stop (StopTimes;
-    // unset without it).
+    // The thread's time preempted by the scheduler, in all, as of this stop (StopTimes; unset
+    // without it). Read with the stop's dating, whether or not its own switch was seen yet.
     std::optional<uint64_t> preempted_total;
   };
   // A stop of tid, taken by gotap at `taken` (CLOCK_MONOTONIC ns, just after waitid).
@@ -62,15 +62,6 @@ class StopClock {
   // A thread that exited: its /proc file goes.
   void forget(pid_t tid);
   uint64_t exact_stops() const { return exact_; }
-  // tid's time preempted by the scheduler, in all (StopTimes; nullopt without it). Once tid
-  // is stopped, every preemption before the stop is in it (added at its switch back in), so
-  // it needs no wait for the stop's own switch, as dating does.
-  std::optional<uint64_t> preempted_total(pid_t tid) const {
-    if (!times_) return std::nullopt;
-    auto v = times_->of(tid);
-    if (!v) return std::nullopt;
-    return v->preempted;
-  }
   // The CPU time the kernel spends on one stop and resume of a thread at an int3 (raising
   // the SIGTRAP, stopping, waking gotap, returning to the thread once resumed): ~4 µs on a
   // KVM guest, which a call's time would otherwise gain at each of its hits. The least of

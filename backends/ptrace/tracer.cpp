@@ -313,10 +313,7 @@ StopClock::Stop Tracer::take_stop(pid_t tid, uint64_t taken) {
 }
 
 void Tracer::credit_preempted(pid_t tid, const StopClock::Stop& stop) {
-  // The stop's own lookup may have given up waiting for its switch (a busy machine): then
-  // one more, so that no preemption before this stop is credited after it.
-  const std::optional<uint64_t> total =
-      stop.preempted_total ? stop.preempted_total : stop_clock_->preempted_total(tid);
+  const std::optional<uint64_t>& total = stop.preempted_total;
   if (!total) return;
   uint64_t& seen = preempted_seen_[tid];
   const uint64_t delta = *total > seen ? *total - seen : 0;
