@@ -86,8 +86,8 @@ class WhySink : public EventSink {
               "attach";
         if (!kernel_syscalls_)
           un["syscalls"] =
-              "not measured: needs the kernel's system-call tracepoints, which only the eBPF "
-              "backend attaches; syscall_ns is the time in system calls of every kind";
+              "not measured: needs the kernel's system-call tracepoints, which BPF could not "
+              "attach; syscall_ns is the time in system calls of every kind";
         if (!opts_.syscalls_seen && !kernel_syscalls_)
           un["syscall_ns"] =
               "this Go release enters system calls without runtime.casgstatus: their time "
@@ -188,7 +188,9 @@ class WhySink : public EventSink {
     const uint64_t from = ev.value("from_ns", uint64_t{0}), to = ev.value("ts_ns", uint64_t{0});
     const int64_t goid = ev.value("goid", int64_t{0});
     if (kind == "preempted") tracker_.preempted(from, to, goid);
-    if (kind == "syscall") tracker_.syscall(from, to, goid, ev.value("name", ""));
+    if (kind == "syscall")
+      tracker_.syscall(from, to, goid, ev.value("name", ""), ev.value("count", uint32_t{1}),
+                       ev.value("ns", uint64_t{0}));
   }
   Event json(const WhySplit& s) const {
     Event j = why_json(s);
@@ -198,10 +200,23 @@ class WhySink : public EventSink {
   }
   // ptrace leaves out of duration_ns the time gotap held the goroutine stopped at its probes
   // (wall_ns keeps it): that time was spent at a probe, on the goroutine, so it comes off
-  // running_ns, and the parts still sum to duration_ns.
+  // running_ns, and the parts still sum to duration_ns. A hold at entersyscall's and
+  // exitsyscall's probes is inside Go's system-call state: what running_ns lacks comes off
+  // syscall_ns (then the others), never below the system calls the kernel timed.
   static void adjust(WhySplit& s, uint64_t duration, uint64_t wall) {
     if (!wall || wall <= duration) return;
-    s.running_ns -= std::min(s.running_ns, wall - duration);
+    uint64_t held = wall - duration;
+    uint64_t named = 0;
+    for (const SyscallPart& c : s.syscalls) named += c.ns;
+    const auto take = [&held](uint64_t& part, uint64_t keep) {
+      const uint64_t n = part > keep ? std::min(held, part - keep) : 0;
+      part -= n;
+      held -= n;
+    };
+    take(s.running_ns, 0);
+    take(s.syscall_ns, named);
+    take(s.runnable_ns, 0);
+    take(s.waiting_ns, 0);
   }
 
   std::unique_ptr<EventSink> next_;
@@ -224,11 +239,16 @@ Event kernel_start_event(bool syscalls) {
   return {{"event", "kwhy"}, {"kind", "start"}, {"syscalls", syscalls}};
 }
 
-Event kernel_event(bool syscall, uint64_t from, uint64_t to, int tid, int64_t goid, uint64_t nr) {
+Event kernel_event(bool syscall, uint64_t from, uint64_t to, int tid, int64_t goid, uint64_t nr,
+                   uint32_t count, uint64_t ns) {
   Event e = {{"event", "kwhy"}, {"kind", syscall ? "syscall" : "preempted"},
              {"from_ns", from}, {"ts_ns", to},
              {"tid", tid},      {"goid", goid}};
   if (syscall) e["name"] = syscall_name(nr);
+  if (count > 1) {
+    e["count"] = count;
+    e["ns"] = ns;
+  }
   return e;
 }
 
