@@ -31,6 +31,26 @@ struct {
   __type(value, struct ptrace_stop_times);
 } stop_times SEC(".maps");
 
+/* --why (set by gotap, with the system-call programs attached): a wait for a CPU inside a
+ * system call is that call's time, as on eBPF (bpf/why_kernel.h), not preempted_ns. */
+volatile __u32 why_syscalls = 0;
+
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 1); /* 4096 under --why, set by gotap before loading */
+  __type(key, __u32);     /* thread id */
+  __type(value, struct ptrace_syscalls);
+} stop_syscalls SEC(".maps");
+
+/* The first value of a thread's entry: larger than the BPF stack. Never written. */
+struct ptrace_syscalls empty_syscalls = {};
+
+static __always_inline int in_syscall(__u32 tid) {
+  if (!why_syscalls) return 0;
+  struct ptrace_syscalls* s = bpf_map_lookup_elem(&stop_syscalls, &tid);
+  return s && s->sys_at;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(gotap_stop_switch, bool preempt, struct task_struct* prev, struct task_struct* next,
              unsigned int prev_state) {
@@ -41,7 +61,7 @@ int BPF_PROG(gotap_stop_switch, bool preempt, struct task_struct* prev, struct t
                                   t ? t->preempted : 0, 0};
     bpf_map_update_elem(&stop_times, &tid, &n, BPF_ANY);
   } else if (prev->tgid == target_tgid && (preempt || prev_state == 0 /* TASK_RUNNING */) &&
-             !(prev_state & (STOPS_TASK_TRACED | STOPS_TASK_STOPPED))) {
+             !(prev_state & (STOPS_TASK_TRACED | STOPS_TASK_STOPPED)) && !in_syscall(prev->pid)) {
     /* Switched away though it could run (a user-mode thread is preempted on its way back to
      * user mode, still TASK_RUNNING, without the `preempt` flag, which is kernel preemption's):
      * its wait for a CPU starts. */
@@ -82,5 +102,60 @@ int BPF_PROG(gotap_stop_trap, int sig, struct kernel_siginfo* info, struct task_
     struct ptrace_stop_times n = {0, 0, 0, bpf_ktime_get_ns(), 0, 0};
     bpf_map_update_elem(&stop_times, &tid, &n, BPF_NOEXIST);
   }
+  return 0;
+}
+
+/* --why: each system call of the program's threads, kept per thread until gotap takes them at
+ * the thread's next stop (every change of the goroutine a thread runs is one under --why). */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(gotap_stop_sys_enter, struct pt_regs* regs, long id) {
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  if ((__u32)(pid_tgid >> 32) != target_tgid) return 0;
+  __u32 tid = (__u32)pid_tgid;
+  struct ptrace_syscalls* s = bpf_map_lookup_elem(&stop_syscalls, &tid);
+  if (!s) {
+    bpf_map_update_elem(&stop_syscalls, &tid, &empty_syscalls, BPF_NOEXIST);
+    s = bpf_map_lookup_elem(&stop_syscalls, &tid);
+    if (!s) return 0;
+  }
+  s->sys_nr = (__u32)id;
+  s->sys_at = bpf_ktime_get_ns();
+  return 0;
+}
+
+static __always_inline void add_syscall(struct ptrace_syscall_slot* sl, __u64 from, __u64 to) {
+  if (!sl->count) sl->from = from;
+  sl->to = to;
+  sl->ns += to - from;
+  sl->count += 1;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(gotap_stop_sys_exit, struct pt_regs* regs, long ret) {
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  if ((__u32)(pid_tgid >> 32) != target_tgid) return 0;
+  __u32 tid = (__u32)pid_tgid;
+  struct ptrace_syscalls* s = bpf_map_lookup_elem(&stop_syscalls, &tid);
+  if (!s || !s->sys_at) return 0;
+  __u64 from = s->sys_at, to = bpf_ktime_get_ns();
+  __u32 nr = s->sys_nr, n = s->n;
+  s->sys_at = 0;
+  if (to < from) return 0;
+  if (n < PTRACE_SYSCALL_SLOTS) {
+    struct ptrace_syscall_slot* sl = &s->slot[n];
+    sl->nr = nr;
+    sl->count = 0;
+    sl->ns = 0;
+    add_syscall(sl, from, to);
+    s->n = n + 1;
+    return 0;
+  }
+  for (int i = PTRACE_SYSCALL_SLOTS - 1; i >= 0; --i) {
+    if (s->slot[i].nr == nr) {
+      add_syscall(&s->slot[i], from, to);
+      return 0;
+    }
+  }
+  add_syscall(&s->other, from, to);
   return 0;
 }

@@ -17,4 +17,19 @@ struct ptrace_stop_times {
   __u64 preempted_at;
 };
 
+/* --why: a thread's system calls since gotap last took them (at its stops), for `syscalls` by
+ * name on ptrace. Each slot is one call; once they are all taken, a call goes into the last
+ * slot of its number (count > 1), or into `other` when its number has none. */
+#define PTRACE_SYSCALL_SLOTS 16
+struct ptrace_syscall_slot {
+  __u64 from, to, ns; /* CLOCK_MONOTONIC ns: the first's entry, the last's exit; time inside */
+  __u32 nr, count;
+};
+struct ptrace_syscalls {
+  __u64 sys_at; /* in system call sys_nr since then (0: not in one) */
+  __u32 sys_nr, n;
+  struct ptrace_syscall_slot other; /* nr unused */
+  struct ptrace_syscall_slot slot[PTRACE_SYSCALL_SLOTS];
+};
+
 #endif

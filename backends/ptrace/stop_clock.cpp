@@ -39,8 +39,8 @@ bool parse_schedstat(const char* line, size_t n, uint64_t& cpu, uint64_t& wait, 
   return true;
 }
 
-StopClock::StopClock(pid_t pid)
-    : pid_(pid), times_(StopTimes::open()), trap_cost_(measure_trap_cost()) {
+StopClock::StopClock(pid_t pid, bool why)
+    : pid_(pid), times_(StopTimes::open(why)), trap_cost_(measure_trap_cost()) {
   if (times_) times_->watch(pid);
 }
 

@@ -37,8 +37,8 @@ namespace gotap::ptrace {
 
 class StopClock {
  public:
-  // Measures the trap's own cost first (trap_cost).
-  explicit StopClock(pid_t pid);
+  // Measures the trap's own cost first (trap_cost). why: room for system calls by name.
+  explicit StopClock(pid_t pid, bool why = false);
   ~StopClock();
   StopClock(const StopClock&) = delete;
   StopClock& operator=(const StopClock&) = delete;
@@ -74,6 +74,11 @@ class StopClock {
   uint64_t stops() const { return stops_; }
   // Whether stops are dated by the kernel's SIGTRAP and switch times (stop_times.h).
   bool switch_dated() const { return times_ != nullptr; }
+  // --why's system calls by name (StopTimes::watch_syscalls, take_syscalls).
+  bool watch_syscalls() { return times_ && times_->watch_syscalls(); }
+  std::vector<StopTimes::Syscall> take_syscalls(pid_t tid) {
+    return times_ ? times_->take_syscalls(tid) : std::vector<StopTimes::Syscall>();
+  }
 
  private:
   struct Account {

@@ -33,11 +33,19 @@ int quiet(enum libbpf_print_level, const char*, va_list) {
 
 }  // namespace
 
-std::unique_ptr<StopTimes> StopTimes::open() {
+std::unique_ptr<StopTimes> StopTimes::open(bool syscalls) {
   if (const char* e = getenv("GOTAP_PTRACE_STOP_BPF"); e && strcmp(e, "0") == 0) return nullptr;
   const libbpf_print_fn_t before = libbpf_set_print(quiet);
-  ptrace_stops_bpf* skel = ptrace_stops_bpf__open_and_load();
-  const bool ok = skel != nullptr && ptrace_stops_bpf__attach(skel) == 0;
+  ptrace_stops_bpf* skel = ptrace_stops_bpf__open();
+  bool ok = skel != nullptr;
+  if (ok) {
+    // The system-call programs run on every thread of the machine: only under --why, and
+    // only once the trace asks (watch_syscalls).
+    bpf_program__set_autoattach(skel->progs.gotap_stop_sys_enter, false);
+    bpf_program__set_autoattach(skel->progs.gotap_stop_sys_exit, false);
+    if (syscalls) bpf_map__set_max_entries(skel->maps.stop_syscalls, 4096);
+    ok = ptrace_stops_bpf__load(skel) == 0 && ptrace_stops_bpf__attach(skel) == 0;
+  }
   libbpf_set_print(before);
   if (!ok) {
     ptrace_stops_bpf__destroy(skel);
@@ -60,6 +68,37 @@ StopTimes::~StopTimes() {
   delete impl_;
 }
 
+bool StopTimes::watch_syscalls() {
+  ptrace_stops_bpf* skel = impl_->skel;
+  if (bpf_map__max_entries(skel->maps.stop_syscalls) < 2) return false;
+  if (!skel->links.gotap_stop_sys_enter)
+    skel->links.gotap_stop_sys_enter = bpf_program__attach(skel->progs.gotap_stop_sys_enter);
+  if (!skel->links.gotap_stop_sys_exit)
+    skel->links.gotap_stop_sys_exit = bpf_program__attach(skel->progs.gotap_stop_sys_exit);
+  if (!skel->links.gotap_stop_sys_enter || !skel->links.gotap_stop_sys_exit) return false;
+  skel->bss->why_syscalls = 1;
+  __sync_synchronize();
+  return true;
+}
+
+std::vector<StopTimes::Syscall> StopTimes::take_syscalls(pid_t tid) {
+  std::vector<Syscall> out;
+  ptrace_stops_bpf* skel = impl_->skel;
+  if (!skel->bss->why_syscalls) return out;
+  const int fd = bpf_map__fd(skel->maps.stop_syscalls);
+  const uint32_t key = static_cast<uint32_t>(tid);
+  struct ptrace_syscalls v {};
+  if (bpf_map_lookup_elem(fd, &key, &v) != 0 || (v.n == 0 && v.other.count == 0)) return out;
+  for (uint32_t i = 0; i < v.n && i < PTRACE_SYSCALL_SLOTS; ++i)
+    out.push_back({v.slot[i].from, v.slot[i].to, v.slot[i].ns, v.slot[i].nr, v.slot[i].count});
+  if (v.other.count) out.push_back({v.other.from, v.other.to, v.other.ns, 0, v.other.count, true});
+  // What the thread is in now (sys_at) stays: it is read at its exit.
+  v.n = 0;
+  v.other = {};
+  bpf_map_update_elem(fd, &key, &v, BPF_EXIST);
+  return out;
+}
+
 std::optional<StopTimes::Times> StopTimes::of(pid_t tid) const {
   const uint32_t key = static_cast<uint32_t>(tid);
   struct ptrace_stop_times v {};
@@ -70,8 +109,14 @@ std::optional<StopTimes::Times> StopTimes::of(pid_t tid) const {
 #else
 
 struct StopTimes::Impl {};
-std::unique_ptr<StopTimes> StopTimes::open() {
+std::unique_ptr<StopTimes> StopTimes::open(bool) {
   return nullptr;
+}
+bool StopTimes::watch_syscalls() {
+  return false;
+}
+std::vector<StopTimes::Syscall> StopTimes::take_syscalls(pid_t) {
+  return {};
 }
 void StopTimes::watch(pid_t) {}
 StopTimes::~StopTimes() {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 namespace gotap::ptrace {
 
@@ -28,7 +29,9 @@ class StopTimes {
   };
   // The program loaded and attached, or nullptr when BPF is not usable here (or gotap was
   // built without it, or GOTAP_PTRACE_STOP_BPF=0). It watches no process until watch().
-  static std::unique_ptr<StopTimes> open();
+  // syscalls (--why): room for each thread's system calls, read by take_syscalls once
+  // watch_syscalls() attached their programs.
+  static std::unique_ptr<StopTimes> open(bool syscalls = false);
   // The process whose threads it dates from now on.
   void watch(pid_t pid);
   ~StopTimes();
@@ -36,6 +39,18 @@ class StopTimes {
   StopTimes& operator=(const StopTimes&) = delete;
   // One map lookup (a system call, ~1 µs).
   std::optional<Times> of(pid_t tid) const;
+  // System calls by number, each one or several merged (count > 1), CLOCK_MONOTONIC ns.
+  struct Syscall {
+    uint64_t from = 0, to = 0, ns = 0;
+    uint32_t nr = 0, count = 0;
+    bool other = false;  // calls whose numbers found no slot (kOtherSyscall)
+  };
+  // Attaches the system-call tracepoints' programs (every thread of the machine then takes
+  // the kernel's slower system-call path, as under eBPF's --why). false: they cannot be.
+  bool watch_syscalls();
+  // tid's system calls since the last take, in the order they ended; tid must be stopped (in
+  // a tracer stop, it makes none meanwhile). Two map operations (~2 µs).
+  std::vector<Syscall> take_syscalls(pid_t tid);
   // When the process was last chosen by watch(): a stop dated before it is not one it saw.
   uint64_t since() const { return since_; }
 

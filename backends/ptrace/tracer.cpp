@@ -38,6 +38,7 @@
 #include "core/sys/test_delay.h"
 #include "core/sys/timing.h"
 #include "core/sys/uprobe_holders.h"
+#include "core/why/syscall_names.h"
 #include "core/why/why_sink.h"
 
 namespace gotap::ptrace {
@@ -314,16 +315,26 @@ StopClock::Stop Tracer::take_stop(pid_t tid, uint64_t taken) {
 
 void Tracer::credit_preempted(pid_t tid, const StopClock::Stop& stop) {
   const std::optional<uint64_t>& total = stop.preempted_total;
-  if (!total) return;
-  uint64_t& seen = preempted_seen_[tid];
-  const uint64_t delta = *total > seen ? *total - seen : 0;
-  seen = *total;
+  uint64_t delta = 0;
+  if (total) {
+    uint64_t& seen = preempted_seen_[tid];
+    delta = *total > seen ? *total - seen : 0;
+    seen = *total;
+  }
   auto g = runs_on_.find(tid);
   // Between two stops of a thread under --why it runs one goroutine: every change of which
   // one is a stop (casgstatus). The interval ends at this stop, before its own events.
-  if (delta == 0 || g == runs_on_.end()) return;
-  const uint64_t to = stop.at, from = to - std::min(to, delta);
-  emit(why::kernel_event(false, from, to, int(tid), g->second, 0));
+  if (delta != 0 && g != runs_on_.end()) {
+    const uint64_t to = stop.at, from = to - std::min(to, delta);
+    emit(why::kernel_event(false, from, to, int(tid), g->second, 0));
+  }
+  if (!why_syscalls_) return;
+  // Taken whether or not it is known which goroutine ran: they are that stretch's alone.
+  const auto calls = stop_clock_->take_syscalls(tid);
+  if (g == runs_on_.end()) return;
+  for (const StopTimes::Syscall& c : calls)
+    emit(why::kernel_event(true, c.from, c.to, int(tid), g->second,
+                           c.other ? why::kOtherSyscalls : c.nr, c.count, c.ns));
 }
 
 void Tracer::note_runs(pid_t tid, int64_t goid, uint32_t from, uint32_t to) {

@@ -127,9 +127,9 @@ class Tracer {
   // A stop of tid that gotap took at `taken`, dated (stop_clock.h); the resume before it
   // that waited for a CPU is held against the goroutine it let run.
   StopClock::Stop take_stop(pid_t tid, uint64_t taken);
-  // --why with the stop clock's BPF: the time tid was preempted since its last stop, sent as
-  // a kernel interval (`kwhy`) of the goroutine it ran; and which one that is, from
-  // casgstatus's changes on tid and its traced entries (bpf/why_kernel.h's rule on eBPF).
+  // --why with the stop clock's BPF: the time tid was preempted since its last stop, and its
+  // system calls, sent as kernel intervals (`kwhy`) of the goroutine it ran; and which one that is,
+  // from casgstatus's changes on tid and its traced entries (bpf/why_kernel.h's rule on eBPF).
   void credit_preempted(pid_t tid, const StopClock::Stop& stop);
   void note_runs(pid_t tid, int64_t goid, uint32_t from, uint32_t to);
   // A signal-delivery stop, held like a hit's until handle_other_stop resumes the thread.
@@ -279,6 +279,7 @@ class Tracer {
   // the hit being handled, which durations are measured from.
   std::unique_ptr<StopClock> stop_clock_;
   bool why_preempted_ = false;
+  bool why_syscalls_ = false;  // system calls by name too (StopClock::take_syscalls)
   std::unordered_map<pid_t, uint64_t> preempted_seen_;  // tid: its total at its last stop
   std::unordered_map<pid_t, int64_t> runs_on_;          // tid: the goroutine it runs
   uint64_t trap_at_ns_ = 0;

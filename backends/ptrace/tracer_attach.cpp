@@ -268,12 +268,18 @@ void Tracer::prepare_decoding() {
   gr_ = std::make_unique<GoroutineReader>(hit_->mem(), plan_);
   // Count times nothing, unless a condition asks for `duration`.
   if (opts_.mode != Mode::Count || opts_.condition)
-    stop_clock_ = std::make_unique<StopClock>(proc_->pid());
+    stop_clock_ = std::make_unique<StopClock>(proc_->pid(), plan_.goroutines.walk);
   // --why: the stop clock's sched_switch program also adds up the time each thread was
-  // preempted, which becomes preempted_ns (system calls by name stay eBPF's).
+  // preempted, which becomes preempted_ns, and its system-call programs keep each thread's
+  // calls until its next stop, which names them.
   if (plan_.goroutines.walk && stop_clock_ && stop_clock_->switch_dated()) {
     why_preempted_ = true;
-    emit(why::kernel_start_event(false));
+    why_syscalls_ = stop_clock_->watch_syscalls();
+    if (!why_syscalls_)
+      fmt::print(stderr,
+                 "gotap: warning: cannot attach the system-call tracepoints: --why leaves "
+                 "syscalls null\n");
+    emit(why::kernel_start_event(why_syscalls_));
   }
   if (use_queue_)
     queue_ = std::make_unique<EventQueue>(sink_, proc_->mem(), env, lim, 4096, flush_ns_);

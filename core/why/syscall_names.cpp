@@ -20,6 +20,7 @@ constexpr Entry kNames[] = {
 }  // namespace
 
 std::string syscall_name(uint64_t nr) {
+  if (nr == kOtherSyscalls) return "other";
   // The header lists them in order; a lookup that does not rely on it costs no more here.
   const auto it = std::find_if(std::begin(kNames), std::end(kNames),
                                [nr](const Entry& e) { return e.nr == nr; });

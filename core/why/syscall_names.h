@@ -7,7 +7,12 @@
 
 namespace gotap::why {
 
-// "nanosleep" for 35; "syscall_N" for a number the header did not name.
+// The calls a backend could not tell apart (ptrace keeps up to 16 numbers per thread between
+// two of its stops; the rest are one part): named "other".
+constexpr uint64_t kOtherSyscalls = ~uint64_t{0};
+
+// "nanosleep" for 35; "syscall_N" for a number the header did not name; "other" for
+// kOtherSyscalls.
 std::string syscall_name(uint64_t nr);
 
 }  // namespace gotap::why

@@ -35,8 +35,11 @@ std::unique_ptr<EventSink> make_why_sink(std::unique_ptr<EventSink> next, WhyOpt
 // output): that it does, before any call; then each interval of a thread running a goroutine
 // inside a traced call, off the CPU outside a system call (syscall false) or in system call
 // nr, over [from, to). `syscalls`: whether it names system calls (ptrace reads preemption
-// alone: its calls then have `syscalls` null).
+// alone without BPF's system-call tracepoints: its calls then have `syscalls` null). count > 1:
+// that many calls of nr between from and to, ns inside them in all (ptrace merges the calls of a
+// thread past the 16 it keeps between two stops).
 Event kernel_start_event(bool syscalls = true);
-Event kernel_event(bool syscall, uint64_t from, uint64_t to, int tid, int64_t goid, uint64_t nr);
+Event kernel_event(bool syscall, uint64_t from, uint64_t to, int tid, int64_t goid, uint64_t nr,
+                   uint32_t count = 1, uint64_t ns = 0);
 
 }  // namespace gotap::why

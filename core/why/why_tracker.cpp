@@ -45,7 +45,8 @@ void WhyTracker::preempted(uint64_t from, uint64_t to, int64_t goid) {
   }
 }
 
-void WhyTracker::syscall(uint64_t from, uint64_t to, int64_t goid, const std::string& name) {
+void WhyTracker::syscall(uint64_t from, uint64_t to, int64_t goid, const std::string& name,
+                         uint32_t count, uint64_t ns) {
   auto it = open_.find(goid);
   if (it == open_.end()) return;
   Goroutine& g = it->second;
@@ -59,9 +60,11 @@ void WhyTracker::syscall(uint64_t from, uint64_t to, int64_t goid, const std::st
       c.split.syscalls.push_back({name, 0, 0});
       s = c.split.syscalls.end() - 1;
     }
-    s->ns += to - lo;
-    ++s->count;
-    if (g.part == Part::Running) c.syscall_running += to - lo;
+    // Merged calls hold gaps between them: their own time, at most what the call saw.
+    const uint64_t in = count > 1 ? std::min(ns, to - lo) : to - lo;
+    s->ns += in;
+    s->count += count;
+    if (g.part == Part::Running) c.syscall_running += in;
   }
 }
 

@@ -95,7 +95,9 @@ class WhyTracker {
   // goid's thread was in system call `name` over [from, to). Go's own syscall state covers the
   // system calls Go wraps (entersyscall); one it does not (RawSyscall, the runtime's own) is
   // running time to Go, and moves from running_ns to syscall_ns.
-  void syscall(uint64_t from, uint64_t to, int64_t goid, const std::string& name);
+  // count > 1: that many calls of name over [from, to), ns inside them (a merged part).
+  void syscall(uint64_t from, uint64_t to, int64_t goid, const std::string& name,
+               uint32_t count = 1, uint64_t ns = 0);
 
  private:
   struct OpenCall {

@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/ptrace/stop_clock.h"
+#include "backends/ptrace/stop_times.h"
 #include "core/sys/timing.h"
 
 namespace gotap::ptrace {
@@ -171,6 +174,64 @@ TEST(StopClock, DatesAStopAfterASleepFromTheSchedulersSwitch) {
 
 TEST(StopClock, WithoutBpfAStopAfterASleepIsDatedWhenTaken) {
   sleep_then_trap(false);
+}
+
+// --why's system calls on ptrace (StopTimes::take_syscalls): a child makes 16 calls of
+// different numbers (one slot each, in order), 3 more getppid (merged into its slot), then
+// getrusage twice and the kill that stops it (numbers without a slot: `other`).
+TEST(StopTimes, KeepsEachThreadsSystemCallsUntilItsStop) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF on the system-call tracepoints)";
+  auto times = StopTimes::open(true);
+  ASSERT_TRUE(times) << "BPF is usable here (root), and must be used";
+  const long kSlots[] = {SYS_getpid,  SYS_getppid, SYS_getuid,      SYS_getgid,
+                         SYS_geteuid, SYS_getegid, SYS_getpgrp,     SYS_sched_yield,
+                         SYS_gettid,  SYS_getsid,  SYS_getpgid,     SYS_umask,
+                         SYS_times,   SYS_getcpu,  SYS_getpriority, SYS_sched_getscheduler};
+  const pid_t child = fork();
+  if (child == 0) {
+    raise(SIGSTOP);  // until the test watches it
+    long me = 0;
+    for (long nr : kSlots) {
+      const long r = nr == SYS_getpriority ? syscall(nr, PRIO_PROCESS, 0)
+                     : nr == SYS_umask     ? syscall(nr, 022)
+                                           : syscall(nr, 0, 0, 0);
+      if (nr == SYS_getpid) me = r;
+    }
+    for (int i = 0; i < 3; ++i) syscall(SYS_getppid);
+    struct rusage ru;
+    syscall(SYS_getrusage, RUSAGE_SELF, &ru);
+    syscall(SYS_getrusage, RUSAGE_SELF, &ru);
+    syscall(SYS_kill, me, SIGSTOP);
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, WUNTRACED), child);
+  ASSERT_TRUE(WIFSTOPPED(st));
+  times->watch(child);
+  ASSERT_TRUE(times->watch_syscalls());
+  const uint64_t before = sys::monotonic_ns();
+  kill(child, SIGCONT);
+  ASSERT_EQ(waitpid(child, &st, WUNTRACED), child);
+  ASSERT_TRUE(WIFSTOPPED(st));
+  const auto calls = times->take_syscalls(child);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  ASSERT_EQ(calls.size(), 17u);
+  for (size_t i = 0; i < 16; ++i) {
+    SCOPED_TRACE("slot " + std::to_string(i));
+    EXPECT_EQ(calls[i].nr, uint32_t(kSlots[i]));
+    EXPECT_FALSE(calls[i].other);
+    EXPECT_EQ(calls[i].count, kSlots[i] == SYS_getppid ? 4u : 1u);
+    EXPECT_GE(calls[i].from, before);
+    EXPECT_LE(calls[i].from, calls[i].to);
+    EXPECT_LE(calls[i].ns, calls[i].to - calls[i].from);
+    if (i) EXPECT_GE(calls[i].from, calls[i - 1].from);
+  }
+  EXPECT_TRUE(calls[16].other);
+  EXPECT_EQ(calls[16].count, 3u) << "getrusage twice and the kill";
+  // Taken: the next take finds none.
+  EXPECT_TRUE(times->take_syscalls(child).empty());
 }
 
 }  // namespace

@@ -159,8 +159,8 @@ TEST_P(WhyViews, SlowCallsFlameGraphWeighsEachPart) {
   const auto svg = svg_frames(read_file(tmp_ + ".svg"));
   std::string mutex = stacks.count("(waiting: semacquire)") ? "(waiting: semacquire)"
                                                             : "(waiting: sync.Mutex.Lock)";
-  // eBPF names the system call (the fixture's raw nanosleep); ptrace cannot.
-  const std::string syscall = GetParam() == "ebpf" ? "(syscall nanosleep)" : "(syscall)";
+  // Both backends name the system call (the fixture's raw nanosleep).
+  const std::string syscall = "(syscall nanosleep)";
   const std::vector<std::pair<std::string, std::string>> parts = {
       {"(waiting: sleep)", "sleep"}, {"(waiting: chan receive)", "chan"}, {mutex, "mutex"},
       {syscall, "syscall"},          {"(waiting: IO wait)", "net"},       {"main.step", "cpu"}};

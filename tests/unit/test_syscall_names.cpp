@@ -22,7 +22,12 @@ TEST(SyscallNames, MatchTheHeader) {
 
 TEST(SyscallNames, UnknownNumbersAreNamedByNumber) {
   EXPECT_EQ(syscall_name(99999), "syscall_99999");
-  EXPECT_EQ(syscall_name(uint64_t(-1)), "syscall_18446744073709551615");
+  EXPECT_EQ(syscall_name(uint64_t(-2)), "syscall_18446744073709551614");
+}
+
+// ptrace's calls past the numbers it keeps per thread between two stops.
+TEST(SyscallNames, TheCallsLeftUnnamedAreOther) {
+  EXPECT_EQ(syscall_name(kOtherSyscalls), "other");
 }
 
 }  // namespace

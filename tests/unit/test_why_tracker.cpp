@@ -228,6 +228,26 @@ TEST(WhyTracker, PreemptionWithoutSystemCallNames) {
   EXPECT_TRUE(j["syscalls"].is_null());
 }
 
+// ptrace merges a thread's calls of one number past the 16 it keeps between two stops: the
+// part counts each, and holds their own time, not the gaps between them.
+TEST(WhyTracker, MergedSystemCallsCountTheirOwnTime) {
+  WhyTracker t;
+  t.kernel_seen(true);
+  t.entry(0, 1, "main.f");
+  t.syscall(1 * ms, 9 * ms, 1, "write", 4, 2 * ms);  // four writes, 2 ms inside, over 8 ms
+  t.syscall(9 * ms, 10 * ms, 1, "other", 1, 0);
+  auto s = t.ret(10 * ms, 1, "main.f");
+  ASSERT_TRUE(s);
+  ASSERT_EQ(s->syscalls.size(), 2u);
+  EXPECT_EQ(s->syscalls[0].name, "write");
+  EXPECT_EQ(s->syscalls[0].ns, 2 * ms);
+  EXPECT_EQ(s->syscalls[0].count, 4u);
+  EXPECT_EQ(s->syscalls[1].name, "other");
+  EXPECT_EQ(s->syscalls[1].ns, 1 * ms);
+  EXPECT_EQ(s->syscall_ns, 3 * ms) << "raw calls: Go said running";
+  EXPECT_EQ(s->running_ns, 7 * ms);
+}
+
 // latency --why's totals merge the system calls by name; one call without them makes the
 // total's null.
 TEST(WhyTracker, TotalsMergeSystemCallsByName) {
