@@ -11,12 +11,14 @@
 #   pingpong_ptrace_why          gotap trace --backend=ptrace --why main.handle, on N/10
 #   syscalls_untraced            the system calls alone
 #   syscalls_ebpf_why            gotap trace --backend=ebpf --why main.handle
+#   syscalls_ptrace_why          gotap trace --backend=ptrace --why main.handle
 # and prints medians of the workload's own ns per handoff or per system call, and what tracing
 # adds per status change ((traced - untraced) / changes per handoff) or per system call.
 # With kernel.bpf_stats_enabled set for the run, it also prints what each BPF program of
 # --why costs per run in the kernel (run_time_ns / run_cnt, sampled every 50 ms while the
 # eBPF runs last): gotap_probe (every uprobe, the goroutine probes here), gotap_why_switch
-# (every context switch on the machine), gotap_why_sys_enter and _exit (every system call).
+# (every context switch on the machine), gotap_why_sys_enter and _exit (every system call),
+# and ptrace's gotap_stop_sys_enter and _exit (the same, kept per thread until its stop).
 #
 # usage: bench/why-costs.sh [GOTAP] [WORKLOAD]      (root)   env: RUNS (5), HANDOFFS (200000),
 #        SYSCALLS (2000000)
@@ -91,6 +93,9 @@ for _ in $(seq "$runs"); do
   run syscalls_ebpf_why sampled "$gotap" trace --backend=ebpf --why -o /dev/null main.handle -- "$work" -syscalls "$m"
   keep sys_enter gotap_why_sys_enter
   keep sys_exit gotap_why_sys_exit
+  run syscalls_ptrace_why sampled "$gotap" trace --backend=ptrace --why -o /dev/null main.handle -- "$work" -syscalls "$m"
+  keep ptrace_sys_enter gotap_stop_sys_enter
+  keep ptrace_sys_exit gotap_stop_sys_exit
 done
 
 # Status changes per handoff, from the events themselves.
@@ -101,7 +106,7 @@ per_handoff=$(awk -v c="$changes" -v n="$n" 'BEGIN {printf "%.2f", c / n}')
 printf '%-26s %12s %14s\n' what ns/unit added/event
 u_pp=$(echo "${res[pingpong_untraced]}" | median)
 u_sc=$(echo "${res[syscalls_untraced]}" | median)
-for k in pingpong_untraced pingpong_ebpf_why pingpong_ebpf_goroutines pingpong_ptrace_why syscalls_untraced syscalls_ebpf_why; do
+for k in pingpong_untraced pingpong_ebpf_why pingpong_ebpf_goroutines pingpong_ptrace_why syscalls_untraced syscalls_ebpf_why syscalls_ptrace_why; do
   med=$(echo "${res[$k]}" | median)
   case $k in
     *_untraced) add=- ;;
@@ -114,6 +119,6 @@ echo
 echo "status changes per handoff: $per_handoff ($changes gstate events for $n handoffs)"
 echo
 echo "BPF programs, ns per run in the kernel (median of runs):"
-for k in probe_status switch sys_enter sys_exit; do
+for k in probe_status switch sys_enter sys_exit ptrace_sys_enter ptrace_sys_exit; do
   printf '%-26s %12s\n' "$k" "$(echo "${cost[$k]}" | median)"
 done

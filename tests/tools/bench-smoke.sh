@@ -47,11 +47,14 @@ case "$what" in
     RUNS=1 HANDOFFS=20000 SYSCALLS=200000 "$here/bench/why-costs.sh" "$gotap" \
       "$(dirname "$gotap")/gotap-workload" >"$out"
     for k in pingpong_untraced syscalls_untraced; do need "^$k +$num +-\$"; done
-    for k in pingpong_ebpf_why pingpong_ebpf_goroutines pingpong_ptrace_why syscalls_ebpf_why; do
+    for k in pingpong_ebpf_why pingpong_ebpf_goroutines pingpong_ptrace_why syscalls_ebpf_why \
+      syscalls_ptrace_why; do
       need "^$k +$num +-?$num\$"
     done
     need "^status changes per handoff: [1-9]"
-    for k in probe_status switch sys_enter sys_exit; do need "^$k +$num\$"; done
+    for k in probe_status switch sys_enter sys_exit ptrace_sys_enter ptrace_sys_exit; do
+      need "^$k +$num\$"
+    done
     ;;
   ptrace)
     RUNS=1 N=2000 N_DLV=20 "$here/bench/ptrace.sh" "$gotap" >"$out"
