@@ -1,0 +1,116 @@
+#include "core/plan/jump_site.h"
+
+#include <Zydis/Zydis.h>
+
+namespace gotap {
+
+namespace {
+
+const ZydisDecoder* decoder() {
+  static const ZydisDecoder d = [] {
+    ZydisDecoder z;
+    ZydisDecoderInit(&z, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+    return z;
+  }();
+  return &d;
+}
+
+// Why the instruction at pc cannot run in a trampoline ("" when it can). `ret_ok`: the RET
+// that ends a RET site's range.
+std::string displaceable(Bytes code, uint64_t entry, uint64_t pc, bool ret_ok) {
+  ZydisDecodedInstruction in;
+  ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+  const uint64_t off = pc - entry;
+  if (!ZYAN_SUCCESS(
+          ZydisDecoderDecodeFull(decoder(), code.data() + off, code.size() - off, &in, ops)))
+    return "an instruction does not decode";
+  switch (in.meta.category) {
+    case ZYDIS_CATEGORY_RET:
+      if (ret_ok) return "";
+      return "a return";
+    case ZYDIS_CATEGORY_COND_BR:
+    case ZYDIS_CATEGORY_UNCOND_BR:
+    case ZYDIS_CATEGORY_CALL:
+      return "a jump or a call";
+    case ZYDIS_CATEGORY_INTERRUPT:
+    case ZYDIS_CATEGORY_SYSCALL:
+    case ZYDIS_CATEGORY_SYSTEM:
+      return "a trap, an interrupt or a system call";
+    default:
+      break;
+  }
+  if (in.mnemonic == ZYDIS_MNEMONIC_UD2 || in.mnemonic == ZYDIS_MNEMONIC_HLT)
+    return "a trap, an interrupt or a system call";
+  for (unsigned i = 0; i < in.operand_count; ++i) {
+    const ZydisDecodedOperand& op = ops[i];
+    if (op.type != ZYDIS_OPERAND_TYPE_MEMORY) continue;
+    if (op.mem.base == ZYDIS_REGISTER_RIP) return "a RIP-relative operand";
+    if (op.mem.type == ZYDIS_MEMOP_TYPE_AGEN) continue;  // LEA computes, reads nothing
+    const bool stack = op.mem.base == ZYDIS_REGISTER_RSP || op.mem.base == ZYDIS_REGISTER_RBP;
+    const bool plain = op.mem.segment == ZYDIS_REGISTER_SS || op.mem.segment == ZYDIS_REGISTER_DS ||
+                       op.mem.segment == ZYDIS_REGISTER_NONE;
+    if (!stack || !plain) return "a memory access that can fault (off the stack)";
+  }
+  return "";
+}
+
+JumpSite refuse(uint64_t at, std::string why) {
+  JumpSite s;
+  s.at = at;
+  s.refused = std::move(why);
+  return s;
+}
+
+// The instructions [first, last] of blocks: whole, one block (only `first` a jump's target),
+// each displaceable.
+JumpSite cover(Bytes code, uint64_t entry, const CodeBlocks& blocks, int64_t first, int64_t last,
+               bool ends_in_ret) {
+  const CodeInsn& a = blocks.insns[first];
+  const CodeInsn& b = blocks.insns[last];
+  const uint64_t len = b.pc + b.len - a.pc;
+  if (len < kJumpLen) return refuse(a.pc, "fewer than 5 bytes before the function ends");
+  for (int64_t i = first; i <= last; ++i) {
+    if (i != first && blocks.insns[i].leader)
+      return refuse(a.pc, "a jump lands inside the 5 bytes");
+    std::string why = displaceable(code, entry, blocks.insns[i].pc, ends_in_ret && i == last);
+    if (!why.empty()) return refuse(a.pc, why);
+  }
+  JumpSite s;
+  s.at = a.pc;
+  s.len = static_cast<uint8_t>(len);
+  return s;
+}
+
+}  // namespace
+
+JumpSite entry_jump_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t site) {
+  if (!blocks.complete) return refuse(site, "the function did not decode whole");
+  const int64_t first = blocks.index_of(site);
+  if (first < 0) return refuse(site, "not an instruction's start");
+  int64_t last = first;
+  uint64_t len = blocks.insns[first].len;
+  while (len < kJumpLen && last + 1 < int64_t(blocks.insns.size())) {
+    ++last;
+    len += blocks.insns[last].len;
+  }
+  return cover(code, entry, blocks, first, last, false);
+}
+
+JumpSite ret_jump_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t ret) {
+  if (!blocks.complete) return refuse(ret, "the function did not decode whole");
+  if (blocks.indirect) return refuse(ret, "a jump table's targets are not known");
+  const int64_t last = blocks.index_of(ret);
+  if (last < 0) return refuse(ret, "not an instruction's start");
+  int64_t first = last;
+  uint64_t len = blocks.insns[last].len;
+  // Backwards while the RET's own block holds them: a leader ends the walk at itself.
+  while (len < kJumpLen && first > 0 && !blocks.insns[first].leader) {
+    --first;
+    len += blocks.insns[first].len;
+  }
+  if (len < kJumpLen)
+    return refuse(blocks.insns[first].pc, "fewer than 5 bytes in the RET's block");
+  return cover(code, entry, blocks, first, last, true);
+}
+
+}  // namespace gotap

@@ -1,0 +1,39 @@
+// Where a probe can be a 5-byte `jmp rel32` to a trampoline instead of a trap (issue 38): the
+// whole instructions the jump covers, which the trampoline then runs in their place, and why
+// a site offers no such room. Only what can run elsewhere unchanged is displaced:
+// - nothing a jump, a call or a return needs at its own address (branches, RIP-relative
+//   operands: relocating them is left for later);
+// - nothing that can fault: Go turns a fault at one of its own pcs into a panic (nil checks
+//   are loads), but a fault at a trampoline's pc is fatal. Memory operands are allowed only
+//   on the stack (RSP or RBP based), pushes and pops, and LEA, which reads nothing;
+// - no instruction but the first may be a jump's target, or a jump would land inside the
+//   five bytes. A function with a jump table (an indirect JMP) has targets nobody lists:
+//   its RET sites are refused; its entry site is not, since a jump table's targets are
+//   case bodies, never the prologue.
+// A RET site's jump goes over the epilogue that ends with the RET (`add rsp, N; pop rbp;
+// ret`): the trampoline runs them, the RET included, and never comes back.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/binary/elf_file.h"
+#include "core/plan/inline_mark.h"
+
+namespace gotap {
+
+struct JumpSite {
+  uint64_t at = 0;      // where the jmp goes: the site, or before the RET
+  uint8_t len = 0;      // bytes displaced (whole instructions, at least 5); 0: refused
+  std::string refused;  // why, when len is 0
+  bool ok() const { return len != 0; }
+};
+
+constexpr unsigned kJumpLen = 5;  // `jmp rel32`
+
+// code: the bytes of the function [entry, entry + code.size()); blocks: decode_blocks of them
+// (leaders needed, dominators not).
+JumpSite entry_jump_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t site);
+JumpSite ret_jump_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t ret);
+
+}  // namespace gotap

@@ -1,0 +1,248 @@
+// Where a 5-byte jump can replace a probe site (core/plan/jump_site.h): hand-assembled code,
+// whose encodings are the truth, and every function of the Go fixtures against `go tool
+// objdump` of the same toolchain (instruction boundaries, branch targets, operands).
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/binary/elf_file.h"
+#include "core/plan/disasm.h"
+#include "core/plan/jump_site.h"
+#include "tests/unit/fixtures.h"
+
+namespace gotap {
+namespace {
+
+using testing::all_fixtures;
+using testing::file_exists;
+using testing::read_file;
+
+constexpr uint64_t kAt = 0x1000;
+
+struct Code {
+  std::vector<uint8_t> bytes;
+  CodeBlocks blocks;
+  explicit Code(std::vector<uint8_t> b) : bytes(std::move(b)) {
+    blocks = decode_blocks(span(), kAt, false);
+  }
+  Bytes span() const { return Bytes(bytes.data(), bytes.size()); }
+  JumpSite entry(uint64_t off) const { return entry_jump_site(span(), kAt, blocks, kAt + off); }
+  JumpSite ret(uint64_t off) const { return ret_jump_site(span(), kAt, blocks, kAt + off); }
+};
+
+// Go 1.21+'s prologue and epilogue: cmp rsp,[r14+0x10]; jbe morestack; push rbp; mov rbp,rsp;
+// sub rsp,0x18; (body) add rsp,0x18; pop rbp; ret; morestack: call; jmp entry.
+const std::vector<uint8_t> kFramed = {
+    0x49, 0x3b, 0x66, 0x10,        // 0x00 cmp rsp,[r14+0x10]
+    0x76, 0x11,                    // 0x04 jbe 0x17
+    0x55,                          // 0x06 push rbp
+    0x48, 0x89, 0xe5,              // 0x07 mov rbp,rsp
+    0x48, 0x83, 0xec, 0x18,        // 0x0a sub rsp,0x18
+    0x48, 0x83, 0xc4, 0x18,        // 0x0e add rsp,0x18
+    0x5d,                          // 0x12 pop rbp
+    0xc3,                          // 0x13 ret
+    0x90, 0x90, 0x90,              // 0x14 nops
+    0xe8, 0x00, 0x00, 0x00, 0x00,  // 0x17 call (next)
+    0xeb, 0xe2,                    // 0x1c jmp 0x00
+};
+
+TEST(JumpSite, FramedPrologueAndEpilogue) {
+  Code c(kFramed);
+  const JumpSite e = c.entry(0x06);
+  ASSERT_TRUE(e.ok()) << e.refused;
+  EXPECT_EQ(e.at, kAt + 0x06);
+  EXPECT_EQ(e.len, 8) << "push, mov and sub: whole instructions, at least 5 bytes";
+  const JumpSite r = c.ret(0x13);
+  ASSERT_TRUE(r.ok()) << r.refused;
+  EXPECT_EQ(r.at, kAt + 0x0e) << "from the add: add, pop and the ret";
+  EXPECT_EQ(r.len, 6);
+}
+
+TEST(JumpSite, RefusesWhatCannotRunElsewhere) {
+  // The stack check itself: its cmp reads g (refused as any load off the stack is).
+  EXPECT_EQ(Code(kFramed).entry(0x00).refused, "a memory access that can fault (off the stack)");
+  // A load from the heap (a Go nil check faults there): mov rax,[rbx+8]; mov rcx,rax; ret.
+  Code load({0x48, 0x8b, 0x43, 0x08, 0x48, 0x89, 0xc1, 0xc3});
+  EXPECT_EQ(load.entry(0).refused, "a memory access that can fault (off the stack)");
+  // RIP-relative: lea rax,[rip+0x10]; ret. Not relocated yet.
+  Code rip({0x48, 0x8d, 0x05, 0x10, 0x00, 0x00, 0x00, 0xc3});
+  EXPECT_EQ(rip.entry(0).refused, "a RIP-relative operand");
+  // A jump into the bytes: xor eax,eax; test rbx,rbx; je +2 (to the mov); nop; nop;
+  // mov ecx,1; ret: the RET's block starts at the mov, the jump's target, with 6 bytes.
+  Code target(
+      {0x31, 0xc0, 0x48, 0x85, 0xdb, 0x74, 0x02, 0x90, 0x90, 0xb9, 0x01, 0x00, 0x00, 0x00, 0xc3});
+  EXPECT_TRUE(target.entry(0).ok()) << "xor and test: 5 bytes";
+  EXPECT_EQ(target.entry(2).refused, "a jump or a call") << "test and je";
+  const JumpSite r = target.ret(0x0e);
+  ASSERT_TRUE(r.ok()) << r.refused;
+  EXPECT_EQ(r.at, kAt + 0x09);
+  EXPECT_EQ(target.entry(0x07).refused, "a jump lands inside the 5 bytes");
+  // A frameless leaf: the RET's block has 3 bytes (mov eax,ebx; ret) after a branch target.
+  Code leaf({0x48, 0x85, 0xc0, 0x74, 0x00, 0x89, 0xd8, 0xc3});
+  EXPECT_EQ(leaf.ret(0x07).refused, "fewer than 5 bytes in the RET's block");
+  // Stack memory is fine: mov [rsp+8],rax; mov rbx,[rbp-8]; ret.
+  Code stack({0x48, 0x89, 0x44, 0x24, 0x08, 0x48, 0x8b, 0x5d, 0xf8, 0xc3});
+  EXPECT_TRUE(stack.entry(0).ok());
+  EXPECT_TRUE(stack.ret(0x09).ok());
+}
+
+// ---- Every function of the Go fixtures against `go tool objdump` ----
+
+struct ObjInsn {
+  uint64_t addr = 0;
+  std::string text;  // Go assembler syntax, e.g. "MOVQ AX, 0x8(SP)"
+  unsigned len = 0;  // from the bytes objdump prints
+};
+struct ObjFunc {
+  std::vector<ObjInsn> insns;
+  bool undecoded = false;
+};
+
+std::vector<ObjFunc> parse_objdump(const std::string& text) {
+  std::vector<ObjFunc> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("TEXT ", 0) == 0) {
+      out.emplace_back();
+      continue;
+    }
+    if (out.empty() || line.size() < 3 || line[0] != ' ') continue;
+    std::vector<std::string> fields;
+    std::istringstream ls(line);
+    for (std::string cur; std::getline(ls, cur, '\t');) {
+      const auto b = cur.find_first_not_of(' ');
+      const auto e = cur.find_last_not_of(' ');
+      if (b != std::string::npos) fields.push_back(cur.substr(b, e - b + 1));
+    }
+    if (fields.size() < 3 || fields[1].rfind("0x", 0) != 0) continue;
+    ObjInsn i{std::stoull(fields[1], nullptr, 16), fields.size() > 3 ? fields[3] : "",
+              unsigned(fields[2].size() / 2)};
+    // Go's x86asm does not know VEX/EVEX and resynchronises byte by byte: no reference there.
+    if (i.text == "?" || (i.text.size() > 1 && i.text[0] == 'V' && std::isupper(i.text[1]) &&
+                          i.text.rfind("VERR", 0) != 0 && i.text.rfind("VERW", 0) != 0))
+      out.back().undecoded = true;
+    out.back().insns.push_back(std::move(i));
+  }
+  return out;
+}
+
+bool is_branch(const std::string& t) {
+  return t.rfind("J", 0) == 0 || t.rfind("CALL", 0) == 0 || t.rfind("RET", 0) == 0 ||
+         t.rfind("INT", 0) == 0 || t.rfind("UD2", 0) == 0 || t.rfind("SYSCALL", 0) == 0;
+}
+
+// Why objdump's view of [at, at+len) says the range cannot be displaced ("" when it can).
+std::string objdump_refuses(const ObjFunc& f, const std::set<uint64_t>& targets, const JumpSite& s,
+                            bool ret) {
+  auto first = std::find_if(f.insns.begin(), f.insns.end(),
+                            [&](const ObjInsn& i) { return i.addr == s.at; });
+  if (first == f.insns.end()) return "not at an instruction";
+  const uint64_t stop = s.at + s.len;
+  if (std::none_of(f.insns.begin(), f.insns.end(),
+                   [&](const ObjInsn& i) { return i.addr + i.len == stop; }))
+    return "does not end at an instruction's end";
+  for (auto i = first; i != f.insns.end() && i->addr < stop; ++i) {
+    if (i != first && targets.count(i->addr)) return "a branch target inside: " + i->text;
+    const bool last = std::next(i) == f.insns.end() || std::next(i)->addr >= stop;
+    if (is_branch(i->text) && !(ret && last && i->text.rfind("RET", 0) == 0))
+      return "a branch: " + i->text;
+    if (i->text.find("(IP)") != std::string::npos) return "RIP-relative: " + i->text;
+    if (i->text.rfind("LEA", 0) == 0) continue;
+    for (size_t p = i->text.find('('); p != std::string::npos; p = i->text.find('(', p + 1))
+      if (i->text.compare(p, 4, "(SP)") != 0 && i->text.compare(p, 4, "(BP)") != 0)
+        return "memory off the stack: " + i->text;
+  }
+  return "";
+}
+
+TEST(JumpSite, AgreesWithGoObjdumpOnEveryFunction) {
+  const auto fixtures = all_fixtures();
+  if (fixtures.empty()) GTEST_SKIP() << "no Go fixtures built in " << testing::fixtures_dir();
+  int files = 0;
+  // Over every fixture: sites, and those a jump can take.
+  int entries = 0, entries_ok = 0, rets = 0, rets_ok = 0, framed = 0, framed_ok = 0;
+  std::map<std::string, int> refusals;  // after a stack check, by reason
+  for (const auto& fx : fixtures) {
+    const std::string od = fx.path + ".objdump";
+    if (!file_exists(od) || !file_exists(fx.path + ".gosym.json")) continue;
+    SCOPED_TRACE(fx.label());
+    ++files;
+    auto elf = ElfFile::open(fx.path);
+    ASSERT_TRUE(elf.ok()) << elf.error().what();
+    const auto gosym = nlohmann::json::parse(read_file(fx.path + ".gosym.json"));
+    std::map<uint64_t, uint64_t> end_of;
+    for (const auto& f : gosym["funcs"])
+      end_of[std::stoull(f["entry"].get<std::string>(), nullptr, 16)] =
+          std::stoull(f["end"].get<std::string>(), nullptr, 16);
+    for (const ObjFunc& f : parse_objdump(read_file(od))) {
+      if (f.insns.empty() || f.undecoded) continue;
+      const uint64_t entry = f.insns.front().addr;
+      const auto e = end_of.find(entry);
+      ASSERT_NE(e, end_of.end());
+      std::set<uint64_t> targets;
+      for (const ObjInsn& i : f.insns) {
+        // "JMP 0x4ecc80", "JBE 0x4ecd1f": a direct branch inside the function.
+        const auto sp = i.text.find(" 0x");
+        if (i.text[0] == 'J' && sp != std::string::npos &&
+            i.text.find(' ', sp + 1) == std::string::npos)
+          targets.insert(std::stoull(i.text.substr(sp + 1), nullptr, 16));
+      }
+      const Bytes code = (*elf)->read(entry, e->second - entry);
+      ASSERT_FALSE(code.empty());
+      const CodeBlocks blocks = decode_blocks(code, entry, false);
+      const FuncCode fc = analyze_function(code, entry, blocks);
+      // The function's first instruction, Go 1.21+'s `push rbp`, and before 1.21 the
+      // instruction after the stack check (`sub rsp, N; mov [rsp+N-8], rbp; ...`).
+      std::vector<uint64_t> sites = {entry};
+      if (fc.push_rbp && *fc.push_rbp != entry) sites.push_back(*fc.push_rbp);
+      if (fc.stack_check_jcc && !fc.push_rbp) {
+        const int64_t k = blocks.index_of(*fc.stack_check_jcc);
+        if (k >= 0 && k + 1 < int64_t(blocks.insns.size())) sites.push_back(blocks.insns[k + 1].pc);
+      }
+      for (uint64_t site : sites) {
+        const JumpSite s = entry_jump_site(code, entry, blocks, site);
+        const bool after_check = site != entry;
+        ++entries;
+        if (after_check) ++framed;
+        if (!s.ok()) {
+          if (after_check) ++refusals[s.refused];
+          continue;
+        }
+        ++entries_ok;
+        if (after_check) ++framed_ok;
+        EXPECT_GE(s.len, kJumpLen);
+        EXPECT_EQ(objdump_refuses(f, targets, s, false), "")
+            << std::hex << "entry site 0x" << site << " len " << std::dec << int(s.len);
+      }
+      for (uint64_t r : fc.rets) {
+        const JumpSite s = ret_jump_site(code, entry, blocks, r);
+        ++rets;
+        if (!s.ok()) continue;
+        ++rets_ok;
+        EXPECT_EQ(s.at + s.len, r + 1) << "ends with the RET";
+        EXPECT_EQ(objdump_refuses(f, targets, s, true), "")
+            << std::hex << "RET site 0x" << r << " from 0x" << s.at;
+      }
+    }
+  }
+  if (files == 0) GTEST_SKIP() << "no fixture has its objdump listing";
+  // Not a refusal of everything: the prologue after a stack check (`push rbp; mov rbp,rsp;
+  // sub rsp,N`, or before Go 1.21 `sub rsp,N; mov [rsp+N-8],rbp`) nearly always makes room,
+  // and most epilogues have 5 bytes or more before their RET. A frameless leaf often has
+  // neither (`lea rax,[rip+X]; ret`).
+  std::cerr << "entry sites " << entries_ok << "/" << entries << ", after a stack check "
+            << framed_ok << "/" << framed << ", RET sites " << rets_ok << "/" << rets << "\n";
+  for (const auto& [why, n] : refusals)
+    std::cerr << "  after a stack check, " << why << ": " << n << "\n";
+  EXPECT_GE(framed_ok, framed * 9 / 10);
+  EXPECT_GE(rets_ok, rets * 3 / 4);
+}
+
+}  // namespace
+}  // namespace gotap
