@@ -58,11 +58,14 @@ Result<std::unique_ptr<TracePipeline>> assemble_pipeline(const TraceRequest& req
   auto guard = std::make_unique<ReaderGuard>(std::move(sink), p->output.fp);
   p->guard = guard.get();
   sink = std::move(guard);
-  // --why without --goroutines: the status changes inside traced calls go to the views that
-  // draw them and to the record, and nowhere else (why_sink.h).
-  std::vector<EventSink*> call_states_to;
-  if (req.why && !req.goroutines && draws_call_states(req.format))
+  // --why: the kernel's intervals inside traced calls go to the views that draw them and to
+  // the record, and nowhere else; without --goroutines, the status changes inside traced
+  // calls too (why_sink.h).
+  std::vector<EventSink*> call_states_to, replays_to;
+  if (req.why && draws_call_states(req.format)) {
     call_states_to.push_back(sink.get());
+    if (req.goroutines) replays_to.push_back(sink.get());
+  }
   if (p->record.fp) {
     Event info = {{"command", req.command},
                   {"binary", real_binary_path(req.binary, opts.target.pid)},
@@ -74,7 +77,7 @@ Result<std::unique_ptr<TracePipeline>> assemble_pipeline(const TraceRequest& req
       info["goroutines"] = req.goroutines;
     }
     auto rec = make_record_writer(p->record.fp, info);
-    if (req.why && !req.goroutines) call_states_to.push_back(rec.get());
+    if (req.why) call_states_to.push_back(rec.get());
     sink = make_tee(std::move(sink), std::move(rec));
   }
   // Outside the view and the record: both get the same, capped, events.
@@ -112,6 +115,7 @@ Result<std::unique_ptr<TracePipeline>> assemble_pipeline(const TraceRequest& req
                                                 .syscalls_seen = !plan.go.at_least(1, 26) ||
                                                                  plan.goroutines.sys_enter != 0,
                                                 .call_states_to = std::move(call_states_to),
+                                                .replays_to = std::move(replays_to),
                                                 .entries_held = req.condition.any()});
   p->sink = maybe_failing_sink(std::move(sink));
   return p;

@@ -274,11 +274,13 @@ namespace {
 
 class GoroutineEventDrop : public EventSink {
  public:
-  explicit GoroutineEventDrop(std::unique_ptr<EventSink> inner) : inner_(std::move(inner)) {}
+  GoroutineEventDrop(std::unique_ptr<EventSink> inner, bool goroutine_events)
+      : inner_(std::move(inner)), goroutine_events_(goroutine_events) {}
   void emit(const Event& ev) override {
     const auto k = ev.find("event");
     if (k != ev.end() && k->is_string() &&
-        (*k == "gstate" || *k == "gcreate" || *k == "gexit" || *k == "kwhy"))
+        (*k == "kwhy" ||
+         (goroutine_events_ && (*k == "gstate" || *k == "gcreate" || *k == "gexit"))))
       return;
     inner_->emit(ev);
   }
@@ -289,12 +291,17 @@ class GoroutineEventDrop : public EventSink {
 
  private:
   std::unique_ptr<EventSink> inner_;
+  bool goroutine_events_;
 };
 
 }  // namespace
 
 std::unique_ptr<EventSink> make_goroutine_event_drop(std::unique_ptr<EventSink> inner) {
-  return std::make_unique<GoroutineEventDrop>(std::move(inner));
+  return std::make_unique<GoroutineEventDrop>(std::move(inner), true);
+}
+
+std::unique_ptr<EventSink> make_kernel_interval_drop(std::unique_ptr<EventSink> inner) {
+  return std::make_unique<GoroutineEventDrop>(std::move(inner), false);
 }
 
 }  // namespace gotap

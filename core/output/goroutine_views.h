@@ -29,6 +29,8 @@ std::unique_ptr<EventSink> make_goroutine_filter(std::unique_ptr<EventSink> inne
 // rest: a view of a record made
 // with --why but not --goroutines shows what the live run showed.
 std::unique_ptr<EventSink> make_goroutine_event_drop(std::unique_ptr<EventSink> inner);
+// Passes everything but the kernel's intervals of --why (`kwhy`).
+std::unique_ptr<EventSink> make_kernel_interval_drop(std::unique_ptr<EventSink> inner);
 
 // One row per goroutine: parent, state, time spent running, runnable, waiting and in
 // syscalls, lifetime, start function and creating function; then the totals. Printed when

@@ -59,8 +59,9 @@ class PerfettoWriter : public WholeTraceWriter {
       last_ts_ = std::max(last_ts_, ts);
       if (ev.contains("func")) names_[goid] = ev.value("func", "");  // gcreate, first gstate
       // Only a goroutine's whole life makes its track: the changes inside traced calls
-      // alone (--why) would leave a state open across the time outside them.
-      if (kind != "gcreate" && view_.all_goroutine_events) {
+      // alone (--why) would leave a state open across the time outside them. A held call's
+      // changes given again after its entry (`replayed`) are on the track already.
+      if (kind != "gcreate" && view_.all_goroutine_events && !ev.value("replayed", false)) {
         close_state(goid, ts);
         if (kind == "gstate" && ev.value("to", "") != "dead")
           open_[goid] = {goid, ev.value("to", "?"), ts, ts};

@@ -153,9 +153,16 @@ class WhySink : public EventSink {
         kernel_interval(c.ev);
       else
         goroutine_event("gstate", c.ev);
-      // The kernel's intervals never go on to next_, whatever pass_ says.
-      if (c.forwarded || (pass_ && !kernel)) continue;
+      if (c.forwarded) continue;
       c.forwarded = true;
+      if (pass_) {
+        // The views saw it go by, outside every call; the record keeps it where it was.
+        Event again = c.ev;
+        again["replayed"] = true;
+        for (EventSink* s : opts_.replays_to) s->emit(again);
+        continue;
+      }
+      // The kernel's intervals never go on to next_.
       for (EventSink* s : opts_.call_states_to) s->emit(c.ev);
     }
   }

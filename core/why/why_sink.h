@@ -15,11 +15,16 @@ struct WhyOptions {
   // Go 1.26 and later enter and leave most system calls without runtime.casgstatus: their
   // time is then the goroutine's running time, and syscall_ns is null.
   bool syscalls_seen = true;
-  // Without --goroutines: the sinks that draw a call's stretches off the CPU (graph,
-  // Perfetto, flame graphs) and the record get the status changes of goroutines inside
-  // traced calls, and the kernel's intervals of those goroutines (`kwhy`), bypassing the
-  // rest (which prints or counts goroutine events).
+  // The sinks that draw a call's stretches off the CPU (graph, Perfetto, flame graphs) and
+  // the record get the kernel's intervals of goroutines inside traced calls (`kwhy`), and
+  // without --goroutines their status changes too, bypassing the rest (which prints or
+  // counts goroutine events). With --goroutines the changes reach them with the others.
   std::vector<EventSink*> call_states_to;
+  // With --goroutines and held entries: the views that draw stretches get a held call's
+  // changes and intervals again after its entry (they went by before it), marked
+  // `"replayed":true` so that a goroutine's own track does not draw them twice. The record
+  // has them once, where they happened.
+  std::vector<EventSink*> replays_to;
   // A condition decided at the return (--slower, --errors, on results or duration) holds a
   // call's entry until then: the sink keeps each goroutine's last status changes to credit
   // the call with those after its entry when the entry comes (kHeldHistory).

@@ -217,6 +217,41 @@ TEST_P(WhyViews, GraphShowsTheRunnableStretchAndTheWaker) {
       << r.out;
 }
 
+// The same slow calls with --goroutines too: their entries, held by --slower until their
+// returns, come after their goroutine's changes went by with the other goroutine events;
+// the flame graph still weighs each part (it once drew none of them), and names the system
+// call from the kernel's intervals (once left out with --goroutines).
+TEST_P(WhyViews, HeldCallsWithGoroutineEventsKeepTheirParts) {
+  SCOPED_TRACE(fx_.label());
+  auto r = run_command({gotap_binary(), "trace", "--backend", GetParam(), "--why", "--goroutines",
+                        "--slower", "12ms", "--format", "folded", "-o", tmp_ + ".json", "main.step",
+                        "--", fx_.path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Truth t = truth_of(r.out);
+  ASSERT_EQ(t.wall.size(), 7u) << r.out;
+  const std::string folded = read_file(tmp_ + ".json");
+  std::map<std::string, double> stacks;  // the leaf frame beneath main.step -> ns
+  std::istringstream in(folded);
+  for (std::string l; std::getline(in, l);) {
+    const auto sp = l.rfind(' ');
+    ASSERT_NE(sp, std::string::npos) << l;
+    std::string stack = l.substr(0, sp);
+    if (stack.starts_with("main.step;")) stack = stack.substr(10);
+    stacks[stack] += std::stod(l.substr(sp + 1));
+  }
+  const std::string mutex = stacks.count("(waiting: semacquire)") ? "(waiting: semacquire)"
+                                                                  : "(waiting: sync.Mutex.Lock)";
+  for (const auto& [frame, phase] :
+       std::vector<std::pair<std::string, std::string>>{{"(waiting: sleep)", "sleep"},
+                                                        {"(waiting: chan receive)", "chan"},
+                                                        {mutex, "mutex"},
+                                                        {"(syscall nanosleep)", "syscall"},
+                                                        {"(waiting: IO wait)", "net"}}) {
+    SCOPED_TRACE(frame);
+    EXPECT_NEAR(stacks[frame], t.wall.at(phase), tolerance(t, phase)) << folded;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, WhyViews, ::testing::Values("ebpf", "ptrace"),
                          [](const auto& info) { return info.param; });
 

@@ -104,5 +104,34 @@ TEST(WhySink, ViewsGetTheChangesInsideCalls) {
   EXPECT_EQ(kinds(out->got), (std::vector<std::string>{"entry@2000000", "return@6000000"}));
 }
 
+// With --goroutines, a held call's changes went to the output (and the views) before its
+// entry: the views get them again after the entry, marked replayed, and the kernel's
+// intervals of calls; the output gets each change once, where it happened.
+TEST(WhySink, HeldEntryWithGoroutineEventsIsReplayedToTheViews) {
+  auto next = std::make_unique<Collect>();
+  Collect views;
+  Collect* out = next.get();
+  auto sink = make_why_sink(std::move(next), {.pass_goroutine_events = true,
+                                              .call_states_to = {&views},
+                                              .replays_to = {&views},
+                                              .entries_held = true});
+  sink->emit(state(2 * ms, 1, "running", "waiting", "sleep"));
+  sink->emit(state(32 * ms, 1, "waiting", "runnable"));
+  sink->emit({{"event", "kwhy"},
+              {"kind", "syscall"},
+              {"from_ns", 33 * ms},
+              {"ts_ns", 34 * ms},
+              {"goid", 1},
+              {"name", "write"}});
+  sink->emit(call("entry", 1 * ms, 1));
+  sink->emit(call("return", 40 * ms, 1));
+  EXPECT_EQ(kinds(out->got), (std::vector<std::string>{"gstate@2000000", "gstate@32000000",
+                                                       "entry@1000000", "return@40000000"}));
+  EXPECT_EQ(out->got[3]["why"]["waiting_ns"], 30 * ms);
+  EXPECT_EQ(kinds(views.got),
+            (std::vector<std::string>{"gstate@2000000", "gstate@32000000", "kwhy@34000000"}));
+  for (const Event& e : views.got) EXPECT_TRUE(e.value("replayed", false)) << e;
+}
+
 }  // namespace
 }  // namespace gotap::why
