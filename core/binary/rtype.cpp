@@ -1,5 +1,7 @@
 #include "core/binary/rtype.h"
 
+#include "core/binary/gccgo_rtype.h"
+
 #include <elf.h>
 
 #include <cstring>
@@ -96,6 +98,7 @@ GoKind descriptor_kind(const uint8_t* b, const GoVersion& go) {
 }
 
 std::optional<RType> read_rtype(MemoryReader& mem, const RtypeEnv& env, uint64_t addr) {
+  if (env.gccgo) return read_gccgo_rtype(mem, addr);
   if (addr == 0) return std::nullopt;
   uint8_t b[48];
   if (!mem.read(addr, b, sizeof b)) return std::nullopt;
@@ -185,6 +188,7 @@ std::optional<RType> read_rtype(MemoryReader& mem, const RtypeEnv& env, uint64_t
 }
 
 std::string rtype_name(MemoryReader& mem, const RtypeEnv& env, const RType& t) {
+  if (env.gccgo) return gccgo_rtype_name(mem, t);
   if (env.types == 0) return "";
   uint64_t at = env.types + static_cast<int64_t>(t.str);
   // Like the runtime's resolveNameOff: names may precede the types (negative offsets, e.g.

@@ -82,6 +82,8 @@ struct RtypeEnv {
   GoVersion go;
   uint64_t types = 0, etypes = 0;
   bool swiss_maps = false;  // Go >= 1.24 without GOEXPERIMENT=noswissmap
+  // gccgo: libgo's descriptors (gccgo_rtype.h), and an itab's first word is the type.
+  bool gccgo = false;
 };
 
 struct RField {
@@ -112,6 +114,8 @@ struct RType {
   uint32_t map_flags = 0;
   bool swiss = false;
   std::vector<RField> fields;  // Struct
+  uint64_t gccgo_string = 0;   // gccgo: the address of its name's Go string
+  uint64_t gccgo_methods = 0;  // gccgo interface: how many methods (0: interface {})
 };
 
 constexpr uint8_t kTflagUncommon = 1, kTflagExtraStar = 2, kTflagNamed = 4;

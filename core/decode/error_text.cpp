@@ -125,7 +125,7 @@ std::optional<std::string> ValueDecoder::error_text(uint64_t rtype, uint64_t dat
       return std::pair<uint64_t, uint64_t>{0, 0};
     }
     const bool eface = info(x->type).eface;
-    auto typ = eface ? std::optional<uint64_t>(w[0]) : mem_.u64(w[0] + 8);
+    auto typ = eface ? std::optional<uint64_t>(w[0]) : mem_.u64(w[0] + itab_type_off());
     if (!typ) return std::nullopt;
     return std::pair<uint64_t, uint64_t>{*typ, w[1]};
   };

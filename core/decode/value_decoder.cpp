@@ -253,7 +253,8 @@ ValueDecoder::TInfo ValueDecoder::from_rtype(uint64_t addr) {
   if (r->key) t.key = r->key | kRtypeTag;
   t.len = r->len;
   for (const auto& f : r->fields) t.fields.push_back({f.name, f.type | kRtypeTag, f.offset});
-  if (t.kind == GoKind::Interface) t.eface = raw_.u64(addr + 64).value_or(0) == 0;
+  if (t.kind == GoKind::Interface)
+    t.eface = env_.rt.gccgo ? r->gccgo_methods == 0 : raw_.u64(addr + 64).value_or(0) == 0;
   return t;
 }
 
@@ -292,7 +293,7 @@ json ValueDecoder::decode_interface(uint64_t w0, uint64_t data, bool eface) {
 
 std::optional<json> ValueDecoder::guess_interface(uint64_t w0, uint64_t w1) {
   const auto& rt = env_.rt;
-  if (!rt.types || !rt.etypes || w0 == 0) return std::nullopt;
+  if (!rt.types || !rt.etypes || w0 == 0 || rt.gccgo) return std::nullopt;
   auto in_types = [&](uint64_t a) { return a >= rt.types && a < rt.etypes; };
   // An itab starts with the interface type (kind Interface) and then the dynamic type; itabs
   // may themselves lie inside [types, etypes), so test that reading first.
@@ -522,7 +523,7 @@ json ValueDecoder::iface_value(uint64_t w0, uint64_t data, bool eface, int depth
   if (w0 == 0) return nullptr;
   // Its type descriptor is read past the byte budget (from_rtype), not past the clock.
   if (!within_budget()) return json{{"truncated", true}};
-  uint64_t rtype = eface ? w0 : raw_.u64(w0 + 8).value_or(0);
+  uint64_t rtype = eface ? w0 : raw_.u64(w0 + itab_type_off()).value_or(0);
   if (!rtype) return json{{"type", ""}, {"raw", {hexaddr(w0), hexaddr(data)}}};
   uint64_t ref = rtype | kRtypeTag;
   // With DWARF, the dynamic type's DIE gives the same layout; descriptors work stripped too.

@@ -101,6 +101,9 @@ class ValueDecoder {
 
   // The dynamic type name of a descriptor, or "".
   std::string type_name_of_rtype(uint64_t rtype_addr);
+  // Where a non-empty interface's itab holds the dynamic type: after the interface type in
+  // gc's, first in gccgo's.
+  uint64_t itab_type_off() const { return env_.rt.gccgo ? 0 : 8; }
 
   // Whether an interface holding a value of this dynamic type (Go's %T spelling) gets the
   // text of its Error() method ("error", docs/json.md): the standard library's errors.

@@ -212,6 +212,7 @@ Result<ProbePlan> GccgoBinary::plan(const std::vector<std::string>& patterns) co
   plan.reads_g = false;
   plan.binary_view.elf = elf_.get();
   plan.binary_view.types = &types_.graph();
+  plan.binary_view.rt.gccgo = true;  // an interface's dynamic type is a libgo descriptor
   plan.warnings = warnings_;
   for (const auto& f : funcs_) {
     std::string_view clone = gcc_clone_suffix(f.symbol);

@@ -43,6 +43,11 @@ TypeId GccgoTypes::add(const std::string& name, int depth) {
     t.size = 24;
     t.elem = add(name.substr(2), depth + 1);
     if (!t.elem) return ids_[name] = 0;  // a slice of what cannot be read: raw words
+  } else if (name == "error" || name == "interface {}") {
+    // Two words, the first a libgo type descriptor (interface {}) or a method table that
+    // starts with one (error): the decoder reads the dynamic type from them.
+    t.kind = GoKind::Interface;
+    t.size = 16;
   } else if (name.starts_with("*")) {
     t.kind = GoKind::Ptr;
     t.size = 8;

@@ -131,6 +131,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto d = dec.guess_interface(w[0], w[1]);
   std::string s = value_to_text(a) + value_to_text(b) + value_to_text(c);
   if (d) s += value_to_text(*d);
+  // The same words as a gccgo interface, read through libgo's descriptors (gccgo_rtype.h).
+  DecodeEnv genv = env;
+  genv.rt.gccgo = true;
+  ValueDecoder gdec(mem, genv, lim);
+  s += value_to_text(gdec.decode_interface(w[0], w[1], sel & 1));
   volatile size_t sink = s.size();
   (void)sink;
   return 0;

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/binary/gccgo_rtype.h"
 #include "core/binary/gccgo_symbols.h"
 #include "core/plan/gccgo_types.h"
 #include "core/plan/sysv_abi.h"
@@ -522,6 +523,15 @@ TEST(GccgoFixture, TruncatedAndCorrupt) {
       }
     }
   }
+}
+
+// libgo's descriptor strings as gccgo 12 wrote them, and what reflect's String printed for
+// the same types in that program (a named type of main, a type local to a function, libgo's).
+TEST(GccgoRtype, NamesAreReflectsSpelling) {
+  EXPECT_EQ(gccgo_type_string("\tmain\tmain.S"), "main.S");
+  EXPECT_EQ(gccgo_type_string("\tmain\tmain.\tmain$\tlocal"), "main.local");
+  EXPECT_EQ(gccgo_type_string("*strconv.NumError"), "*strconv.NumError");
+  EXPECT_EQ(gccgo_type_string("map[string]int"), "map[string]int");
 }
 
 }  // namespace

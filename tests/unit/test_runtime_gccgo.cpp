@@ -196,6 +196,50 @@ TEST_P(Gccgo, TracedCallsAreTheProgramsOwn) {
   EXPECT_EQ(got, want);
 }
 
+// An error result: nil when the program's was; otherwise, on ptrace, the dynamic type and
+// fields the program printed for it, read through libgo's type descriptors (the method
+// table's first word, then the descriptor's name and struct fields). eBPF decodes from the
+// program's file, and libgo's descriptors are in libgo's: the value is there, unnamed.
+TEST_P(Gccgo, ErrorResultsAreTheProgramsOwn) {
+  RunResult r = gotap("trace", {"main.Parse"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::multiset<std::string> want, got;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("parse ", 0) == 0) {
+      std::istringstream w(line.substr(6));
+      std::string in, n, type, func, num, err;
+      w >> in >> n >> type >> func >> num;
+      std::getline(w, err);
+      if (type == "<nil>")
+        want.insert(n + " nil");
+      else if (backend() == "ptrace")
+        want.insert(n + " " + type + " " + func + " " + num + err);
+      else
+        want.insert(n + " error");
+    }
+  ASSERT_EQ(want.size(), size_t(2 * kRounds)) << r.out;
+  for (const auto& e : events_in(r.out, "return")) {
+    const json& res = e["results"];
+    ASSERT_EQ(res.size(), 2u) << e.dump();
+    const std::string n = go_text(res[0]["value"]);
+    const json& v = res[1]["value"];
+    if (v.is_null()) {
+      got.insert(n + " nil");
+    } else if (backend() == "ptrace") {
+      const json f = v.value("value", json::object())
+                         .value("elem", json::object())
+                         .value("fields", json::array());
+      ASSERT_EQ(f.size(), 3u) << e.dump();
+      got.insert(n + " " + v.value("type", "") + " " + go_text(f[0]["value"]) + " " +
+                 go_text(f[1]["value"]) + " " + f[2]["value"].value("error", ""));
+    } else {
+      got.insert(n + " error");
+    }
+  }
+  EXPECT_EQ(got, want);
+}
+
 // --if on a string in rsi:rdx: the calls the program made with that string.
 TEST_P(Gccgo, ConditionOnAStringInRdx) {
   RunResult r = gotap("count", {"--if", "s == \"w3\"", "main.Label"});

@@ -80,8 +80,9 @@ func Cut(s string, n int) (string, int, bool) {
 func Halves(a int32) (int32, int32) { return a * 2, -a - 1 }
 
 // (int, error): 24 bytes, in memory, the error's first word at rax+8. Its calls and failures
-// are printed at the end ("errors main.Parse CALLS FAILED"), not per call: gccgo's
-// interfaces are not decoded yet.
+// are printed at the end ("errors main.Parse CALLS FAILED"), and each call's error as its
+// dynamic type and fields ("parse IN N *strconv.NumError FUNC NUM ERR", or "parse IN N nil"),
+// which gotap reads from libgo's type descriptors.
 //
 //go:noinline
 func Parse(s string) (int, error) { return strconv.Atoi(s) }
@@ -124,7 +125,12 @@ func round(i int) {
 	if i%3 == 0 {
 		in = "x" + in
 	}
-	_, err := Parse(in)
+	pn, err := Parse(in)
+	if ne, ok := err.(*strconv.NumError); ok {
+		fmt.Printf("parse %s %d %T %s %s %s\n", in, pn, err, ne.Func, ne.Num, ne.Err)
+	} else {
+		fmt.Printf("parse %s %d %v\n", in, pn, err)
+	}
 	mu.Lock()
 	parses++
 	if err != nil {
