@@ -26,6 +26,7 @@ struct Target {
   int pid = 0;                    // -p PID
   std::vector<std::string> argv;  // -- CMD ARGS
   bool all = false;               // --all: every process running the binary
+  bool library = false;           // with pid: the binary is a library that process maps
 };
 
 struct TraceOptions {

@@ -40,7 +40,8 @@ po::options_description options_of(const std::string& command) {
   desc.add_options()("help,h", "show this help")("pid,p", po::value<int>(),
                                                  "attach to a running process")(
       "all", "trace every process that runs the binary given with --binary (ebpf)")(
-      "binary", po::value<std::string>(), "the binary, for --all")(
+      "binary", po::value<std::string>(),
+      "the binary, for --all; with -p PID, a shared library's copy in that process (ebpf)")(
       "backend", po::value<std::string>()->default_value("auto"), "ptrace, ebpf or auto")(
       "duration,d", po::value<double>(), "stop after SECONDS")(
       "output,o", po::value<std::string>(), "write events to FILE instead of stdout")(
@@ -127,12 +128,12 @@ int fill(TraceRequest& r, const po::variables_map& vm, const Args& rest) {
   int targets = (opts.target.pid != 0) + !rest.empty() + opts.target.all;
   if (targets != 1) return usage_error("give exactly one target: -p PID, --all, or -- CMD ARGS");
   if (vm.count("pid") && opts.target.pid <= 0) return usage_error("bad pid");
-  // Ignored, it read as if a library's copy in the process were probed (-p PID --binary
-  // libgo.so.21), and its patterns then matched nothing in the executable.
-  if (vm.count("binary") && !opts.target.all)
+  // -- CMD traces the program it starts; ignored, --binary would read as if a library's copy
+  // in it were probed, and its patterns then matched nothing in the executable.
+  if (vm.count("binary") && !rest.empty())
     return usage_error(
-        "--binary goes with --all; -p PID and -- CMD trace the program's executable "
-        "(a shared library's copy in one process cannot be the target yet)");
+        "--binary goes with --all or -p PID; -- CMD traces the executable of the program it "
+        "runs");
   if (vm.count("duration")) {
     opts.duration_s = vm["duration"].as<double>();
     if (opts.duration_s <= 0) return usage_error("--duration must be positive");
@@ -198,6 +199,18 @@ int fill(TraceRequest& r, const po::variables_map& vm, const Args& rest) {
     if (!note.empty()) std::cerr << "gotap: " << note << "\n";
     opts.target.pid = *process;
     r.binary = exe_of_pid(opts.target.pid);
+    // A shared library's copy in that process (libgo.so, as bcc's `-p PID LIB:FUNC`): only
+    // uprobes follow a file other than the executable (ptrace's scratch room, identity check
+    // and fork cleaning are the executable's).
+    if (vm.count("binary")) {
+      r.binary = vm["binary"].as<std::string>();
+      const std::string b = vm["backend"].as<std::string>();
+      if (b == "ptrace")
+        return usage_error(
+            "-p PID --binary LIB needs --backend ebpf: ptrace probes the program's executable "
+            "only");
+      opts.target.library = true;
+    }
   } else if (opts.target.all) {
     if (!vm.count("binary")) return usage_error("--all needs --binary PATH");
     r.binary = vm["binary"].as<std::string>();
@@ -226,6 +239,7 @@ int fill(TraceRequest& r, const po::variables_map& vm, const Args& rest) {
   r.probe_inline = !vm.count("no-inline") && !goroutines_cmd && !r.condition.any();
   r.open = open_options(vm);
   r.backend = vm["backend"].as<std::string>();
+  if (opts.target.library) r.backend = "ebpf";
 
   r.format = vm.count("json")       ? "json"
              : r.command == "graph" ? "graph"

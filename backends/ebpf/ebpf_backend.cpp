@@ -345,10 +345,14 @@ bool ptrace_attached(int pid) {
 // such an int3 is a killed gotap's: a uprobe on top works (the kernel takes the instruction
 // from the file), and removing the uprobe puts the file's byte back.
 std::map<uint32_t, uint64_t> held_entries(const BinaryView& bin, const ProbeConfig& cfg, int pid,
-                                          const std::string& path) {
+                                          const PlannedImage& planned) {
   std::map<uint32_t, uint64_t> out;
   if (!ptrace_attached(pid)) return out;
-  const uint64_t bias = bin.load_bias(pid).value_or(0);
+  const std::string& path = planned.attach_path;
+  // Where the planned file is mapped, the executable or a library's copy (-p PID --binary).
+  const auto mapped = proven_bias(*bin.elf, planned, pid);
+  if (!mapped) return out;
+  const uint64_t bias = *mapped;
   sys::Fd mem(open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDONLY | O_CLOEXEC));
   if (mem.get() < 0) return out;
   std::optional<std::map<uint64_t, std::string>> uprobes;
@@ -522,7 +526,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   // not traced at all, as under ptrace (docs/cli.md, "Sites another tracer holds"). Other
   // uprobes are no obstacle: the kernel shares a site between them.
   if (opts.target.pid > 0) {
-    auto held = held_entries(bin, cfg, filter_pid, path);
+    auto held = held_entries(bin, cfg, filter_pid, *planned);
     if (!held.empty()) {
       std::set<uint32_t> funcs;
       for (const auto& [id, why] : held) funcs.insert(id);
@@ -626,6 +630,11 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
             "the program started (pid {}) is not the file that was planned: it changed on disk "
             "in between; nothing was traced",
             filter_pid);
+      if (opts.target.library)
+        return runtime_error(
+            "pid {} does not map {} (or maps another copy of it): nothing was traced and no "
+            "probe is left",
+            filter_pid, printable(bin.path()));
       return runtime_error(
           "pid {} changed its program (exec) after gotap read it: it no longer runs the file "
           "that was planned; nothing was traced and no probe is left",

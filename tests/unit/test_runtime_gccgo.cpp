@@ -363,6 +363,64 @@ TEST(GccgoLibgo, AllBinaryCountsInEveryProcessThatMapsIt) {
   EXPECT_EQ(counts[0].value("failed", 0ull), want_failed) << out;
 }
 
+// libgo's copy in one process as the target (eBPF, -p PID --binary LIB, as bcc's funccount
+// -p PID LIB:FUNC): the Atoi calls that process makes once attached, failures included, and
+// none of another process that maps the same libgo meanwhile. ptrace, which probes the
+// executable only, refuses it (exit 2).
+TEST(GccgoLibgo, PidAndBinaryCountsThatProcessAlone) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  const std::string prog = fixture("default");
+  if (!file_exists(prog)) GTEST_SKIP() << "no gccgo fixture " << prog << " (gccgo-12 absent)";
+  RunResult ldd = run_command({"ldd", prog});
+  ASSERT_EQ(ldd.exit_code, 0) << ldd.err;
+  std::string libgo;
+  std::istringstream lines(ldd.out);
+  for (std::string name, arrow, path; lines >> name;)
+    if (name.rfind("libgo.so", 0) == 0 && lines >> arrow >> path) libgo = path;
+  ASSERT_FALSE(libgo.empty()) << ldd.out;
+  const std::string go = "/tmp/gotap-libgo-pid-" + std::to_string(getpid());
+  unlink(go.c_str());
+  Child p = spawn({prog, "12", "wait", go});
+  ASSERT_GT(p.pid, 0);
+  ASSERT_NE(read_until(p.out, "waiting", 30'000).find("waiting"), std::string::npos);
+  RunResult refused = run_command({gotap_binary(), "count", "--backend", "ptrace", "-p",
+                                   std::to_string(p.pid), "--binary", libgo, "strconv.Atoi"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("--backend ebpf"), std::string::npos) << refused.err;
+  Child g = spawn({gotap_binary(), "count", "--json", "-p", std::to_string(p.pid), "--binary",
+                   libgo, "strconv.Atoi"});
+  ASSERT_GT(g.pid, 0);
+  const std::string started = read_until(g.err, "Tracing", 60'000);
+  // Another process of the same libgo, traced by nobody: its calls are not counted.
+  RunResult other = run_command({prog, "12"});
+  EXPECT_EQ(other.exit_code, 0) << other.err;
+  std::FILE* f = std::fopen(go.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  // The traced process exits, and the trace ends with it.
+  const std::string pout = read_all(p.out);
+  int pst = 0;
+  waitpid(p.pid, &pst, 0);
+  const std::string out = read_all(g.out), err = started + read_all(g.err);
+  int st = 0;
+  waitpid(g.pid, &st, 0);
+  for (int fd : {p.out, p.err, g.out, g.err}) close(fd);
+  unlink(go.c_str());
+  ASSERT_NE(started.find("Tracing"), std::string::npos) << started;
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << err;
+  uint64_t calls = 0, failed = 0;
+  std::istringstream pl(pout);
+  for (std::string line; std::getline(pl, line);)
+    if (line.rfind("errors main.Parse ", 0) == 0)
+      std::istringstream(line.substr(18)) >> calls >> failed;
+  ASSERT_EQ(calls, 2u * 12) << pout;
+  auto counts = events_in(out, "count");
+  ASSERT_EQ(counts.size(), 1u) << out << err;
+  EXPECT_EQ(counts[0].value("count", 0ull), calls) << out;
+  EXPECT_EQ(counts[0].value("failed", 0ull), failed) << out;
+}
+
 // Side by side with a peer (issue 39: bcc's funccount cannot compile its programs on a kernel
 // without its headers, CI's; bpftrace needs none): bpftrace's uprobes and gotap, on each
 // eBPF backend, count the same calls of one run, and both are the program's own count (ptrace

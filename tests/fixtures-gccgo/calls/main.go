@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 var (
@@ -143,6 +144,17 @@ func main() {
 	n := 10
 	if len(os.Args) > 1 {
 		n, _ = strconv.Atoi(os.Args[1])
+	}
+	// "calls N wait FILE": says so, then makes its calls once FILE exists (a tracer attached
+	// by pid in between sees all of them).
+	if len(os.Args) > 3 && os.Args[2] == "wait" {
+		fmt.Println("waiting")
+		for {
+			if _, err := os.Stat(os.Args[3]); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
