@@ -114,9 +114,13 @@ TEST(GccgoTypes, FromNames) {
   EXPECT_EQ(g.get(ps)->kind, GoKind::Ptr);
   EXPECT_EQ(g.get(ps)->elem, 0u);  // the address alone
   EXPECT_EQ(g.get(g.get(sp)->elem)->kind, GoKind::Ptr);
-  EXPECT_EQ(iface, 0u);
-  EXPECT_EQ(m, 0u);
-  EXPECT_EQ(e, 0u);  // a slice of what has no type: its words raw
+  // Two words whose dynamic type the decoder reads from libgo's descriptors.
+  ASSERT_NE(iface, 0u);
+  EXPECT_EQ(g.get(iface)->kind, GoKind::Interface);
+  EXPECT_EQ(g.get(iface)->size, 16u);
+  EXPECT_EQ(m, 0u);  // no decoding: its words raw
+  ASSERT_NE(e, 0u);
+  EXPECT_EQ(g.get(g.get(e)->elem)->kind, GoKind::Interface);
   // Nested past the bound: the outer pointers are there, what is too deep is not read.
   EXPECT_NE(deep, 0u);
   EXPECT_EQ(t.find("string"), s);
