@@ -49,11 +49,16 @@ per() { grep -oE 'ns_per_(handoff|syscall) [0-9.]*' | awk '{print $2}' | tail -1
 metric=per
 
 # sampled COMMAND...: runs COMMAND (its output on stdout) while the BPF programs' run
-# statistics are sampled into $tmp/progs.json every 50 ms; the last sample stays.
+# statistics are sampled into $tmp/progs/N.json every 50 ms. A short run may end (and its
+# programs go) before a late sample: prog_cost reads the last sample in which a program ran.
 sampled() {
-  rm -f "$tmp/progs.json"
-  ( while :; do
-      bpftool prog show -j >"$tmp/progs.new" 2>/dev/null && mv "$tmp/progs.new" "$tmp/progs.json"
+  rm -rf "$tmp/progs"
+  mkdir -p "$tmp/progs"
+  ( n=0
+    while :; do
+      n=$((n + 1))
+      bpftool prog show -j >"$tmp/progs/new" 2>/dev/null &&
+        mv "$tmp/progs/new" "$tmp/progs/$(printf '%06d' "$n").json"
       sleep 0.05
     done ) &
   local sampler=$!
@@ -61,22 +66,27 @@ sampled() {
   kill "$sampler" 2>/dev/null || true
   wait "$sampler" 2>/dev/null || true
 }
-# prog_cost NAME: the last sample's run_time_ns / run_cnt of the program NAME ("nan": none).
+# prog_cost NAME: run_time_ns / run_cnt of the program NAME in the last sample in which it
+# had run ("nan": none).
 prog_cost() {
-  python3 - "$tmp/progs.json" "$1" <<'EOF'
-import json, sys
-try:
-    progs = json.load(open(sys.argv[1]))
-except Exception:
-    progs = []
-ns = runs = 0
-for p in progs:
-    name = p.get("name", "")
-    # bpftool prints the full name from BTF, or the kernel's first 15 characters.
-    if name == sys.argv[2] or (len(name) == 15 and sys.argv[2].startswith(name)):
-        ns += p.get("run_time_ns", 0)
-        runs += p.get("run_cnt", 0)
-print(f"{ns / runs:.0f}" if runs else "nan")
+  python3 - "$tmp/progs" "$1" <<'EOF'
+import glob, json, os, sys
+best = "nan"
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    try:
+        progs = json.load(open(path))
+    except Exception:
+        continue
+    ns = runs = 0
+    for p in progs:
+        name = p.get("name", "")
+        # bpftool prints the full name from BTF, or the kernel's first 15 characters.
+        if name == sys.argv[2] or (len(name) == 15 and sys.argv[2].startswith(name)):
+            ns += p.get("run_time_ns", 0)
+            runs += p.get("run_cnt", 0)
+    if runs:
+        best = f"{ns / runs:.0f}"
+print(best)
 EOF
 }
 declare -A cost
