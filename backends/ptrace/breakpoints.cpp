@@ -13,6 +13,7 @@
 #include "backends/ptrace/scratch_room.h"
 #include "backends/ptrace/site_bytes.h"
 #include "backends/ptrace/trap_net.h"
+#include "core/plan/zydis_decoder.h"
 #include "core/sys/proc_maps.h"
 
 namespace gotap::ptrace {
@@ -23,11 +24,9 @@ constexpr uint64_t kSlotSize = Breakpoints::kSlotSize;
 constexpr uint64_t kPage = 4096;
 
 Result<void> classify(Site& s) {
-  ZydisDecoder dec;
-  ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
   ZydisDecodedInstruction in;
   ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, s.orig, sizeof s.orig, &in, ops)))
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(zydis_decoder(), s.orig, sizeof s.orig, &in, ops)))
     return make_error("cannot decode the instruction at {:#x}", s.addr);
   s.len = in.length;
   uint64_t next = s.addr + in.length;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "core/plan/zydis_decoder.h"
+
 namespace gotap {
 
 namespace {
@@ -14,16 +16,6 @@ namespace {
 constexpr int kStackCheckWindow = 6;
 // The morestack path is a handful of spills, the call, reloads and the jump back.
 constexpr int kMorestackWindow = 64;
-
-struct Decoder {
-  ZydisDecoder d;
-  Decoder() { ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64); }
-};
-
-const ZydisDecoder* decoder() {
-  static const Decoder dec;
-  return &dec.d;
-}
 
 struct Insn {
   ZydisDecodedInstruction in;
@@ -36,8 +28,8 @@ bool decode_full(Bytes code, uint64_t base, uint64_t addr, Insn& out) {
   if (addr < base || addr - base >= code.size()) return false;
   uint64_t off = addr - base;
   out.addr = addr;
-  return ZYAN_SUCCESS(
-      ZydisDecoderDecodeFull(decoder(), code.data() + off, code.size() - off, &out.in, out.ops));
+  return ZYAN_SUCCESS(ZydisDecoderDecodeFull(zydis_decoder(), code.data() + off, code.size() - off,
+                                             &out.in, out.ops));
 }
 
 bool is_reg(const ZydisDecodedOperand& op) {
@@ -217,8 +209,8 @@ std::optional<int64_t> fs_load_offset(Bytes code) {
 unsigned instruction_length(Bytes code, uint64_t addr) {
   (void)addr;  // x86 lengths do not depend on the address
   ZydisDecodedInstruction in;
-  if (code.empty() || !ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(decoder(), nullptr, code.data(),
-                                                                  code.size(), &in)))
+  if (code.empty() || !ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(zydis_decoder(), nullptr,
+                                                                  code.data(), code.size(), &in)))
     return 0;
   return in.length;
 }
@@ -226,8 +218,8 @@ unsigned instruction_length(Bytes code, uint64_t addr) {
 InsnKind instruction_kind(Bytes code) {
   InsnKind k;
   ZydisDecodedInstruction in;
-  if (code.empty() || !ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(decoder(), nullptr, code.data(),
-                                                                  code.size(), &in)))
+  if (code.empty() || !ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(zydis_decoder(), nullptr,
+                                                                  code.data(), code.size(), &in)))
     return k;
   k.len = in.length;
   k.ret = in.mnemonic == ZYDIS_MNEMONIC_RET;
@@ -235,6 +227,15 @@ InsnKind instruction_kind(Bytes code) {
   k.jcc = in.meta.category == ZYDIS_CATEGORY_COND_BR;
   k.call = in.meta.category == ZYDIS_CATEGORY_CALL;
   return k;
+}
+
+const ZydisDecoder* zydis_decoder() {
+  static const ZydisDecoder d = [] {
+    ZydisDecoder z;
+    ZydisDecoderInit(&z, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+    return z;
+  }();
+  return &d;
 }
 
 }  // namespace gotap

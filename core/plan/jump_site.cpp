@@ -1,19 +1,10 @@
 #include "core/plan/jump_site.h"
 
-#include <Zydis/Zydis.h>
+#include "core/plan/zydis_decoder.h"
 
 namespace gotap {
 
 namespace {
-
-const ZydisDecoder* decoder() {
-  static const ZydisDecoder d = [] {
-    ZydisDecoder z;
-    ZydisDecoderInit(&z, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-    return z;
-  }();
-  return &d;
-}
 
 // Why the instruction at pc cannot run in a trampoline ("" when it can). `ret_ok`: the RET
 // that ends a RET site's range.
@@ -22,7 +13,7 @@ std::string displaceable(Bytes code, uint64_t entry, uint64_t pc, bool ret_ok) {
   ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
   const uint64_t off = pc - entry;
   if (!ZYAN_SUCCESS(
-          ZydisDecoderDecodeFull(decoder(), code.data() + off, code.size() - off, &in, ops)))
+          ZydisDecoderDecodeFull(zydis_decoder(), code.data() + off, code.size() - off, &in, ops)))
     return "an instruction does not decode";
   switch (in.meta.category) {
     case ZYDIS_CATEGORY_RET:
