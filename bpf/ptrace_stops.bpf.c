@@ -105,13 +105,19 @@ int BPF_PROG(gotap_stop_trap, int sig, struct kernel_siginfo* info, struct task_
   return 0;
 }
 
+/* The calling thread's id when it is one of the traced process's, else 0 (no thread has id
+ * 0): the system-call programs run on every thread of the machine. */
+static __always_inline __u32 target_thread(void) {
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  return (__u32)(pid_tgid >> 32) == target_tgid ? (__u32)pid_tgid : 0;
+}
+
 /* --why: each system call of the program's threads, kept per thread until gotap takes them at
  * the thread's next stop (every change of the goroutine a thread runs is one under --why). */
 SEC("tp_btf/sys_enter")
 int BPF_PROG(gotap_stop_sys_enter, struct pt_regs* regs, long id) {
-  __u64 pid_tgid = bpf_get_current_pid_tgid();
-  if ((__u32)(pid_tgid >> 32) != target_tgid) return 0;
-  __u32 tid = (__u32)pid_tgid;
+  __u32 tid = target_thread();
+  if (!tid) return 0;
   struct ptrace_syscalls* s = bpf_map_lookup_elem(&stop_syscalls, &tid);
   if (!s) {
     bpf_map_update_elem(&stop_syscalls, &tid, &empty_syscalls, BPF_NOEXIST);
@@ -132,9 +138,8 @@ static __always_inline void add_syscall(struct ptrace_syscall_slot* sl, __u64 fr
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(gotap_stop_sys_exit, struct pt_regs* regs, long ret) {
-  __u64 pid_tgid = bpf_get_current_pid_tgid();
-  if ((__u32)(pid_tgid >> 32) != target_tgid) return 0;
-  __u32 tid = (__u32)pid_tgid;
+  __u32 tid = target_thread();
+  if (!tid) return 0;
   struct ptrace_syscalls* s = bpf_map_lookup_elem(&stop_syscalls, &tid);
   if (!s || !s->sys_at) return 0;
   __u64 from = s->sys_at, to = bpf_ktime_get_ns();

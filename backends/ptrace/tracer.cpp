@@ -305,7 +305,7 @@ StopClock::Stop Tracer::take_stop(pid_t tid, uint64_t taken) {
     return s;
   }
   const StopClock::Stop stop = stop_clock_->on_stop(tid, taken);
-  if (why_preempted_) credit_preempted(tid, stop);
+  if (why_kernel_) credit_kernel(tid, stop);
   if (stop.resumed_late && stop.resumed_goid)
     if (auto h = held_.find(*stop.resumed_goid);
         h != held_.end() && stop.resumed_at >= h->second.opened_at)
@@ -313,7 +313,7 @@ StopClock::Stop Tracer::take_stop(pid_t tid, uint64_t taken) {
   return stop;
 }
 
-void Tracer::credit_preempted(pid_t tid, const StopClock::Stop& stop) {
+void Tracer::credit_kernel(pid_t tid, const StopClock::Stop& stop) {
   const std::optional<uint64_t>& total = stop.preempted_total;
   uint64_t delta = 0;
   if (total) {
@@ -338,7 +338,7 @@ void Tracer::credit_preempted(pid_t tid, const StopClock::Stop& stop) {
 }
 
 void Tracer::note_runs(pid_t tid, int64_t goid, uint32_t from, uint32_t to) {
-  if (!why_preempted_) return;
+  if (!why_kernel_) return;
   if (to == kGRunning) {
     runs_on_[tid] = goid;
   } else if ((from == kGRunning || from == kGSyscall) && to != kGSyscall) {

@@ -130,7 +130,7 @@ class Tracer {
   // --why with the stop clock's BPF: the time tid was preempted since its last stop, and its
   // system calls, sent as kernel intervals (`kwhy`) of the goroutine it ran; and which one that is,
   // from casgstatus's changes on tid and its traced entries (bpf/why_kernel.h's rule on eBPF).
-  void credit_preempted(pid_t tid, const StopClock::Stop& stop);
+  void credit_kernel(pid_t tid, const StopClock::Stop& stop);
   void note_runs(pid_t tid, int64_t goid, uint32_t from, uint32_t to);
   // A signal-delivery stop, held like a hit's until handle_other_stop resumes the thread.
   void hold_signal_stop(pid_t tid);
@@ -278,7 +278,7 @@ class Tracer {
   // When the threads really stopped and ran again (stop_clock.h); trap_at_ns_: the trap of
   // the hit being handled, which durations are measured from.
   std::unique_ptr<StopClock> stop_clock_;
-  bool why_preempted_ = false;
+  bool why_kernel_ = false;    // --why reads the kernel's side (credit_kernel)
   bool why_syscalls_ = false;  // system calls by name too (StopClock::take_syscalls)
   std::unordered_map<pid_t, uint64_t> preempted_seen_;  // tid: its total at its last stop
   std::unordered_map<pid_t, int64_t> runs_on_;          // tid: the goroutine it runs

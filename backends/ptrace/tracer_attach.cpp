@@ -273,7 +273,7 @@ void Tracer::prepare_decoding() {
   // preempted, which becomes preempted_ns, and its system-call programs keep each thread's
   // calls until its next stop, which names them.
   if (plan_.goroutines.walk && stop_clock_ && stop_clock_->switch_dated()) {
-    why_preempted_ = true;
+    why_kernel_ = true;
     why_syscalls_ = stop_clock_->watch_syscalls();
     if (!why_syscalls_)
       fmt::print(stderr,

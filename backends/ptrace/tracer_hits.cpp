@@ -111,7 +111,7 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
   if (opts_.mode == Mode::Count && !tracks_refires(f, fs) && !at_ret && !(cond && fs.err)) return;
   // A goroutine already running when gotap attached shows no casgstatus before its first
   // call: its entry says which one the thread runs (as eBPF's why_call_entry does).
-  if (why_preempted_ && goid > 0) runs_on_[tid] = goid;
+  if (why_kernel_ && goid > 0) runs_on_[tid] = goid;
   trap_goid_ = held_key(goid, tid);
   Held& held = held_[*trap_goid_];
   ++held.open;
