@@ -204,11 +204,6 @@ int fill(TraceRequest& r, const po::variables_map& vm, const Args& rest) {
     // and fork cleaning are the executable's).
     if (vm.count("binary")) {
       r.binary = vm["binary"].as<std::string>();
-      const std::string b = vm["backend"].as<std::string>();
-      if (b == "ptrace")
-        return usage_error(
-            "-p PID --binary LIB needs --backend ebpf: ptrace probes the program's executable "
-            "only");
       opts.target.library = true;
     }
   } else if (opts.target.all) {
@@ -239,7 +234,13 @@ int fill(TraceRequest& r, const po::variables_map& vm, const Args& rest) {
   r.probe_inline = !vm.count("no-inline") && !goroutines_cmd && !r.condition.any();
   r.open = open_options(vm);
   r.backend = vm["backend"].as<std::string>();
-  if (opts.target.library) r.backend = "ebpf";
+  if (opts.target.library) {
+    if (r.backend == "ptrace")
+      return usage_error(
+          "-p PID --binary LIB needs --backend ebpf: ptrace probes the program's executable "
+          "only");
+    r.backend = "ebpf";
+  }
 
   r.format = vm.count("json")       ? "json"
              : r.command == "graph" ? "graph"

@@ -1,7 +1,8 @@
-// gccgo's type descriptors (libgo's runtime/type.go, as gccgo 12 lays them out, checked on its
-// binaries by tests/unit/test_gccgo_rtype.cpp): the common part is gc's of Go 1.14 to 1.20 but
-// for the name, a pointer to a Go string ("\tmain\tmain.S": the package path between tabs)
-// where gc has a name offset, and 16 more bytes, so the kind-specific fields start at 64:
+// gccgo's type descriptors (libgo's runtime/type.go, as gccgo 12 lays them out, checked against
+// a gccgo-12 program's own reflect and by tests/unit/test_runtime_gccgo.cpp): the common part is
+// gc's of Go 1.14 to 1.20 but for the name, a pointer to a Go string ("\tmain\tmain.S": the package
+// path between tabs) where gc has a name offset, and 16 more bytes, so the kind-specific fields
+// start at 64:
 //   size 0, ptrdata 8, hash 16, tflag 20, align 21, fieldAlign 22, kind 23 (0x20: direct),
 //   equal 24, gcdata 32, string 40, uncommon 48, ptrToThis 56;
 //   ptr/slice/chan: elem 64; array: elem 64, slice 72, len 80; map: key 64, elem 72;

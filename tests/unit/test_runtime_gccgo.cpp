@@ -105,6 +105,15 @@ std::string joined(const json& params) {
   return out;
 }
 
+// The libgo.so a program loads, as ldd resolves it ("" when none).
+std::string libgo_of(const std::string& prog) {
+  RunResult ldd = run_command({"ldd", prog});
+  std::istringstream lines(ldd.out);
+  for (std::string name, arrow, path; lines >> name;)
+    if (name.rfind("libgo.so", 0) == 0 && lines >> arrow >> path) return path;
+  return "";
+}
+
 class Gccgo : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
  protected:
   void SetUp() override {
@@ -324,13 +333,8 @@ TEST(GccgoLibgo, AllBinaryCountsInEveryProcessThatMapsIt) {
   if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
   const std::string prog = fixture("default");
   if (!file_exists(prog)) GTEST_SKIP() << "no gccgo fixture " << prog << " (gccgo-12 absent)";
-  RunResult ldd = run_command({"ldd", prog});
-  ASSERT_EQ(ldd.exit_code, 0) << ldd.err;
-  std::string libgo;
-  std::istringstream lines(ldd.out);
-  for (std::string name, arrow, path; lines >> name;)
-    if (name.rfind("libgo.so", 0) == 0 && lines >> arrow >> path) libgo = path;
-  ASSERT_FALSE(libgo.empty()) << ldd.out;
+  const std::string libgo = libgo_of(prog);
+  ASSERT_FALSE(libgo.empty()) << "ldd names no libgo.so for " << prog;
   char tmpl[] = "/tmp/gotap-libgo.XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl, copy = dir + "/" + std::filesystem::path(libgo).filename().string();
@@ -377,13 +381,8 @@ TEST(GccgoLibgo, PidAndBinaryCountsThatProcessAlone) {
   if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
   const std::string prog = fixture("default");
   if (!file_exists(prog)) GTEST_SKIP() << "no gccgo fixture " << prog << " (gccgo-12 absent)";
-  RunResult ldd = run_command({"ldd", prog});
-  ASSERT_EQ(ldd.exit_code, 0) << ldd.err;
-  std::string libgo;
-  std::istringstream lines(ldd.out);
-  for (std::string name, arrow, path; lines >> name;)
-    if (name.rfind("libgo.so", 0) == 0 && lines >> arrow >> path) libgo = path;
-  ASSERT_FALSE(libgo.empty()) << ldd.out;
+  const std::string libgo = libgo_of(prog);
+  ASSERT_FALSE(libgo.empty()) << "ldd names no libgo.so for " << prog;
   const std::string go = "/tmp/gotap-libgo-pid-" + std::to_string(getpid());
   unlink(go.c_str());
   Child p = spawn({prog, "12", "wait", go});
