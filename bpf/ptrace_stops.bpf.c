@@ -35,12 +35,18 @@ struct {
  * system call is that call's time, as on eBPF (bpf/why_kernel.h), not preempted_ns. */
 volatile __u32 why_syscalls = 0;
 
+/* Not an LRU map: an eviction would drop a live thread's calls unseen. A thread's entry goes
+ * when it exits (gotap_stop_thread_exit); a call of a thread that finds no room is counted in
+ * syscalls_lost. */
 struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
-  __uint(max_entries, 1); /* 4096 under --why, set by gotap before loading */
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 1); /* 4096 under --why (core/why/why_threads.h), set before loading */
   __type(key, __u32);     /* thread id */
   __type(value, struct ptrace_syscalls);
 } stop_syscalls SEC(".maps");
+
+/* --why: system calls of the program's threads that stop_syscalls had no room to keep. */
+__u64 syscalls_lost = 0;
 
 /* The first value of a thread's entry: larger than the BPF stack. Never written. */
 struct ptrace_syscalls empty_syscalls = {};
@@ -122,7 +128,10 @@ int BPF_PROG(gotap_stop_sys_enter, struct pt_regs* regs, long id) {
   if (!s) {
     bpf_map_update_elem(&stop_syscalls, &tid, &empty_syscalls, BPF_NOEXIST);
     s = bpf_map_lookup_elem(&stop_syscalls, &tid);
-    if (!s) return 0;
+    if (!s) {
+      __sync_fetch_and_add(&syscalls_lost, 1);
+      return 0;
+    }
   }
   s->sys_nr = (__u32)id;
   s->sys_at = bpf_ktime_get_ns();
@@ -162,5 +171,16 @@ int BPF_PROG(gotap_stop_sys_exit, struct pt_regs* regs, long ret) {
     }
   }
   add_syscall(&s->other, from, to);
+  return 0;
+}
+
+/* --why: a thread that exits frees its entry (an exit is a system call that never returns).
+ * What it called since its last stop went with it: a Go thread exits only once its goroutine
+ * (locked to it) is done, and no call of that goroutine is open any more. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(gotap_stop_thread_exit, struct task_struct* task) {
+  if ((__u32)task->tgid != target_tgid) return 0;
+  __u32 tid = task->pid;
+  bpf_map_delete_elem(&stop_syscalls, &tid);
   return 0;
 }

@@ -79,6 +79,7 @@ class StopClock {
   std::vector<StopTimes::Syscall> take_syscalls(pid_t tid) {
     return times_ ? times_->take_syscalls(tid) : std::vector<StopTimes::Syscall>();
   }
+  uint64_t syscalls_lost() const { return times_ ? times_->syscalls_lost() : 0; }
 
  private:
   struct Account {

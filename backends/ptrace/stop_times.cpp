@@ -13,6 +13,7 @@
 #endif
 
 #include "core/sys/timing.h"
+#include "core/why/why_threads.h"
 
 namespace gotap::ptrace {
 
@@ -21,6 +22,7 @@ namespace gotap::ptrace {
 struct StopTimes::Impl {
   ptrace_stops_bpf* skel = nullptr;
   int map_fd = -1;
+  bool syscalls = false;  // opened with room for them (StopTimes::open)
 };
 
 namespace {
@@ -43,7 +45,8 @@ std::unique_ptr<StopTimes> StopTimes::open(bool syscalls) {
     // only once the trace asks (watch_syscalls).
     bpf_program__set_autoattach(skel->progs.gotap_stop_sys_enter, false);
     bpf_program__set_autoattach(skel->progs.gotap_stop_sys_exit, false);
-    if (syscalls) bpf_map__set_max_entries(skel->maps.stop_syscalls, 4096);
+    bpf_program__set_autoattach(skel->progs.gotap_stop_thread_exit, false);
+    if (syscalls) bpf_map__set_max_entries(skel->maps.stop_syscalls, why::why_threads_max());
     ok = ptrace_stops_bpf__load(skel) == 0 && ptrace_stops_bpf__attach(skel) == 0;
   }
   libbpf_set_print(before);
@@ -52,7 +55,7 @@ std::unique_ptr<StopTimes> StopTimes::open(bool syscalls) {
     return nullptr;
   }
   std::unique_ptr<StopTimes> t(new StopTimes);
-  t->impl_ = new Impl{skel, bpf_map__fd(skel->maps.stop_times)};
+  t->impl_ = new Impl{skel, bpf_map__fd(skel->maps.stop_times), syscalls};
   return t;
 }
 
@@ -70,12 +73,16 @@ StopTimes::~StopTimes() {
 
 bool StopTimes::watch_syscalls() {
   ptrace_stops_bpf* skel = impl_->skel;
-  if (bpf_map__max_entries(skel->maps.stop_syscalls) < 2) return false;
+  if (!impl_->syscalls) return false;
   if (!skel->links.gotap_stop_sys_enter)
     skel->links.gotap_stop_sys_enter = bpf_program__attach(skel->progs.gotap_stop_sys_enter);
   if (!skel->links.gotap_stop_sys_exit)
     skel->links.gotap_stop_sys_exit = bpf_program__attach(skel->progs.gotap_stop_sys_exit);
-  if (!skel->links.gotap_stop_sys_enter || !skel->links.gotap_stop_sys_exit) return false;
+  if (!skel->links.gotap_stop_thread_exit)
+    skel->links.gotap_stop_thread_exit = bpf_program__attach(skel->progs.gotap_stop_thread_exit);
+  if (!skel->links.gotap_stop_sys_enter || !skel->links.gotap_stop_sys_exit ||
+      !skel->links.gotap_stop_thread_exit)
+    return false;
   skel->bss->why_syscalls = 1;
   __sync_synchronize();
   return true;
@@ -99,6 +106,10 @@ std::vector<StopTimes::Syscall> StopTimes::take_syscalls(pid_t tid) {
   return out;
 }
 
+uint64_t StopTimes::syscalls_lost() const {
+  return __atomic_load_n(&impl_->skel->bss->syscalls_lost, __ATOMIC_RELAXED);
+}
+
 std::optional<StopTimes::Times> StopTimes::of(pid_t tid) const {
   const uint32_t key = static_cast<uint32_t>(tid);
   struct ptrace_stop_times v {};
@@ -117,6 +128,9 @@ bool StopTimes::watch_syscalls() {
 }
 std::vector<StopTimes::Syscall> StopTimes::take_syscalls(pid_t) {
   return {};
+}
+uint64_t StopTimes::syscalls_lost() const {
+  return 0;
 }
 void StopTimes::watch(pid_t) {}
 StopTimes::~StopTimes() {

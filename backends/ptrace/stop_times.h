@@ -51,6 +51,9 @@ class StopTimes {
   // tid's system calls since the last take, in the order they ended; tid must be stopped (in
   // a tracer stop, it makes none meanwhile). Two map operations (~2 µs).
   std::vector<Syscall> take_syscalls(pid_t tid);
+  // System calls that found no room for their thread (more threads than why::why_threads_max()),
+  // so far: in no `syscalls`, their time left in the running part.
+  uint64_t syscalls_lost() const;
   // When the process was last chosen by watch(): a stop dated before it is not one it saw.
   uint64_t since() const { return since_; }
 

@@ -624,6 +624,7 @@ Result<void> Tracer::run() {
   if (rate_.enabled()) sum.extra["rate_limited"] = rate_.dropped_total();
   if (net_rearms_) sum.extra["net_rearmed"] = net_rearms_;
   if (proc_->children_cleaned()) sum.extra["children_cleaned"] = proc_->children_cleaned();
+  if (why_syscalls_) sum.extra["why_syscalls_lost"] = stop_clock_->syscalls_lost();
   if (budget_.enabled()) {
     json names = json::array();
     for (size_t f = 0; f < plan_.funcs.size(); ++f)

@@ -1,6 +1,7 @@
 // StopClock (backends/ptrace/stop_clock.h): its two parsers, and a stop dated from the
 // kernel's account of a real traced child, or from the scheduler's switches (stop_times.h),
 // rather than from when the tracer took it.
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
@@ -243,6 +244,57 @@ TEST(StopTimes, KeepsEachThreadsSystemCallsUntilItsStop) {
   EXPECT_EQ(calls[16].count, 3u) << "getrusage twice and the kill";
   // Taken: the next take finds none.
   EXPECT_TRUE(times->take_syscalls(child).empty());
+}
+
+void* getpid_five_times(void*) {
+  for (int i = 0; i < 5; ++i) syscall(SYS_getpid);
+  return nullptr;
+}
+
+// The map of threads' system calls holds the threads alive, not every thread that ever was:
+// with room for 3, a child's main thread runs 5 threads one after another (each makes 5
+// calls and exits before the next starts), and no call is lost. A thread's entry goes when it
+// exits; before, an LRU map evicted entries unseen, and a map that kept exited threads would
+// have had no room from the third thread on.
+TEST(StopTimes, AThreadThatExitsFreesItsRoom) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF on the system-call tracepoints)";
+  setenv("GOTAP_TEST_WHY_THREADS", "3", 1);
+  auto times = StopTimes::open(true);
+  unsetenv("GOTAP_TEST_WHY_THREADS");
+  ASSERT_TRUE(times) << "BPF is usable here (root), and must be used";
+  const pid_t child = fork();
+  if (child == 0) {
+    raise(SIGSTOP);  // until the test watches it
+    for (int i = 0; i < 5; ++i) {
+      pthread_t t;
+      if (pthread_create(&t, nullptr, getpid_five_times, nullptr) != 0) _exit(1);
+      pthread_join(t, nullptr);
+      // pthread_join returns once the kernel clears the thread's tid, a little before the
+      // tracepoint of its exit: this nap keeps the next thread from racing it.
+      usleep(2000);
+    }
+    kill(getpid(), SIGSTOP);
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, WUNTRACED), child);
+  ASSERT_TRUE(WIFSTOPPED(st));
+  times->watch(child);
+  ASSERT_TRUE(times->watch_syscalls());
+  kill(child, SIGCONT);
+  ASSERT_EQ(waitpid(child, &st, WUNTRACED), child);
+  ASSERT_TRUE(WIFSTOPPED(st));
+  const auto calls = times->take_syscalls(child);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_EQ(times->syscalls_lost(), 0u);
+  // The main thread's own calls were kept: creating and joining threads, then its naps (one
+  // slot each until the 16 are taken, then merged into the last).
+  uint32_t naps = 0;
+  for (const auto& c : calls)
+    if (!c.other && (c.nr == SYS_clock_nanosleep || c.nr == SYS_nanosleep)) naps += c.count;
+  EXPECT_EQ(naps, 5u);
 }
 
 }  // namespace
