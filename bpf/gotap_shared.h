@@ -251,6 +251,7 @@ enum gotap_counter {
   GOTAP_CNT_READ_ERR = 4,      /* g / goid unreadable */
   GOTAP_CNT_HITS = 5,          /* every probe hit that passed the pid filter */
   GOTAP_CNT_HELD_FULL = 6,     /* an entry waiting for its return's condition found no room */
+  GOTAP_CNT_WHY_FULL = 7,      /* --why: a thread running a traced call found no room */
   GOTAP_CNT_NUM = 8,
 };
 

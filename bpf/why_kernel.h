@@ -37,8 +37,12 @@ struct {
   __type(value, __u32); /* traced calls open */
 } why_goids SEC(".maps");
 
+/* Not an LRU map: an eviction would drop a thread inside a traced call unseen. Entries go when
+ * the goroutine leaves the thread and when the thread exits; a thread that finds no room
+ * (more than 4,096 in traced calls at once: core/why/why_threads.h) is counted in
+ * GOTAP_CNT_WHY_FULL, and that stretch's kernel time stays in running_ns. */
 struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 4096);
   __type(key, __u32); /* thread id */
   __type(value, struct gotap_why_thread);
@@ -48,7 +52,7 @@ static __always_inline void why_runs_on(__u32 tid, __u64 goid) {
   struct gotap_why_thread* t = bpf_map_lookup_elem(&why_threads, &tid);
   if (t && t->goid == goid) return;
   struct gotap_why_thread n = {goid, 0, 0, 0};
-  bpf_map_update_elem(&why_threads, &tid, &n, BPF_ANY);
+  if (bpf_map_update_elem(&why_threads, &tid, &n, BPF_ANY) != 0) bump(GOTAP_CNT_WHY_FULL);
 }
 
 static __always_inline void why_leaves(__u32 tid, __u64 goid) {

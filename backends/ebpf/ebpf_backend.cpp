@@ -52,6 +52,7 @@
 #include "core/sys/uprobe_holders.h"
 #include "core/sys/urgent_thread.h"
 #include "core/why/why_sink.h"
+#include "core/why/why_threads.h"
 #include "gotap.skel.h"
 #include "gotap_limits.h"
 
@@ -138,6 +139,7 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
   // cookie (gotap_cookie).
   bpf_map__set_max_entries(skel->maps.probes, mode == Mode::Trace ? nsites : 1);
   bpf_map__set_max_entries(skel->maps.counts, nfuncs);
+  bpf_map__set_max_entries(skel->maps.why_threads, why_kernel ? why::why_threads_max() : 1);
   // Per-CPU arrays cost an allocation per entry and CPU as they are made (a whole binary's
   // 46,129 functions: tens of ms each): only the maps the mode writes are sized.
   const bool timed = mode == Mode::Latency || live;
@@ -949,6 +951,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     sum.extra["rate_limited"] = limited;
   }
   if (opts.condition) sum.extra["condition_held_full"] = counters[GOTAP_CNT_HELD_FULL];
+  if (why_kernel) sum.extra["why_threads_full"] = counters[GOTAP_CNT_WHY_FULL];
   if (measure_cost) {
     Event names = Event::array();
     for (uint32_t f = 0; f < cfg.funcs.size(); ++f)

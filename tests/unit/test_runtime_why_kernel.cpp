@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <regex>
 #include <string>
 #include <vector>
@@ -179,6 +181,65 @@ TEST_P(WhyKernel, PreemptedBesideCpuHog) {
   for (const char* k : {"running_ns", "preempted_ns", "runnable_ns", "syscall_ns", "waiting_ns"})
     sum += num(why, k);
   EXPECT_NEAR(sum, d, std::max(1 * kMs, 0.10 * d)) << "the parts sum to duration_ns";
+}
+
+// Threads beyond the kernel's room for them (core/why/why_threads.h) are counted, never lost
+// unseen. The fixture's parallel mode: 4 threads, each inside main.step(4)'s raw 15 ms
+// nanosleep at once (its own start and end times show the overlap). With the default room
+// every call names its nanosleep and nothing is counted; with room for one thread (eBPF's
+// threads inside traced calls; ptrace's threads with calls not yet taken) calls miss their
+// nanosleep, and the summary counts at least one loss per call that misses it: eBPF's
+// why_threads_full a thread's stretch inside a traced call, ptrace's why_syscalls_lost a
+// system call. Before, both maps were LRU maps that evicted a thread's entry unseen.
+TEST_P(WhyKernel, ThreadsBeyondTheRoomAreCounted) {
+  const Fixture& fx = fixtures_.back();
+  SCOPED_TRACE(fx.label());
+  const char* counter = GetParam() == "ebpf" ? "why_threads_full" : "why_syscalls_lost";
+  for (const char* room : {"", "1"}) {
+    SCOPED_TRACE(std::string("GOTAP_TEST_WHY_THREADS=") + room);
+    if (*room)
+      setenv("GOTAP_TEST_WHY_THREADS", room, 1);
+    else
+      unsetenv("GOTAP_TEST_WHY_THREADS");
+    std::string out;
+    const auto events = trace(fx, {"parallel", "4"}, out);
+    unsetenv("GOTAP_TEST_WHY_THREADS");
+    uint64_t last_start = 0, first_end = UINT64_MAX;
+    std::regex re(R"(GT parallel \d+ (\d+) (\d+))");
+    int calls = 0;
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
+         ++it, ++calls) {
+      last_start = std::max<uint64_t>(last_start, std::stoull((*it)[1]));
+      first_end = std::min<uint64_t>(first_end, std::stoull((*it)[2]));
+    }
+    ASSERT_EQ(calls, 4) << out;
+    ASSERT_LT(last_start, first_end) << "the 4 calls overlapped (the program's own clock)";
+    int missing = 0, returns = 0;
+    json summary;
+    for (const auto& e : events) {
+      if (e.value("event", "") == "summary") summary = e;
+      if (e.value("event", "") != "return") continue;
+      ++returns;
+      const json& calls_by_name = e["why"]["syscalls"];
+      ASSERT_TRUE(calls_by_name.is_array()) << e.dump();
+      const auto it = std::find_if(calls_by_name.begin(), calls_by_name.end(),
+                                   [](const json& c) { return c["name"] == "nanosleep"; });
+      if (it == calls_by_name.end())
+        ++missing;
+      else
+        EXPECT_EQ((*it)["count"], 1) << e.dump();
+    }
+    ASSERT_EQ(returns, 4);
+    ASSERT_TRUE(summary.contains(counter)) << summary.dump();
+    const uint64_t lost = summary[counter].get<uint64_t>();
+    if (!*room) {
+      EXPECT_EQ(missing, 0);
+      EXPECT_EQ(lost, 0u);
+    } else {
+      EXPECT_GT(missing, 0) << "room for one thread, four inside their calls at once";
+      EXPECT_GE(lost, uint64_t(missing)) << "every call without its nanosleep is counted";
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, WhyKernel, ::testing::Values("ebpf", "ptrace"),
