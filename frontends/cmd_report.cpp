@@ -57,10 +57,10 @@ int cmd_report(const Args& args) {
   // others show what the live run showed, without them.
   if (!view.all_goroutine_events && !draws_call_states(format))
     sink = make_goroutine_event_drop(std::move(sink));
-  // The kernel's intervals (`kwhy`, --why) are for the views that draw them, whatever else
-  // the record holds.
+  // The kernel's intervals (`kwhy`, --why) and a held call's changes replayed after its
+  // entry are for the views that draw them, whatever else the record holds.
   else if (!draws_call_states(format))
-    sink = make_kernel_interval_drop(std::move(sink));
+    sink = make_view_only_drop(std::move(sink));
   if (auto r = replay_record(files[0], *sink); !r) return report_error(r.error());
   return 0;
 }

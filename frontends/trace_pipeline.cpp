@@ -78,6 +78,9 @@ Result<std::unique_ptr<TracePipeline>> assemble_pipeline(const TraceRequest& req
     }
     auto rec = make_record_writer(p->record.fp, info);
     if (req.why) call_states_to.push_back(rec.get());
+    // With --goroutines, a held call's changes again after its entry, as the views got them,
+    // so that `report` draws them inside it; its views that do not draw leave them out.
+    if (req.why && req.goroutines) replays_to.push_back(rec.get());
     sink = make_tee(std::move(sink), std::move(rec));
   }
   // Outside the view and the record: both get the same, capped, events.

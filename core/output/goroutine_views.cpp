@@ -279,7 +279,7 @@ class GoroutineEventDrop : public EventSink {
   void emit(const Event& ev) override {
     const auto k = ev.find("event");
     if (k != ev.end() && k->is_string() &&
-        (*k == "kwhy" ||
+        (*k == "kwhy" || ev.value("replayed", false) ||
          (goroutine_events_ && (*k == "gstate" || *k == "gcreate" || *k == "gexit"))))
       return;
     inner_->emit(ev);
@@ -300,7 +300,7 @@ std::unique_ptr<EventSink> make_goroutine_event_drop(std::unique_ptr<EventSink> 
   return std::make_unique<GoroutineEventDrop>(std::move(inner), true);
 }
 
-std::unique_ptr<EventSink> make_kernel_interval_drop(std::unique_ptr<EventSink> inner) {
+std::unique_ptr<EventSink> make_view_only_drop(std::unique_ptr<EventSink> inner) {
   return std::make_unique<GoroutineEventDrop>(std::move(inner), false);
 }
 

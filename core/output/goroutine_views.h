@@ -29,8 +29,10 @@ std::unique_ptr<EventSink> make_goroutine_filter(std::unique_ptr<EventSink> inne
 // rest: a view of a record made
 // with --why but not --goroutines shows what the live run showed.
 std::unique_ptr<EventSink> make_goroutine_event_drop(std::unique_ptr<EventSink> inner);
-// Passes everything but the kernel's intervals of --why (`kwhy`).
-std::unique_ptr<EventSink> make_kernel_interval_drop(std::unique_ptr<EventSink> inner);
+// Passes everything but what --why records for the views that draw a call's stretches alone:
+// the kernel's intervals (`kwhy`), and a held call's changes given again after its entry
+// (`"replayed":true`).
+std::unique_ptr<EventSink> make_view_only_drop(std::unique_ptr<EventSink> inner);
 
 // One row per goroutine: parent, state, time spent running, runnable, waiting and in
 // syscalls, lifetime, start function and creating function; then the totals. Printed when

@@ -220,36 +220,60 @@ TEST_P(WhyViews, GraphShowsTheRunnableStretchAndTheWaker) {
 // The same slow calls with --goroutines too: their entries, held by --slower until their
 // returns, come after their goroutine's changes went by with the other goroutine events;
 // the flame graph still weighs each part (it once drew none of them), and names the system
-// call from the kernel's intervals (once left out with --goroutines).
+// call from the kernel's intervals (once left out with --goroutines). `report` of the run's
+// record draws the same (it once drew none: the record had each change once, before the
+// entry), and its json view, like the live one, has no replayed change.
 TEST_P(WhyViews, HeldCallsWithGoroutineEventsKeepTheirParts) {
   SCOPED_TRACE(fx_.label());
+  const std::string rec = tmp_ + ".rec";
   auto r = run_command({gotap_binary(), "trace", "--backend", GetParam(), "--why", "--goroutines",
-                        "--slower", "12ms", "--format", "folded", "-o", tmp_ + ".json", "main.step",
-                        "--", fx_.path});
+                        "--slower", "12ms", "--format", "folded", "-o", tmp_ + ".json", "--record",
+                        rec, "main.step", "--", fx_.path});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Truth t = truth_of(r.out);
   ASSERT_EQ(t.wall.size(), 7u) << r.out;
-  const std::string folded = read_file(tmp_ + ".json");
-  std::map<std::string, double> stacks;  // the leaf frame beneath main.step -> ns
-  std::istringstream in(folded);
-  for (std::string l; std::getline(in, l);) {
-    const auto sp = l.rfind(' ');
-    ASSERT_NE(sp, std::string::npos) << l;
-    std::string stack = l.substr(0, sp);
-    if (stack.starts_with("main.step;")) stack = stack.substr(10);
-    stacks[stack] += std::stod(l.substr(sp + 1));
+  const auto check = [&](const std::string& folded) {
+    std::map<std::string, double> stacks;  // the leaf frame beneath main.step -> ns
+    std::istringstream in(folded);
+    for (std::string l; std::getline(in, l);) {
+      const auto sp = l.rfind(' ');
+      ASSERT_NE(sp, std::string::npos) << l;
+      std::string stack = l.substr(0, sp);
+      if (stack.starts_with("main.step;")) stack = stack.substr(10);
+      stacks[stack] += std::stod(l.substr(sp + 1));
+    }
+    const std::string mutex = stacks.count("(waiting: semacquire)") ? "(waiting: semacquire)"
+                                                                    : "(waiting: sync.Mutex.Lock)";
+    for (const auto& [frame, phase] :
+         std::vector<std::pair<std::string, std::string>>{{"(waiting: sleep)", "sleep"},
+                                                          {"(waiting: chan receive)", "chan"},
+                                                          {mutex, "mutex"},
+                                                          {"(syscall nanosleep)", "syscall"},
+                                                          {"(waiting: IO wait)", "net"}}) {
+      SCOPED_TRACE(frame);
+      EXPECT_NEAR(stacks[frame], t.wall.at(phase), tolerance(t, phase)) << folded;
+    }
+  };
+  {
+    SCOPED_TRACE("live");
+    check(read_file(tmp_ + ".json"));
   }
-  const std::string mutex = stacks.count("(waiting: semacquire)") ? "(waiting: semacquire)"
-                                                                  : "(waiting: sync.Mutex.Lock)";
-  for (const auto& [frame, phase] :
-       std::vector<std::pair<std::string, std::string>>{{"(waiting: sleep)", "sleep"},
-                                                        {"(waiting: chan receive)", "chan"},
-                                                        {mutex, "mutex"},
-                                                        {"(syscall nanosleep)", "syscall"},
-                                                        {"(waiting: IO wait)", "net"}}) {
-    SCOPED_TRACE(frame);
-    EXPECT_NEAR(stacks[frame], t.wall.at(phase), tolerance(t, phase)) << folded;
+  {
+    SCOPED_TRACE("report");
+    auto rep = run_command({gotap_binary(), "report", "--format", "folded", rec});
+    ASSERT_EQ(rep.exit_code, 0) << rep.err;
+    check(rep.out);
   }
+  auto json = run_command({gotap_binary(), "report", "--json", rec});
+  unlink(rec.c_str());
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  int states = 0;
+  for (const auto& ev : events_in(json.out)) {
+    EXPECT_FALSE(ev.contains("replayed")) << ev.dump();
+    EXPECT_NE(ev.value("event", ""), "kwhy");
+    if (ev.value("event", "") == "gstate") ++states;
+  }
+  EXPECT_GT(states, 0) << "a --goroutines record's json view has its status changes";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, WhyViews, ::testing::Values("ebpf", "ptrace"),
