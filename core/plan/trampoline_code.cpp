@@ -1,0 +1,68 @@
+#include "core/plan/trampoline_code.h"
+
+#include <cstring>
+#include <optional>
+
+namespace gotap {
+
+namespace {
+
+constexpr uint8_t kPushfq = 0x9c, kPopfq = 0x9d, kJmpRel32 = 0xe9, kInt3 = 0xcc;
+// lock inc qword [rip + disp32]: lock, REX.W, FF /0 with ModRM 00 000 101 (RIP-relative).
+constexpr uint8_t kLockIncRip[] = {0xf0, 0x48, 0xff, 0x05};
+constexpr size_t kLockIncLen = sizeof kLockIncRip + 4;
+
+// The rel32 from the end of an instruction at `end` to `to`, when it fits.
+std::optional<int32_t> rel32(uint64_t end, uint64_t to) {
+  const int64_t d = static_cast<int64_t>(to - end);
+  if (d < INT32_MIN || d > INT32_MAX) return std::nullopt;
+  return static_cast<int32_t>(d);
+}
+
+void put32(std::vector<uint8_t>& out, int32_t v) {
+  uint8_t b[4];
+  std::memcpy(b, &v, 4);  // x86 is little-endian, as the encoding
+  out.insert(out.end(), b, b + 4);
+}
+
+}  // namespace
+
+size_t count_trampoline_size(const JumpSite& site, bool ret) {
+  return 1 + kLockIncLen + 1 + site.len + (ret ? 0 : kJumpLen);
+}
+
+Result<std::vector<uint8_t>> count_trampoline(uint64_t at, const JumpSite& site, Bytes original,
+                                              uint64_t counter, bool ret) {
+  if (!site.ok()) return make_error("no jump fits at {:#x}: {}", site.at, site.refused);
+  if (original.size() != site.len)
+    return make_error("{} original bytes for a site of {}", original.size(), site.len);
+  if (counter % 8) return make_error("counter {:#x} is not 8-byte aligned", counter);
+  std::vector<uint8_t> out;
+  out.reserve(count_trampoline_size(site, ret));
+  out.push_back(kPushfq);
+  out.insert(out.end(), std::begin(kLockIncRip), std::end(kLockIncRip));
+  const auto to_counter = rel32(at + out.size() + 4, counter);
+  if (!to_counter) return make_error("counter {:#x} is out of reach of {:#x}", counter, at);
+  put32(out, *to_counter);
+  out.push_back(kPopfq);
+  out.insert(out.end(), original.begin(), original.end());
+  if (!ret) {
+    out.push_back(kJmpRel32);
+    const auto back = rel32(at + out.size() + 4, site.at + site.len);
+    if (!back) return make_error("site {:#x} is out of reach of {:#x}", site.at, at);
+    put32(out, *back);
+  }
+  return out;
+}
+
+Result<std::vector<uint8_t>> site_jump(const JumpSite& site, uint64_t trampoline) {
+  if (!site.ok()) return make_error("no jump fits at {:#x}: {}", site.at, site.refused);
+  const auto to = rel32(site.at + kJumpLen, trampoline);
+  if (!to) return make_error("trampoline {:#x} is out of reach of {:#x}", trampoline, site.at);
+  std::vector<uint8_t> out{kJmpRel32};
+  put32(out, *to);
+  out.resize(site.len, kInt3);
+  return out;
+}
+
+}  // namespace gotap

@@ -1,0 +1,44 @@
+// The code of a counting trampoline (issue 38), and the jump that sends a probe site to it:
+// what the trampoline backend will write into a program, made here from a JumpSite
+// (jump_site.h) alone, so that it is checked by running it (tests/unit/test_trampoline_code.cpp)
+// before any program sees it. A trampoline:
+//
+//   pushfq                          the flags may be live at the site: `lock inc` sets them
+//   lock inc qword [rip + counter]  one count per pass, exact across threads
+//   popfq
+//   <the displaced instructions>    copied as they are: JumpSite allows only code that runs
+//                                   anywhere (no branches, nothing RIP-relative, no fault)
+//   jmp site + len                  back after them; none after a RET site's epilogue, whose
+//                                   own RET returns to the caller
+//
+// It touches no register but RSP's 8 bytes below the stack pointer for the flags: Go code
+// keeps nothing there (no red zone), and a site after the stack check has hundreds of bytes
+// free below it (docs/design.md, "Probes without a trap").
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/binary/elf_file.h"
+#include "core/model/result.h"
+#include "core/plan/jump_site.h"
+
+namespace gotap {
+
+// The bytes of a counting trampoline placed at `at`, for `site` (ok()), whose original bytes
+// are `original` ([site.at, site.at + site.len)); `counter` is an 8-byte aligned address the
+// program can write. `ret`: the site's range ends with the function's RET (ret_jump_site).
+// An error when a rel32 from `at` cannot reach the counter or the way back.
+Result<std::vector<uint8_t>> count_trampoline(uint64_t at, const JumpSite& site, Bytes original,
+                                              uint64_t counter, bool ret);
+
+// Its size, to lay trampolines out before their addresses are known.
+size_t count_trampoline_size(const JumpSite& site, bool ret);
+
+// What replaces the site's bytes: `jmp trampoline`, then int3 up to site.len. Nothing may run
+// those (no jump lands inside the range, and the patcher waits for every thread and parked
+// goroutine to be out of it): a stray pass traps at once rather than running half of an
+// instruction. An error when the trampoline is out of rel32 reach.
+Result<std::vector<uint8_t>> site_jump(const JumpSite& site, uint64_t trampoline);
+
+}  // namespace gotap

@@ -1,0 +1,210 @@
+// The counting trampoline's code (core/plan/trampoline_code.h), run for real: hand-assembled
+// functions are copied into a page of this process, their entry and RET sites found by
+// jump_site.h, trampolines and jumps written beside them, and the patched functions called.
+// The truth is the same function unpatched: every result must be the same, and each counter
+// must equal the calls made, from one thread and from several at once.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/plan/inline_mark.h"
+#include "core/plan/jump_site.h"
+#include "core/plan/trampoline_code.h"
+
+namespace gotap {
+namespace {
+
+// f(x) = 3x + 1, framed as Go 1.21+ frames a function (without the stack check: the site is
+// the entry), SysV ABI (x in rdi, result in rax) so that C++ can call it.
+const std::vector<uint8_t> kTriple = {
+    0x55,                          // 0x00 push rbp
+    0x48, 0x89, 0xe5,              // 0x01 mov rbp,rsp
+    0x48, 0x83, 0xec, 0x10,        // 0x04 sub rsp,0x10
+    0x48, 0x89, 0x3c, 0x24,        // 0x08 mov [rsp],rdi
+    0x48, 0x8b, 0x04, 0x24,        // 0x0c mov rax,[rsp]
+    0x48, 0x8d, 0x44, 0x40, 0x01,  // 0x10 lea rax,[rax+rax*2+1]
+    0x48, 0x83, 0xc4, 0x10,        // 0x15 add rsp,0x10
+    0x5d,                          // 0x19 pop rbp
+    0xc3,                          // 0x1a ret
+};
+constexpr uint64_t kTripleRet = 0x1a;
+
+// g(x) = x == 5: the flags of its compare are live across the entry site's range (push,
+// mov, push: none writes them) and read by sete after it. `lock inc` sets ZF; only
+// pushfq/popfq keep the compare's. (A Go prologue's `sub rsp` writes them itself: there,
+// they are dead.)
+const std::vector<uint8_t> kIsFive = {
+    0x48, 0x83, 0xff, 0x05,  // 0x00 cmp rdi,5
+    0x55,                    // 0x04 push rbp
+    0x48, 0x89, 0xe5,        // 0x05 mov rbp,rsp
+    0x53,                    // 0x08 push rbx
+    0x5b,                    // 0x09 pop rbx
+    0x0f, 0x94, 0xc0,        // 0x0a sete al
+    0x0f, 0xb6, 0xc0,        // 0x0d movzx eax,al
+    0x5d,                    // 0x10 pop rbp
+    0xc3,                    // 0x11 ret
+};
+constexpr uint64_t kIsFiveSite = 0x04, kIsFiveRet = 0x11;
+
+using Fn = uint64_t (*)(uint64_t);
+
+// Two pages: code (the function at 0, trampolines from 0x400), then the counters.
+class Patched {
+ public:
+  explicit Patched(const std::vector<uint8_t>& fn) : fn_(fn) {
+    const long page = sysconf(_SC_PAGESIZE);
+    page_ = static_cast<size_t>(page);
+    mem_ = static_cast<uint8_t*>(
+        mmap(nullptr, 2 * page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (mem_ == MAP_FAILED) {
+      mem_ = nullptr;
+      return;
+    }
+    std::memcpy(mem_, fn.data(), fn.size());
+    blocks_ = decode_blocks(Bytes(fn.data(), fn.size()), base(), false);
+    next_ = base() + 0x400;
+  }
+  ~Patched() {
+    if (mem_) munmap(mem_, 2 * page_);
+  }
+  bool ok() const { return mem_ != nullptr; }
+  uint64_t base() const { return reinterpret_cast<uint64_t>(mem_); }
+  volatile uint64_t& counter(int i) {
+    return *reinterpret_cast<volatile uint64_t*>(mem_ + page_ + 8 * i);
+  }
+  JumpSite entry(uint64_t off) const {
+    return entry_jump_site(Bytes(fn_.data(), fn_.size()), base(), blocks_, base() + off);
+  }
+  JumpSite ret(uint64_t off) const {
+    return ret_jump_site(Bytes(fn_.data(), fn_.size()), base(), blocks_, base() + off);
+  }
+  // Sends `site` to a new trampoline counting into counter(i).
+  ::testing::AssertionResult patch(const JumpSite& site, int i, bool ret) {
+    if (!site.ok()) return ::testing::AssertionFailure() << "no jump fits: " << site.refused;
+    const Bytes original(mem_ + (site.at - base()), site.len);
+    auto code = count_trampoline(next_, site, original, base() + page_ + 8 * i, ret);
+    if (!code) return ::testing::AssertionFailure() << code.error().what();
+    if (code->size() != count_trampoline_size(site, ret))
+      return ::testing::AssertionFailure() << "size " << code->size();
+    auto jump = site_jump(site, next_);
+    if (!jump) return ::testing::AssertionFailure() << jump.error().what();
+    std::memcpy(mem_ + (next_ - base()), code->data(), code->size());
+    std::memcpy(mem_ + (site.at - base()), jump->data(), jump->size());
+    next_ += (code->size() + 15) & ~size_t{15};
+    return ::testing::AssertionSuccess();
+  }
+  // The code page made executable (and no longer writable), as the backend's pages will be.
+  bool seal() { return mprotect(mem_, page_, PROT_READ | PROT_EXEC) == 0; }
+  Fn fn() const { return reinterpret_cast<Fn>(mem_); }
+
+ private:
+  std::vector<uint8_t> fn_;
+  CodeBlocks blocks_;
+  uint8_t* mem_ = nullptr;
+  size_t page_ = 0;
+  uint64_t next_ = 0;
+};
+
+// The same bytes, unpatched, in an executable page: the truth.
+std::vector<uint64_t> truth(const std::vector<uint8_t>& fn, const std::vector<uint64_t>& xs) {
+  Patched plain(fn);
+  EXPECT_TRUE(plain.ok() && plain.seal());
+  std::vector<uint64_t> out;
+  for (uint64_t x : xs) out.push_back(plain.fn()(x));
+  return out;
+}
+
+TEST(TrampolineCode, EntryAndReturnCountEveryCallAndKeepItsResult) {
+  std::vector<uint64_t> xs;
+  for (uint64_t x = 0; x < 1000; ++x) xs.push_back(x * 7919);
+  const auto want = truth(kTriple, xs);
+  Patched p(kTriple);
+  ASSERT_TRUE(p.ok());
+  const JumpSite e = p.entry(0), r = p.ret(kTripleRet);
+  EXPECT_EQ(e.at, p.base());
+  EXPECT_EQ(e.len, 8) << "push, mov and sub";
+  EXPECT_EQ(r.at, p.base() + 0x15) << "add, pop and the RET";
+  ASSERT_TRUE(p.patch(e, 0, false));
+  ASSERT_TRUE(p.patch(r, 1, true));
+  ASSERT_TRUE(p.seal());
+  for (size_t i = 0; i < xs.size(); ++i) ASSERT_EQ(p.fn()(xs[i]), want[i]) << "x=" << xs[i];
+  EXPECT_EQ(p.counter(0), xs.size());
+  EXPECT_EQ(p.counter(1), xs.size());
+}
+
+TEST(TrampolineCode, FlagsLiveAcrossTheSiteAreKept) {
+  std::vector<uint64_t> xs = {0, 1, 4, 5, 6, 5, 1ull << 40, 5};
+  const auto want = truth(kIsFive, xs);
+  ASSERT_EQ(want[3], 1u);
+  Patched p(kIsFive);
+  ASSERT_TRUE(p.ok());
+  const JumpSite e = p.entry(kIsFiveSite);
+  EXPECT_EQ(e.len, 5) << "push, mov and push";
+  ASSERT_TRUE(p.patch(e, 0, false));
+  ASSERT_TRUE(p.patch(p.ret(kIsFiveRet), 1, true));
+  ASSERT_TRUE(p.seal());
+  for (size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(p.fn()(xs[i]), want[i]) << "x=" << xs[i];
+  EXPECT_EQ(p.counter(0), xs.size());
+  EXPECT_EQ(p.counter(1), xs.size());
+}
+
+TEST(TrampolineCode, CountsAreExactAcrossThreads) {
+  Patched p(kTriple);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p.patch(p.entry(0), 0, false));
+  ASSERT_TRUE(p.patch(p.ret(kTripleRet), 1, true));
+  ASSERT_TRUE(p.seal());
+  constexpr int kThreads = 4;
+  constexpr uint64_t kCalls = 200'000;
+  const Fn f = p.fn();
+  std::vector<std::thread> ts;
+  std::vector<uint64_t> bad(kThreads);
+  for (int t = 0; t < kThreads; ++t)
+    ts.emplace_back([&, t] {
+      for (uint64_t x = 0; x < kCalls; ++x)
+        if (f(x) != 3 * x + 1) ++bad[t];
+    });
+  for (auto& t : ts) t.join();
+  for (uint64_t b : bad) EXPECT_EQ(b, 0u);
+  EXPECT_EQ(p.counter(0), kThreads * kCalls);
+  EXPECT_EQ(p.counter(1), kThreads * kCalls);
+}
+
+// The jump's bytes and the trampoline's, as encoded (the execution tests above cannot see the
+// int3 fill, which nothing runs), and what cannot be reached is an error, not a wrong jump.
+TEST(TrampolineCode, EncodingAndReach) {
+  JumpSite s;
+  s.at = 0x401000;
+  s.len = 8;
+  auto j = site_jump(s, 0x402000);
+  ASSERT_TRUE(j);
+  EXPECT_EQ(*j, (std::vector<uint8_t>{0xe9, 0xfb, 0x0f, 0x00, 0x00, 0xcc, 0xcc, 0xcc}));
+  const std::vector<uint8_t> orig = {0x55, 0x48, 0x89, 0xe5, 0x48, 0x83, 0xec, 0x10};
+  auto t = count_trampoline(0x402000, s, Bytes(orig.data(), orig.size()), 0x403000, false);
+  ASSERT_TRUE(t);
+  std::vector<uint8_t> want = {0x9c, 0xf0, 0x48, 0xff, 0x05};
+  // The counter, from the end of the 9-byte pushfq + lock inc: 0x403000 - 0x402009.
+  for (uint8_t b : {0xf7, 0x0f, 0x00, 0x00}) want.push_back(b);
+  want.push_back(0x9d);
+  want.insert(want.end(), orig.begin(), orig.end());
+  // Back to 0x401008 from the end of the jmp at 0x402012 + 5.
+  for (uint8_t b : {0xe9, 0xf1, 0xef, 0xff, 0xff}) want.push_back(b);
+  EXPECT_EQ(*t, want);
+  EXPECT_FALSE(site_jump(s, 0x401000 + (3ull << 31)));
+  EXPECT_FALSE(count_trampoline(0x402000, s, Bytes(orig.data(), orig.size()), 1ull << 40, false));
+  EXPECT_FALSE(count_trampoline(0x402000, s, Bytes(orig.data(), orig.size()), 0x403004, false))
+      << "a misaligned counter may cross a cache line: a split lock, which the kernel may "
+         "slow down or kill (split_lock_detect)";
+  EXPECT_FALSE(count_trampoline(0x402000, s, Bytes(orig.data(), 7), 0x403000, false));
+  JumpSite refused;
+  refused.refused = "a branch";
+  EXPECT_FALSE(site_jump(refused, 0x402000));
+}
+
+}  // namespace
+}  // namespace gotap
