@@ -26,6 +26,10 @@ struct JumpSite {
   uint64_t at = 0;      // where the jmp goes: the site, or before the RET
   uint8_t len = 0;      // bytes displaced (whole instructions, at least 5); 0: refused
   std::string refused;  // why, when len is 0
+  // A stack-check site: the range ends with the check's `jbe`, branch_len bytes, to
+  // branch_to (the morestack path), which the trampoline takes relocated.
+  uint64_t branch_to = 0;
+  uint8_t branch_len = 0;
   bool ok() const { return len != 0; }
 };
 
@@ -35,5 +39,17 @@ constexpr unsigned kJumpLen = 5;  // `jmp rel32`
 // (leaders needed, dominators not).
 JumpSite entry_jump_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t site);
 JumpSite ret_jump_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t ret);
+
+// The stack check at the function's entry (`cmp rsp,[r14+0x10]; jbe`, or for a larger frame
+// `lea r12,[rsp-N]; cmp r12,[r14+0x10]; jbe`), whose pcs analyze_function finds (cmp, jbe).
+// The trampoline runs the check, takes the `jbe` to the same morestack path, and counts only
+// past it: a call whose stack grows enters again (morestack's `jmp entry`) and is counted
+// once. Unlike a site after the check, no goroutine is ever parked by async preemption
+// inside it: the compiler marks the check unsafe for it (preempt.go, isAsyncSafePoint), so
+// only the threads' own pcs need checking before a patch. Its load of g.stackguard0 is the
+// one memory access off the stack it allows: g (R14) is valid in every Go function that has
+// the check, and the same load runs at the same moment unpatched.
+JumpSite stack_check_jump_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t cmp,
+                               uint64_t jbe);
 
 }  // namespace gotap

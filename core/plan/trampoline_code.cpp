@@ -27,8 +27,13 @@ void put32(std::vector<uint8_t>& out, int32_t v) {
 
 }  // namespace
 
+constexpr uint8_t kJbeRel32[] = {0x0f, 0x86};
+constexpr size_t kJbeLen = sizeof kJbeRel32 + 4;
+constexpr size_t kCountLen = 1 + kLockIncLen + 1;
+
 size_t count_trampoline_size(const JumpSite& site, bool ret) {
-  return 1 + kLockIncLen + 1 + site.len + (ret ? 0 : kJumpLen);
+  if (site.branch_len) return site.len - site.branch_len + kJbeLen + kCountLen + kJumpLen;
+  return kCountLen + site.len + (ret ? 0 : kJumpLen);
 }
 
 Result<std::vector<uint8_t>> count_trampoline(uint64_t at, const JumpSite& site, Bytes original,
@@ -37,15 +42,26 @@ Result<std::vector<uint8_t>> count_trampoline(uint64_t at, const JumpSite& site,
   if (original.size() != site.len)
     return make_error("{} original bytes for a site of {}", original.size(), site.len);
   if (counter % 8) return make_error("counter {:#x} is not 8-byte aligned", counter);
+  if (site.branch_len && (ret || site.branch_len > site.len))
+    return make_error("site {:#x}: a stack check is an entry site", site.at);
   std::vector<uint8_t> out;
   out.reserve(count_trampoline_size(site, ret));
+  // A stack check first, its jbe to the morestack path as it was: only a call that goes on
+  // is counted.
+  if (site.branch_len) {
+    out.insert(out.end(), original.begin(), original.end() - site.branch_len);
+    out.insert(out.end(), std::begin(kJbeRel32), std::end(kJbeRel32));
+    const auto to = rel32(at + out.size() + 4, site.branch_to);
+    if (!to) return make_error("site {:#x}'s morestack path is out of reach of {:#x}", site.at, at);
+    put32(out, *to);
+  }
   out.push_back(kPushfq);
   out.insert(out.end(), std::begin(kLockIncRip), std::end(kLockIncRip));
   const auto to_counter = rel32(at + out.size() + 4, counter);
   if (!to_counter) return make_error("counter {:#x} is out of reach of {:#x}", counter, at);
   put32(out, *to_counter);
   out.push_back(kPopfq);
-  out.insert(out.end(), original.begin(), original.end());
+  if (!site.branch_len) out.insert(out.end(), original.begin(), original.end());
   if (!ret) {
     out.push_back(kJmpRel32);
     const auto back = rel32(at + out.size() + 4, site.at + site.len);

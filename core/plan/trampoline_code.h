@@ -11,6 +11,10 @@
 //   jmp site + len                  back after them; none after a RET site's epilogue, whose
 //                                   own RET returns to the caller
 //
+// At a stack-check site (stack_check_jump_site) the check comes first: its compare, then its
+// `jbe` relocated as a rel32 to the same morestack path, then the count and the jump back:
+// only a call that goes on is counted, once however often its stack grows.
+//
 // It touches no register but RSP's 8 bytes below the stack pointer for the flags: Go code
 // keeps nothing there (no red zone), and a site after the stack check has hundreds of bytes
 // free below it (docs/design.md, "Probes without a trap").

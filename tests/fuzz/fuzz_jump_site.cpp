@@ -1,11 +1,15 @@
 // libFuzzer target: where a 5-byte jump can replace a probe site (core/plan/jump_site.h), over
 // code bytes as untrusted as any of a traced binary. The first byte picks the site; every RET
 // is tried too. A range it accepts must lie in the code, cover whole decoded instructions of
-// at least 5 bytes, and a RET site's must end with that RET (`ret imm16` too).
+// at least 5 bytes, and a RET site's must end with that RET (`ret imm16` too). The stack check
+// analyze_function finds, when there is one, is tried as a site, and the trampoline's code is
+// made for every site accepted: a stack check's must end with its jbe.
 #include <cstddef>
 #include <cstdint>
 
+#include "core/plan/disasm.h"
 #include "core/plan/jump_site.h"
+#include "core/plan/trampoline_code.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
@@ -18,8 +22,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       __builtin_trap();
     if (blocks.index_of(s.at) < 0) __builtin_trap();
     if (ret && s.at + s.len != ret + ret_len) __builtin_trap();
+    const gotap::Bytes original{code.data() + (s.at - entry), s.len};
+    auto t = gotap::count_trampoline(entry + 0x100000, s, original, entry + 0x200000, ret != 0);
+    if (!t || t->size() != gotap::count_trampoline_size(s, ret != 0)) __builtin_trap();
+    auto j = gotap::site_jump(s, entry + 0x100000);
+    if (!j || j->size() != s.len) __builtin_trap();
   };
   check(gotap::entry_jump_site(code, entry, blocks, entry + data[0]), 0, 0);
+  const gotap::FuncCode fc = gotap::analyze_function(code, entry, blocks);
+  if (fc.stack_check && fc.stack_check_jcc) {
+    const gotap::JumpSite s =
+        gotap::stack_check_jump_site(code, entry, blocks, *fc.stack_check, *fc.stack_check_jcc);
+    check(s, 0, 0);
+    if (s.ok() &&
+        (s.at != entry || !s.branch_len || s.at + s.len != *fc.stack_check_jcc + s.branch_len))
+      __builtin_trap();
+  }
   for (const auto& in : blocks.insns)
     if (in.flags & gotap::CodeInsn::kRet)
       check(gotap::ret_jump_site(code, entry, blocks, in.pc), in.pc, in.len);

@@ -3,11 +3,13 @@
 // objdump` of the same toolchain (instruction boundaries, branch targets, operands).
 #include <algorithm>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -62,6 +64,31 @@ TEST(JumpSite, FramedPrologueAndEpilogue) {
   ASSERT_TRUE(r.ok()) << r.refused;
   EXPECT_EQ(r.at, kAt + 0x0e) << "from the add: add, pop and the ret";
   EXPECT_EQ(r.len, 6);
+}
+
+TEST(JumpSite, StackCheckWithItsJbe) {
+  Code c(kFramed);
+  const JumpSite s = stack_check_jump_site(c.span(), kAt, c.blocks, kAt, kAt + 0x04);
+  ASSERT_TRUE(s.ok()) << s.refused;
+  EXPECT_EQ(s.at, kAt);
+  EXPECT_EQ(s.len, 6) << "cmp and jbe";
+  EXPECT_EQ(s.branch_len, 2);
+  EXPECT_EQ(s.branch_to, kAt + 0x17) << "the morestack path";
+  // Not a stack check: the cmp and the jbe must be the entry's first two instructions.
+  EXPECT_FALSE(stack_check_jump_site(c.span(), kAt, c.blocks, kAt + 0x06, kAt + 0x07).ok());
+  EXPECT_FALSE(stack_check_jump_site(c.span(), kAt, c.blocks, kAt, kAt + 0x06).ok());
+  // A larger frame's: lea r12,[rsp-0x100]; cmp r12,[r14+0x10]; jbe.
+  Code big({0x4c, 0x8d, 0xa4, 0x24, 0x00, 0xff, 0xff, 0xff,  // 0x00 lea r12,[rsp-0x100]
+            0x4d, 0x3b, 0x66, 0x10,                          // 0x08 cmp r12,[r14+0x10]
+            0x0f, 0x86, 0x02, 0x00, 0x00, 0x00,              // 0x0c jbe 0x14
+            0x55, 0xc3,                                      // 0x12 push rbp; ret
+            0xe8, 0x00, 0x00, 0x00, 0x00,                    // 0x14 call (next)
+            0xeb, 0xe5});                                    // 0x19 jmp 0x00
+  const JumpSite b = stack_check_jump_site(big.span(), kAt, big.blocks, kAt + 0x08, kAt + 0x0c);
+  ASSERT_TRUE(b.ok()) << b.refused;
+  EXPECT_EQ(b.len, 0x12);
+  EXPECT_EQ(b.branch_len, 6);
+  EXPECT_EQ(b.branch_to, kAt + 0x14);
 }
 
 TEST(JumpSite, RefusesWhatCannotRunElsewhere) {
@@ -139,7 +166,7 @@ bool is_branch(const std::string& t) {
 
 // Why objdump's view of [at, at+len) says the range cannot be displaced ("" when it can).
 std::string objdump_refuses(const ObjFunc& f, const std::set<uint64_t>& targets, const JumpSite& s,
-                            bool ret) {
+                            bool ret, bool g_load = false) {
   auto first = std::find_if(f.insns.begin(), f.insns.end(),
                             [&](const ObjInsn& i) { return i.addr == s.at; });
   if (first == f.insns.end()) return "not at an instruction";
@@ -154,6 +181,11 @@ std::string objdump_refuses(const ObjFunc& f, const std::set<uint64_t>& targets,
       return "a branch: " + i->text;
     if (i->text.find("(IP)") != std::string::npos) return "RIP-relative: " + i->text;
     if (i->text.rfind("LEA", 0) == 0) continue;
+    // The stack check's compare with g.stackguard0 (or 1): "CMPQ 0x10(R14), SP", or in
+    // assembly "CMPQ SP, 0x10(R14)".
+    if (g_load &&
+        std::regex_match(i->text, std::regex(R"(CMPQ (0x1[08]\(R14\), \w+|\w+, 0x1[08]\(R14\)))")))
+      continue;
     for (size_t p = i->text.find('('); p != std::string::npos; p = i->text.find('(', p + 1))
       if (i->text.compare(p, 4, "(SP)") != 0 && i->text.compare(p, 4, "(BP)") != 0)
         return "memory off the stack: " + i->text;
@@ -167,7 +199,9 @@ TEST(JumpSite, AgreesWithGoObjdumpOnEveryFunction) {
   int files = 0;
   // Over every fixture: sites, and those a jump can take.
   int entries = 0, entries_ok = 0, rets = 0, rets_ok = 0, framed = 0, framed_ok = 0;
-  std::map<std::string, int> refusals;  // after a stack check, by reason
+  int checks = 0, checks_ok = 0;
+  std::map<std::string, int> refusals;        // after a stack check, by reason
+  std::map<std::string, int> check_refusals;  // at the stack check, by reason
   for (const auto& fx : fixtures) {
     const std::string od = fx.path + ".objdump";
     if (!file_exists(od) || !file_exists(fx.path + ".gosym.json")) continue;
@@ -220,6 +254,30 @@ TEST(JumpSite, AgreesWithGoObjdumpOnEveryFunction) {
         EXPECT_EQ(objdump_refuses(f, targets, s, false), "")
             << std::hex << "entry site 0x" << site << " len " << std::dec << int(s.len);
       }
+      if (fc.stack_check && fc.stack_check_jcc) {
+        const JumpSite s =
+            stack_check_jump_site(code, entry, blocks, *fc.stack_check, *fc.stack_check_jcc);
+        ++checks;
+        if (s.ok()) {
+          ++checks_ok;
+          // The same range as objdump's, whose one branch is the check's own jbe, and whose
+          // one access off the stack is its load of g.stackguard (R14).
+          JumpSite before_jbe = s;
+          before_jbe.len = static_cast<uint8_t>(s.len - s.branch_len);
+          EXPECT_EQ(objdump_refuses(f, targets, before_jbe, false, /*g_load=*/true), "")
+              << std::hex << "stack check at 0x" << entry;
+          const auto jbe = std::find_if(f.insns.begin(), f.insns.end(), [&](const ObjInsn& i) {
+            return i.addr == s.at + before_jbe.len;
+          });
+          ASSERT_NE(jbe, f.insns.end());
+          EXPECT_EQ(jbe->len, s.branch_len);
+          EXPECT_TRUE(jbe->text.rfind("JBE ", 0) == 0) << jbe->text;
+          EXPECT_NE(jbe->text.find(fmt::format("{:#x}", s.branch_to)), std::string::npos)
+              << jbe->text;
+        } else {
+          ++check_refusals[s.refused];
+        }
+      }
       for (uint64_t r : fc.rets) {
         const JumpSite s = ret_jump_site(code, entry, blocks, r);
         ++rets;
@@ -240,7 +298,11 @@ TEST(JumpSite, AgreesWithGoObjdumpOnEveryFunction) {
             << framed_ok << "/" << framed << ", RET sites " << rets_ok << "/" << rets << "\n";
   for (const auto& [why, n] : refusals)
     std::cerr << "  after a stack check, " << why << ": " << n << "\n";
+  std::cerr << "stack checks " << checks_ok << "/" << checks << "\n";
+  for (const auto& [why, n] : check_refusals)
+    std::cerr << "  at a stack check, " << why << ": " << n << "\n";
   EXPECT_GE(framed_ok, framed * 9 / 10);
+  EXPECT_GE(checks_ok, checks * 9 / 10);
   EXPECT_GE(rets_ok, rets * 3 / 4);
 }
 

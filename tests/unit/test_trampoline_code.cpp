@@ -51,12 +51,35 @@ const std::vector<uint8_t> kIsFive = {
 };
 constexpr uint64_t kIsFiveSite = 0x04, kIsFiveRet = 0x11;
 
+// h(x) = 3x + 1 with Go's stack check at its entry: `cmp rsp,[r14+0x10]; jbe morestack`. Its
+// morestack path stands in for runtime.morestack: it counts its passes in g's fourth word,
+// "grows the stack" (the guard goes to 0, so that the check passes) and jumps back to the
+// entry, as Go's does. kCallWithG calls h(x) with R14 = g, as Go code runs.
+const std::vector<uint8_t> kChecked = {
+    0x49, 0x3b, 0x66, 0x10,                          // 0x00 cmp rsp,[r14+0x10]
+    0x76, 0x0b,                                      // 0x04 jbe 0x11
+    0x55,                                            // 0x06 push rbp
+    0x48, 0x89, 0xe5,                                // 0x07 mov rbp,rsp
+    0x48, 0x8d, 0x44, 0x7f, 0x01,                    // 0x0a lea rax,[rdi+rdi*2+1]
+    0x5d,                                            // 0x0f pop rbp
+    0xc3,                                            // 0x10 ret
+    0x49, 0xc7, 0x46, 0x10, 0x00, 0x00, 0x00, 0x00,  // 0x11 mov qword [r14+0x10],0
+    0xf0, 0x49, 0xff, 0x46, 0x18,                    // 0x19 lock inc qword [r14+0x18]
+    0xeb, 0xe0,                                      // 0x1e jmp 0x00
+};
+constexpr uint64_t kCheckedJbe = 0x04, kCheckedMorestack = 0x11;
+// At 0x40 of the same page: push r14; mov r14,rsi; call 0x00; pop r14; ret.
+constexpr uint64_t kCallWithG = 0x40;
+const std::vector<uint8_t> kCallWithGCode = {0x41, 0x56, 0x49, 0x89, 0xf6, 0xe8, 0xb6,
+                                             0xff, 0xff, 0xff, 0x41, 0x5e, 0xc3};
+
 using Fn = uint64_t (*)(uint64_t);
 
 // Two pages: code (the function at 0, trampolines from 0x400), then the counters.
 class Patched {
  public:
-  explicit Patched(const std::vector<uint8_t>& fn) : fn_(fn) {
+  explicit Patched(const std::vector<uint8_t>& fn, const std::vector<uint8_t>& at_0x40 = {})
+      : fn_(fn) {
     const long page = sysconf(_SC_PAGESIZE);
     page_ = static_cast<size_t>(page);
     mem_ = static_cast<uint8_t*>(
@@ -66,6 +89,7 @@ class Patched {
       return;
     }
     std::memcpy(mem_, fn.data(), fn.size());
+    if (!at_0x40.empty()) std::memcpy(mem_ + 0x40, at_0x40.data(), at_0x40.size());
     blocks_ = decode_blocks(Bytes(fn.data(), fn.size()), base(), false);
     next_ = base() + 0x400;
   }
@@ -82,6 +106,10 @@ class Patched {
   }
   JumpSite ret(uint64_t off) const {
     return ret_jump_site(Bytes(fn_.data(), fn_.size()), base(), blocks_, base() + off);
+  }
+  JumpSite stack_check(uint64_t jbe_off) const {
+    return stack_check_jump_site(Bytes(fn_.data(), fn_.size()), base(), blocks_, base(),
+                                 base() + jbe_off);
   }
   // Sends `site` to a new trampoline counting into counter(i).
   ::testing::AssertionResult patch(const JumpSite& site, int i, bool ret) {
@@ -101,6 +129,8 @@ class Patched {
   // The code page made executable (and no longer writable), as the backend's pages will be.
   bool seal() { return mprotect(mem_, page_, PROT_READ | PROT_EXEC) == 0; }
   Fn fn() const { return reinterpret_cast<Fn>(mem_); }
+  using FnWithG = uint64_t (*)(uint64_t, uint64_t*);
+  FnWithG at_0x40() const { return reinterpret_cast<FnWithG>(mem_ + 0x40); }
 
  private:
   std::vector<uint8_t> fn_;
@@ -151,6 +181,28 @@ TEST(TrampolineCode, FlagsLiveAcrossTheSiteAreKept) {
   for (size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(p.fn()(xs[i]), want[i]) << "x=" << xs[i];
   EXPECT_EQ(p.counter(0), xs.size());
   EXPECT_EQ(p.counter(1), xs.size());
+}
+
+// At the stack check: the trampoline takes the check's jbe to the morestack path, which
+// comes back through the entry: a call whose stack grows is counted once, not twice, and
+// every result is the unpatched function's.
+TEST(TrampolineCode, StackCheckCountsACallOnceWhenItsStackGrows) {
+  Patched p(kChecked, kCallWithGCode);
+  ASSERT_TRUE(p.ok());
+  const JumpSite s = p.stack_check(kCheckedJbe);
+  ASSERT_TRUE(s.ok()) << s.refused;
+  EXPECT_EQ(s.len, 6);
+  EXPECT_EQ(s.branch_to, p.base() + kCheckedMorestack);
+  ASSERT_TRUE(p.patch(s, 0, false));
+  ASSERT_TRUE(p.seal());
+  uint64_t g[4] = {0, 0, 0, 0};  // [2]: stackguard0; [3]: passes through "morestack"
+  constexpr uint64_t kCalls = 100;
+  for (uint64_t x = 0; x < kCalls; ++x) {
+    g[2] = x % 2 ? ~uint64_t{0} : 0;  // every other call finds its stack too small
+    ASSERT_EQ(p.at_0x40()(x, g), 3 * x + 1) << "x=" << x;
+  }
+  EXPECT_EQ(g[3], kCalls / 2) << "the morestack path was taken by every other call";
+  EXPECT_EQ(p.counter(0), kCalls) << "each call counted once, its stack grown or not";
 }
 
 TEST(TrampolineCode, CountsAreExactAcrossThreads) {
