@@ -107,10 +107,8 @@ JumpSite ret_jump_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uin
 JumpSite stack_check_jump_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t cmp,
                                uint64_t jbe) {
   if (!blocks.complete) return refuse(entry, "the function did not decode whole");
-  const int64_t first = blocks.index_of(entry), k_cmp = blocks.index_of(cmp),
-                last = blocks.index_of(jbe);
-  if (first != 0 || k_cmp < 0 || last != k_cmp + 1)
-    return refuse(entry, "not a stack check at the entry");
+  const int64_t k_cmp = blocks.index_of(cmp), last = blocks.index_of(jbe);
+  if (k_cmp < 0 || last != k_cmp + 1) return refuse(cmp, "not a stack check");
   ZydisDecodedInstruction in;
   ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
   const uint64_t off = jbe - entry;
@@ -118,24 +116,17 @@ JumpSite stack_check_jump_site(Bytes code, uint64_t entry, const CodeBlocks& blo
                                            &in, ops)) ||
       in.mnemonic != ZYDIS_MNEMONIC_JBE || ops[0].type != ZYDIS_OPERAND_TYPE_IMMEDIATE ||
       !ops[0].imm.is_relative)
-    return refuse(entry, "the stack check does not end with a relative jbe");
+    return refuse(cmp, "the stack check does not end with a relative jbe");
   uint64_t branch_to = 0;
   if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&in, &ops[0], jbe, &branch_to)))
-    return refuse(entry, "the stack check's jbe has no target");
-  for (int64_t i = first; i < last; ++i) {
-    if (i != first && blocks.insns[i].leader)
-      return refuse(entry, "a jump lands inside the stack check");
-    if (i == k_cmp) continue;  // g.stackguard0's load (above)
-    std::string why = displaceable(code, entry, blocks.insns[i].pc, false);
-    if (!why.empty()) return refuse(entry, why);
-  }
-  if (blocks.insns[last].leader) return refuse(entry, "a jump lands on the stack check's jbe");
+    return refuse(cmp, "the stack check's jbe has no target");
+  if (blocks.insns[last].leader) return refuse(cmp, "a jump lands on the stack check's jbe");
   JumpSite s;
-  s.at = entry;
-  s.len = static_cast<uint8_t>(jbe + in.length - entry);
+  s.at = cmp;
+  s.len = static_cast<uint8_t>(jbe + in.length - cmp);
   s.branch_to = branch_to;
   s.branch_len = in.length;
-  if (s.len < kJumpLen) return refuse(entry, "fewer than 5 bytes");
+  if (s.len < kJumpLen) return refuse(cmp, "fewer than 5 bytes");
   return s;
 }
 

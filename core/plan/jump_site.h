@@ -40,15 +40,17 @@ constexpr unsigned kJumpLen = 5;  // `jmp rel32`
 JumpSite entry_jump_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t site);
 JumpSite ret_jump_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t ret);
 
-// The stack check at the function's entry (`cmp rsp,[r14+0x10]; jbe`, or for a larger frame
-// `lea r12,[rsp-N]; cmp r12,[r14+0x10]; jbe`), whose pcs analyze_function finds (cmp, jbe).
-// The trampoline runs the check, takes the `jbe` to the same morestack path, and counts only
-// past it: a call whose stack grows enters again (morestack's `jmp entry`) and is counted
-// once. Unlike a site after the check, no goroutine is ever parked by async preemption
-// inside it: the compiler marks the check unsafe for it (preempt.go, isAsyncSafePoint), so
-// only the threads' own pcs need checking before a patch. Its load of g.stackguard0 is the
-// one memory access off the stack it allows: g (R14) is valid in every Go function that has
-// the check, and the same load runs at the same moment unpatched.
+// The stack check's compare and jbe at a function's entry (`cmp rsp,[r14+0x10]; jbe`, after
+// `lea r12,[rsp-N]` for a larger frame, which stays where it is: `cmp r12,[r14+0x10]; jbe`),
+// whose pcs analyze_function finds (cmp, jbe). The trampoline runs the compare, takes the
+// `jbe` to the same morestack path, and counts only past it: a call whose stack grows enters
+// again (morestack's `jmp entry`) and is counted once. Unlike a site after the check, no
+// goroutine is ever parked by async preemption inside it: the compiler marks the jbe's pc
+// unsafe for it (PCDATA_UnsafePoint), so only the threads' own pcs need checking before a
+// patch. (The lea before a larger frame's compare is not marked: a goroutine may resume at
+// the compare, which is why the range starts there.) Its load of g.stackguard0 is the one
+// memory access off the stack it allows: g (R14) is valid in every Go function that has the
+// check, and the same load runs at the same moment unpatched.
 JumpSite stack_check_jump_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t cmp,
                                uint64_t jbe);
 

@@ -34,8 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const gotap::JumpSite s =
         gotap::stack_check_jump_site(code, entry, blocks, *fc.stack_check, *fc.stack_check_jcc);
     check(s, 0, 0);
-    if (s.ok() &&
-        (s.at != entry || !s.branch_len || s.at + s.len != *fc.stack_check_jcc + s.branch_len))
+    if (s.ok() && (s.at != *fc.stack_check || !s.branch_len ||
+                   s.at + s.len != *fc.stack_check_jcc + s.branch_len))
       __builtin_trap();
   }
   for (const auto& in : blocks.insns)

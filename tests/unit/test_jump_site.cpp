@@ -15,6 +15,7 @@
 
 #include "core/binary/elf_file.h"
 #include "core/plan/disasm.h"
+#include "core/plan/go_binary.h"
 #include "core/plan/jump_site.h"
 #include "tests/unit/fixtures.h"
 
@@ -74,10 +75,11 @@ TEST(JumpSite, StackCheckWithItsJbe) {
   EXPECT_EQ(s.len, 6) << "cmp and jbe";
   EXPECT_EQ(s.branch_len, 2);
   EXPECT_EQ(s.branch_to, kAt + 0x17) << "the morestack path";
-  // Not a stack check: the cmp and the jbe must be the entry's first two instructions.
+  // Not a stack check: the jbe must follow the cmp.
   EXPECT_FALSE(stack_check_jump_site(c.span(), kAt, c.blocks, kAt + 0x06, kAt + 0x07).ok());
   EXPECT_FALSE(stack_check_jump_site(c.span(), kAt, c.blocks, kAt, kAt + 0x06).ok());
-  // A larger frame's: lea r12,[rsp-0x100]; cmp r12,[r14+0x10]; jbe.
+  // A larger frame's: lea r12,[rsp-0x100]; cmp r12,[r14+0x10]; jbe. The lea stays: a goroutine
+  // may be parked right after it.
   Code big({0x4c, 0x8d, 0xa4, 0x24, 0x00, 0xff, 0xff, 0xff,  // 0x00 lea r12,[rsp-0x100]
             0x4d, 0x3b, 0x66, 0x10,                          // 0x08 cmp r12,[r14+0x10]
             0x0f, 0x86, 0x02, 0x00, 0x00, 0x00,              // 0x0c jbe 0x14
@@ -86,7 +88,8 @@ TEST(JumpSite, StackCheckWithItsJbe) {
             0xeb, 0xe5});                                    // 0x19 jmp 0x00
   const JumpSite b = stack_check_jump_site(big.span(), kAt, big.blocks, kAt + 0x08, kAt + 0x0c);
   ASSERT_TRUE(b.ok()) << b.refused;
-  EXPECT_EQ(b.len, 0x12);
+  EXPECT_EQ(b.at, kAt + 0x08);
+  EXPECT_EQ(b.len, 10) << "cmp and a rel32 jbe";
   EXPECT_EQ(b.branch_len, 6);
   EXPECT_EQ(b.branch_to, kAt + 0x14);
 }
@@ -199,7 +202,7 @@ TEST(JumpSite, AgreesWithGoObjdumpOnEveryFunction) {
   int files = 0;
   // Over every fixture: sites, and those a jump can take.
   int entries = 0, entries_ok = 0, rets = 0, rets_ok = 0, framed = 0, framed_ok = 0;
-  int checks = 0, checks_ok = 0;
+  int checks = 0, checks_ok = 0, check_pcs = 0, check_pcs_unsafe = 0;
   std::map<std::string, int> refusals;        // after a stack check, by reason
   std::map<std::string, int> check_refusals;  // at the stack check, by reason
   for (const auto& fx : fixtures) {
@@ -209,6 +212,9 @@ TEST(JumpSite, AgreesWithGoObjdumpOnEveryFunction) {
     ++files;
     auto elf = ElfFile::open(fx.path);
     ASSERT_TRUE(elf.ok()) << elf.error().what();
+    auto bin = GoBinary::open(fx.path);
+    ASSERT_TRUE(bin.ok()) << bin.error().what();
+    const Pclntab& pcln = (*bin)->pclntab();
     const auto gosym = nlohmann::json::parse(read_file(fx.path + ".gosym.json"));
     std::map<uint64_t, uint64_t> end_of;
     for (const auto& f : gosym["funcs"])
@@ -274,6 +280,23 @@ TEST(JumpSite, AgreesWithGoObjdumpOnEveryFunction) {
           EXPECT_TRUE(jbe->text.rfind("JBE ", 0) == 0) << jbe->text;
           EXPECT_NE(jbe->text.find(fmt::format("{:#x}", s.branch_to)), std::string::npos)
               << jbe->text;
+          // What makes this site safe to patch: the compiler's own table marks every pc a
+          // preempted goroutine could resume at inside it (past its first instruction: the
+          // jbe) unsafe for async preemption (PCDATA_UnsafePoint, table 0: -2). A larger
+          // frame's lea before the compare is not marked: the range once began with it.
+          EXPECT_EQ(s.at, *fc.stack_check);
+          const PclnFunc* pf = pcln.find(entry);
+          ASSERT_NE(pf, nullptr);
+          for (const ObjInsn& i : f.insns) {
+            if (i.addr <= s.at || i.addr >= s.at + s.len) continue;
+            ++check_pcs;
+            const auto up = pcln.pcvalue(pcln.pcdata(*pf, 0), pf->entry, i.addr);
+            if (up == std::optional<int32_t>(-2))
+              ++check_pcs_unsafe;
+            else
+              ADD_FAILURE() << std::hex << "0x" << i.addr << " in the stack check of 0x" << entry
+                            << " is not marked unsafe: " << std::dec << up.value_or(9999);
+          }
         } else {
           ++check_refusals[s.refused];
         }
@@ -298,7 +321,8 @@ TEST(JumpSite, AgreesWithGoObjdumpOnEveryFunction) {
             << framed_ok << "/" << framed << ", RET sites " << rets_ok << "/" << rets << "\n";
   for (const auto& [why, n] : refusals)
     std::cerr << "  after a stack check, " << why << ": " << n << "\n";
-  std::cerr << "stack checks " << checks_ok << "/" << checks << "\n";
+  std::cerr << "stack checks " << checks_ok << "/" << checks << ", their inner pcs marked unsafe "
+            << check_pcs_unsafe << "/" << check_pcs << "\n";
   for (const auto& [why, n] : check_refusals)
     std::cerr << "  at a stack check, " << why << ": " << n << "\n";
   EXPECT_GE(framed_ok, framed * 9 / 10);
