@@ -268,32 +268,56 @@ Result<std::unique_ptr<Process>> Process::attach(pid_t pid, Abort abort) {
   std::unique_ptr<Process> p(new Process());
   p->pid_ = pid;
   p->abort_ = std::move(abort);
-  // Threads may be created while we seize: repeat until a pass finds no new thread. Threads
-  // created by seized threads are attached automatically (PTRACE_O_TRACECLONE).
-  for (bool more = true; more;) {
-    more = false;
-    for (pid_t t : list_tasks(pid)) {
-      if (p->threads_.count(t)) continue;
-      if (::ptrace(PTRACE_SEIZE, t, nullptr, reinterpret_cast<void*>(kSeizeOptions)) != 0) {
-        if (errno == ESRCH) continue;  // exited meanwhile
-        // EPERM, in a program whose threads come and go (an attach met one now and then):
-        // a thread a seized one has just cloned is ours already (PTRACE_O_TRACECLONE), and
-        // one that is exiting cannot be seized.
-        if (errno == EPERM && t != pid) {
-          if (tracer_of(pid, t) == getpid()) {
-            p->threads_.insert(t);
-            more = true;
-            continue;
+  // An exec by a thread other than the main one makes the main thread a zombie until the
+  // exec'ing thread takes its place (de_thread): it cannot be seized meanwhile (EPERM). Let
+  // go of what was seized and attach again to what the process becomes, whose image the
+  // caller then checks (an exec since the plan is refused as such). 100 ms at most: a main
+  // thread still a zombie then is one of a process that is exiting, or that ended its main
+  // thread alone (pthread_exit), which ptrace cannot seize; that is said as such.
+  for (int attempt = 0;; ++attempt) {
+    bool again = false;
+    // Threads may be created while we seize: repeat until a pass finds no new thread.
+    // Threads created by seized threads are attached automatically (PTRACE_O_TRACECLONE).
+    for (bool more = true; more && !again;) {
+      more = false;
+      for (pid_t t : list_tasks(pid)) {
+        if (p->threads_.count(t)) continue;
+        if (::ptrace(PTRACE_SEIZE, t, nullptr, reinterpret_cast<void*>(kSeizeOptions)) != 0) {
+          if (errno == ESRCH) continue;  // exited meanwhile
+          // EPERM, in a program whose threads come and go (an attach met one now and then):
+          // a thread a seized one has just cloned is ours already (PTRACE_O_TRACECLONE), and
+          // one that is exiting cannot be seized.
+          if (errno == EPERM && t != pid) {
+            if (tracer_of(pid, t) == getpid()) {
+              p->threads_.insert(t);
+              more = true;
+              continue;
+            }
+            if (thread_exiting(pid, t)) continue;
           }
-          if (thread_exiting(pid, t)) continue;
+          if (errno == EPERM && t == pid && thread_exiting(pid, t)) {
+            if (attempt < 20) {
+              again = true;
+              break;
+            }
+            p->detach_all([](pid_t, user_regs_struct&) { return false; });
+            return runtime_error(
+                "cannot attach to pid {}: its main thread has exited (the process is exiting, "
+                "or its main thread ended alone); nothing was written",
+                pid);
+          }
+          auto err = errno_error(ErrorKind::Runtime, "cannot attach to pid {} (thread {})", pid, t);
+          p->detach_all([](pid_t, user_regs_struct&) { return false; });
+          return err;
         }
-        auto err = errno_error(ErrorKind::Runtime, "cannot attach to pid {} (thread {})", pid, t);
-        p->detach_all([](pid_t, user_regs_struct&) { return false; });
-        return err;
+        p->threads_.insert(t);
+        more = true;
       }
-      p->threads_.insert(t);
-      more = true;
     }
+    if (!again) break;
+    p->detach_all([](pid_t, user_regs_struct&) { return false; });
+    p->threads_.clear();
+    usleep(5'000);
   }
   if (p->threads_.empty()) return runtime_error("cannot attach to pid {}: no threads", pid);
   p->mem_ = std::make_unique<TraceeMemory>(pid);
