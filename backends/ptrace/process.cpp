@@ -283,11 +283,12 @@ Result<std::unique_ptr<Process>> Process::attach(pid_t pid, Abort abort) {
       for (pid_t t : list_tasks(pid)) {
         if (p->threads_.count(t)) continue;
         if (::ptrace(PTRACE_SEIZE, t, nullptr, reinterpret_cast<void*>(kSeizeOptions)) != 0) {
-          if (errno == ESRCH) continue;  // exited meanwhile
+          const int seize_errno = errno;       // reading /proc below may change errno
+          if (seize_errno == ESRCH) continue;  // exited meanwhile
           // EPERM, in a program whose threads come and go (an attach met one now and then):
           // a thread a seized one has just cloned is ours already (PTRACE_O_TRACECLONE), and
           // one that is exiting cannot be seized.
-          if (errno == EPERM && t != pid) {
+          if (seize_errno == EPERM && t != pid) {
             if (tracer_of(pid, t) == getpid()) {
               p->threads_.insert(t);
               more = true;
@@ -295,7 +296,7 @@ Result<std::unique_ptr<Process>> Process::attach(pid_t pid, Abort abort) {
             }
             if (thread_exiting(pid, t)) continue;
           }
-          if (errno == EPERM && t == pid && thread_exiting(pid, t)) {
+          if (seize_errno == EPERM && t == pid && thread_exiting(pid, t)) {
             if (attempt < 20) {
               again = true;
               break;
@@ -306,6 +307,7 @@ Result<std::unique_ptr<Process>> Process::attach(pid_t pid, Abort abort) {
                 "or its main thread ended alone); nothing was written",
                 pid);
           }
+          errno = seize_errno;
           auto err = errno_error(ErrorKind::Runtime, "cannot attach to pid {} (thread {})", pid, t);
           p->detach_all([](pid_t, user_regs_struct&) { return false; });
           return err;
