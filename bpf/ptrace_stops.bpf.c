@@ -60,24 +60,14 @@ static __always_inline int in_syscall(__u32 tid) {
 SEC("tp_btf/sched_switch")
 int BPF_PROG(gotap_stop_switch, bool preempt, struct task_struct* prev, struct task_struct* next,
              unsigned int prev_state) {
-  if (prev->tgid == target_tgid && (prev_state & STOPS_TASK_TRACED)) {
+  if (prev->tgid == target_tgid && !preempt && (prev_state & STOPS_TASK_TRACED)) {
     __u32 tid = prev->pid;
     struct ptrace_stop_times* t = bpf_map_lookup_elem(&stop_times, &tid);
-    if (t && t->entering) {
-      /* Switched away again on its way into a stop it was preempted on the way into: that
-       * stop began at the first switch. */
-      if (!preempt) t->entering = 0;
-    } else {
-      /* Its stop. Preempted on the way into it (the tracer it woke, or another thread, took
-       * its CPU), it waits for that CPU in the stop's state, which the tracer may end before
-       * it ever runs: the stop began here all the same, and what follows is the stop's, not
-       * the program's (once it was counted as the call's running time). */
-      struct ptrace_stop_times n = {bpf_ktime_get_ns(),   0, t ? t->in : 0,  t ? t->trap : 0,
-                                    t ? t->preempted : 0, 0, preempt ? 1 : 0};
-      bpf_map_update_elem(&stop_times, &tid, &n, BPF_ANY);
-    }
+    struct ptrace_stop_times n = {bpf_ktime_get_ns(),   0, t ? t->in : 0, t ? t->trap : 0,
+                                  t ? t->preempted : 0, 0};
+    bpf_map_update_elem(&stop_times, &tid, &n, BPF_ANY);
   } else if (prev->tgid == target_tgid && (preempt || prev_state == 0 /* TASK_RUNNING */) &&
-             !(prev_state & STOPS_TASK_STOPPED) && !in_syscall(prev->pid)) {
+             !(prev_state & (STOPS_TASK_TRACED | STOPS_TASK_STOPPED)) && !in_syscall(prev->pid)) {
     /* Switched away though it could run (a user-mode thread is preempted on its way back to
      * user mode, still TASK_RUNNING, without the `preempt` flag, which is kernel preemption's):
      * its wait for a CPU starts. */
@@ -90,23 +80,13 @@ int BPF_PROG(gotap_stop_switch, bool preempt, struct task_struct* prev, struct t
     struct ptrace_stop_times* t = bpf_map_lookup_elem(&stop_times, &tid);
     if (t) {
       __u64 now = bpf_ktime_get_ns();
-      if (t->entering) {
-        /* Back on a CPU on its way into the stop (still in its state): not a run of the
-         * program. Resumed by the tracer meanwhile: the stop is over, and this is its first
-         * run since. */
-        if (!(next->__state & STOPS_TASK_TRACED)) {
-          t->entering = 0;
-          if (!t->in) t->in = now;
-        }
-      } else if (!t->in) {
-        t->in = now;
-      }
+      if (!t->in) t->in = now;
       if (t->preempted_at && now > t->preempted_at) t->preempted += now - t->preempted_at;
       t->preempted_at = 0;
     } else {
       /* A thread stopped before the program was attached (gotap's attach), resumed now:
        * its first run is known for its next stop. */
-      struct ptrace_stop_times n = {0, bpf_ktime_get_ns(), 0, 0, 0, 0, 0};
+      struct ptrace_stop_times n = {0, bpf_ktime_get_ns(), 0, 0, 0, 0};
       bpf_map_update_elem(&stop_times, &tid, &n, BPF_NOEXIST);
     }
   }
@@ -125,7 +105,7 @@ int BPF_PROG(gotap_stop_trap, int sig, struct kernel_siginfo* info, struct task_
   if (t) {
     t->trap = bpf_ktime_get_ns();
   } else {
-    struct ptrace_stop_times n = {0, 0, 0, bpf_ktime_get_ns(), 0, 0, 0};
+    struct ptrace_stop_times n = {0, 0, 0, bpf_ktime_get_ns(), 0, 0};
     bpf_map_update_elem(&stop_times, &tid, &n, BPF_NOEXIST);
   }
   return 0;

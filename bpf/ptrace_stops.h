@@ -15,10 +15,6 @@ struct ptrace_stop_times {
    * took its CPU, cgroup throttling), in all; and since when it waits now (0: it does not). */
   __u64 preempted;
   __u64 preempted_at;
-  /* Preempted on its way into the stop at `out` (switched away in the stop's state with the
-   * `preempt` flag), not yet switched away for good or resumed: a run meanwhile is not the
-   * program's. */
-  __u64 entering;
 };
 
 /* --why: a thread's system calls since gotap last took them (at its stops), for `syscalls` by
