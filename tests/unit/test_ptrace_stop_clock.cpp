@@ -186,6 +186,27 @@ TEST(StopClock, WithoutBpfAStopAfterASleepIsDatedWhenTaken) {
   sleep_then_trap(false);
 }
 
+// A child stopped by its own SIGSTOP, watched from then on (its system calls too), let go at
+// `resumed` and run to its next stop: the calls it made meanwhile, nullopt when it did not
+// stop so. Killed after.
+std::optional<std::vector<StopTimes::Syscall>> calls_to_next_stop(StopTimes& times, pid_t child,
+                                                                  uint64_t& resumed) {
+  std::optional<std::vector<StopTimes::Syscall>> calls;
+  int st = 0;
+  if (waitpid(child, &st, WUNTRACED) == child && WIFSTOPPED(st)) {
+    times.watch(child);
+    if (times.watch_syscalls()) {
+      resumed = sys::monotonic_ns();
+      kill(child, SIGCONT);
+      if (waitpid(child, &st, WUNTRACED) == child && WIFSTOPPED(st))
+        calls = times.take_syscalls(child);
+    }
+  }
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  return calls;
+}
+
 // --why's system calls on ptrace (StopTimes::take_syscalls): a child makes 16 calls of
 // different numbers (one slot each, in order), 3 more getppid (merged into its slot), then
 // getrusage twice and the kill that stops it (numbers without a slot: `other`).
@@ -215,18 +236,10 @@ TEST(StopTimes, KeepsEachThreadsSystemCallsUntilItsStop) {
     _exit(0);
   }
   ASSERT_GT(child, 0);
-  int st = 0;
-  ASSERT_EQ(waitpid(child, &st, WUNTRACED), child);
-  ASSERT_TRUE(WIFSTOPPED(st));
-  times->watch(child);
-  ASSERT_TRUE(times->watch_syscalls());
-  const uint64_t before = sys::monotonic_ns();
-  kill(child, SIGCONT);
-  ASSERT_EQ(waitpid(child, &st, WUNTRACED), child);
-  ASSERT_TRUE(WIFSTOPPED(st));
-  const auto calls = times->take_syscalls(child);
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
+  uint64_t before = 0;
+  const auto got = calls_to_next_stop(*times, child, before);
+  ASSERT_TRUE(got) << "the system calls could not be watched, or the child did not stop again";
+  const auto& calls = *got;
   ASSERT_EQ(calls.size(), 17u);
   for (size_t i = 0; i < 16; ++i) {
     SCOPED_TRACE("slot " + std::to_string(i));
@@ -277,17 +290,10 @@ TEST(StopTimes, AThreadThatExitsFreesItsRoom) {
     _exit(0);
   }
   ASSERT_GT(child, 0);
-  int st = 0;
-  ASSERT_EQ(waitpid(child, &st, WUNTRACED), child);
-  ASSERT_TRUE(WIFSTOPPED(st));
-  times->watch(child);
-  ASSERT_TRUE(times->watch_syscalls());
-  kill(child, SIGCONT);
-  ASSERT_EQ(waitpid(child, &st, WUNTRACED), child);
-  ASSERT_TRUE(WIFSTOPPED(st));
-  const auto calls = times->take_syscalls(child);
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
+  uint64_t resumed = 0;
+  const auto got = calls_to_next_stop(*times, child, resumed);
+  ASSERT_TRUE(got) << "the system calls could not be watched, or the child did not stop again";
+  const auto& calls = *got;
   EXPECT_EQ(times->syscalls_lost(), 0u);
   // The main thread's own calls were kept: creating and joining threads, then its naps (one
   // slot each until the 16 are taken, then merged into the last).
