@@ -130,4 +130,24 @@ JumpSite stack_check_jump_site(Bytes code, uint64_t entry, const CodeBlocks& blo
   return s;
 }
 
+JumpSite stack_check_branch_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t cmp,
+                                 uint64_t jbe) {
+  JumpSite s = stack_check_jump_site(code, entry, blocks, cmp, jbe);
+  if (!s.ok()) return s;
+  if (s.branch_len < kJumpLen)
+    return refuse(jbe, "a short function: its stack check's jbe is 2 bytes");
+  s.at = jbe;
+  s.len = s.branch_len;
+  return s;
+}
+
+JumpSite stack_check_short_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t cmp,
+                                uint64_t jbe) {
+  JumpSite s = stack_check_jump_site(code, entry, blocks, cmp, jbe);
+  if (!s.ok()) return s;
+  if (s.branch_len != 2 || code[jbe - entry] != kShortJbe) return refuse(jbe, "not a short jbe");
+  if (jbe - cmp != kJumpLen - 1) return refuse(cmp, "a compare that is not 4 bytes long");
+  return s;
+}
+
 }  // namespace gotap

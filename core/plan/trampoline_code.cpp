@@ -32,7 +32,7 @@ constexpr size_t kJbeLen = sizeof kJbeRel32 + 4;
 constexpr size_t kCountLen = 1 + kLockIncLen + 1;
 
 size_t count_trampoline_size(const JumpSite& site, bool ret) {
-  if (site.branch_len) return site.len - site.branch_len + kJbeLen + kCountLen + kJumpLen;
+  if (site.branch_len) return site.len - site.branch_len + kJbeLen + kLockIncLen + kJumpLen;
   return kCountLen + site.len + (ret ? 0 : kJumpLen);
 }
 
@@ -55,12 +55,16 @@ Result<std::vector<uint8_t>> count_trampoline(uint64_t at, const JumpSite& site,
     if (!to) return make_error("site {:#x}'s morestack path is out of reach of {:#x}", site.at, at);
     put32(out, *to);
   }
-  out.push_back(kPushfq);
+  // Past a stack check the flags are dead: they are the check's own, read by its jbe alone
+  // (the assembler adds the check after the compiler has laid out the body, which reads no
+  // flags it did not set). Elsewhere they may be live.
+  const bool keep_flags = !site.branch_len;
+  if (keep_flags) out.push_back(kPushfq);
   out.insert(out.end(), std::begin(kLockIncRip), std::end(kLockIncRip));
   const auto to_counter = rel32(at + out.size() + 4, counter);
   if (!to_counter) return make_error("counter {:#x} is out of reach of {:#x}", counter, at);
   put32(out, *to_counter);
-  out.push_back(kPopfq);
+  if (keep_flags) out.push_back(kPopfq);
   if (!site.branch_len) out.insert(out.end(), original.begin(), original.end());
   if (!ret) {
     out.push_back(kJmpRel32);
@@ -78,6 +82,23 @@ Result<std::vector<uint8_t>> site_jump(const JumpSite& site, uint64_t trampoline
   std::vector<uint8_t> out{kJmpRel32};
   put32(out, *to);
   out.resize(site.len, kInt3);
+  return out;
+}
+
+std::pair<uint64_t, uint64_t> short_jump_window(const JumpSite& site) {
+  const uint64_t end = site.at + kJumpLen;
+  return {end + (uint64_t(kShortJbe) << 24), end + (uint64_t(kShortJbe) << 24) + 0xffffff};
+}
+
+Result<std::vector<uint8_t>> short_site_jump(const JumpSite& site, uint64_t trampoline) {
+  if (!site.ok() || site.branch_len != 2 || site.len != kJumpLen + 1)
+    return make_error("{:#x} is no short stack check", site.at);
+  const auto [lo, hi] = short_jump_window(site);
+  if (trampoline < lo || trampoline > hi)
+    return make_error("trampoline {:#x} is not in the window of {:#x}", trampoline, site.at);
+  std::vector<uint8_t> out{kJmpRel32};
+  put32(out, static_cast<int32_t>(trampoline - (site.at + kJumpLen)));
+  out.pop_back();  // the high byte: the jbe's opcode, left in place
   return out;
 }
 

@@ -1,5 +1,5 @@
 // The code of a counting trampoline (issue 38), and the jump that sends a probe site to it:
-// what the trampoline backend will write into a program, made here from a JumpSite
+// what the trampoline backend writes into a program, made here from a JumpSite
 // (jump_site.h) alone, so that it is checked by running it (tests/unit/test_trampoline_code.cpp)
 // before any program sees it. A trampoline:
 //
@@ -14,6 +14,8 @@
 // At a stack-check site (stack_check_jump_site) the check comes first: its compare, then its
 // `jbe` relocated as a rel32 to the same morestack path, then the count and the jump back:
 // only a call that goes on is counted, once however often its stack grows.
+// No pushfq/popfq there: past the check the flags are dead (the compare is the check's own,
+// read by its jbe alone), and the trampoline then writes nothing below the stack pointer.
 //
 // It touches no register but RSP's 8 bytes below the stack pointer for the flags: Go code
 // keeps nothing there (no red zone), and a site after the stack check has hundreds of bytes
@@ -21,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "core/binary/elf_file.h"
@@ -44,5 +47,12 @@ size_t count_trampoline_size(const JumpSite& site, bool ret);
 // goroutine to be out of it): a stray pass traps at once rather than running half of an
 // instruction. An error when the trampoline is out of rel32 reach.
 Result<std::vector<uint8_t>> site_jump(const JumpSite& site, uint64_t trampoline);
+
+// A short stack check's jump (stack_check_short_site): `jmp rel32`'s first 4 bytes, written
+// over the compare; its displacement's high byte is the jbe's own opcode, which stays. An
+// error unless `trampoline` lies in short_jump_window(site).
+Result<std::vector<uint8_t>> short_site_jump(const JumpSite& site, uint64_t trampoline);
+// Where such a site's trampoline must start: [lo, hi].
+std::pair<uint64_t, uint64_t> short_jump_window(const JumpSite& site);
 
 }  // namespace gotap

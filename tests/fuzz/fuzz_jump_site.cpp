@@ -37,6 +37,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (s.ok() && (s.at != *fc.stack_check || !s.branch_len ||
                    s.at + s.len != *fc.stack_check_jcc + s.branch_len))
       __builtin_trap();
+    const gotap::JumpSite b =
+        gotap::stack_check_branch_site(code, entry, blocks, *fc.stack_check, *fc.stack_check_jcc);
+    check(b, 0, 0);
+    if (b.ok() && (b.at != *fc.stack_check_jcc || b.len != b.branch_len || b.len < 5))
+      __builtin_trap();
+    const gotap::JumpSite c =
+        gotap::stack_check_short_site(code, entry, blocks, *fc.stack_check, *fc.stack_check_jcc);
+    if (c.ok()) {
+      if (c.len != 6 || c.at + 4 != *fc.stack_check_jcc) __builtin_trap();
+      const auto [lo, hi] = gotap::short_jump_window(c);
+      auto j = gotap::short_site_jump(c, lo + 0x1000);
+      auto t = gotap::count_trampoline(
+          lo + 0x1000, c, gotap::Bytes(code.data() + (c.at - entry), 6), lo + 0x2000, false);
+      if (!j || j->size() != 4 || !t || hi < lo) __builtin_trap();
+    }
   }
   for (const auto& in : blocks.insns)
     if (in.flags & gotap::CodeInsn::kRet)

@@ -94,6 +94,29 @@ TEST(JumpSite, StackCheckWithItsJbe) {
   EXPECT_EQ(b.branch_to, kAt + 0x14);
 }
 
+TEST(JumpSite, StackCheckBranchAlone) {
+  // The trampoline backend's site: the jbe alone, its compare left in place.
+  Code big({0x4c, 0x8d, 0xa4, 0x24, 0x00, 0xff, 0xff, 0xff,  // 0x00 lea r12,[rsp-0x100]
+            0x4d, 0x3b, 0x66, 0x10,                          // 0x08 cmp r12,[r14+0x10]
+            0x0f, 0x86, 0x02, 0x00, 0x00, 0x00,              // 0x0c jbe 0x14
+            0x55, 0xc3,                                      // 0x12 push rbp; ret
+            0xe8, 0x00, 0x00, 0x00, 0x00,                    // 0x14 call (next)
+            0xeb, 0xe5});                                    // 0x19 jmp 0x00
+  const JumpSite b = stack_check_branch_site(big.span(), kAt, big.blocks, kAt + 0x08, kAt + 0x0c);
+  ASSERT_TRUE(b.ok()) << b.refused;
+  EXPECT_EQ(b.at, kAt + 0x0c);
+  EXPECT_EQ(b.len, 6);
+  EXPECT_EQ(b.branch_len, 6);
+  EXPECT_EQ(b.branch_to, kAt + 0x14);
+  // A short function's 2-byte jbe has no room.
+  Code c(kFramed);
+  const JumpSite s = stack_check_branch_site(c.span(), kAt, c.blocks, kAt, kAt + 0x04);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.refused, "a short function: its stack check's jbe is 2 bytes");
+  // What the check itself refuses stays refused.
+  EXPECT_FALSE(stack_check_branch_site(big.span(), kAt, big.blocks, kAt + 0x12, kAt + 0x13).ok());
+}
+
 TEST(JumpSite, RefusesWhatCannotRunElsewhere) {
   // The stack check itself: its cmp reads g (refused as any load off the stack is).
   EXPECT_EQ(Code(kFramed).entry(0x00).refused, "a memory access that can fault (off the stack)");
@@ -202,7 +225,8 @@ TEST(JumpSite, AgreesWithGoObjdumpOnEveryFunction) {
   int files = 0;
   // Over every fixture: sites, and those a jump can take.
   int entries = 0, entries_ok = 0, rets = 0, rets_ok = 0, framed = 0, framed_ok = 0;
-  int checks = 0, checks_ok = 0, check_pcs = 0, check_pcs_unsafe = 0;
+  int checks = 0, checks_ok = 0, check_pcs = 0, check_pcs_unsafe = 0, branches_ok = 0,
+      shorts_ok = 0;
   std::map<std::string, int> refusals;        // after a stack check, by reason
   std::map<std::string, int> check_refusals;  // at the stack check, by reason
   for (const auto& fx : fixtures) {
@@ -297,6 +321,26 @@ TEST(JumpSite, AgreesWithGoObjdumpOnEveryFunction) {
               ADD_FAILURE() << std::hex << "0x" << i.addr << " in the stack check of 0x" << entry
                             << " is not marked unsafe: " << std::dec << up.value_or(9999);
           }
+          // The jbe alone (the trampoline backend's site): objdump's 6-byte JBE, where the
+          // range ends, and so no pc inside it but its own.
+          const JumpSite b =
+              stack_check_branch_site(code, entry, blocks, *fc.stack_check, *fc.stack_check_jcc);
+          EXPECT_EQ(b.ok(), s.branch_len == 6) << std::hex << "0x" << entry << ": " << b.refused;
+          if (b.ok()) {
+            ++branches_ok;
+            EXPECT_EQ(b.at + b.len, s.at + s.len);
+            EXPECT_EQ(b.len, 6);
+            EXPECT_EQ(b.branch_to, s.branch_to);
+          }
+          // Otherwise a short check, whose jump ends on objdump's 2-byte JBE (0x76).
+          const JumpSite c =
+              stack_check_short_site(code, entry, blocks, *fc.stack_check, *fc.stack_check_jcc);
+          EXPECT_NE(b.ok(), c.ok()) << std::hex << "0x" << entry << ": " << c.refused;
+          if (c.ok()) {
+            ++shorts_ok;
+            EXPECT_EQ(c.at + kJumpLen - 1, *fc.stack_check_jcc);
+            EXPECT_EQ(code[*fc.stack_check_jcc - entry], kShortJbe);
+          }
         } else {
           ++check_refusals[s.refused];
         }
@@ -322,7 +366,8 @@ TEST(JumpSite, AgreesWithGoObjdumpOnEveryFunction) {
   for (const auto& [why, n] : refusals)
     std::cerr << "  after a stack check, " << why << ": " << n << "\n";
   std::cerr << "stack checks " << checks_ok << "/" << checks << ", their inner pcs marked unsafe "
-            << check_pcs_unsafe << "/" << check_pcs << "\n";
+            << check_pcs_unsafe << "/" << check_pcs << ", with a 6-byte jbe " << branches_ok
+            << ", short " << shorts_ok << "\n";
   for (const auto& [why, n] : check_refusals)
     std::cerr << "  at a stack check, " << why << ": " << n << "\n";
   EXPECT_GE(framed_ok, framed * 9 / 10);

@@ -205,6 +205,111 @@ TEST(TrampolineCode, StackCheckCountsACallOnceWhenItsStackGrows) {
   EXPECT_EQ(p.counter(0), kCalls) << "each call counted once, its stack grown or not";
 }
 
+// The trampoline backend's two entry sites (jump_site.h), run the same way: the 6-byte jbe
+// alone, its compare left in place, and a short check's compare, whose jump ends on the jbe
+// it leaves. Both count each call once, morestack or not, with every result the original's.
+// kCheckedFar is kChecked with its jbe as `jbe rel32`.
+const std::vector<uint8_t> kCheckedFar = {
+    0x49, 0x3b, 0x66, 0x10,                          // 0x00 cmp rsp,[r14+0x10]
+    0x0f, 0x86, 0x0b, 0x00, 0x00, 0x00,              // 0x04 jbe 0x15
+    0x55,                                            // 0x0a push rbp
+    0x48, 0x89, 0xe5,                                // 0x0b mov rbp,rsp
+    0x48, 0x8d, 0x44, 0x7f, 0x01,                    // 0x0e lea rax,[rdi+rdi*2+1]
+    0x5d,                                            // 0x13 pop rbp
+    0xc3,                                            // 0x14 ret
+    0x49, 0xc7, 0x46, 0x10, 0x00, 0x00, 0x00, 0x00,  // 0x15 mov qword [r14+0x10],0
+    0xf0, 0x49, 0xff, 0x46, 0x18,                    // 0x1d lock inc qword [r14+0x18]
+    0xeb, 0xdc,                                      // 0x22 jmp 0x00
+};
+
+TEST(TrampolineCode, TheJbeAloneCountsEachCallOnce) {
+  Patched p(kCheckedFar, kCallWithGCode);
+  ASSERT_TRUE(p.ok());
+  const CodeBlocks blocks =
+      decode_blocks(Bytes(kCheckedFar.data(), kCheckedFar.size()), p.base(), false);
+  const JumpSite s = stack_check_branch_site(Bytes(kCheckedFar.data(), kCheckedFar.size()),
+                                             p.base(), blocks, p.base(), p.base() + 4);
+  ASSERT_TRUE(s.ok()) << s.refused;
+  EXPECT_EQ(s.at, p.base() + 4);
+  ASSERT_TRUE(p.patch(s, 0, false));
+  ASSERT_TRUE(p.seal());
+  uint64_t g[4] = {0, 0, 0, 0};
+  for (uint64_t x = 0; x < 100; ++x) {
+    g[2] = x % 2 ? ~uint64_t{0} : 0;
+    ASSERT_EQ(p.at_0x40()(x, g), 3 * x + 1) << "x=" << x;
+  }
+  EXPECT_EQ(g[3], 50u);
+  EXPECT_EQ(p.counter(0), 100u);
+}
+
+TEST(TrampolineCode, AShortCheckKeepsItsJbeWhereAnotherTracerFindsIt) {
+  const long page = sysconf(_SC_PAGESIZE);
+  // The function and its caller in one page, the trampoline and its counter in a page of the
+  // site's window, about 1.9 GiB further.
+  auto* fn = static_cast<uint8_t*>(
+      mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(fn, MAP_FAILED);
+  const uint64_t base = reinterpret_cast<uint64_t>(fn);
+  std::memcpy(fn, kChecked.data(), kChecked.size());
+  std::memcpy(fn + kCallWithG, kCallWithGCode.data(), kCallWithGCode.size());
+  // At 0x60, a uprobe at the entry as the kernel runs it: the compare stepped out of line,
+  // then on at the instruction after it. push r14; mov r14,rsi; call 0x70; pop r14; ret.
+  const std::vector<uint8_t> stepped = {0x41, 0x56, 0x49, 0x89, 0xf6, 0xe8, 0x06,
+                                        0x00, 0x00, 0x00, 0x41, 0x5e, 0xc3};
+  std::memcpy(fn + 0x60, stepped.data(), stepped.size());
+  // 0x70: cmp rsp,[r14+0x10]; jmp 0x04 (rel32 from 0x79: -0x75).
+  const std::vector<uint8_t> step = {0x49, 0x3b, 0x66, 0x10, 0xe9, 0x8b, 0xff, 0xff, 0xff};
+  std::memcpy(fn + 0x70, step.data(), step.size());
+  const Bytes code(kChecked.data(), kChecked.size());
+  const CodeBlocks blocks = decode_blocks(code, base, false);
+  const JumpSite s = stack_check_short_site(code, base, blocks, base, base + kCheckedJbe);
+  ASSERT_TRUE(s.ok()) << s.refused;
+  EXPECT_EQ(s.at, base);
+  EXPECT_EQ(s.len, 6);
+  EXPECT_FALSE(stack_check_branch_site(code, base, blocks, base, base + kCheckedJbe).ok());
+  const auto [lo, hi] = short_jump_window(s);
+  const uint64_t at = (lo + page - 1) & ~uint64_t(page - 1);
+  auto* far = static_cast<uint8_t*>(mmap(reinterpret_cast<void*>(at), page, PROT_READ | PROT_WRITE,
+                                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0));
+  if (far == MAP_FAILED) GTEST_SKIP() << "the window at " << std::hex << at << " is taken";
+  ASSERT_EQ(reinterpret_cast<uint64_t>(far), at);
+  ASSERT_LE(at, hi);
+  auto t = count_trampoline(at, s, code.subspan(0, s.len), at + 0x800, false);
+  ASSERT_TRUE(t) << t.error().what();
+  std::memcpy(far, t->data(), t->size());
+  auto j = short_site_jump(s, at);
+  ASSERT_TRUE(j) << j.error().what();
+  ASSERT_EQ(j->size(), 4u) << "the compare's bytes alone";
+  EXPECT_FALSE(short_site_jump(s, hi + 1));
+  EXPECT_FALSE(short_site_jump(s, lo - 1));
+  std::memcpy(fn, j->data(), j->size());
+  EXPECT_EQ(fn[4], 0x76) << "the jump's last byte is the jbe's opcode, which stays";
+  EXPECT_EQ(fn[5], kChecked[5]);
+  ASSERT_EQ(mprotect(fn, page, PROT_READ | PROT_EXEC), 0);
+  ASSERT_EQ(mprotect(far, page, PROT_READ | PROT_WRITE | PROT_EXEC), 0);
+  using FnWithG = uint64_t (*)(uint64_t, uint64_t*);
+  const auto call = reinterpret_cast<FnWithG>(fn + kCallWithG);
+  const auto call_stepped = reinterpret_cast<FnWithG>(fn + 0x60);
+  uint64_t g[4] = {0, 0, 0, 0};
+  volatile auto* counter = reinterpret_cast<volatile uint64_t*>(far + 0x800);
+  for (uint64_t x = 0; x < 100; ++x) {
+    g[2] = x % 2 ? ~uint64_t{0} : 0;
+    ASSERT_EQ(call(x, g), 3 * x + 1) << "x=" << x;
+  }
+  EXPECT_EQ(g[3], 50u);
+  EXPECT_EQ(*counter, 100u);
+  // Through the stepped compare: the original jbe runs, the result is the same, and only a
+  // call that went through morestack came back through the jump (and was counted).
+  for (uint64_t x = 0; x < 10; ++x) {
+    g[2] = x % 2 ? ~uint64_t{0} : 0;
+    ASSERT_EQ(call_stepped(x, g), 3 * x + 1) << "x=" << x;
+  }
+  EXPECT_EQ(g[3], 55u);
+  EXPECT_EQ(*counter, 105u);
+  munmap(far, page);
+  munmap(fn, page);
+}
+
 TEST(TrampolineCode, CountsAreExactAcrossThreads) {
   Patched p(kTriple);
   ASSERT_TRUE(p.ok());
