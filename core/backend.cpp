@@ -55,7 +55,7 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& name, std::stri
     return runtime_error("no usable backend: {}", reasons.empty() ? "none built" : reasons);
   }
   const BackendInfo* b = find(name);
-  if (!b) return make_error("unknown backend '{}' (use ptrace, ebpf or auto)", name);
+  if (!b) return make_error("unknown backend '{}' (use ptrace, ebpf, trampoline or auto)", name);
   std::string r = b->unavailable_reason();
   if (!r.empty()) return runtime_error("backend {} is unavailable: {}", name, r);
   return b->make();

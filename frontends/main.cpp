@@ -49,7 +49,7 @@ const char* kUsage =
     "  bench   [--json] [OPTIONS] [-- CMD ARGS...]             what tracing costs, per\n"
     "                                        backend and mode, next to bpftrace and dlv\n"
     "\n"
-    "TARGET: -p PID, or -- CMD ARGS; --backend ptrace|ebpf|auto; -d SECONDS; -o FILE.\n"
+    "TARGET: -p PID, or -- CMD ARGS; --backend ptrace|ebpf|trampoline|auto; -d SECONDS; -o FILE.\n"
     "PATTERN: a Go function name, a glob (main.*, *.ServeHTTP) or re:REGEX.\n"
     "Run `gotap COMMAND --help` for a command's options. Exit codes: 0 ok, 1 the trace\n"
     "failed at run time, 2 bad usage or bad input.\n";

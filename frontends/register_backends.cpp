@@ -2,6 +2,7 @@
 
 #ifdef GOTAP_HAVE_PTRACE
 #include "backends/ptrace/register.h"
+#include "backends/trampoline/register.h"
 #endif
 #ifdef GOTAP_HAVE_EBPF
 #include "backends/ebpf/register.h"
@@ -18,6 +19,7 @@ void register_backends() {
 #endif
 #ifdef GOTAP_HAVE_PTRACE
   gotap::ptrace::register_ptrace_backend();
+  gotap::trampoline::register_trampoline_backend();
 #endif
 }
 

@@ -1,0 +1,118 @@
+#include "backends/trampoline/program_pages.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "backends/ptrace/scratch_room.h"
+#include "core/sys/fd.h"
+#include "core/sys/proc_maps.h"
+
+namespace gotap::trampoline {
+
+namespace {
+
+bool failed(uint64_t r) {
+  const int64_t v = static_cast<int64_t>(r);
+  return v < 0 && v > -4096;
+}
+
+}  // namespace
+
+ProgramPages::~ProgramPages() {
+  if (view_) ::munmap(view_, counter_size_);
+}
+
+Result<bool> ProgramPages::try_map(ptrace::Process& proc, pid_t tid, uint64_t syscall_at,
+                                   uint64_t hint, uint64_t code_size, uint64_t counter_size) {
+  auto c = proc.inject_syscall(
+      tid, syscall_at, SYS_mmap,
+      {hint, code_size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+       static_cast<uint64_t>(-1), 0});
+  if (!c) return c.error();
+  if (failed(*c)) return false;  // taken
+  if (*c != hint) {              // a kernel before 4.17 takes the address as a hint
+    (void)proc.inject_syscall(tid, syscall_at, SYS_munmap, {*c, code_size});
+    return false;
+  }
+  auto k = proc.inject_syscall(
+      tid, syscall_at, SYS_mmap,
+      {hint + code_size, counter_size, PROT_READ | PROT_WRITE,
+       MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, static_cast<uint64_t>(-1), 0});
+  if (!k || failed(*k) || *k != hint + code_size) {
+    if (k && !failed(*k))
+      (void)proc.inject_syscall(tid, syscall_at, SYS_munmap, {*k, counter_size});
+    (void)proc.inject_syscall(tid, syscall_at, SYS_munmap, {hint, code_size});
+    if (!k) return k.error();
+    return false;
+  }
+  code_ = hint;
+  code_size_ = code_size;
+  counters_ = hint + code_size;
+  counter_size_ = counter_size;
+  return true;
+}
+
+Result<void> ProgramPages::map(ptrace::Process& proc, pid_t tid, uint64_t syscall_at,
+                               uint64_t image_lo, uint64_t image_hi, uint64_t code_size,
+                               uint64_t counter_size) {
+  const ptrace::ScratchRoom room = ptrace::ScratchRoom::of(proc.pid(), image_lo, image_hi);
+  const uint64_t size = code_size + counter_size;
+  for (uint64_t hint : ptrace::scratch_spots(sys::read_maps(proc.pid()), room, size)) {
+    auto r = try_map(proc, tid, syscall_at, hint, code_size, counter_size);
+    if (!r) return r.error();
+    if (*r) return open_view(proc, tid, syscall_at);
+  }
+  return runtime_error("cannot map {} KiB of trampolines in pid {} within 2 GiB of its image",
+                       size / 1024, proc.pid());
+}
+
+Result<void> ProgramPages::map_at(ptrace::Process& proc, pid_t tid, uint64_t syscall_at,
+                                  uint64_t base, uint64_t code_size, uint64_t counter_size) {
+  auto r = try_map(proc, tid, syscall_at, base, code_size, counter_size);
+  if (!r) return r.error();
+  if (!*r)
+    return runtime_error("{:#x} is taken in pid {}: no room for {} KiB of trampolines", base,
+                         proc.pid(), (code_size + counter_size) / 1024);
+  return open_view(proc, tid, syscall_at);
+}
+
+Result<void> ProgramPages::open_view(ptrace::Process& proc, pid_t tid, uint64_t syscall_at) {
+  // The same counters in gotap: the program's shared mapping, opened by its range.
+  const std::string path =
+      fmt::format("/proc/{}/map_files/{:x}-{:x}", proc.pid(), counters_, counters_ + counter_size_);
+  sys::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  void* v = fd ? ::mmap(nullptr, counter_size_, PROT_READ, MAP_SHARED, fd.get(), 0) : MAP_FAILED;
+  if (v == MAP_FAILED) {
+    const int err = errno;
+    unmap(proc, tid, syscall_at);
+    return runtime_error("cannot read the counters of pid {} ({}: {})", proc.pid(), path,
+                         std::strerror(err));
+  }
+  view_ = v;
+  return {};
+}
+
+bool ProgramPages::unmap(ptrace::Process& proc, pid_t tid, uint64_t syscall_at) {
+  if (!code_) return true;
+  auto a = proc.inject_syscall(tid, syscall_at, SYS_munmap, {code_, code_size_});
+  auto b = proc.inject_syscall(tid, syscall_at, SYS_munmap, {counters_, counter_size_});
+  const bool ok = a && !failed(*a) && b && !failed(*b);
+  if (ok) code_ = counters_ = 0;
+  return ok;
+}
+
+uint64_t ProgramPages::count(size_t i, uint64_t stride) const {
+  if (!view_ || (i + 1) * stride > counter_size_) return 0;
+  // The program adds with `lock inc`; an aligned 8-byte load sees each whole.
+  const auto* p = reinterpret_cast<const uint64_t*>(static_cast<const char*>(view_) + i * stride);
+  return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+}  // namespace gotap::trampoline

@@ -1,0 +1,95 @@
+#include "backends/trampoline/site_patches.h"
+
+#include <cstring>
+
+#include "core/plan/trampoline_code.h"
+
+namespace gotap::trampoline {
+
+namespace {
+
+constexpr uint8_t kInt3 = 0xcc;
+
+}  // namespace
+
+Result<std::vector<uint8_t>> build_trampolines(const PatchSet& set, const Region& region,
+                                               uint64_t bias, uint64_t code,
+                                               std::vector<LiveSite>& sites) {
+  std::vector<uint8_t> out(region.code_size(), kInt3);
+  const uint64_t counters = code + region.code_size();
+  sites.clear();
+  sites.reserve(region.patches.size());
+  for (size_t k = 0; k < region.patches.size(); ++k) {
+    const Patch& p = set.patches[region.patches[k]];
+    JumpSite s = p.site;
+    s.at += bias;
+    s.branch_to += bias;
+    const uint64_t slot = code + k * kSlotSize;
+    auto t = count_trampoline(slot, s, Bytes(p.orig.data(), s.len), counters + k * kCounterStride,
+                              false);
+    if (!t) return t.error();
+    if (t->size() > kSlotSize) return make_error("a trampoline of {} bytes", t->size());
+    std::memcpy(out.data() + k * kSlotSize, t->data(), t->size());
+    auto j = p.short_check ? short_site_jump(s, slot) : site_jump(s, slot);
+    if (!j) return j.error();
+    LiveSite l;
+    l.at = s.at;
+    l.len = static_cast<uint8_t>(j->size());
+    l.check_len = s.len;
+    l.orig = p.orig;
+    std::memcpy(l.jump.data(), j->data(), j->size());
+    sites.push_back(l);
+  }
+  return out;
+}
+
+WriteTally write_jumps(ptrace::TraceeMemory& mem, std::vector<LiveSite>& sites) {
+  WriteTally t;
+  for (LiveSite& s : sites) {
+    if (s.written) continue;
+    uint8_t now[16];
+    if (!mem.read(s.at, now, s.check_len)) {
+      ++t.failed;
+      continue;
+    }
+    if (std::memcmp(now, s.orig.data(), s.check_len) != 0) {
+      ++t.foreign;
+      continue;
+    }
+    if (!mem.write(s.at, s.jump.data(), s.len)) {
+      ++t.failed;
+      continue;
+    }
+    s.written = true;
+    ++t.written;
+  }
+  return t;
+}
+
+WriteTally restore_jumps(ptrace::TraceeMemory& mem, std::vector<LiveSite>& sites) {
+  WriteTally t;
+  for (LiveSite& s : sites) {
+    if (!s.written) continue;
+    uint8_t now[16];
+    if (!mem.read(s.at, now, s.len)) {
+      ++t.failed;
+      continue;
+    }
+    // The first byte may be a uprobe's int3 now: the rest goes back under it.
+    const size_t from = now[0] == kInt3 && s.jump[0] != kInt3 ? 1 : 0;
+    if (std::memcmp(now + from, s.jump.data() + from, s.len - from) != 0) {
+      ++t.foreign;
+      s.written = false;
+      continue;
+    }
+    if (!mem.write(s.at + from, s.orig.data() + from, s.len - from)) {
+      ++t.failed;
+      continue;
+    }
+    s.written = false;
+    ++t.written;
+  }
+  return t;
+}
+
+}  // namespace gotap::trampoline

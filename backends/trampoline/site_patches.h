@@ -1,0 +1,49 @@
+// The bytes the trampoline backend writes into a program, at run-time addresses: the
+// trampolines (one slot each, core/plan/trampoline_code.h) and, at each site, the jump to its
+// trampoline; then the writes themselves, made while every thread of the program is stopped
+// (a jump written under a running thread could be fetched half old, half new).
+//
+// gotap writes a jump only over the file's own bytes, and takes it back only where its own
+// jump is still there: a site another tracer holds (a uprobe's int3, a debugger's) is left to
+// it. A uprobe put on a site after the jump keeps its int3 over the jump's first byte; the
+// restore puts back the other bytes under it, so that the kernel finds the file's instruction
+// once that uprobe goes.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "backends/ptrace/memory.h"
+#include "backends/trampoline/patch_set.h"
+#include "core/model/result.h"
+
+namespace gotap::trampoline {
+
+struct LiveSite {
+  uint64_t at = 0;        // run-time address of the first byte written
+  uint8_t len = 0;        // bytes written: the jbe's 6, or a short check's compare's 4
+  uint8_t check_len = 0;  // the file's bytes that must be in place to patch (the whole range)
+  std::array<uint8_t, 16> orig{}, jump{};
+  bool written = false;
+};
+
+// The trampolines of one region (patch_set.h), whose pages are at `code` (and its counters
+// after them), and each of its sites into `sites`. An error when one is out of reach.
+Result<std::vector<uint8_t>> build_trampolines(const PatchSet& set, const Region& region,
+                                               uint64_t bias, uint64_t code,
+                                               std::vector<LiveSite>& sites);
+
+struct WriteTally {
+  size_t written = 0;
+  size_t foreign = 0;  // held by someone else: left alone
+  size_t failed = 0;   // a write that did not go through
+};
+
+// Writes each site's jump where the program holds the file's bytes.
+WriteTally write_jumps(ptrace::TraceeMemory& mem, std::vector<LiveSite>& sites);
+// Puts the file's bytes back where a jump was written and is still there (under a later
+// uprobe's int3 too). `foreign`: sites whose bytes changed otherwise, left as they are.
+WriteTally restore_jumps(ptrace::TraceeMemory& mem, std::vector<LiveSite>& sites);
+
+}  // namespace gotap::trampoline
