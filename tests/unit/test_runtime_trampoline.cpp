@@ -1,0 +1,466 @@
+// The trampoline backend (issue 38): `gotap count --backend trampoline`, run on the fixtures
+// and against the program's own truth. Counts equal the calls the program makes (the stress
+// fixture's recursion grows its stack, so each call of main.grow passes the stack check once
+// or twice); an attached program gets exactly the calls made while it was patched, runs on
+// unchanged after, and keeps nothing of gotap (its text equals its file, its mappings are
+// those it had); a gotap killed mid-trace leaves a program that runs as before; a uprobe put
+// on the patched code by another tracer keeps the program right and keeps its int3; exec
+// and fork end or pass as they do on the other backends.
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <linux/perf_event.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/binary/elf_file.h"
+#include "core/sys/fd.h"
+#include "tests/unit/fixtures.h"
+#include "tests/unit/loopback.h"
+
+namespace gotap::testing {
+namespace {
+
+using json = nlohmann::json;
+
+class Trampoline : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "the trampoline backend needs root (ptrace)";
+  }
+};
+
+// Runs a command and returns what it printed; its stdout alone when untraced.
+std::string untraced(const std::vector<std::string>& argv) {
+  RunResult r = run_command(argv, 120);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out;
+}
+
+// The count events of a JSON run, by function.
+std::map<std::string, uint64_t> counts_of(const std::string& out) {
+  std::map<std::string, uint64_t> m;
+  for (const json& e : events_in(out, "count")) m[e["func"]] = e["count"];
+  return m;
+}
+
+json summary_of(const std::string& out) {
+  auto s = events_in(out, "summary");
+  return s.empty() ? json() : s.back();
+}
+
+// The stress fixture, launched: its output is the untraced run's, and its functions' counts
+// are the calls tests/fixtures/stress/main.go makes with these flags (as in PtraceTrace's
+// StressOutputUnchanged): grow(1500) is 1501 calls, goroutine g calls grow(g%50) (g%50+1
+// calls), mayPanic runs 30 times, main.main.func1 once per goroutine. grow's frame is large
+// and its stack grows under it: a call that goes through morestack is still one call.
+TEST_F(Trampoline, CountsEveryCallOfTheStressFixture) {
+  auto fx = all_fixtures("stress");
+  if (fx.empty()) GTEST_SKIP() << "no stress fixtures built";
+  for (const Fixture& f : fx) {
+    SCOPED_TRACE(f.label());
+    const int goroutines = 300, depth = 1500;
+    std::vector<std::string> argv = {f.path, "-goroutines", std::to_string(goroutines), "-depth",
+                                     std::to_string(depth)};
+    const std::string want = untraced(argv);
+    ASSERT_NE(want.find("done"), std::string::npos);
+    std::vector<std::string> cmd = {gotap_binary(),  "count",           "--backend",
+                                    "trampoline",    "--json",          "main.grow",
+                                    "main.mayPanic", "main.main.func1", "--"};
+    cmd.insert(cmd.end(), argv.begin(), argv.end());
+    RunResult r = run_command(cmd, 180);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::string program;  // its lines, without gotap's events
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("{\"event\"", 0) != 0) program += line + "\n";
+    EXPECT_EQ(program, want);
+    uint64_t grows = depth + 1;
+    for (int g = 0; g < goroutines; ++g) grows += g % 50 + 1;
+    auto c = counts_of(r.out);
+    EXPECT_EQ(c["main.grow"], grows);
+    EXPECT_EQ(c["main.mayPanic"], 30u);
+    EXPECT_EQ(c["main.main.func1"], uint64_t(goroutines));
+    const json s = summary_of(r.out);
+    EXPECT_EQ(s.value("backend", ""), "trampoline");
+    EXPECT_EQ(s.value("ended_by", ""), "exit");
+    EXPECT_EQ(s.value("exit_code", -1), 0);
+    EXPECT_EQ(s.value("lost", 1), 0);
+    EXPECT_EQ(s.value("probes", 0), 3);
+  }
+}
+
+// The latency fixture in spin mode: ask(n) has it call main.work n times ("did n").
+class Spin {
+ public:
+  explicit Spin(const std::string& path) {
+    sys::Pipe in = sys::make_pipe(), out = sys::make_pipe();
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in.read.get(), 0);
+      dup2(out.write.get(), 1);
+      execl(path.c_str(), path.c_str(), "spin", nullptr);
+      _exit(127);
+    }
+    in_ = in.write.release();
+    out_ = out.read.release();
+  }
+  ~Spin() {
+    if (in_ >= 0) close(in_);
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (out_ >= 0) close(out_);
+  }
+  pid_t pid() const { return pid_; }
+  bool ask(int n) {
+    const std::string line = std::to_string(n) + "\n";
+    if (write(in_, line.data(), line.size()) != ssize_t(line.size())) return false;
+    const std::string did = "did " + std::to_string(n) + "\n";
+    return read_until(out_, did, 30000).find(did) != std::string::npos;
+  }
+  // Closes its stdin: it says "done" and exits 0.
+  bool ends_well() {
+    close(in_);
+    in_ = -1;
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    pid_ = -1;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1;
+};
+
+// The lines of /proc/PID/maps, for a before-and-after.
+std::vector<std::string> maps_of(pid_t pid) {
+  std::vector<std::string> out;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// An executable mapping with no file: where trampolines live.
+size_t anonymous_code(const std::vector<std::string>& maps) {
+  static const std::regex re(R"(^\S+ r-xp \S+ 00:00 0\s*$)");
+  size_t n = 0;
+  for (const auto& m : maps) n += std::regex_match(m, re);
+  return n;
+}
+
+// A gotap started in the background, its stderr read until the banner.
+struct Background {
+  explicit Background(Child child) : c(child) {}
+  Child c;
+  std::string err;
+  bool tracing(int timeout_ms = 60000) {
+    err += read_until(c.err, "Tracing ", timeout_ms);
+    return err.find("Tracing ") != std::string::npos;
+  }
+  // Ends it with `sig`; its exit status (-1 when a signal ended it), and what it wrote.
+  int end(int sig, std::string* out) {
+    kill(c.pid, sig);
+    std::string o = read_all(c.out);
+    err += read_all(c.err);
+    int st = 0;
+    waitpid(c.pid, &st, 0);
+    close(c.out);
+    close(c.err);
+    if (out) *out = o;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  }
+};
+
+std::vector<Fixture> latency_fixtures() {
+  std::vector<Fixture> out;
+  for (const Fixture& f : all_fixtures("latency"))
+    if (f.flavour == "default" || f.flavour == "pie-stripped") out.push_back(f);
+  return out;
+}
+
+// main.work is a short function (a 2-byte jbe): before Go 1.21 gotap's other backends probe
+// that jbe, and the trampoline backend leaves such functions out.
+bool before_1_21(const Fixture& f) {
+  return f.go_version == "1.19" || f.go_version == "1.20";
+}
+
+TEST_F(Trampoline, AttachedProgramGetsExactlyTheCallsMadeWhilePatched) {
+  auto fx = latency_fixtures();
+  if (fx.empty()) GTEST_SKIP() << "no latency fixtures built";
+  for (const Fixture& f : fx) {
+    SCOPED_TRACE(f.label());
+    Spin prog(f.path);
+    ASSERT_TRUE(prog.ask(1000)) << "before the attach: not counted";
+    const auto maps_before = maps_of(prog.pid());
+    Background g{spawn({gotap_binary(), "count", "--backend", "trampoline", "--json", "-p",
+                        std::to_string(prog.pid()), "main.work"})};
+    if (before_1_21(f)) {
+      std::string out;
+      EXPECT_EQ(g.end(0, &out), 2) << g.err;
+      EXPECT_NE(g.err.find("whose jbe other gotaps probe"), std::string::npos) << g.err;
+      ASSERT_TRUE(prog.ask(10));
+      EXPECT_TRUE(prog.ends_well());
+      continue;
+    }
+    ASSERT_TRUE(g.tracing()) << g.err;
+    EXPECT_EQ(anonymous_code(maps_of(prog.pid())), anonymous_code(maps_before) + 1)
+        << "the trampolines' pages";
+    ASSERT_TRUE(prog.ask(5000));
+    ASSERT_TRUE(prog.ask(2345));
+    std::string out;
+    EXPECT_EQ(g.end(SIGINT, &out), 0) << g.err;
+    EXPECT_EQ(counts_of(out)["main.work"], 7345u) << out;
+    const json s = summary_of(out);
+    EXPECT_EQ(s.value("ended_by", ""), "stop");
+    EXPECT_EQ(s["pages_kept"], false);
+    // Nothing of gotap is left: the text is the file's, the mappings are those it had, and
+    // the program goes on and ends as it would have.
+    TextCompare text = compare_text(prog.pid());
+    EXPECT_GT(text.bytes, 0u);
+    EXPECT_EQ(text.differing, 0u) << text.first;
+    EXPECT_EQ(anonymous_code(maps_of(prog.pid())), anonymous_code(maps_before));
+    ASSERT_TRUE(prog.ask(100));
+    EXPECT_TRUE(prog.ends_well());
+  }
+}
+
+// SIGKILL leaves the jumps and the trampolines in place: the program runs on, counting into
+// memory nobody reads, and another backend still counts its calls exactly.
+TEST_F(Trampoline, AKilledGotapLeavesAProgramThatRunsAsBefore) {
+  auto fx = latency_fixtures();
+  if (fx.empty()) GTEST_SKIP() << "no latency fixtures built";
+  for (const Fixture& f : fx) {
+    if (before_1_21(f)) continue;
+    SCOPED_TRACE(f.label());
+    Spin prog(f.path);
+    ASSERT_TRUE(prog.ask(10));
+    Background g{spawn({gotap_binary(), "count", "--backend", "trampoline", "-p",
+                        std::to_string(prog.pid()), "main.work"})};
+    ASSERT_TRUE(g.tracing()) << g.err;
+    EXPECT_EQ(g.end(SIGKILL, nullptr), -1);
+    ASSERT_TRUE(prog.ask(3000));
+    EXPECT_GT(compare_text(prog.pid()).differing, 0u) << "the jump stays";
+    Background e{spawn({gotap_binary(), "count", "--backend", "ebpf", "--json", "-p",
+                        std::to_string(prog.pid()), "main.work"})};
+    ASSERT_TRUE(e.tracing()) << e.err;
+    ASSERT_TRUE(prog.ask(300));
+    std::string out;
+    EXPECT_EQ(e.end(SIGINT, &out), 0) << e.err;
+    EXPECT_EQ(counts_of(out)["main.work"], 300u) << out;
+    EXPECT_TRUE(prog.ends_well());
+  }
+}
+
+// A perf uprobe (no BPF program) at `offset` in `path`, counting its hits on every CPU (a
+// count per task would see one thread's): what bpftrace or perf would put there.
+struct Uprobe {
+  std::vector<sys::Fd> fds;
+  bool open(const std::string& path, uint64_t offset) {
+    std::ifstream t("/sys/bus/event_source/devices/uprobe/type");
+    int type = -1;
+    if (!(t >> type)) return false;
+    perf_event_attr a{};
+    a.size = sizeof a;
+    a.type = static_cast<uint32_t>(type);
+    a.config1 = reinterpret_cast<uint64_t>(path.c_str());
+    a.config2 = offset;
+    for (long cpu = 0; cpu < sysconf(_SC_NPROCESSORS_ONLN); ++cpu) {
+      sys::Fd fd(static_cast<int>(syscall(SYS_perf_event_open, &a, -1, cpu, -1, 0)));
+      if (!fd) return false;
+      fds.push_back(std::move(fd));
+    }
+    return true;
+  }
+  uint64_t hits() const {
+    uint64_t total = 0;
+    for (const auto& fd : fds) {
+      uint64_t n = 0;
+      if (read(fd.get(), &n, sizeof n) == sizeof n) total += n;
+    }
+    return total;
+  }
+  void close() { fds.clear(); }
+};
+
+// A function's first instructions as `go tool objdump` lists them: {address, bytes}.
+std::vector<std::pair<uint64_t, std::string>> objdump_head(const std::string& listing,
+                                                           const std::string& func) {
+  std::vector<std::pair<uint64_t, std::string>> out;
+  std::istringstream in(listing);
+  bool inside = false;
+  static const std::regex insn(R"(^\s+\S+\s+0x([0-9a-f]+)\s+([0-9a-f]+)\s)");
+  for (std::string line; std::getline(in, line) && out.size() < 3;) {
+    if (line.rfind("TEXT ", 0) == 0) {
+      inside = line.rfind("TEXT " + func + "(SB)", 0) == 0;
+      continue;
+    }
+    std::smatch m;
+    if (inside && std::regex_search(line, m, insn))
+      out.emplace_back(std::stoull(m[1], nullptr, 16), m[2]);
+  }
+  return out;
+}
+
+std::vector<uint8_t> bytes_at(pid_t pid, uint64_t addr, size_t n) {
+  std::vector<uint8_t> b(n);
+  std::ifstream mem("/proc/" + std::to_string(pid) + "/mem", std::ios::binary);
+  mem.seekg(static_cast<std::streamoff>(addr));
+  mem.read(reinterpret_cast<char*>(b.data()), static_cast<std::streamsize>(n));
+  return mem ? b : std::vector<uint8_t>{};
+}
+
+std::vector<uint8_t> unhex(const std::string& h) {
+  std::vector<uint8_t> b;
+  for (size_t i = 0; i + 1 < h.size(); i += 2) b.push_back(std::stoi(h.substr(i, 2), nullptr, 16));
+  return b;
+}
+
+// Another tracer's uprobes, put on the patched code while gotap traces: one on the 6-byte
+// jbe that became main.processOrder's jump, one on the first instruction of main.discount
+// (a short function, whose compare became its jump). The kernel runs the file's instructions
+// for both, so the program stays right; at the end gotap puts its bytes back under their
+// int3s, and once they go the text is the file's. Addresses from go tool objdump.
+TEST_F(Trampoline, UprobesOnThePatchedCodeKeepTheProgramRightAndTheirInt3s) {
+  Fixture fx;
+  for (const Fixture& f : all_fixtures("demo"))
+    if (f.flavour == "default" && !before_1_21(f)) fx = f;  // the newest Go's
+  if (fx.path.empty()) GTEST_SKIP() << "no demo fixture built";
+  const std::string listing = read_file(fx.path + ".objdump");
+  const auto po = objdump_head(listing, "main.processOrder");
+  const auto di = objdump_head(listing, "main.discount");
+  ASSERT_GE(po.size(), 2u);
+  ASSERT_GE(di.size(), 2u);
+  ASSERT_EQ(po[1].second.substr(0, 4), "0f86") << "processOrder's jbe is a rel32";
+  ASSERT_EQ(di[1].second.substr(0, 2), "76") << "discount's jbe is short";
+  auto elf = ElfFile::open(fx.path);
+  ASSERT_TRUE(elf);
+  auto offset_of = [&](uint64_t vaddr) -> uint64_t {
+    for (const auto& seg : (*elf)->segments())
+      if (seg.type == 1 && vaddr >= seg.vaddr && vaddr < seg.vaddr + seg.filesz)
+        return vaddr - seg.vaddr + seg.offset;
+    return 0;
+  };
+  const std::string log = "/tmp/gotap-tramp-demo-" + std::to_string(getpid()) + ".out";
+  pid_t prog = fork();
+  if (prog == 0) {
+    freopen(log.c_str(), "w", stdout);
+    execl(fx.path.c_str(), fx.path.c_str(), "-n", "1000000", "-sleep", "200us", nullptr);
+    _exit(127);
+  }
+  usleep(200 * 1000);
+  Background g{spawn({gotap_binary(), "count", "--backend", "trampoline", "--json", "-p",
+                      std::to_string(prog), "main.processOrder", "main.discount"})};
+  ASSERT_TRUE(g.tracing()) << g.err;
+  usleep(100 * 1000);
+  Uprobe on_jbe, on_entry;
+  ASSERT_TRUE(on_jbe.open(fx.path, offset_of(po[1].first)) &&
+              on_entry.open(fx.path, offset_of(di[0].first)))
+      << "perf_event_open: " << std::strerror(errno);
+  usleep(300 * 1000);
+  std::string out;
+  EXPECT_EQ(g.end(SIGINT, &out), 0) << g.err;
+  EXPECT_GT(on_jbe.hits(), 0u);
+  EXPECT_GT(on_entry.hits(), 0u);
+  auto c = counts_of(out);
+  EXPECT_GT(c["main.processOrder"], 0u) << "counted until the uprobe came";
+  // Under each int3, the file's bytes again.
+  std::vector<uint8_t> want = unhex(po[1].second);
+  want[0] = 0xcc;
+  EXPECT_EQ(bytes_at(prog, po[1].first, want.size()), want);
+  want = unhex(di[0].second);
+  want[0] = 0xcc;
+  EXPECT_EQ(bytes_at(prog, di[0].first, want.size()), want);
+  on_jbe.close();
+  on_entry.close();
+  TextCompare text = compare_text(prog);
+  EXPECT_GT(text.bytes, 0u);
+  EXPECT_EQ(text.differing, 0u) << text.first;
+  // Still running, still printing its orders.
+  const auto size_then = std::filesystem::file_size(log);
+  usleep(200 * 1000);
+  EXPECT_GT(std::filesystem::file_size(log), size_then);
+  EXPECT_EQ(kill(prog, 0), 0);
+  kill(prog, SIGKILL);
+  int st = 0;
+  waitpid(prog, &st, 0);
+  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << "it was alive until then";
+  std::remove(log.c_str());
+}
+
+// A program that execs ends the trace there; a launched one is still waited for, and ends
+// as it would have.
+TEST_F(Trampoline, ExecEndsTheTraceAndTheNewProgramRunsUntouched) {
+  Fixture fx;
+  for (const Fixture& f : all_fixtures("execer"))
+    if (f.flavour == "default") fx = f;
+  if (fx.path.empty()) GTEST_SKIP() << "no execer fixture built";
+  const std::string latency = fx.path.substr(0, fx.path.rfind('/') + 1) + "latency";
+  RunResult r = run_command({gotap_binary(), "count", "--backend", "trampoline", "--json",
+                             "main.main", "--", fx.path, "300", latency, "args", "3"},
+                            120);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("done 3"), std::string::npos) << r.out;
+  EXPECT_EQ(counts_of(r.out)["main.main"], 1u) << r.out << r.err;
+  EXPECT_EQ(summary_of(r.out).value("ended_by", ""), "exec") << r.out;
+}
+
+// Children forked with raw system calls inherit the jumps and the trampolines: each runs and
+// exits 0 (the fixture's own account), and the parent's calls are counted.
+TEST_F(Trampoline, ForkedChildrenRunAsBefore) {
+  auto fx = all_fixtures("forker");
+  if (fx.empty()) GTEST_SKIP() << "no forker fixtures built";
+  for (const Fixture& f : fx) {
+    if (f.flavour != "default" && f.flavour != "cgo") continue;
+    SCOPED_TRACE(f.label());
+    RunResult r = run_command({gotap_binary(), "count", "--backend", "trampoline", "--json",
+                               "main.work", "main.main", "--", f.path, "-n", "20"},
+                              120);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("GT forked 20 exited0 20 other 0"), std::string::npos) << r.out;
+    EXPECT_EQ(counts_of(r.out)["main.main"], 1u) << r.out << r.err;
+  }
+}
+
+// What the backend does not do is refused in one line, exit status 2, before any process is
+// touched.
+TEST_F(Trampoline, RefusesWhatItDoesNotDo) {
+  auto fx = all_fixtures("basic");
+  if (fx.empty()) GTEST_SKIP() << "no basic fixtures built";
+  const std::string bin = fx.back().path;
+  struct Want {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  for (const Want& w : std::vector<Want>{
+           {{"trace", "main.add"}, "counts calls only"},
+           {{"latency", "main.add"}, "counts calls only"},
+           {{"count", "--if", "goid > 0", "main.add"}, "takes no --if"},
+           {{"count", "--stack", "2", "main.add"}, "has no --stack"},
+       }) {
+    std::vector<std::string> cmd = {gotap_binary(), w.args[0], "--backend", "trampoline"};
+    cmd.insert(cmd.end(), w.args.begin() + 1, w.args.end());
+    cmd.insert(cmd.end(), {"--", bin});
+    RunResult r = run_command(cmd, 60);
+    EXPECT_EQ(r.exit_code, 2) << w.args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find(w.says), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("done"), std::string::npos) << "the program never ran";
+  }
+}
+
+}  // namespace
+}  // namespace gotap::testing
