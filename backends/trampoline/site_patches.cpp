@@ -77,6 +77,7 @@ WriteTally restore_jumps(ptrace::TraceeMemory& mem, std::vector<LiveSite>& sites
     }
     // The first byte may be a uprobe's int3 now: the rest goes back under it.
     const size_t from = now[0] == kInt3 && s.jump[0] != kInt3 ? 1 : 0;
+    t.taken += from;
     if (std::memcmp(now + from, s.jump.data() + from, s.len - from) != 0) {
       ++t.foreign;
       s.written = false;

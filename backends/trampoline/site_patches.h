@@ -38,6 +38,9 @@ struct WriteTally {
   size_t written = 0;
   size_t foreign = 0;  // held by someone else: left alone
   size_t failed = 0;   // a write that did not go through
+  // At a restore: sites where a uprobe put its int3 over the jump during the trace. The
+  // kernel ran the file's instruction there from then on: those calls were not counted.
+  size_t taken = 0;
 };
 
 // Writes each site's jump where the program holds the file's bytes.

@@ -113,7 +113,7 @@ class Run {
   pid_t pid_ = 0;
   bool launched_ = false;
   uint64_t bias_ = 0, syscall_at_ = 0, image_lo_ = UINT64_MAX, image_hi_ = 0;
-  size_t placed_ = 0, foreign_ = 0, restored_ = 0, left_ = 0;
+  size_t placed_ = 0, foreign_ = 0, restored_ = 0, left_ = 0, taken_ = 0;
   bool pages_kept_ = false;
   std::string ended_by_ = "stop", remove_error_;
   std::optional<int> exit_code_, exit_signal_;
@@ -363,6 +363,7 @@ class Run {
         t.written += w.written;
         t.foreign += w.foreign;
         t.failed += w.failed;
+        t.taken += w.taken;
         // The pages go when no jump is left to them and no thread can be in them.
         bool keep = w.failed != 0;
         const uint64_t lo = m->pages.code(), hi = lo + m->pages.code_size();
@@ -372,6 +373,13 @@ class Run {
     });
     restored_ = t.written;
     left_ = t.failed;
+    taken_ = t.taken;
+    if (t.taken)
+      fmt::print(stderr,
+                 "gotap: warning: another tracer put a uprobe on the jump of {} function{} during "
+                 "the trace: the kernel ran the original code there from then on, and those calls "
+                 "were not counted (taken_by_uprobes in the summary)\n",
+                 t.taken, t.taken == 1 ? "" : "s");
     if (!all_held)
       remove_error_ =
           fmt::format("cannot stop every thread of pid {} (stopped by job control?)", pid_);
@@ -457,6 +465,7 @@ class Run {
     sum.exit_code = exit_code_;
     sum.exit_signal = exit_signal_;
     sum.extra = {{"not_patched", plan_.funcs.size() - placed_}, {"pages_kept", pages_kept_}};
+    if (taken_) sum.extra["taken_by_uprobes"] = taken_;
     sink_.emit(to_event(sum));
     sink_.flush();
   }

@@ -239,6 +239,36 @@ TEST_F(Trampoline, AttachedProgramGetsExactlyTheCallsMadeWhilePatched) {
   }
 }
 
+// Every function of Debian's stripped rclone that has a site, patched while it serves: each
+// request on a connection of its own is one call of net/http.(*conn).serve, counted exactly
+// whatever else runs; the server answers throughout and after, with its text the file's.
+TEST_F(Trampoline, AWholeStrippedServerCountsItsRequestsExactly) {
+  if (auto why = RcloneServer::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  RcloneServer srv;
+  const std::string started = srv.start("gotap-trampoline");
+  ASSERT_EQ(started, "");
+  ASSERT_TRUE(srv.serves_page());
+  const auto maps_before = maps_of(srv.pid());
+  Background g(spawn({gotap_binary(), "count", "--backend", "trampoline", "--json", "-p",
+                      std::to_string(srv.pid()), "*"}));
+  ASSERT_TRUE(g.tracing(180000)) << g.err;
+  constexpr int kRequests = 40;
+  for (int i = 0; i < kRequests; ++i) ASSERT_TRUE(srv.serves_page()) << "request " << i;
+  std::string out;
+  EXPECT_EQ(g.end(SIGINT, &out), 0) << g.err;
+  auto c = counts_of(out);
+  EXPECT_EQ(c["net/http.(*conn).serve"], uint64_t(kRequests));
+  EXPECT_GT(c.size(), 100u) << "the rest of the server's work is counted too";
+  const json s = summary_of(out);
+  EXPECT_GT(s.value("probes", 0), 10000) << s;
+  EXPECT_EQ(s["pages_kept"], false);
+  TextCompare text = compare_text(srv.pid());
+  EXPECT_GT(text.bytes, 0u);
+  EXPECT_EQ(text.differing, 0u) << text.first;
+  EXPECT_EQ(anonymous_code(maps_of(srv.pid())), anonymous_code(maps_before));
+  EXPECT_TRUE(srv.serves_page());
+}
+
 // SIGKILL leaves the jumps and the trampolines in place: the program runs on, counting into
 // memory nobody reads, and another backend still counts its calls exactly.
 TEST_F(Trampoline, AKilledGotapLeavesAProgramThatRunsAsBefore) {
@@ -378,6 +408,8 @@ TEST_F(Trampoline, UprobesOnThePatchedCodeKeepTheProgramRightAndTheirInt3s) {
   EXPECT_GT(on_entry.hits(), 0u);
   auto c = counts_of(out);
   EXPECT_GT(c["main.processOrder"], 0u) << "counted until the uprobe came";
+  EXPECT_EQ(summary_of(out).value("taken_by_uprobes", 0), 2) << out;
+  EXPECT_NE(g.err.find("were not counted"), std::string::npos) << g.err;
   // Under each int3, the file's bytes again.
   std::vector<uint8_t> want = unhex(po[1].second);
   want[0] = 0xcc;
