@@ -7,7 +7,8 @@
 # Every run must leave caddy as it found it: gotap exits 0, caddy's code in memory equals its
 # file (every uprobe removed) and caddy still answers; otherwise the script fails (exit 1).
 # usage: bench/end-under-load.sh [GOTAP_A] [GOTAP_B]   env: RUNS (default 5), FIXTURES,
-#        TRACED_S (seconds traced before the signal, default 2)
+#        TRACED_S (seconds traced before the signal, default 2), BACKEND (ebpf, or
+#        trampoline: its jumps taken back with the threads stopped)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 a=${1:-$here/build/gotap}
@@ -15,6 +16,7 @@ b=${2:-}
 fx=${FIXTURES:-$here/build/fixtures}
 runs=${RUNS:-5}
 traced_s=${TRACED_S:-2}
+backend=${BACKEND:-ebpf}
 work=$(mktemp -d /tmp/gotap-bench-end.XXXXXX)
 caddy_pid=
 load_pid=
@@ -87,14 +89,14 @@ label() { [ "$1" = "$a" ] && echo A || echo B; }
 echo "Host: $(nproc) CPUs, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg); $runs runs."
 echo "A: $a${b:+; B: $b}"
 echo
-echo "| caddy under load, count --backend=ebpf 're:.' | tool | wall ms (min / median / max) | CPU ms (min / median / max) |"
+echo "| caddy under load, count --backend=$backend 're:.' | tool | wall ms (min / median / max) | CPU ms (min / median / max) |"
 echo "|---|---|---:|---:|"
 for ((i = 0; i < runs; i++)); do
   for t in "${tools[@]}"; do
     # Emptied here, not by the redirection of the job below, which may come after the first
     # look for the banner (the previous run's).
     : >"$work/err"
-    GOTAP_TIMING=1 "$t" count --backend=ebpf -p "$caddy_pid" 're:.' >"$work/out" 2>>"$work/err" &
+    GOTAP_TIMING=1 "$t" count --backend="$backend" -p "$caddy_pid" 're:.' >"$work/out" 2>>"$work/err" &
     gp=$!
     for ((try = 0; try < 1200; try++)); do
       grep -q '^Tracing' "$work/err" && break
@@ -128,8 +130,8 @@ for ((i = 0; i < runs; i++)); do
     }
     k=$(label "$t")
     end[$k]+=" $(((t1 - t0) / 1000000))"
-    # "gotap: timing: ebpf: detached +W ms, cpu +C ms (...)"
-    det=$(sed -nE 's/.*timing: ebpf: detached \+([0-9.]+) ms, cpu \+([0-9.]+) ms .*/\1 \2/p' "$work/err")
+    # "gotap: timing: BACKEND: detached +W ms, cpu +C ms (...)"
+    det=$(sed -nE "s/.*timing: $backend: detached \\+([0-9.]+) ms, cpu \\+([0-9.]+) ms .*/\\1 \\2/p" "$work/err")
     wall[$k]+=" ${det% *}"
     cpu[$k]+=" ${det#* }"
   done

@@ -14,7 +14,7 @@ constexpr uint8_t kInt3 = 0xcc;
 
 Result<std::vector<uint8_t>> build_trampolines(const PatchSet& set, const Region& region,
                                                uint64_t bias, uint64_t code,
-                                               std::vector<LiveSite>& sites) {
+                                               std::vector<LiveSite>& sites, bool empty) {
   std::vector<uint8_t> out(region.code_size(), kInt3);
   const uint64_t counters = code + region.code_size();
   sites.clear();
@@ -29,6 +29,14 @@ Result<std::vector<uint8_t>> build_trampolines(const PatchSet& set, const Region
                               false);
     if (!t) return t.error();
     if (t->size() > kSlotSize) return make_error("a trampoline of {} bytes", t->size());
+    if (empty) {
+      // After the compare and the relocated jbe (6 bytes): the 8-byte lock inc.
+      const size_t inc = s.len - s.branch_len + 6;
+      static constexpr uint8_t kNop8[] = {0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00};
+      if (!s.branch_len || inc + sizeof kNop8 > t->size() || (*t)[inc] != 0xf0)
+        return make_error("no count to take out of the trampoline at {:#x}", slot);
+      std::memcpy(t->data() + inc, kNop8, sizeof kNop8);
+    }
     std::memcpy(out.data() + k * kSlotSize, t->data(), t->size());
     auto j = p.short_check ? short_site_jump(s, slot) : site_jump(s, slot);
     if (!j) return j.error();

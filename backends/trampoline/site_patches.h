@@ -30,9 +30,11 @@ struct LiveSite {
 
 // The trampolines of one region (patch_set.h), whose pages are at `code` (and its counters
 // after them), and each of its sites into `sites`. An error when one is out of reach.
+// `empty`: trampolines that count nothing (the lock inc a nop of its length), the bare jump
+// there and back that the benchmarks measure apart (GOTAP_TRAMPOLINE_EMPTY=1).
 Result<std::vector<uint8_t>> build_trampolines(const PatchSet& set, const Region& region,
                                                uint64_t bias, uint64_t code,
-                                               std::vector<LiveSite>& sites);
+                                               std::vector<LiveSite>& sites, bool empty = false);
 
 struct WriteTally {
   size_t written = 0;

@@ -87,7 +87,11 @@ class Run {
     if (opts_.metrics) opts_.metrics->begin(pid_, [this](MetricsSnapshot& s) { read_metrics(s); });
     wait(t0);
     const uint64_t ended = now_ns();
-    if (ended_by_ == "stop") remove();
+    sys::timing_mark("trampoline: traced");
+    if (ended_by_ == "stop") {
+      remove();
+      sys::timing_mark("trampoline: detached");
+    }
     if (opts_.metrics) opts_.metrics->end();
     if (launched_) end_launched();
     emit(ended);
@@ -206,6 +210,8 @@ class Run {
       image_hi_ = std::max(image_hi_, seg.vaddr + seg.memsz + bias_);
     }
     syscall_at_ = elf.entry() + bias_;
+    const char* e = getenv("GOTAP_TRAMPOLINE_EMPTY");
+    const bool empty = e && strcmp(e, "1") == 0;
     size_t no_room = 0;
     std::string no_room_why;
     for (Region& r : lay_out(set_, bias_)) {
@@ -223,7 +229,7 @@ class Run {
         no_room_why = mapped.error().what();
         continue;
       }
-      auto code = build_trampolines(set_, g, bias_, m->pages.code(), m->sites);
+      auto code = build_trampolines(set_, g, bias_, m->pages.code(), m->sites, empty);
       if (!code || !proc_->mem().write(m->pages.code(), code->data(), code->size())) {
         m->pages.unmap(*proc_, held, syscall_at_);
         return give_up(unmap_all(held, code ? runtime_error("cannot write the trampolines into "

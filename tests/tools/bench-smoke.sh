@@ -4,7 +4,7 @@
 # run, not their figures (those go to docs/benchmarks.md from full runs on a quiet machine):
 # a script that silently stopped measuring (a renamed timing line, a peer that fails, a
 # fixture moved) would otherwise only show when someone next needs its figures.
-# usage: bench-smoke.sh ebpf|ptrace|count|levers|whole|end|funcs|why|why-costs GOTAP FIXTURES_DIR
+# usage: bench-smoke.sh ebpf|ptrace|count|levers|whole|end|funcs|why|why-costs|trampoline GOTAP FIXTURES_DIR
 # Exit 77 (a skip) without root; 1 with what is missing.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -34,6 +34,14 @@ case "$what" in
     fi
     need "^trace / empty probes: +$num "
     need "^trace --json / empty: +$num"
+    ;;
+  trampoline)
+    RUNS=1 FEW_CALLS=2000 N_DLV=20 "$here/bench/trampoline.sh" "$gotap" "$fx/1.26/default/latency" 200000 >"$out"
+    for k in untraced empty_trampoline trampoline ebpf ptrace; do need "^$k +$num +$num\$"; done
+    command -v bpftrace >/dev/null && need "^bpftrace +$num +$num\$"
+    command -v dlv >/dev/null && need "^dlv +$num +$num\$"
+    need "^probe \(trampoline - untraced\): +-?$num ns"
+    need "^trampoline / ebpf: +$num\$"
     ;;
   why)
     RUNS=1 REQUESTS=200 "$here/bench/why.sh" "$gotap" "$(dirname "$gotap")/gotap-workload" >"$out"

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Per-call cost of the trampoline backend on the latency fixture's `bench` loop (main.work, a
+# short framed function: its stack check's compare becomes the jump), side by side:
+#   untraced            the loop alone
+#   empty_trampoline    the jump there and back with no count (GOTAP_TRAMPOLINE_EMPTY=1):
+#                       the bare probe at the same site
+#   trampoline          gotap count --backend=trampoline (lock inc of the function's counter)
+#   ebpf                gotap count --backend=ebpf (a uprobe at the push rbp after the check)
+#   bpftrace            bpftrace counting the same function (uprobe at its first instruction)
+#   ptrace              gotap count --backend=ptrace (an int3 stop per call), on fewer calls
+#   dlv                 dlv trace of the same function (Debian's delve), on fewer still
+# Each figure is the median of $RUNS runs, interleaved so machine noise hits all alike, in ns
+# per call as the loop measures itself (time.Now around it), so that start-up and detach are
+# not in it. Goal (issue 38): a probe under 100 ns.
+#
+# usage: bench/trampoline.sh [GOTAP] [FIXTURE_BINARY] [CALLS]   (root; bpftrace, delve optional)
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+gotap=${1:-$here/build/gotap}
+bin=${2:-$(ls -d "$here"/build/fixtures/1.26/default/latency 2>/dev/null || true)}
+calls=${3:-2000000}
+runs=${RUNS:-5}
+few=${FEW_CALLS:-20000}
+n_dlv=${N_DLV:-200}
+[ -x "$gotap" ] || { echo "trampoline.sh: no gotap at $gotap" >&2; exit 2; }
+[ -x "$bin" ] || { echo "trampoline.sh: no latency fixture binary (give it as the 2nd argument)" >&2; exit 2; }
+
+ns() { grep -o 'ns_per_call [0-9.]*' | awk '{print $2}' | tail -1; }
+# shellcheck source=bench/lib.sh
+. "$here/bench/lib.sh"
+metric=ns
+
+have_bpftrace=0 have_dlv=0
+command -v bpftrace >/dev/null && have_bpftrace=1
+command -v dlv >/dev/null && have_dlv=1
+count() { "$gotap" count -o /dev/null --backend "$1" main.work -- "$bin" bench "$2"; }
+for _ in $(seq "$runs"); do
+  run untraced "$bin" bench "$calls"
+  run empty_trampoline env GOTAP_TRAMPOLINE_EMPTY=1 "$gotap" count -o /dev/null --backend trampoline main.work -- "$bin" bench "$calls"
+  run trampoline count trampoline "$calls"
+  run ebpf count ebpf "$calls"
+  if [ $have_bpftrace = 1 ]; then
+    run bpftrace bpftrace -e "uprobe:$bin:main.work { @c = count(); }" -c "$bin bench $calls"
+  fi
+  run ptrace count ptrace "$few"
+done
+if [ $have_dlv = 1 ]; then
+  work=$(mktemp -d)
+  cp "$bin" "$work/bench"
+  # dlv prints each call; the loop's own figure is on the program's stdout.
+  run dlv sh -c "cd '$work' && timeout 600 dlv trace --check-go-version=false --exec ./bench 'main\\.work\$' -- bench $n_dlv 2>/dev/null"
+  rm -rf "$work"
+fi
+
+printf '%-18s %12s %14s\n' what ns/call "x untraced"
+med_untraced=$(echo "${res[untraced]}" | median)
+for k in untraced empty_trampoline trampoline ebpf bpftrace ptrace dlv; do
+  [ -n "${res[$k]:-}" ] || continue
+  m=$(echo "${res[$k]}" | median)
+  printf '%-18s %12s %14s\n' "$k" "$m" "$(awk -v a="$m" -v b="$med_untraced" 'BEGIN { if (b > 0 && a != "nan") printf "%.1f", a / b; else print "nan" }')"
+  declare "med_$k=$m"
+done
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a != "nan") printf "%.4f", a / b; else print "nan" }'; }
+echo
+echo "probe (trampoline - untraced):         $(awk -v a="$med_trampoline" -v u="$med_untraced" 'BEGIN {printf "%.1f", a-u}') ns  (goal < 100)"
+echo "bare jump (empty - untraced):          $(awk -v a="$med_empty_trampoline" -v u="$med_untraced" 'BEGIN {printf "%.1f", a-u}') ns"
+echo "trampoline / ebpf:                     $(ratio "$med_trampoline" "$med_ebpf")"
+[ $have_bpftrace = 1 ] && echo "trampoline / bpftrace:                 $(ratio "$med_trampoline" "$med_bpftrace")"
+echo "trampoline / ptrace:                   $(ratio "$med_trampoline" "$med_ptrace")"
+[ -n "${res[dlv]:-}" ] && echo "trampoline / dlv trace:                $(ratio "$med_trampoline" "$med_dlv")"
+exit 0
