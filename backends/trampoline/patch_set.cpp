@@ -21,7 +21,7 @@ uint64_t page_up(uint64_t n) {
 }  // namespace
 
 uint64_t Region::code_size() const {
-  return page_up(patches.size() * kSlotSize);
+  return page_up(kHeaderSize + patches.size() * kSlotSize);
 }
 uint64_t Region::counter_size() const {
   return page_up(patches.size() * kCounterStride);
@@ -29,10 +29,11 @@ uint64_t Region::counter_size() const {
 
 std::vector<Region> lay_out(const PatchSet& set, uint64_t bias) {
   // A short check's trampoline lies between 0x76000000 and 0x76ffffff bytes past its jump.
-  // The sites of one 4 MiB of text, with one region of at most 4 MiB at 0x76401000 past that
-  // text's start, are all in their windows (jump_site.h).
+  // The sites of one 4 MiB of text, with one region of at most 4 MiB that starts from
+  // 0x76401000 to 0x76c00000 past that text's start, are all in their windows (jump_site.h).
+  // The first place is taken when a killed gotap left its pages there.
   constexpr unsigned kChunkBits = 22;
-  constexpr uint64_t kFarOffset = 0x76401000;
+  constexpr uint64_t kFarOffset = 0x76401000, kFarOffsetHi = 0x76c00000;
   std::vector<Region> out(1);
   std::map<uint64_t, size_t> far;  // chunk -> region
   for (size_t i = 0; i < set.patches.size(); ++i) {
@@ -46,6 +47,7 @@ std::vector<Region> lay_out(const PatchSet& set, uint64_t bias) {
     if (fresh) {
       out.emplace_back();
       out.back().base = (chunk << kChunkBits) + kFarOffset;
+      out.back().base_hi = (chunk << kChunkBits) + kFarOffsetHi;
     }
     out[it->second].patches.push_back(i);
   }

@@ -17,9 +17,13 @@
 
 namespace gotap::trampoline {
 
-// One trampoline slot: the longest trampoline (a relocated jbe, the count, the jump back: 27
-// bytes) rounded up, so that a slot's address is its index times this.
+// One trampoline slot: the longest trampoline (a relocated jbe, the count, the jump back: 23
+// bytes) rounded up. Slot k is at kHeaderSize + k * kSlotSize in its region's code.
 constexpr uint64_t kSlotSize = 32;
+// Each region's code begins with kMagic (the rest of the header int3s): how a later gotap
+// knows a jump that a killed one left for its own (site_patches.h).
+constexpr uint64_t kHeaderSize = 64;
+inline constexpr char kMagic[] = "gotap trampolines 1";
 // One counter per function, a cache line each: two hot functions on two CPUs do not fight
 // over one line.
 constexpr uint64_t kCounterStride = 64;
@@ -42,8 +46,9 @@ PatchSet plan_patches(const ProbePlan& plan);
 // Pages mapped in the program: trampolines (slot k at code + k * kSlotSize), then counters
 // (counter k at code + code_size + k * kCounterStride).
 struct Region {
-  // 0: anywhere within rel32 reach of the image (scratch_room.h); else exactly there.
-  uint64_t base = 0;
+  // 0: anywhere within rel32 reach of the image (scratch_room.h); else at an address from
+  // base to base_hi (both page-aligned) where the whole region is free, lowest first.
+  uint64_t base = 0, base_hi = 0;
   std::vector<size_t> patches;  // indexes into PatchSet::patches, by slot
   uint64_t code_size() const;
   uint64_t counter_size() const;

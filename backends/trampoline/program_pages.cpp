@@ -74,13 +74,17 @@ Result<void> ProgramPages::map(ptrace::Process& proc, pid_t tid, uint64_t syscal
 }
 
 Result<void> ProgramPages::map_at(ptrace::Process& proc, pid_t tid, uint64_t syscall_at,
-                                  uint64_t base, uint64_t code_size, uint64_t counter_size) {
-  auto r = try_map(proc, tid, syscall_at, base, code_size, counter_size);
-  if (!r) return r.error();
-  if (!*r)
-    return runtime_error("{:#x} is taken in pid {}: no room for {} KiB of trampolines", base,
-                         proc.pid(), (code_size + counter_size) / 1024);
-  return open_view(proc, tid, syscall_at);
+                                  uint64_t base, uint64_t hi, uint64_t code_size,
+                                  uint64_t counter_size) {
+  // One guard page of the scratch room's between tries: no merging with what took a spot.
+  const uint64_t step = code_size + counter_size + ptrace::kScratchGuard;
+  for (uint64_t at = base; at <= hi; at += step) {
+    auto r = try_map(proc, tid, syscall_at, at, code_size, counter_size);
+    if (!r) return r.error();
+    if (*r) return open_view(proc, tid, syscall_at);
+  }
+  return runtime_error("{:#x} to {:#x} is taken in pid {}: no room for {} KiB of trampolines", base,
+                       hi, proc.pid(), (code_size + counter_size) / 1024);
 }
 
 Result<void> ProgramPages::open_view(ptrace::Process& proc, pid_t tid, uint64_t syscall_at) {

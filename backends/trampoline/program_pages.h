@@ -29,10 +29,10 @@ class ProgramPages {
   // `syscall_at` when there is no stub room) and gotap's view of the counters.
   Result<void> map(ptrace::Process& proc, pid_t tid, uint64_t syscall_at, uint64_t image_lo,
                    uint64_t image_hi, uint64_t code_size, uint64_t counter_size);
-  // The same at `base` exactly (a short stack check's window, jump_site.h); an error when
-  // the address is taken.
+  // The same at an address from `base` to `hi` (a short stack check's window, jump_site.h),
+  // the lowest that is free; an error when none is.
   Result<void> map_at(ptrace::Process& proc, pid_t tid, uint64_t syscall_at, uint64_t base,
-                      uint64_t code_size, uint64_t counter_size);
+                      uint64_t hi, uint64_t code_size, uint64_t counter_size);
   // Unmaps both from the program (through stopped thread `tid`). gotap's view stays.
   bool unmap(ptrace::Process& proc, pid_t tid, uint64_t syscall_at);
 

@@ -1,6 +1,7 @@
 #include "backends/trampoline/site_patches.h"
 
 #include <cstring>
+#include <optional>
 
 #include "core/plan/trampoline_code.h"
 
@@ -16,6 +17,7 @@ Result<std::vector<uint8_t>> build_trampolines(const PatchSet& set, const Region
                                                uint64_t bias, uint64_t code,
                                                std::vector<LiveSite>& sites, bool empty) {
   std::vector<uint8_t> out(region.code_size(), kInt3);
+  std::memcpy(out.data(), kMagic, sizeof kMagic);
   const uint64_t counters = code + region.code_size();
   sites.clear();
   sites.reserve(region.patches.size());
@@ -24,7 +26,7 @@ Result<std::vector<uint8_t>> build_trampolines(const PatchSet& set, const Region
     JumpSite s = p.site;
     s.at += bias;
     s.branch_to += bias;
-    const uint64_t slot = code + k * kSlotSize;
+    const uint64_t slot = code + kHeaderSize + k * kSlotSize;
     auto t = count_trampoline(slot, s, Bytes(p.orig.data(), s.len), counters + k * kCounterStride,
                               false);
     if (!t) return t.error();
@@ -37,7 +39,7 @@ Result<std::vector<uint8_t>> build_trampolines(const PatchSet& set, const Region
         return make_error("no count to take out of the trampoline at {:#x}", slot);
       std::memcpy(t->data() + inc, kNop8, sizeof kNop8);
     }
-    std::memcpy(out.data() + k * kSlotSize, t->data(), t->size());
+    std::memcpy(out.data() + kHeaderSize + k * kSlotSize, t->data(), t->size());
     auto j = p.short_check ? short_site_jump(s, slot) : site_jump(s, slot);
     if (!j) return j.error();
     LiveSite l;
@@ -51,7 +53,24 @@ Result<std::vector<uint8_t>> build_trampolines(const PatchSet& set, const Region
   return out;
 }
 
-WriteTally write_jumps(ptrace::TraceeMemory& mem, std::vector<LiveSite>& sites) {
+namespace {
+
+// Where a jump that another gotap left at `s` goes, when `now` holds one of s's form: `jmp
+// rel32` then, for a 6-byte jbe, an int3; for a short check, the jbe as the file has it.
+std::optional<uint64_t> left_jump(const LiveSite& s, const uint8_t* now) {
+  if (now[0] != 0xe9) return std::nullopt;
+  if (s.len == s.check_len ? now[5] != kInt3
+                           : std::memcmp(now + s.len, s.orig.data() + s.len, s.check_len - s.len))
+    return std::nullopt;
+  int32_t rel = 0;
+  std::memcpy(&rel, now + 1, 4);
+  return s.at + 5 + static_cast<int64_t>(rel);
+}
+
+}  // namespace
+
+WriteTally write_jumps(ptrace::TraceeMemory& mem, std::vector<LiveSite>& sites,
+                       const IsOurs& ours) {
   WriteTally t;
   for (LiveSite& s : sites) {
     if (s.written) continue;
@@ -61,8 +80,12 @@ WriteTally write_jumps(ptrace::TraceeMemory& mem, std::vector<LiveSite>& sites) 
       continue;
     }
     if (std::memcmp(now, s.orig.data(), s.check_len) != 0) {
-      ++t.foreign;
-      continue;
+      const auto to = ours ? left_jump(s, now) : std::nullopt;
+      if (!to || !ours(*to)) {
+        ++t.foreign;
+        continue;
+      }
+      ++t.replaced;
     }
     if (!mem.write(s.at, s.jump.data(), s.len)) {
       ++t.failed;

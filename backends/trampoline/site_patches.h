@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "backends/ptrace/memory.h"
@@ -43,10 +44,17 @@ struct WriteTally {
   // At a restore: sites where a uprobe put its int3 over the jump during the trace. The
   // kernel ran the file's instruction there from then on: those calls were not counted.
   size_t taken = 0;
+  // At a patch: a killed gotap's jumps, replaced by this one's.
+  size_t replaced = 0;
 };
 
-// Writes each site's jump where the program holds the file's bytes.
-WriteTally write_jumps(ptrace::TraceeMemory& mem, std::vector<LiveSite>& sites);
+// Whether `target` is a trampoline slot in pages a gotap mapped (their header, patch_set.h).
+using IsOurs = std::function<bool(uint64_t target)>;
+
+// Writes each site's jump where the program holds the file's bytes, or a jump of the same
+// form that `ours` says a killed gotap left (its pages stay, unused).
+WriteTally write_jumps(ptrace::TraceeMemory& mem, std::vector<LiveSite>& sites,
+                       const IsOurs& ours = nullptr);
 // Puts the file's bytes back where a jump was written and is still there (under a later
 // uprobe's int3 too). `foreign`: sites whose bytes changed otherwise, left as they are.
 WriteTally restore_jumps(ptrace::TraceeMemory& mem, std::vector<LiveSite>& sites);

@@ -20,6 +20,8 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -37,6 +39,7 @@
 #include "core/plan/image_identity.h"
 #include "core/sys/fd.h"
 #include "core/sys/image_lock.h"
+#include "core/sys/proc_maps.h"
 #include "core/sys/spawn.h"
 #include "core/sys/timing.h"
 
@@ -218,8 +221,8 @@ class Run {
       auto m = std::make_unique<Mapped>();
       m->region = std::move(r);
       const Region& g = m->region;
-      auto mapped = g.base ? m->pages.map_at(*proc_, held, syscall_at_, g.base, g.code_size(),
-                                             g.counter_size())
+      auto mapped = g.base ? m->pages.map_at(*proc_, held, syscall_at_, g.base, g.base_hi,
+                                             g.code_size(), g.counter_size())
                            : m->pages.map(*proc_, held, syscall_at_, image_lo_, image_hi_,
                                           g.code_size(), g.counter_size());
       if (!mapped) {
@@ -249,13 +252,15 @@ class Run {
     exec_.start(pid_);
     bool all_held = false;
     WriteTally t;
+    const IsOurs ours = left_by_a_gotap();
     proc_->detach_all(no_fix, held, [&](const std::vector<pid_t>&) {
       all_held = true;
       for (auto& m : mapped_) {
-        const WriteTally w = write_jumps(proc_->mem(), m->sites);
+        const WriteTally w = write_jumps(proc_->mem(), m->sites, ours);
         t.written += w.written;
         t.foreign += w.foreign;
         t.failed += w.failed;
+        t.replaced += w.replaced;
       }
     });
     lock.release();
@@ -267,6 +272,11 @@ class Run {
                            pid_);
     placed_ = t.written;
     foreign_ = t.foreign;
+    if (t.replaced)
+      fmt::print(stderr,
+                 "gotap: replaced {} jump{} left in pid {} by a gotap that was killed (its pages "
+                 "stay, unused)\n",
+                 t.replaced, t.replaced == 1 ? "" : "s", pid_);
     if (t.foreign)
       fmt::print(stderr,
                  "gotap: warning: {} of {} sites are another tracer's (a uprobe or a debugger's "
@@ -291,6 +301,30 @@ class Run {
     uint8_t b = 0;
     iovec local{&b, 1}, remote{reinterpret_cast<void*>(mapped_[0]->pages.code()), 1};
     return process_vm_readv(pid_, &local, 1, &remote, 1, 0) == 1;
+  }
+
+  // Whether a jump's target is a slot in the pages of a gotap, this one's or one killed
+  // before: an executable anonymous mapping that begins with kMagic. Read while the threads
+  // are stopped: the maps once, each mapping's header once.
+  IsOurs left_by_a_gotap() {
+    auto maps = std::make_shared<std::vector<sys::Mapping>>();
+    auto magic = std::make_shared<std::map<uint64_t, bool>>();
+    return [this, maps, magic](uint64_t to) {
+      if (maps->empty()) *maps = sys::read_maps(pid_);
+      for (const sys::Mapping& m : *maps) {
+        if (to < m.start || to >= m.end) continue;
+        if (m.perms != "r-xp" || m.inode != 0 || !m.path.empty()) return false;
+        if ((to - m.start) < kHeaderSize || (to - m.start - kHeaderSize) % kSlotSize) return false;
+        auto [it, fresh] = magic->try_emplace(m.start, false);
+        if (fresh) {
+          char head[sizeof kMagic] = {};
+          it->second = proc_->mem().read(m.start, head, sizeof head) &&
+                       std::memcmp(head, kMagic, sizeof kMagic) == 0;
+        }
+        return it->second;
+      }
+      return false;
+    };
   }
 
   // Whether the process is gone or a zombie (its state in /proc/PID/stat).

@@ -13,6 +13,7 @@
 
 #include <linux/perf_event.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -269,6 +271,64 @@ TEST_F(Trampoline, AWholeStrippedServerCountsItsRequestsExactly) {
   EXPECT_TRUE(srv.serves_page());
 }
 
+// Each way a trace can end, three times each, on Debian's stripped rclone that two clients
+// keep busy: the server never fails a request, answers after each end, and after every end
+// but SIGKILL its text is its file's again. -i keeps output flowing, so that a reader that
+// goes away is seen at the next write.
+TEST_F(Trampoline, AServerUnderLoadSurvivesEveryWayGotapEnds) {
+  if (auto why = RcloneServer::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  RcloneServer srv;
+  ASSERT_EQ(srv.start("gotap-trampoline-ends"), "");
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, failed{0};
+  std::vector<std::thread> load;
+  for (int i = 0; i < 2; ++i)
+    load.emplace_back([&] {
+      while (!stop.load())
+        (served_ok(http_get(srv.port(), RcloneServer::kPage), RcloneServer::kBody) ? ok : failed)++;
+    });
+  const std::vector<std::pair<std::string, int>> ends = {{"SIGKILL", SIGKILL},
+                                                         {"reader gone", 0},
+                                                         {"SIGHUP", SIGHUP},
+                                                         {"SIGTERM", SIGTERM},
+                                                         {"SIGINT", SIGINT}};
+  for (const auto& [name, sig] : ends)
+    for (int i = 0; i < 3; ++i) {
+      SCOPED_TRACE(name + " #" + std::to_string(i));
+      Background g(spawn({gotap_binary(), "count", "--backend", "trampoline", "-i", "0.05", "-p",
+                          std::to_string(srv.pid()), "net/http.*"}));
+      ASSERT_TRUE(g.tracing()) << g.err;
+      read_until(g.c.out, "[interval 2", 5000);
+      int st = 0;
+      if (sig) {
+        kill(g.c.pid, sig);
+      } else {
+        close(g.c.out);
+        g.c.out = -1;
+      }
+      std::thread drain([fd = g.c.out] {
+        if (fd >= 0) read_all(fd);
+      });
+      waitpid(g.c.pid, &st, 0);
+      drain.join();
+      g.err += read_all(g.c.err);
+      if (g.c.out >= 0) close(g.c.out);
+      close(g.c.err);
+      if (sig == SIGKILL) {
+        EXPECT_TRUE(WIFSIGNALED(st)) << st;
+      } else {
+        EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st << "\n" << g.err;
+        TextCompare text = compare_text(srv.pid());
+        EXPECT_EQ(text.differing, 0u) << text.first;
+      }
+      EXPECT_TRUE(srv.serves_page());
+    }
+  stop.store(true);
+  for (auto& t : load) t.join();
+  EXPECT_EQ(failed.load(), 0) << ok.load() << " served";
+  EXPECT_GT(ok.load(), 0);
+}
+
 // SIGKILL leaves the jumps and the trampolines in place: the program runs on, counting into
 // memory nobody reads, and another backend still counts its calls exactly.
 TEST_F(Trampoline, AKilledGotapLeavesAProgramThatRunsAsBefore) {
@@ -292,6 +352,17 @@ TEST_F(Trampoline, AKilledGotapLeavesAProgramThatRunsAsBefore) {
     std::string out;
     EXPECT_EQ(e.end(SIGINT, &out), 0) << e.err;
     EXPECT_EQ(counts_of(out)["main.work"], 300u) << out;
+    // A trampoline gotap after it takes the jump left for its own, counts exactly, and at its
+    // end the text is the file's again (the dead gotap's pages stay, unused).
+    Background t{spawn({gotap_binary(), "count", "--backend", "trampoline", "--json", "-p",
+                        std::to_string(prog.pid()), "main.work"})};
+    ASSERT_TRUE(t.tracing()) << t.err;
+    EXPECT_NE(t.err.find("replaced 1 jump left in pid"), std::string::npos) << t.err;
+    ASSERT_TRUE(prog.ask(400));
+    EXPECT_EQ(t.end(SIGINT, &out), 0) << t.err;
+    EXPECT_EQ(counts_of(out)["main.work"], 400u) << out;
+    TextCompare text = compare_text(prog.pid());
+    EXPECT_EQ(text.differing, 0u) << text.first;
     EXPECT_TRUE(prog.ends_well());
   }
 }
