@@ -229,10 +229,11 @@ std::vector<Config> configurations(uint64_t calls, uint64_t ptrace_calls, uint64
       if (b.name == backend) return b.unavailable_reason();
     return "not built into this gotap";
   };
-  std::string ebpf = reason("ebpf"), ptrace = reason("ptrace");
+  std::string ebpf = reason("ebpf"), ptrace = reason("ptrace"), trampoline = reason("trampoline");
   std::vector<Config> out = {
       {"untraced", Tool::Untraced, "", "", calls, "", {}},
       {"ebpf count", Tool::Gotap, "count", "ebpf", calls, ebpf, {}},
+      {"trampoline count", Tool::Gotap, "count", "trampoline", calls, trampoline, {}},
       // Every call rejected in the kernel by a condition that follows a pointer: what a
       // call that does not match costs, next to a count hit at the same site (docs/cli.md,
       // "Conditions"). The workload's req.ID is never negative.
