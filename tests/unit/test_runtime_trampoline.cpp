@@ -104,6 +104,41 @@ TEST_F(Trampoline, CountsEveryCallOfTheStressFixture) {
   }
 }
 
+// The basic fixture on every Go release and build flavour: each function it prints ground
+// truth for ("GT main.add a=1 b=2", one line per call) is counted exactly that often, and
+// counts equal the eBPF backend's for the same run of the program (eBPF without inlined
+// sites, which the trampoline backend does not count).
+TEST_F(Trampoline, CountsEqualTheGroundTruthAndEbpfOnEveryRelease) {
+  auto fx = all_fixtures("basic");
+  if (fx.empty()) GTEST_SKIP() << "no basic fixtures built";
+  for (const Fixture& f : fx) {
+    SCOPED_TRACE(f.label());
+    RunResult t = run_command(
+        {gotap_binary(), "count", "--backend", "trampoline", "--json", "main.*", "--", f.path},
+        120);
+    RunResult e = run_command({gotap_binary(), "count", "--backend", "ebpf", "--json",
+                               "--no-inline", "main.*", "--", f.path},
+                              120);
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    ASSERT_EQ(e.exit_code, 0) << e.err;
+    std::map<std::string, uint64_t> truth;
+    std::istringstream in(t.out);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("GT ", 0) != 0 || line.find(" -> ") != std::string::npos) continue;
+      const size_t sp = line.find(' ', 3);
+      ++truth[line.substr(3, sp == std::string::npos ? std::string::npos : sp - 3)];
+    }
+    ASSERT_FALSE(truth.empty()) << t.out;
+    const auto tc = counts_of(t.out), ec = counts_of(e.out);
+    for (const auto& [func, n] : truth) {
+      if (f.go_version == "1.19" && !tc.count(func)) continue;  // short functions left out
+      EXPECT_EQ(tc.count(func) ? tc.at(func) : 0, n) << func << "\n" << t.err;
+    }
+    for (const auto& [func, n] : tc) EXPECT_EQ(ec.count(func) ? ec.at(func) : 0, n) << func;
+    EXPECT_GE(tc.size() * 2, ec.size()) << "most functions have a site";
+  }
+}
+
 // The latency fixture in spin mode: ask(n) has it call main.work n times ("did n").
 class Spin {
  public:
