@@ -14,10 +14,12 @@ constexpr uint8_t kInt3 = 0xcc;
 }  // namespace
 
 Result<std::vector<uint8_t>> build_trampolines(const PatchSet& set, const Region& region,
-                                               uint64_t bias, uint64_t code,
+                                               uint64_t bias, uint64_t code, const Owner& owner,
                                                std::vector<LiveSite>& sites, bool empty) {
   std::vector<uint8_t> out(region.code_size(), kInt3);
   std::memcpy(out.data(), kMagic, sizeof kMagic);
+  static_assert(sizeof kMagic <= kOwnerOffset && kOwnerOffset + sizeof(Owner) <= kHeaderSize);
+  std::memcpy(out.data() + kOwnerOffset, &owner, sizeof owner);
   const uint64_t counters = code + region.code_size();
   sites.clear();
   sites.reserve(region.patches.size());
@@ -53,10 +55,6 @@ Result<std::vector<uint8_t>> build_trampolines(const PatchSet& set, const Region
   return out;
 }
 
-namespace {
-
-// Where a jump that another gotap left at `s` goes, when `now` holds one of s's form: `jmp
-// rel32` then, for a 6-byte jbe, an int3; for a short check, the jbe as the file has it.
 std::optional<uint64_t> left_jump(const LiveSite& s, const uint8_t* now) {
   if (now[0] != 0xe9) return std::nullopt;
   if (s.len == s.check_len ? now[5] != kInt3
@@ -67,7 +65,22 @@ std::optional<uint64_t> left_jump(const LiveSite& s, const uint8_t* now) {
   return s.at + 5 + static_cast<int64_t>(rel);
 }
 
-}  // namespace
+LiveSite live_site(const Patch& p, uint64_t bias) {
+  LiveSite l;
+  l.at = p.site.at + bias;
+  l.len = p.short_check ? kJumpLen - 1 : p.site.len;
+  l.check_len = p.site.len;
+  l.orig = p.orig;
+  return l;
+}
+
+bool held_by_another(ptrace::TraceeMemory& mem, const LiveSite& s, const IsOurs& ours) {
+  uint8_t now[16];
+  if (!mem.read(s.at, now, s.check_len) || std::memcmp(now, s.orig.data(), s.check_len) == 0)
+    return false;
+  const auto to = left_jump(s, now);
+  return !to || !ours || !ours(*to);
+}
 
 WriteTally write_jumps(ptrace::TraceeMemory& mem, std::vector<LiveSite>& sites,
                        const IsOurs& ours) {

@@ -13,9 +13,11 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "backends/ptrace/memory.h"
+#include "backends/trampoline/owner.h"
 #include "backends/trampoline/patch_set.h"
 #include "core/model/result.h"
 
@@ -31,10 +33,11 @@ struct LiveSite {
 
 // The trampolines of one region (patch_set.h), whose pages are at `code` (and its counters
 // after them), and each of its sites into `sites`. An error when one is out of reach.
-// `empty`: trampolines that count nothing (the lock inc a nop of its length), the bare jump
-// there and back that the benchmarks measure apart (GOTAP_TRAMPOLINE_EMPTY=1).
+// `owner` goes into the header (owner.h). `empty`: trampolines that count nothing (the lock
+// inc a nop of its length), the bare jump there and back that the benchmarks measure apart
+// (GOTAP_TRAMPOLINE_EMPTY=1).
 Result<std::vector<uint8_t>> build_trampolines(const PatchSet& set, const Region& region,
-                                               uint64_t bias, uint64_t code,
+                                               uint64_t bias, uint64_t code, const Owner& owner,
                                                std::vector<LiveSite>& sites, bool empty = false);
 
 struct WriteTally {
@@ -50,6 +53,15 @@ struct WriteTally {
 
 // Whether `target` is a trampoline slot in pages a gotap mapped (their header, patch_set.h).
 using IsOurs = std::function<bool(uint64_t target)>;
+
+// Where a jump that another gotap left at `s` goes, when `now` (s.check_len bytes) holds one
+// of s's form: `jmp rel32` then, for a 6-byte jbe, an int3; for a short check, the jbe as
+// the file has it.
+std::optional<uint64_t> left_jump(const LiveSite& s, const uint8_t* now);
+// A patch's site at run time, without its jump (for looks before the pages are placed).
+LiveSite live_site(const Patch& p, uint64_t bias);
+// Whether the program's bytes at s are neither the file's nor a jump `ours` accepts.
+bool held_by_another(ptrace::TraceeMemory& mem, const LiveSite& s, const IsOurs& ours);
 
 // Writes each site's jump where the program holds the file's bytes, or a jump of the same
 // form that `ours` says a killed gotap left (its pages stay, unused).

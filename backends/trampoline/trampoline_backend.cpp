@@ -28,6 +28,7 @@
 #include "backends/ptrace/page_release.h"
 #include "backends/ptrace/process.h"
 #include "backends/trampoline/exec_watch.h"
+#include "backends/trampoline/owner.h"
 #include "backends/trampoline/patch_set.h"
 #include "backends/trampoline/program_pages.h"
 #include "backends/trampoline/register.h"
@@ -213,6 +214,17 @@ class Run {
       image_hi_ = std::max(image_hi_, seg.vaddr + seg.memsz + bias_);
     }
     syscall_at_ = elf.entry() + bias_;
+    // Nothing is mapped when no site is free (another gotap traces the same functions): its
+    // pages would stay in the program, unused. The look is repeated with the threads stopped.
+    size_t held_elsewhere = 0;
+    const IsOurs dead = left_by_a_gotap();
+    for (const Patch& p : set_.patches)
+      held_elsewhere += held_by_another(proc_->mem(), live_site(p, bias_), dead);
+    if (held_elsewhere == set_.patches.size())
+      return give_up(runtime_error(
+          "every site is another tracer's (a uprobe, a debugger's int3, another gotap's jump) "
+          "in pid {}; nothing was written",
+          pid_));
     const char* e = getenv("GOTAP_TRAMPOLINE_EMPTY");
     const bool empty = e && strcmp(e, "1") == 0;
     size_t no_room = 0;
@@ -232,7 +244,7 @@ class Run {
         no_room_why = mapped.error().what();
         continue;
       }
-      auto code = build_trampolines(set_, g, bias_, m->pages.code(), m->sites, empty);
+      auto code = build_trampolines(set_, g, bias_, m->pages.code(), self_owner(), m->sites, empty);
       if (!code || !proc_->mem().write(m->pages.code(), code->data(), code->size())) {
         m->pages.unmap(*proc_, held, syscall_at_);
         return give_up(unmap_all(held, code ? runtime_error("cannot write the trampolines into "
@@ -252,7 +264,7 @@ class Run {
     exec_.start(pid_);
     bool all_held = false;
     WriteTally t;
-    const IsOurs ours = left_by_a_gotap();
+    const IsOurs ours = left_by_a_gotap();  // the maps again: with the threads stopped
     proc_->detach_all(no_fix, held, [&](const std::vector<pid_t>&) {
       all_held = true;
       for (auto& m : mapped_) {
@@ -303,9 +315,9 @@ class Run {
     return process_vm_readv(pid_, &local, 1, &remote, 1, 0) == 1;
   }
 
-  // Whether a jump's target is a slot in the pages of a gotap, this one's or one killed
-  // before: an executable anonymous mapping that begins with kMagic. Read while the threads
-  // are stopped: the maps once, each mapping's header once.
+  // Whether a jump's target is a slot in the pages of a gotap that is gone (killed): an
+  // executable anonymous mapping that begins with kMagic, whose owner (owner.h) no longer
+  // runs. Read while the threads are stopped: the maps once, each mapping's header once.
   IsOurs left_by_a_gotap() {
     auto maps = std::make_shared<std::vector<sys::Mapping>>();
     auto magic = std::make_shared<std::map<uint64_t, bool>>();
@@ -317,9 +329,13 @@ class Run {
         if ((to - m.start) < kHeaderSize || (to - m.start - kHeaderSize) % kSlotSize) return false;
         auto [it, fresh] = magic->try_emplace(m.start, false);
         if (fresh) {
-          char head[sizeof kMagic] = {};
-          it->second = proc_->mem().read(m.start, head, sizeof head) &&
-                       std::memcmp(head, kMagic, sizeof kMagic) == 0;
+          char head[kOwnerOffset + sizeof(Owner)] = {};
+          if (proc_->mem().read(m.start, head, sizeof head) &&
+              std::memcmp(head, kMagic, sizeof kMagic) == 0) {
+            Owner owner;
+            std::memcpy(&owner, head + kOwnerOffset, sizeof owner);
+            it->second = !owner_alive(owner);
+          }
         }
         return it->second;
       }

@@ -402,6 +402,33 @@ TEST_F(Trampoline, AKilledGotapLeavesAProgramThatRunsAsBefore) {
   }
 }
 
+// A second trampoline gotap beside a live first one takes none of its jumps (their pages'
+// owner still runs): it says so, maps nothing and exits 1, and the first counts on exactly.
+TEST_F(Trampoline, ASecondGotapLeavesTheFirstsJumps) {
+  auto fx = latency_fixtures();
+  if (fx.empty()) GTEST_SKIP() << "no latency fixtures built";
+  const Fixture& f = fx.back();
+  if (before_1_21(f)) GTEST_SKIP() << "main.work has no site before Go 1.21";
+  Spin prog(f.path);
+  ASSERT_TRUE(prog.ask(10));
+  Background first{spawn({gotap_binary(), "count", "--backend", "trampoline", "--json", "-p",
+                          std::to_string(prog.pid()), "main.work"})};
+  ASSERT_TRUE(first.tracing()) << first.err;
+  const size_t code_before = anonymous_code(maps_of(prog.pid()));
+  RunResult second = run_command({gotap_binary(), "count", "--backend", "trampoline", "-p",
+                                  std::to_string(prog.pid()), "main.work"},
+                                 60);
+  EXPECT_EQ(second.exit_code, 1) << second.err;
+  EXPECT_NE(second.err.find("every site is another tracer's"), std::string::npos) << second.err;
+  EXPECT_EQ(anonymous_code(maps_of(prog.pid())), code_before) << "nothing mapped";
+  ASSERT_TRUE(prog.ask(500));
+  std::string out;
+  EXPECT_EQ(first.end(SIGINT, &out), 0) << first.err;
+  EXPECT_EQ(counts_of(out)["main.work"], 500u) << out;
+  EXPECT_EQ(compare_text(prog.pid()).differing, 0u);
+  EXPECT_TRUE(prog.ends_well());
+}
+
 // A perf uprobe (no BPF program) at `offset` in `path`, counting its hits on every CPU (a
 // count per task would see one thread's): what bpftrace or perf would put there.
 struct Uprobe {
