@@ -42,8 +42,9 @@ po::options_description options_of(const std::string& command) {
       "all", "trace every process that runs the binary given with --binary (ebpf)")(
       "binary", po::value<std::string>(),
       "the binary, for --all; with -p PID, a shared library's copy in that process (ebpf)")(
-      "backend", po::value<std::string>()->default_value("auto"), "ptrace, ebpf, trampoline (count) or auto")(
-      "duration,d", po::value<double>(), "stop after SECONDS")(
+      "backend", po::value<std::string>()->default_value("auto"),
+      "ptrace, ebpf, trampoline (count) or auto")("duration,d", po::value<double>(),
+                                                  "stop after SECONDS")(
       "output,o", po::value<std::string>(), "write events to FILE instead of stdout")(
       "json", "JSON Lines output (docs/cli.md)")("max-depth", po::value<int>()->default_value(3),
                                                  "pointer/struct depth to decode")(
