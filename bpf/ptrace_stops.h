@@ -15,6 +15,8 @@ struct ptrace_stop_times {
    * took its CPU, cgroup throttling), in all; and since when it waits now (0: it does not). */
   __u64 preempted;
   __u64 preempted_at;
+  /* when the tracer last woke it from a tracer stop (its resume, sched_waking) */
+  __u64 woken;
 };
 
 /* --why: a thread's system calls since gotap last took them (at its stops), for `syscalls` by
