@@ -74,8 +74,8 @@ int BPF_PROG(gotap_stop_switch, bool preempt, struct task_struct* prev, struct t
   if (prev->tgid == target_tgid && !preempt && (prev_state & STOPS_TASK_TRACED)) {
     __u32 tid = prev->pid;
     struct ptrace_stop_times* t = bpf_map_lookup_elem(&stop_times, &tid);
-    struct ptrace_stop_times n = {bpf_ktime_get_ns(),   0, t ? t->in : 0, t ? t->trap : 0,
-                                  t ? t->preempted : 0, 0, 0};
+    struct ptrace_stop_times n = {
+        bpf_ktime_get_ns(), 0, t ? t->in : 0, t ? t->trap : 0, t ? t->preempted : 0, 0, 0};
     bpf_map_update_elem(&stop_times, &tid, &n, BPF_ANY);
   } else if (prev->tgid == target_tgid && (preempt || prev_state == 0 /* TASK_RUNNING */) &&
              !(prev_state & (STOPS_TASK_TRACED | STOPS_TASK_STOPPED)) && !in_syscall(prev->pid)) {
