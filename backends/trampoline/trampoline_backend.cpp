@@ -278,10 +278,11 @@ class Run {
     lock.release();
     sys::timing_mark("trampoline: jumps written");
     if (proc_->exec_seen()) return exec_refusal();
-    // Nothing was written: the pages stay (no thread is held to unmap them), unused.
+    // Nothing was written: the pages stay (no thread is held to unmap them), unused. A
+    // launched program ends with its trace, as ever.
     if (!all_held)
-      return runtime_error("cannot stop every thread of pid {} to patch it; nothing was patched",
-                           pid_);
+      return end_unpatched(runtime_error(
+          "cannot stop every thread of pid {} to patch it; nothing was patched", pid_));
     placed_ = t.written;
     foreign_ = t.foreign;
     if (t.replaced)
@@ -295,12 +296,19 @@ class Run {
                  "int3 there): left to it, not counted\n",
                  t.foreign, site_count());
     if (!placed_)
-      return runtime_error(
-          "no site of pid {} could be patched ({} another tracer's, {} not "
-          "written)",
-          pid_, t.foreign, t.failed);
+      return end_unpatched(
+          runtime_error("no site of pid {} could be patched ({} another tracer's, {} not "
+                        "written)",
+                        pid_, t.foreign, t.failed));
     pidfd_ = sys::Fd(static_cast<int>(syscall(SYS_pidfd_open, pid_, 0)));
     return {};
+  }
+
+  // After the detach, a failure with nothing patched: a launched program is ended as a
+  // trace's end ends it (sys::end_child); an attached one runs on.
+  Error end_unpatched(Error e) {
+    if (launched_) (void)sys::end_child(pid_);
+    return e;
   }
 
   bool stop_due(uint64_t t0) const {
