@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <utility>
+
+#include "core/sys/proc_status.h"
 
 namespace gotap::ptrace {
 
@@ -32,17 +33,8 @@ ScratchRoom ScratchRoom::of(int pid, uint64_t image_lo, uint64_t image_hi) {
   // parenthesis (the name may hold spaces and parentheses). Field 48 is arg_start, on the
   // stack, not the current brk: taken for brk, it left no room above the heap at all, and a
   // whole binary's scratch failed whenever the heap started within 7 MiB of the image.
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (std::getline(stat, line)) {
-    auto paren = line.rfind(')');
-    if (paren != std::string::npos) {
-      std::istringstream in(line.substr(paren + 1));
-      std::string field;
-      for (int i = 3; i <= 47 && in >> field; ++i)
-        if (i == 47) room.brk_start = std::strtoull(field.c_str(), nullptr, 10);
-    }
-  }
+  if (const auto stat = sys::stat_fields(pid); stat.size() > 47)
+    room.brk_start = std::strtoull(stat[47].c_str(), nullptr, 10);
   // The current brk: the end of the [heap] mapping (none before the first sbrk).
   room.brk = room.brk_start;
   for (const sys::Mapping& m : sys::read_maps(pid))

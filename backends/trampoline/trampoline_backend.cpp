@@ -18,8 +18,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <memory>
 
@@ -41,6 +39,7 @@
 #include "core/sys/fd.h"
 #include "core/sys/image_lock.h"
 #include "core/sys/proc_maps.h"
+#include "core/sys/proc_status.h"
 #include "core/sys/spawn.h"
 #include "core/sys/timing.h"
 
@@ -351,13 +350,10 @@ class Run {
     };
   }
 
-  // Whether the process is gone or a zombie (its state in /proc/PID/stat).
+  // Whether the process is gone or a zombie.
   bool exiting() const {
-    std::ifstream in(fmt::format("/proc/{}/stat", pid_));
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t paren = stat.rfind(')');
-    return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z' ||
-           stat[paren + 2] == 'X';
+    const auto state = sys::status_value(pid_, 0, "State");
+    return !state || state->starts_with('Z') || state->starts_with('X');
   }
 
   // Until the trace ends: a stop asked for, the duration out, the program gone or exec'd.

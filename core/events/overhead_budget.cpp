@@ -7,10 +7,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "core/model/go_quote.h"
+#include "core/sys/proc_status.h"
 
 namespace gotap {
 
@@ -32,19 +31,13 @@ std::optional<uint64_t> process_cpu_ns(int pid) {
   timespec ts{};
   if (clock_getcpuclockid(pid, &cid) == 0 && clock_gettime(cid, &ts) == 0)
     return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(f, line)) return std::nullopt;
-  // Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
-  const size_t close = line.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream rest(line.substr(close + 1));
-  std::string field;
-  uint64_t utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
-    if (i == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
-  }
+  const auto stat = sys::stat_fields(pid);
+  if (stat.size() < 3) return std::nullopt;
+  // utime is field 14, stime 15 (0 when the line is cut short).
+  const auto field = [&](size_t n) {
+    return stat.size() > n ? std::strtoull(stat[n].c_str(), nullptr, 10) : 0;
+  };
+  const uint64_t utime = field(14), stime = field(15);
   const long hz = sysconf(_SC_CLK_TCK);
   return (utime + stime) * (1'000'000'000ull / uint64_t(hz > 0 ? hz : 100));
 }

@@ -1,6 +1,7 @@
 #include "core/sys/proc_status.h"
 
 #include <fstream>
+#include <sstream>
 
 namespace gotap::sys {
 
@@ -16,6 +17,18 @@ std::optional<std::string> status_value(pid_t pid, pid_t tid, std::string_view f
     return v == std::string::npos ? std::string() : line.substr(v);
   }
   return std::nullopt;
+}
+
+std::vector<std::string> stat_fields(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return {};
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return {};
+  std::vector<std::string> out(3);
+  std::istringstream rest(line.substr(close + 1));
+  for (std::string field; rest >> field;) out.push_back(std::move(field));
+  return out;
 }
 
 }  // namespace gotap::sys
