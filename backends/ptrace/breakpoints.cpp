@@ -315,8 +315,7 @@ Result<void> Breakpoints::place_scratch(Process& proc, pid_t tid, uint64_t sysca
         {hint, size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
          static_cast<uint64_t>(-1), 0});
     if (!r) return r.error();
-    int64_t v = static_cast<int64_t>(*r);
-    if (v < 0 && v > -4096) continue;  // taken since the maps were read: the next spot
+    if (syscall_failed(*r)) continue;  // taken since the maps were read: the next spot
     got = *r;
     // A kernel before 4.17 takes MAP_FIXED_NOREPLACE's address as a mere hint.
     if (got == hint || scratch_within_reach(got, size, room)) break;

@@ -41,6 +41,13 @@ std::optional<uint64_t> signal_mask(pid_t pid, pid_t tid, std::string_view field
 
 using TrapFix = std::function<bool(pid_t, user_regs_struct&)>;
 
+// Whether a system call's raw result (Process::inject_syscall's) is an error: -4095 to -1,
+// the kernel's -errno; mmap's addresses are never in that range.
+inline bool syscall_failed(uint64_t r) {
+  const int64_t v = static_cast<int64_t>(r);
+  return v < 0 && v > -4096;
+}
+
 class Process {
  public:
   // Whether a wait should give up: a stop requested while attaching (set_abort).

@@ -163,7 +163,7 @@ Result<KernelSigaction> TrapNet::query(Process& proc, pid_t tid, uint64_t syscal
                                  {0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                                   static_cast<uint64_t>(-1), 0});
     if (!r) return r.error();
-    if (int64_t(*r) < 0 && int64_t(*r) > -4096)
+    if (syscall_failed(*r))
       return runtime_error("cannot map a data page in the tracee: {}", strerror(-int64_t(*r)));
     data_ = *r;
   }

@@ -16,14 +16,7 @@
 
 namespace gotap::trampoline {
 
-namespace {
-
-bool failed(uint64_t r) {
-  const int64_t v = static_cast<int64_t>(r);
-  return v < 0 && v > -4096;
-}
-
-}  // namespace
+using ptrace::syscall_failed;
 
 ProgramPages::~ProgramPages() {
   if (view_) ::munmap(view_, counter_size_);
@@ -36,8 +29,8 @@ Result<bool> ProgramPages::try_map(ptrace::Process& proc, pid_t tid, uint64_t sy
       {hint, code_size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
        static_cast<uint64_t>(-1), 0});
   if (!c) return c.error();
-  if (failed(*c)) return false;  // taken
-  if (*c != hint) {              // a kernel before 4.17 takes the address as a hint
+  if (syscall_failed(*c)) return false;  // taken
+  if (*c != hint) {                      // a kernel before 4.17 takes the address as a hint
     (void)proc.inject_syscall(tid, syscall_at, SYS_munmap, {*c, code_size});
     return false;
   }
@@ -45,8 +38,8 @@ Result<bool> ProgramPages::try_map(ptrace::Process& proc, pid_t tid, uint64_t sy
       tid, syscall_at, SYS_mmap,
       {hint + code_size, counter_size, PROT_READ | PROT_WRITE,
        MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, static_cast<uint64_t>(-1), 0});
-  if (!k || failed(*k) || *k != hint + code_size) {
-    if (k && !failed(*k))
+  if (!k || syscall_failed(*k) || *k != hint + code_size) {
+    if (k && !syscall_failed(*k))
       (void)proc.inject_syscall(tid, syscall_at, SYS_munmap, {*k, counter_size});
     (void)proc.inject_syscall(tid, syscall_at, SYS_munmap, {hint, code_size});
     if (!k) return k.error();
@@ -107,7 +100,7 @@ bool ProgramPages::unmap(ptrace::Process& proc, pid_t tid, uint64_t syscall_at) 
   if (!code_) return true;
   auto a = proc.inject_syscall(tid, syscall_at, SYS_munmap, {code_, code_size_});
   auto b = proc.inject_syscall(tid, syscall_at, SYS_munmap, {counters_, counter_size_});
-  const bool ok = a && !failed(*a) && b && !failed(*b);
+  const bool ok = a && !syscall_failed(*a) && b && !syscall_failed(*b);
   if (ok) code_ = counters_ = 0;
   return ok;
 }
