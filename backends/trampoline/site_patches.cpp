@@ -44,11 +44,8 @@ Result<std::vector<uint8_t>> build_trampolines(const PatchSet& set, const Region
     std::memcpy(out.data() + kHeaderSize + k * kSlotSize, t->data(), t->size());
     auto j = p.short_check ? short_site_jump(s, slot) : site_jump(s, slot);
     if (!j) return j.error();
-    LiveSite l;
-    l.at = s.at;
-    l.len = static_cast<uint8_t>(j->size());
-    l.check_len = s.len;
-    l.orig = p.orig;
+    LiveSite l = live_site(p, bias);
+    if (j->size() != l.len) return make_error("a jump of {} bytes at {:#x}", j->size(), l.at);
     std::memcpy(l.jump.data(), j->data(), j->size());
     sites.push_back(l);
   }
@@ -74,12 +71,12 @@ LiveSite live_site(const Patch& p, uint64_t bias) {
   return l;
 }
 
-bool held_by_another(ptrace::TraceeMemory& mem, const LiveSite& s, const IsOurs& ours) {
+SiteNow site_now(ptrace::TraceeMemory& mem, const LiveSite& s, const IsOurs& ours) {
   uint8_t now[16];
-  if (!mem.read(s.at, now, s.check_len) || std::memcmp(now, s.orig.data(), s.check_len) == 0)
-    return false;
-  const auto to = left_jump(s, now);
-  return !to || !ours || !ours(*to);
+  if (!mem.read(s.at, now, s.check_len)) return SiteNow::Unreadable;
+  if (std::memcmp(now, s.orig.data(), s.check_len) == 0) return SiteNow::File;
+  const auto to = ours ? left_jump(s, now) : std::nullopt;
+  return to && ours(*to) ? SiteNow::Ours : SiteNow::Foreign;
 }
 
 WriteTally write_jumps(ptrace::TraceeMemory& mem, std::vector<LiveSite>& sites,
@@ -87,18 +84,18 @@ WriteTally write_jumps(ptrace::TraceeMemory& mem, std::vector<LiveSite>& sites,
   WriteTally t;
   for (LiveSite& s : sites) {
     if (s.written) continue;
-    uint8_t now[16];
-    if (!mem.read(s.at, now, s.check_len)) {
-      ++t.failed;
-      continue;
-    }
-    if (std::memcmp(now, s.orig.data(), s.check_len) != 0) {
-      const auto to = ours ? left_jump(s, now) : std::nullopt;
-      if (!to || !ours(*to)) {
+    switch (site_now(mem, s, ours)) {
+      case SiteNow::Unreadable:
+        ++t.failed;
+        continue;
+      case SiteNow::Foreign:
         ++t.foreign;
         continue;
-      }
-      ++t.replaced;
+      case SiteNow::Ours:
+        ++t.replaced;
+        break;
+      case SiteNow::File:
+        break;
     }
     if (!mem.write(s.at, s.jump.data(), s.len)) {
       ++t.failed;

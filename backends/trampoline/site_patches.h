@@ -60,8 +60,10 @@ using IsOurs = std::function<bool(uint64_t target)>;
 std::optional<uint64_t> left_jump(const LiveSite& s, const uint8_t* now);
 // A patch's site at run time, without its jump (for looks before the pages are placed).
 LiveSite live_site(const Patch& p, uint64_t bias);
-// Whether the program's bytes at s are neither the file's nor a jump `ours` accepts.
-bool held_by_another(ptrace::TraceeMemory& mem, const LiveSite& s, const IsOurs& ours);
+// What the program holds at s now: the file's bytes, a jump of s's form that `ours` accepts
+// (a killed gotap's), another tracer's bytes, or nothing readable.
+enum class SiteNow { File, Ours, Foreign, Unreadable };
+SiteNow site_now(ptrace::TraceeMemory& mem, const LiveSite& s, const IsOurs& ours);
 
 // Writes each site's jump where the program holds the file's bytes, or a jump of the same
 // form that `ours` says a killed gotap left (its pages stay, unused).

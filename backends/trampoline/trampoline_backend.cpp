@@ -218,7 +218,7 @@ class Run {
     size_t held_elsewhere = 0;
     const IsOurs dead = left_by_a_gotap();
     for (const Patch& p : set_.patches)
-      held_elsewhere += held_by_another(proc_->mem(), live_site(p, bias_), dead);
+      held_elsewhere += site_now(proc_->mem(), live_site(p, bias_), dead) == SiteNow::Foreign;
     if (held_elsewhere == set_.patches.size())
       return give_up(runtime_error(
           "every site is another tracer's (a uprobe, a debugger's int3, another gotap's jump) "
