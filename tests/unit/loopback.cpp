@@ -107,6 +107,44 @@ bool served_ok(const std::optional<std::string>& r, const std::string& body) {
          r->compare(r->size() - body.size(), body.size(), body) == 0;
 }
 
+Spin::Spin(const std::string& path) {
+  sys::Pipe in = sys::make_pipe(), out = sys::make_pipe();
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(in.read.get(), 0);
+    dup2(out.write.get(), 1);
+    execl(path.c_str(), path.c_str(), "spin", nullptr);
+    _exit(127);
+  }
+  in_ = in.write.release();
+  out_ = out.read.release();
+}
+
+Spin::~Spin() {
+  if (in_ >= 0) close(in_);
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (out_ >= 0) close(out_);
+}
+
+bool Spin::ask(int n) {
+  const std::string line = std::to_string(n) + "\n";
+  if (write(in_, line.data(), line.size()) != ssize_t(line.size())) return false;
+  const std::string did = "did " + std::to_string(n) + "\n";
+  return read_until(out_, did, 30000).find(did) != std::string::npos;
+}
+
+bool Spin::ends_well() {
+  close(in_);
+  in_ = -1;
+  int st = 0;
+  waitpid(pid_, &st, 0);
+  pid_ = -1;
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
 std::string rclone_path() {
   for (const auto& rb : real_binaries())
     if (rb.name == "rclone") return rb.path;

@@ -39,6 +39,24 @@ struct TextCompare {
 };
 TextCompare compare_text(pid_t pid);
 
+// The latency fixture (PATH) in spin mode, for the life of the object: ask(n) has it call
+// main.work n times and waits for its "did n"; the destructor kills and reaps it.
+class Spin {
+ public:
+  explicit Spin(const std::string& path);
+  ~Spin();
+  Spin(const Spin&) = delete;
+  Spin& operator=(const Spin&) = delete;
+  pid_t pid() const { return pid_; }
+  bool ask(int n);
+  // Closes its stdin: it says "done" and exits 0.
+  bool ends_well();
+
+ private:
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1;
+};
+
 // Debian's rclone (tests/tools/fetch-real-binaries.sh), or "" when it was not fetched.
 std::string rclone_path();
 

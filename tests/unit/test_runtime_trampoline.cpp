@@ -139,51 +139,6 @@ TEST_F(Trampoline, CountsEqualTheGroundTruthAndEbpfOnEveryRelease) {
   }
 }
 
-// The latency fixture in spin mode: ask(n) has it call main.work n times ("did n").
-class Spin {
- public:
-  explicit Spin(const std::string& path) {
-    sys::Pipe in = sys::make_pipe(), out = sys::make_pipe();
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(in.read.get(), 0);
-      dup2(out.write.get(), 1);
-      execl(path.c_str(), path.c_str(), "spin", nullptr);
-      _exit(127);
-    }
-    in_ = in.write.release();
-    out_ = out.read.release();
-  }
-  ~Spin() {
-    if (in_ >= 0) close(in_);
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (out_ >= 0) close(out_);
-  }
-  pid_t pid() const { return pid_; }
-  bool ask(int n) {
-    const std::string line = std::to_string(n) + "\n";
-    if (write(in_, line.data(), line.size()) != ssize_t(line.size())) return false;
-    const std::string did = "did " + std::to_string(n) + "\n";
-    return read_until(out_, did, 30000).find(did) != std::string::npos;
-  }
-  // Closes its stdin: it says "done" and exits 0.
-  bool ends_well() {
-    close(in_);
-    in_ = -1;
-    int st = 0;
-    waitpid(pid_, &st, 0);
-    pid_ = -1;
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int in_ = -1, out_ = -1;
-};
-
 // The lines of /proc/PID/maps, for a before-and-after.
 std::vector<std::string> maps_of(pid_t pid) {
   std::vector<std::string> out;
