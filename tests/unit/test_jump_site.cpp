@@ -67,6 +67,15 @@ TEST(JumpSite, FramedPrologueAndEpilogue) {
   EXPECT_EQ(r.len, 6);
 }
 
+// A larger frame's stack check: lea r12,[rsp-0x100]; cmp r12,[r14+0x10]; jbe rel32.
+const std::vector<uint8_t> kLargerFrame = {0x4c, 0x8d, 0xa4, 0x24, 0x00, 0xff,
+                                           0xff, 0xff,              // 0x00 lea r12,[rsp-0x100]
+                                           0x4d, 0x3b, 0x66, 0x10,  // 0x08 cmp r12,[r14+0x10]
+                                           0x0f, 0x86, 0x02, 0x00, 0x00, 0x00,  // 0x0c jbe 0x14
+                                           0x55, 0xc3,                    // 0x12 push rbp; ret
+                                           0xe8, 0x00, 0x00, 0x00, 0x00,  // 0x14 call (next)
+                                           0xeb, 0xe5};                   // 0x19 jmp 0x00
+
 TEST(JumpSite, StackCheckWithItsJbe) {
   Code c(kFramed);
   const JumpSite s = stack_check_jump_site(c.span(), kAt, c.blocks, kAt, kAt + 0x04);
@@ -80,12 +89,7 @@ TEST(JumpSite, StackCheckWithItsJbe) {
   EXPECT_FALSE(stack_check_jump_site(c.span(), kAt, c.blocks, kAt, kAt + 0x06).ok());
   // A larger frame's: lea r12,[rsp-0x100]; cmp r12,[r14+0x10]; jbe. The lea stays: a goroutine
   // may be parked right after it.
-  Code big({0x4c, 0x8d, 0xa4, 0x24, 0x00, 0xff, 0xff, 0xff,  // 0x00 lea r12,[rsp-0x100]
-            0x4d, 0x3b, 0x66, 0x10,                          // 0x08 cmp r12,[r14+0x10]
-            0x0f, 0x86, 0x02, 0x00, 0x00, 0x00,              // 0x0c jbe 0x14
-            0x55, 0xc3,                                      // 0x12 push rbp; ret
-            0xe8, 0x00, 0x00, 0x00, 0x00,                    // 0x14 call (next)
-            0xeb, 0xe5});                                    // 0x19 jmp 0x00
+  Code big(kLargerFrame);
   const JumpSite b = stack_check_jump_site(big.span(), kAt, big.blocks, kAt + 0x08, kAt + 0x0c);
   ASSERT_TRUE(b.ok()) << b.refused;
   EXPECT_EQ(b.at, kAt + 0x08);
@@ -96,12 +100,7 @@ TEST(JumpSite, StackCheckWithItsJbe) {
 
 TEST(JumpSite, StackCheckBranchAlone) {
   // The trampoline backend's site: the jbe alone, its compare left in place.
-  Code big({0x4c, 0x8d, 0xa4, 0x24, 0x00, 0xff, 0xff, 0xff,  // 0x00 lea r12,[rsp-0x100]
-            0x4d, 0x3b, 0x66, 0x10,                          // 0x08 cmp r12,[r14+0x10]
-            0x0f, 0x86, 0x02, 0x00, 0x00, 0x00,              // 0x0c jbe 0x14
-            0x55, 0xc3,                                      // 0x12 push rbp; ret
-            0xe8, 0x00, 0x00, 0x00, 0x00,                    // 0x14 call (next)
-            0xeb, 0xe5});                                    // 0x19 jmp 0x00
+  Code big(kLargerFrame);
   const JumpSite b = stack_check_branch_site(big.span(), kAt, big.blocks, kAt + 0x08, kAt + 0x0c);
   ASSERT_TRUE(b.ok()) << b.refused;
   EXPECT_EQ(b.at, kAt + 0x0c);
