@@ -149,6 +149,13 @@ class Run {
     return {};
   }
 
+  // The executable's lock, which every gotap holds while it looks at sites and writes them
+  // (core/sys/image_lock.h); `abortable`: a stop request ends the wait.
+  Result<sys::ImageLock> lock_image(int wait_ms, bool abortable) const {
+    return sys::ImageLock::take(fmt::format("/proc/{}/exe", pid_), plan_.binary_view.elf->path(),
+                                wait_ms, abortable ? &stop_requested() : nullptr);
+  }
+
   Error exec_refusal() const {
     return runtime_error(
         "pid {} changed its program (exec) between planning and attach; nothing was written", pid_);
@@ -169,8 +176,7 @@ class Run {
       pid_ = held = proc_->pid();
     } else {
       pid_ = opts_.target.pid;
-      auto l = sys::ImageLock::take(fmt::format("/proc/{}/exe", pid_), elf.path(),
-                                    sys::ImageLock::kPlaceWaitMs, &stop_requested());
+      auto l = lock_image(sys::ImageLock::kPlaceWaitMs, true);
       if (!l) return l.error();
       lock = std::move(*l);
       auto p = Process::attach(pid_, abort);
@@ -199,8 +205,7 @@ class Run {
       return give_up(runtime_error("cannot find where pid {} loaded {}", pid_, elf.path()));
     bias_ = *bias;
     if (launched_) {
-      auto l = sys::ImageLock::take(fmt::format("/proc/{}/exe", pid_), elf.path(),
-                                    sys::ImageLock::kPlaceWaitMs, &stop_requested());
+      auto l = lock_image(sys::ImageLock::kPlaceWaitMs, true);
       if (!l) return give_up(l.error());
       lock = std::move(*l);
     } else if (auto r = proc_->interrupt_and_wait(held); !r) {
@@ -384,9 +389,7 @@ class Run {
   // Attaches again and takes every jump back; the pages go too, unless a thread may still
   // be in them or return into them (page_release.h).
   void remove() {
-    const ElfFile& elf = *plan_.binary_view.elf;
-    auto lock = sys::ImageLock::take(fmt::format("/proc/{}/exe", pid_), elf.path(),
-                                     sys::ImageLock::kRemoveWaitMs);
+    auto lock = lock_image(sys::ImageLock::kRemoveWaitMs, false);
     if (!lock)
       fmt::print(stderr, "gotap: warning: removing the trampolines unlocked: {}\n",
                  lock.error().what());
