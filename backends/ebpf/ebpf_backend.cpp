@@ -44,6 +44,7 @@
 #include "core/events/typed_events.h"
 #include "core/model/go_quote.h"
 #include "core/model/wait_reasons.h"
+#include "core/plan/probe_detour.h"
 #include "core/sys/fd.h"
 #include "core/sys/image_lock.h"
 #include "core/sys/proc_status.h"
@@ -374,6 +375,30 @@ std::map<uint32_t, uint64_t> held_entries(const BinaryView& bin, const ProbeConf
   return out;
 }
 
+// Functions (func_id -> site) whose code up to their entry probe is not the file's (a
+// trampoline gotap's jump on the stack check, core/plan/probe_detour.h).
+std::map<uint32_t, uint64_t> detoured_entries(const BinaryView& bin, const ProbeConfig& cfg,
+                                              int pid, const PlannedImage& planned) {
+  std::map<uint32_t, uint64_t> out;
+  const auto mapped = proven_bias(*bin.elf, planned, pid);
+  if (!mapped) return out;
+  sys::Fd mem(open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDONLY | O_CLOEXEC));
+  if (mem.get() < 0) return out;
+  for (const auto& site : cfg.sites) {
+    const uint32_t id = site.func_id;
+    if (id >= cfg.funcs.size() || site.addr != cfg.funcs[id].plan->entry_probe) continue;
+    const FuncPlan& f = *cfg.funcs[id].plan;
+    const size_t n = detour_span(f);
+    uint8_t live[64];
+    if (!n || n > sizeof live ||
+        pread(mem.get(), live, n, static_cast<off_t>(f.entry + *mapped)) != ssize_t(n))
+      continue;
+    if (entry_probe_detoured(f, bin.elf->read(f.entry, n), Bytes(live, n)))
+      out.emplace(id, site.addr);
+  }
+  return out;
+}
+
 // --max-overhead: the calls of func whose entry was reported and whose return will not be,
 // now that its uprobes are gone. They are left out of `unfinished` (the detached event
 // counts them), since the program did not leave them unfinished.
@@ -547,6 +572,26 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
         std::cerr << "gotap: warning: " << held.size() << " function(s) not traced: their entry "
                   << "already holds an int3 of another tracer (ptrace or a debugger), e.g. "
                   << printable(first) << "\n";
+    }
+  }
+
+  // Functions whose entry probe another tracer's jump holds: left to it, as a held entry is.
+  if (opts.target.pid > 0) {
+    auto detoured = detoured_entries(bin, cfg, filter_pid, *planned);
+    if (!detoured.empty()) {
+      std::erase_if(sites, [&](const Site& s) {
+        return detoured.count(cfg.sites[gotap_cookie_site(s.cookie)].func_id);
+      });
+      const std::string first = cfg.funcs[detoured.begin()->first].plan->name;
+      const std::string why = fmt::format(
+          "another tracer's jump (a trampoline gotap's) holds the entry probe of {} "
+          "function{}, e.g. {}",
+          detoured.size(), detoured.size() == 1 ? "" : "s", printable(first));
+      if (sites.empty()) {
+        target.terminate();
+        return runtime_error("no probe could be placed: {}", why);
+      }
+      if (!eo.quiet) std::cerr << "gotap: warning: not traced: " << why << "\n";
     }
   }
 

@@ -102,8 +102,8 @@ class Tracer {
   // placed, and the int3s with the safety net (tracer_attach.cpp).
   Result<void> setup_probes(pid_t stopped);
   struct SiteTally {
-    size_t wanted = 0, taken = 0, failed = 0, child_left = 0, blocked_left = 0;
-    std::string first_problem, first_holder, first_child, first_blocked;
+    size_t wanted = 0, taken = 0, failed = 0, child_left = 0, blocked_left = 0, detoured = 0;
+    std::string first_problem, first_holder, first_child, first_blocked, first_detoured;
   };
   void prepare_decoding();
   Result<void> collect_sites(SnapshotReader& code, SiteTally& t);

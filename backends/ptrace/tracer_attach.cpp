@@ -35,6 +35,7 @@
 #include "core/plan/error_result.h"
 #include "core/plan/fork_child.h"
 #include "core/plan/image_identity.h"
+#include "core/plan/probe_detour.h"
 #include "core/plan/signals_blocked.h"
 #include "core/sys/spawn.h"
 #include "core/sys/test_delay.h"
@@ -361,6 +362,18 @@ Result<void> Tracer::collect_sites(SnapshotReader& code, SiteTally& t) {
         opts_.mode == Mode::Count && f.entry_refires && f.morestack_call && !opts_.condition;
     const size_t nrets =
         needs_rets() ? f.ret_sites.size() + (f.entry_probe ? f.tail_jumps.size() : 0) : 0;
+    // A trampoline gotap's jump at or before the probe (core/plan/probe_detour.h).
+    if (const size_t n = detour_span(f)) {
+      uint8_t live[64];
+      const Bytes file = elf.read(f.entry, n);
+      if (n <= sizeof live && mem.read(f.entry + bias_, live, n) &&
+          entry_probe_detoured(f, file, Bytes(live, n))) {
+        t.wanted += 1 + nrets;
+        t.failed += 1 + nrets;
+        if (!t.detoured++) t.first_detoured = f.name;
+        continue;
+      }
+    }
     const bool entry_placed =
         f.entry_probe && add(f.entry_probe, {SiteRole::Entry, int(i), -1}, f.frame_size);
     // Another tracer on the entry: the function is not traced at all, or each of its returns
@@ -413,12 +426,17 @@ Result<void> Tracer::collect_sites(SnapshotReader& code, SiteTally& t) {
 // What could not be placed, or was left out on purpose: a warning, or the refusal when
 // nothing could be.
 Result<void> Tracer::report_sites(const SiteTally& t) {
-  const std::string why =
-      t.taken ? fmt::format(
-                    "{} of them already hold an int3: another tracer (a uprobe or a "
-                    "debugger) is on them{}",
-                    t.taken, t.first_holder.empty() ? "" : "; " + t.first_holder)
-              : "first: " + t.first_problem;
+  std::string why = t.taken ? fmt::format(
+                                  "{} of them already hold an int3: another tracer (a uprobe or a "
+                                  "debugger) is on them{}",
+                                  t.taken, t.first_holder.empty() ? "" : "; " + t.first_holder)
+                    : t.first_problem.empty() ? ""
+                                              : "first: " + t.first_problem;
+  if (t.detoured)
+    why += fmt::format(
+        "{}another tracer's jump (a trampoline gotap's) holds the entry probe of {} "
+        "function{}, e.g. {}",
+        why.empty() ? "" : "; ", t.detoured, t.detoured == 1 ? "" : "s", t.first_detoured);
   // Left out on purpose, not a failure: said apart from the sites that could not be placed.
   auto left_out = [](size_t n, const std::string& first, const char* where) {
     return fmt::format("{} probe site{} left out: {} runs {} (--backend=ebpf probes it)", n,
