@@ -2,11 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "core/binary/elf_file.h"
 #include "core/plan/disasm.h"
 #include "core/plan/inline_mark.h"
+#include "core/plan/trampoline_code.h"
 
 namespace gotap::trampoline {
 
@@ -20,39 +23,66 @@ uint64_t page_up(uint64_t n) {
 
 }  // namespace
 
-uint64_t Region::code_size() const {
-  return page_up(kHeaderSize + patches.size() * kSlotSize);
-}
 uint64_t Region::counter_size() const {
   return page_up(patches.size() * kCounterStride);
 }
 
+uint64_t short_trampoline(const Patch& p, uint64_t bias) {
+  JumpSite s = p.site;
+  s.at += bias;
+  return short_site_trampoline(s, Bytes(p.orig.data(), s.len));
+}
+
 std::vector<Region> lay_out(const PatchSet& set, uint64_t bias) {
-  // A short check's trampoline lies between 0x76000000 and 0x76ffffff bytes past its jump.
-  // The sites of one 4 MiB of text, with one region of at most 4 MiB that starts from
-  // 0x76401000 to 0x76c00000 past that text's start, are all in their windows (jump_site.h).
-  // The first place is taken when a killed gotap left its pages there.
-  constexpr unsigned kChunkBits = 22;
-  constexpr uint64_t kFarOffset = 0x76401000, kFarOffsetHi = 0x76c00000;
-  std::vector<Region> out(1);
-  std::map<uint64_t, size_t> far;  // chunk -> region
+  Region near, far;
   for (size_t i = 0; i < set.patches.size(); ++i) {
-    const Patch& p = set.patches[i];
-    if (!p.short_check) {
-      out[0].patches.push_back(i);
+    if (set.patches[i].short_check) {
+      far.patches.push_back(i);
       continue;
     }
-    const uint64_t chunk = (p.site.at + bias) >> kChunkBits;
-    auto [it, fresh] = far.try_emplace(chunk, out.size());
-    if (fresh) {
-      out.emplace_back();
-      out.back().base = (chunk << kChunkBits) + kFarOffset;
-      out.back().base_hi = (chunk << kChunkBits) + kFarOffsetHi;
-    }
-    out[it->second].patches.push_back(i);
+    near.at.push_back(kHeaderSize + near.patches.size() * kSlotSize);
+    near.patches.push_back(i);
   }
-  if (out[0].patches.empty()) out.erase(out.begin());
+  near.size = page_up(kHeaderSize + near.patches.size() * kSlotSize);
+  std::vector<Region> out;
+  if (!near.patches.empty()) out.push_back(std::move(near));
+  if (far.patches.empty()) return out;
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (size_t i : far.patches) {
+    const uint64_t t = short_trampoline(set.patches[i], bias);
+    lo = std::min(lo, t);
+    hi = std::max(hi, t + kSlotSize);
+  }
+  far.base = lo & ~(kPage - 1);
+  if (lo - far.base < kHeaderSize) far.base -= kPage;
+  far.size = page_up(hi) - far.base;
+  for (size_t i : far.patches) far.at.push_back(short_trampoline(set.patches[i], bias) - far.base);
+  out.push_back(std::move(far));
   return out;
+}
+
+void drop_crowded(PatchSet& set) {
+  std::vector<std::pair<uint64_t, size_t>> fixed;
+  for (size_t i = 0; i < set.patches.size(); ++i)
+    if (set.patches[i].short_check) fixed.emplace_back(short_trampoline(set.patches[i], 0), i);
+  std::sort(fixed.begin(), fixed.end());
+  std::vector<bool> crowded(set.patches.size());
+  uint64_t free_from = 0;
+  for (const auto& [at, i] : fixed) {
+    if (at < free_from)
+      crowded[i] = true;
+    else
+      free_from = at + kSlotSize;
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < set.patches.size(); ++i) {
+    if (crowded[i])
+      set.refused["a short function whose trampoline's place is another's"].push_back(
+          set.patches[i].func);
+    else
+      set.patches[kept++] = set.patches[i];
+  }
+  set.patches.resize(kept);
 }
 
 PatchSet plan_patches(const ProbePlan& plan) {
@@ -83,11 +113,6 @@ PatchSet plan_patches(const ProbePlan& plan) {
     if (!p.site.ok()) {
       const JumpSite s =
           stack_check_short_site(code, f.entry, blocks, *fc.stack_check, *fc.stack_check_jcc);
-      if (s.ok() && f.entry_probe == *fc.stack_check_jcc) {
-        // Where gotap's other backends probe the jbe, their int3 would land in the jump.
-        set.refused["a short function whose jbe other gotaps probe (Go before 1.21)"].push_back(fi);
-        continue;
-      }
       if (!s.ok()) {
         // The short check's reason when the jbe is short (a compare of another length).
         set.refused[s.refused == "not a short jbe" ? p.site.refused : s.refused].push_back(fi);
@@ -99,6 +124,7 @@ PatchSet plan_patches(const ProbePlan& plan) {
     std::memcpy(p.orig.data(), code.data() + (p.site.at - f.entry), p.site.len);
     set.patches.push_back(p);
   }
+  drop_crowded(set);
   return set;
 }
 

@@ -1,9 +1,10 @@
 // Which planned functions the trampoline backend can count, and where: the stack check of
-// each, with the file's bytes there. A 6-byte `jbe rel32` is replaced alone
-// (stack_check_branch_site); a short function's compare and 2-byte jbe take a jump whose
-// trampoline must lie in a 16 MiB window about 1.9 GiB past it (stack_check_short_site).
-// Made from the plan's binary alone, before any process is touched, so that what cannot be
-// probed is said first; lay_out then groups the sites into the regions mapped in the program.
+// each, with the file's bytes there. A 6-byte `jbe rel32` becomes a `jno rel32` to a
+// trampoline anywhere in reach (stack_check_branch_site); a short function's compare gets a
+// one-byte `jmp` whose trampoline has a fixed place about 1.9 GiB past it
+// (stack_check_short_site). Made from the plan's binary alone, before any process is touched,
+// so that what cannot be probed is said first; lay_out then places the regions mapped in the
+// program.
 #pragma once
 
 #include <array>
@@ -18,12 +19,12 @@
 namespace gotap::trampoline {
 
 // One trampoline slot: the longest trampoline (a relocated jbe, the count, the jump back: 23
-// bytes) rounded up. Slot k is at kHeaderSize + k * kSlotSize in its region's code.
+// bytes) rounded up. Slot k of the region for 6-byte jbes is at kHeaderSize + k * kSlotSize.
 constexpr uint64_t kSlotSize = 32;
 // Each region's code begins with kMagic (the rest of the header int3s): how a later gotap
 // knows a jump that a killed one left for its own (site_patches.h).
 constexpr uint64_t kHeaderSize = 64;
-inline constexpr char kMagic[] = "gotap trampolines 1";
+inline constexpr char kMagic[] = "gotap trampolines 2";
 // One counter per function, a cache line each: two hot functions on two CPUs do not fight
 // over one line.
 constexpr uint64_t kCounterStride = 64;
@@ -43,20 +44,32 @@ struct PatchSet {
 
 PatchSet plan_patches(const ProbePlan& plan);
 
-// Pages mapped in the program: trampolines (slot k at code + k * kSlotSize), then counters
-// (counter k at code + code_size + k * kCounterStride).
+// Leaves out, as refused, each short check whose trampoline's fixed place overlaps an
+// earlier one's (only when their compares are encoded differently: functions are 32 bytes
+// apart at least, as the slots are, so one encoding never overlaps).
+void drop_crowded(PatchSet& set);
+
+// Pages mapped in the program: trampolines, then counters (counter k at
+// code + code_size() + k * kCounterStride, for patches[k]).
 struct Region {
-  // 0: anywhere within rel32 reach of the image (scratch_room.h); else at an address from
-  // base to base_hi (both page-aligned) where the whole region is free, lowest first.
-  uint64_t base = 0, base_hi = 0;
-  std::vector<size_t> patches;  // indexes into PatchSet::patches, by slot
-  uint64_t code_size() const;
+  // 0: anywhere within rel32 reach of the image (scratch_room.h); else exactly there.
+  uint64_t base = 0;
+  std::vector<size_t> patches;  // indexes into PatchSet::patches
+  std::vector<uint64_t> at;     // where each one's trampoline starts, from the code's start
+  uint64_t size = 0;            // of the code, whole pages
+  uint64_t code_size() const { return size; }
   uint64_t counter_size() const;
 };
 
-// The regions for a program that loaded the binary at `bias`: one for the 6-byte jbes, one
-// for the short checks of each 4 MiB of text, at the place their window asks for.
+// The regions for a program that loaded the binary at `bias`: one for the 6-byte jbes, slot
+// after slot, and one for the short checks, from the page of the first one's fixed place
+// (or the page before, for the header) to the last one's. Only its pages that hold
+// trampolines are ever written: the rest costs no memory.
 std::vector<Region> lay_out(const PatchSet& set, uint64_t bias);
+
+// Where a short check's trampoline must start (trampoline_code.h), for a program that
+// loaded the binary at `bias`.
+uint64_t short_trampoline(const Patch& p, uint64_t bias);
 
 // "2 of 5 functions have no trampoline site and are not counted (1 a short function: ...:
 // main.a; 1 ...: main.b)", or "" when every function has one. At most 3 names a reason.

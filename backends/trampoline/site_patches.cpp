@@ -13,13 +13,17 @@ constexpr uint8_t kInt3 = 0xcc;
 
 }  // namespace
 
-Result<std::vector<uint8_t>> build_trampolines(const PatchSet& set, const Region& region,
-                                               uint64_t bias, uint64_t code, const Owner& owner,
-                                               std::vector<LiveSite>& sites, bool empty) {
-  std::vector<uint8_t> out(region.code_size(), kInt3);
-  std::memcpy(out.data(), kMagic, sizeof kMagic);
+Result<RegionCode> build_trampolines(const PatchSet& set, const Region& region, uint64_t bias,
+                                     uint64_t code, const Owner& owner,
+                                     std::vector<LiveSite>& sites, bool empty) {
+  constexpr uint64_t kPage = 4096;
+  RegionCode out;
+  out.bytes.assign(region.code_size(), kInt3);
+  std::memcpy(out.bytes.data(), kMagic, sizeof kMagic);
   static_assert(sizeof kMagic <= kOwnerOffset && kOwnerOffset + sizeof(Owner) <= kHeaderSize);
-  std::memcpy(out.data() + kOwnerOffset, &owner, sizeof owner);
+  std::memcpy(out.bytes.data() + kOwnerOffset, &owner, sizeof owner);
+  std::vector<bool> used(region.code_size() / kPage);
+  used[0] = true;
   const uint64_t counters = code + region.code_size();
   sites.clear();
   sites.reserve(region.patches.size());
@@ -28,9 +32,13 @@ Result<std::vector<uint8_t>> build_trampolines(const PatchSet& set, const Region
     JumpSite s = p.site;
     s.at += bias;
     s.branch_to += bias;
-    const uint64_t slot = code + kHeaderSize + k * kSlotSize;
-    auto t = count_trampoline(slot, s, Bytes(p.orig.data(), s.len), counters + k * kCounterStride,
-                              false);
+    const Bytes orig(p.orig.data(), s.len);
+    const uint64_t off = region.at[k], slot = code + off;
+    if (off < kHeaderSize || off + kSlotSize > region.code_size())
+      return make_error("a trampoline at {:#x} outside its region", slot);
+    if (p.short_check && slot != short_site_trampoline(s, orig))
+      return make_error("a short check's trampoline at {:#x}, not at its place", slot);
+    auto t = count_trampoline(slot, s, orig, counters + k * kCounterStride, false);
     if (!t) return t.error();
     if (t->size() > kSlotSize) return make_error("a trampoline of {} bytes", t->size());
     if (empty) {
@@ -41,23 +49,34 @@ Result<std::vector<uint8_t>> build_trampolines(const PatchSet& set, const Region
         return make_error("no count to take out of the trampoline at {:#x}", slot);
       std::memcpy(t->data() + inc, kNop8, sizeof kNop8);
     }
-    std::memcpy(out.data() + kHeaderSize + k * kSlotSize, t->data(), t->size());
-    auto j = p.short_check ? short_site_jump(s, slot) : site_jump(s, slot);
+    std::memcpy(out.bytes.data() + off, t->data(), t->size());
+    used[off / kPage] = used[(off + t->size() - 1) / kPage] = true;
+    auto j = p.short_check ? short_site_jump(s, orig) : branch_site_jump(s, slot);
     if (!j) return j.error();
     LiveSite l = live_site(p, bias);
     if (j->size() != l.len) return make_error("a jump of {} bytes at {:#x}", j->size(), l.at);
     std::memcpy(l.jump.data(), j->data(), j->size());
     sites.push_back(l);
   }
+  for (size_t pg = 0; pg < used.size(); ++pg) {
+    if (!used[pg]) continue;
+    if (!out.runs.empty() && out.runs.back().first + out.runs.back().second == pg * kPage)
+      out.runs.back().second += kPage;
+    else
+      out.runs.emplace_back(pg * kPage, kPage);
+  }
   return out;
 }
 
 std::optional<uint64_t> left_jump(const LiveSite& s, const uint8_t* now) {
-  if (now[0] != 0xe9) return std::nullopt;
-  if (s.len == s.check_len ? now[5] != kInt3
-                           : std::memcmp(now + s.len, s.orig.data() + s.len, s.check_len - s.len))
-    return std::nullopt;
   int32_t rel = 0;
+  if (s.len == s.check_len) {  // a 6-byte jbe's jno
+    if (now[0] != 0x0f || now[1] != 0x81) return std::nullopt;
+    std::memcpy(&rel, now + 2, 4);
+    return s.at + s.len + static_cast<int64_t>(rel);
+  }
+  if (now[0] != 0xe9 || std::memcmp(now + 1, s.orig.data() + 1, s.check_len - 1) != 0)
+    return std::nullopt;
   std::memcpy(&rel, now + 1, 4);
   return s.at + 5 + static_cast<int64_t>(rel);
 }
@@ -65,7 +84,7 @@ std::optional<uint64_t> left_jump(const LiveSite& s, const uint8_t* now) {
 LiveSite live_site(const Patch& p, uint64_t bias) {
   LiveSite l;
   l.at = p.site.at + bias;
-  l.len = p.short_check ? kJumpLen - 1 : p.site.len;
+  l.len = p.short_check ? 1 : p.site.len;
   l.check_len = p.site.len;
   l.orig = p.orig;
   return l;
@@ -116,19 +135,26 @@ WriteTally restore_jumps(ptrace::TraceeMemory& mem, std::vector<LiveSite>& sites
       ++t.failed;
       continue;
     }
+    s.written = false;
+    if (std::memcmp(now, s.orig.data(), s.len) == 0) {
+      // A uprobe came and went: the kernel put back the file's first byte, all a short
+      // check's jump is.
+      ++t.taken;
+      continue;
+    }
     // The first byte may be a uprobe's int3 now: the rest goes back under it.
-    const size_t from = now[0] == kInt3 && s.jump[0] != kInt3 ? 1 : 0;
-    t.taken += from;
+    const size_t from = now[0] == kInt3 ? 1 : 0;
     if (std::memcmp(now + from, s.jump.data() + from, s.len - from) != 0) {
       ++t.foreign;
-      s.written = false;
       continue;
     }
+    t.taken += from;
+    if (from == s.len) continue;  // the file's bytes are under that int3 already
     if (!mem.write(s.at + from, s.orig.data() + from, s.len - from)) {
       ++t.failed;
+      s.written = true;
       continue;
     }
-    s.written = false;
     ++t.written;
   }
   return t;

@@ -7,13 +7,16 @@
 // jump is still there: a site another tracer holds (a uprobe's int3, a debugger's) is left to
 // it. A uprobe put on a site after the jump keeps its int3 over the jump's first byte; the
 // restore puts back the other bytes under it, so that the kernel finds the file's instruction
-// once that uprobe goes.
+// once that uprobe goes. When the uprobe goes first, the kernel writes the file's first byte
+// back: every jump begins with it or is that byte alone (trampoline_code.h), so the program
+// is never left with half of one.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "backends/ptrace/memory.h"
@@ -36,27 +39,33 @@ struct LiveSite {
 // `owner` goes into the header (owner.h). `empty`: trampolines that count nothing (the lock
 // inc a nop of its length), the bare jump there and back that the benchmarks measure apart
 // (GOTAP_TRAMPOLINE_EMPTY=1).
-Result<std::vector<uint8_t>> build_trampolines(const PatchSet& set, const Region& region,
-                                               uint64_t bias, uint64_t code, const Owner& owner,
-                                               std::vector<LiveSite>& sites, bool empty = false);
+struct RegionCode {
+  std::vector<uint8_t> bytes;  // the whole code: int3 where no trampoline is
+  // [offset, offset + length) to write: the pages that hold the header or a trampoline.
+  std::vector<std::pair<uint64_t, uint64_t>> runs;
+};
+Result<RegionCode> build_trampolines(const PatchSet& set, const Region& region, uint64_t bias,
+                                     uint64_t code, const Owner& owner,
+                                     std::vector<LiveSite>& sites, bool empty = false);
 
 struct WriteTally {
   size_t written = 0;
   size_t foreign = 0;  // held by someone else: left alone
   size_t failed = 0;   // a write that did not go through
-  // At a restore: sites where a uprobe put its int3 over the jump during the trace. The
-  // kernel ran the file's instruction there from then on: those calls were not counted.
+  // At a restore: sites where another tracer's uprobe went over the jump during the trace,
+  // there still (its int3 on the jump's first byte) or gone again (it put back the file's
+  // first byte: a short check's jump is then undone). The kernel ran the file's instruction
+  // there from then on: those calls were not counted.
   size_t taken = 0;
   // At a patch: a killed gotap's jumps, replaced by this one's.
   size_t replaced = 0;
 };
 
-// Whether `target` is a trampoline slot in pages a gotap mapped (their header, patch_set.h).
+// Whether `target` is a trampoline in pages a gotap mapped (their header, patch_set.h).
 using IsOurs = std::function<bool(uint64_t target)>;
 
 // Where a jump that another gotap left at `s` goes, when `now` (s.check_len bytes) holds one
-// of s's form: `jmp rel32` then, for a 6-byte jbe, an int3; for a short check, the jbe as
-// the file has it.
+// of s's form: for a 6-byte jbe, `jno rel32`; for a short check, `jmp` then the file's bytes.
 std::optional<uint64_t> left_jump(const LiveSite& s, const uint8_t* now);
 // A patch's site at run time, without its jump (for looks before the pages are placed).
 LiveSite live_site(const Patch& p, uint64_t bias);

@@ -25,6 +25,7 @@
 
 #include "backends/ptrace/page_release.h"
 #include "backends/ptrace/process.h"
+#include "backends/trampoline/dead_pages.h"
 #include "backends/trampoline/exec_watch.h"
 #include "backends/trampoline/owner.h"
 #include "backends/trampoline/patch_set.h"
@@ -115,6 +116,7 @@ class Run {
     Region region;
     ProgramPages pages;
     std::vector<LiveSite> sites;
+    bool jumps_left = false;  // a restore that failed: the pages stay for good
   };
   std::vector<std::unique_ptr<Mapped>> mapped_;
   pid_t pid_ = 0;
@@ -233,35 +235,30 @@ class Run {
     const bool empty = e && strcmp(e, "1") == 0;
     size_t no_room = 0;
     std::string no_room_why;
+    // The short checks' region when its place is taken: a killed gotap's pages may be there,
+    // which are looked at with every thread stopped (dead_pages.h).
+    std::unique_ptr<Mapped> pending;
     for (Region& r : lay_out(set_, bias_)) {
       auto m = std::make_unique<Mapped>();
       m->region = std::move(r);
       const Region& g = m->region;
-      auto mapped = g.base ? m->pages.map_at(*proc_, held, syscall_at_, g.base, g.base_hi,
+      auto mapped = g.base ? m->pages.map_at(*proc_, held, syscall_at_, g.base, g.base,
                                              g.code_size(), g.counter_size())
                            : m->pages.map(*proc_, held, syscall_at_, image_lo_, image_hi_,
                                           g.code_size(), g.counter_size());
       if (!mapped) {
-        // A short check's window taken by another mapping: those functions go uncounted.
         if (!g.base) return give_up(unmap_all(held, mapped.error()));
-        no_room += g.patches.size();
         no_room_why = mapped.error().what();
+        pending = std::move(m);
         continue;
       }
-      auto code = build_trampolines(set_, g, bias_, m->pages.code(), self_owner(), m->sites, empty);
-      if (!code || !proc_->mem().write(m->pages.code(), code->data(), code->size())) {
+      if (auto w = write_trampolines(*m, empty); !w) {
         m->pages.unmap(*proc_, held, syscall_at_);
-        return give_up(unmap_all(held, code ? runtime_error("cannot write the trampolines into "
-                                                            "pid {}",
-                                                            pid_)
-                                            : code.error()));
+        return give_up(unmap_all(held, w.error()));
       }
       mapped_.push_back(std::move(m));
     }
-    if (no_room)
-      fmt::print(stderr, "gotap: warning: {} short function{} not counted: {}\n", no_room,
-                 no_room == 1 ? " is" : "s are", no_room_why);
-    if (mapped_.empty())
+    if (mapped_.empty() && !pending)
       return give_up(runtime_error("no trampoline could be mapped in pid {}", pid_));
     sys::timing_mark("trampoline: pages mapped and written");
     // From before the jumps are written: an exec once they are cannot go unseen.
@@ -269,8 +266,13 @@ class Run {
     bool all_held = false;
     WriteTally t;
     const IsOurs ours = left_by_a_gotap();  // the maps again: with the threads stopped
-    proc_->detach_all(no_fix, held, [&](const std::vector<pid_t>&) {
+    size_t taken_back = 0;
+    proc_->detach_all(no_fix, held, [&](const std::vector<pid_t>& stopped) {
       all_held = true;
+      if (pending) {
+        taken_back = take_place(*pending, held, stopped, ours, elf, empty);
+        if (pending->pages.code()) mapped_.push_back(std::move(pending));
+      }
       for (auto& m : mapped_) {
         const WriteTally w = write_jumps(proc_->mem(), m->sites, ours);
         t.written += w.written;
@@ -281,6 +283,16 @@ class Run {
     });
     lock.release();
     sys::timing_mark("trampoline: jumps written");
+    if (taken_back)
+      fmt::print(stderr,
+                 "gotap: took back {} jump{} left in pid {} by a gotap that was killed, and its "
+                 "pages, whose place this one's trampolines take\n",
+                 taken_back, taken_back == 1 ? "" : "s", pid_);
+    if (pending) {
+      no_room = pending->region.patches.size();
+      fmt::print(stderr, "gotap: warning: {} short function{} not counted: {}\n", no_room,
+                 no_room == 1 ? " is" : "s are", no_room_why);
+    }
     if (proc_->exec_seen()) return exec_refusal();
     // Nothing was written: the pages stay (no thread is held to unmap them), unused. A
     // launched program ends with its trace, as ever.
@@ -306,6 +318,83 @@ class Run {
                         pid_, t.foreign, t.failed));
     pidfd_ = sys::Fd(static_cast<int>(syscall(SYS_pidfd_open, pid_, 0)));
     return {};
+  }
+
+  // Fills m's pages (mapped already) with its trampolines.
+  Result<void> write_trampolines(Mapped& m, bool empty) {
+    auto code =
+        build_trampolines(set_, m.region, bias_, m.pages.code(), self_owner(), m.sites, empty);
+    if (!code) return code.error();
+    for (const auto& [off, len] : code->runs)
+      if (!proc_->mem().write(m.pages.code() + off, code->bytes.data() + off, len))
+        return runtime_error("cannot write the trampolines into pid {}", pid_);
+    return {};
+  }
+
+  // With every thread stopped: when a killed gotap's pages hold the place of m's (short
+  // checks') trampolines, takes back every jump into them, removes them and maps m's there.
+  // The jumps taken back; m's pages stay unplaced when it cannot.
+  size_t take_place(Mapped& m, pid_t held, const std::vector<pid_t>& stopped, const IsOurs& dead,
+                    const ElfFile& elf, bool empty) {
+    const Region& g = m.region;
+    const auto pages = dead_pages_in(sys::read_maps(pid_), proc_->mem(), g.base,
+                                     g.base + g.code_size() + g.counter_size(), stopped, dead);
+    if (!pages || pages->empty()) return 0;
+    size_t failed = 0;
+    const size_t taken = take_back_jumps_into(proc_->mem(), elf, bias_, *pages, failed);
+    if (failed) return taken;
+    for (const auto& [lo, hi] : *pages) {
+      auto r = proc_->inject_syscall(held, syscall_at_, SYS_munmap, {lo, hi - lo});
+      if (!r || ptrace::syscall_failed(*r)) return taken;
+    }
+    if (!m.pages.map_at(*proc_, held, syscall_at_, g.base, g.base, g.code_size(), g.counter_size()))
+      return taken;
+    if (!write_trampolines(m, empty)) m.pages.unmap(*proc_, held, syscall_at_);
+    return taken;
+  }
+
+  // With every thread in `stopped` stopped: unmaps each region no jump is left to and no
+  // thread can be in or return into (page_release.h). Whether none is left.
+  bool release_pages(pid_t held, const std::vector<pid_t>& stopped) {
+    bool all = true;
+    for (auto& m : mapped_) {
+      if (!m->pages.code()) continue;
+      bool keep = m->jumps_left;
+      const uint64_t lo = m->pages.code(), hi = lo + m->pages.code_size();
+      // Still ours (not another image's, after an exec): its header names this gotap.
+      char head[kOwnerOffset + sizeof(Owner)] = {};
+      const Owner me = self_owner();
+      if (!proc_->mem().read(lo, head, sizeof head) ||
+          std::memcmp(head, kMagic, sizeof kMagic) != 0 ||
+          std::memcmp(head + kOwnerOffset, &me, sizeof me) != 0)
+        continue;
+      for (pid_t s : stopped) keep = keep || ptrace::may_return_into(s, proc_->mem(), lo, hi);
+      if (keep || !m->pages.unmap(*proc_, held, syscall_at_)) all = false;
+    }
+    return all;
+  }
+
+  // Attaches again to release what release_pages kept; whether none is left.
+  bool release_pages_again() {
+    proc_.reset();
+    auto p = Process::attach(pid_, nullptr);
+    if (!p) return ::kill(pid_, 0) != 0;  // gone: so are its pages
+    proc_ = std::move(*p);
+    if (proc_->threads().empty()) return false;
+    const pid_t held = proc_->threads().count(pid_) ? pid_ : *proc_->threads().begin();
+    if (!proc_->interrupt_and_wait(held)) {
+      proc_->detach_all(no_fix);
+      return false;
+    }
+    if (proc_->exec_seen()) {  // the pages went with the old image
+      proc_->detach_all(no_fix, held);
+      return true;
+    }
+    bool released = false;
+    proc_->detach_all(no_fix, held, [&](const std::vector<pid_t>& stopped) {
+      released = release_pages(held, stopped);
+    });
+    return released;
   }
 
   // After the detach, a failure with nothing patched: a launched program is ended as a
@@ -338,7 +427,7 @@ class Run {
       for (const sys::Mapping& m : *maps) {
         if (to < m.start || to >= m.end) continue;
         if (m.perms != "r-xp" || m.inode != 0 || !m.path.empty()) return false;
-        if ((to - m.start) < kHeaderSize || (to - m.start - kHeaderSize) % kSlotSize) return false;
+        if (to - m.start < kHeaderSize) return false;
         auto [it, fresh] = magic->try_emplace(m.start, false);
         if (fresh) {
           char head[kOwnerOffset + sizeof(Owner)] = {};
@@ -427,13 +516,17 @@ class Run {
         t.foreign += w.foreign;
         t.failed += w.failed;
         t.taken += w.taken;
-        // The pages go when no jump is left to them and no thread can be in them.
-        bool keep = w.failed != 0;
-        const uint64_t lo = m->pages.code(), hi = lo + m->pages.code_size();
-        for (pid_t s : stopped) keep = keep || ptrace::may_return_into(s, proc_->mem(), lo, hi);
-        if (keep || !m->pages.unmap(*proc_, held, syscall_at_)) pages_kept_ = true;
+        m->jumps_left = w.failed != 0;
       }
+      pages_kept_ = !release_pages(held, stopped);
     });
+    // A thread in the pages, or one that may return into them: with no jump left to them it
+    // leaves soon, and they are looked at again, a few times (a whole server's trampolines
+    // mirror its text, where a stale word on a stack may point).
+    for (int i = 0; pages_kept_ && all_held && !t.failed && i < 5; ++i) {
+      usleep(20'000);
+      pages_kept_ = !release_pages_again();
+    }
     restored_ = t.written;
     left_ = t.failed;
     taken_ = t.taken;

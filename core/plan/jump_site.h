@@ -55,26 +55,22 @@ JumpSite stack_check_jump_site(Bytes code, uint64_t entry, const CodeBlocks& blo
                                uint64_t jbe);
 
 // The stack check's `jbe` alone, when it is the 6-byte rel32 form: the trampoline backend's
-// entry site. Its compare stays in place, so the patched bytes hold no pc of the original
-// code but the jbe's own: no thread, parked goroutine or signal frame can resume inside them,
-// and another tracer's uprobe at the function's first instruction (the compare, or the lea
-// before it) still steps that instruction and lands on the jump. A uprobe on the jbe itself
-// takes the original jbe from the file and skips the trampoline: the program is unchanged,
-// those calls are not counted. The 2-byte `jbe rel8` of a short function is refused: its
-// jump would have to cover the compare.
+// entry site, whose jump is a `jno` that keeps the jbe's first byte (trampoline_code.h). Its
+// compare stays in place, so the patched bytes hold no pc of the original code but the jbe's
+// own: no thread, parked goroutine or signal frame can resume inside them, and another
+// tracer's uprobe at the function's first instruction (the compare, or the lea before it)
+// still steps that instruction and lands on the jump. A uprobe on the jbe itself takes the
+// original jbe from the file and skips the trampoline: the program is unchanged, those calls
+// are not counted. The 2-byte `jbe rel8` of a short function is refused here.
 JumpSite stack_check_branch_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t cmp,
                                  uint64_t jbe);
 
-// A short function's stack check: a 4-byte compare and a 2-byte `jbe rel8` (0x76). Its jump
-// covers the compare and ends on the jbe's opcode: `jmp rel32` whose displacement's high byte
-// is 0x76, so that the trampoline lies 0x76000000 to 0x76ffffff bytes past the jump and the
-// jbe is left as it is. The range [at, at + len) is the compare and the jbe; only its first 4
-// bytes change, and every pc the original code had there is still an instruction boundary:
-// a thread resuming at the jbe (after the compare) runs the original jbe. A uprobe at the
-// function's first instruction steps the compare and lands on that jbe (the call is not
-// counted); a uprobe on the jbe itself would turn the displacement's high byte into an int3,
-// which is why the trampoline backend refuses this site where gotap's other backends put
-// their entry probe on the jbe (Go before 1.21).
+// A short function's stack check: a 4-byte compare and a 2-byte `jbe rel8` (0x76). Only the
+// compare's first byte changes, to a `jmp rel32` whose displacement is the compare's other
+// three bytes and the jbe's opcode (trampoline_code.h): the range [at, at + len) is the
+// compare and the jbe, and every pc the original code had there is still an instruction
+// boundary. A uprobe at the function's first instruction steps the compare and lands on the
+// jbe (the call is not counted); one on the jbe finds the file's bytes.
 JumpSite stack_check_short_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t cmp,
                                 uint64_t jbe);
 constexpr uint8_t kShortJbe = 0x76;

@@ -28,6 +28,8 @@ void put32(std::vector<uint8_t>& out, int32_t v) {
 }  // namespace
 
 constexpr uint8_t kJbeRel32[] = {0x0f, 0x86};
+// jno rel32: the 6-byte jbe's own first byte, then the condition "no overflow".
+constexpr uint8_t kJnoRel32[] = {0x0f, 0x81};
 constexpr size_t kJbeLen = sizeof kJbeRel32 + 4;
 constexpr size_t kCountLen = 1 + kLockIncLen + 1;
 
@@ -85,21 +87,35 @@ Result<std::vector<uint8_t>> site_jump(const JumpSite& site, uint64_t trampoline
   return out;
 }
 
-std::pair<uint64_t, uint64_t> short_jump_window(const JumpSite& site) {
-  const uint64_t end = site.at + kJumpLen;
-  return {end + (uint64_t(kShortJbe) << 24), end + (uint64_t(kShortJbe) << 24) + 0xffffff};
+Result<std::vector<uint8_t>> branch_site_jump(const JumpSite& site, uint64_t trampoline) {
+  if (!site.ok() || site.branch_len != kJbeLen || site.len != kJbeLen)
+    return make_error("{:#x} is no 6-byte stack check jbe", site.at);
+  const auto to = rel32(site.at + kJbeLen, trampoline);
+  if (!to) return make_error("trampoline {:#x} is out of reach of {:#x}", trampoline, site.at);
+  std::vector<uint8_t> out(std::begin(kJnoRel32), std::end(kJnoRel32));
+  put32(out, *to);
+  return out;
 }
 
-Result<std::vector<uint8_t>> short_site_jump(const JumpSite& site, uint64_t trampoline) {
-  if (!site.ok() || site.branch_len != 2 || site.len != kJumpLen + 1)
-    return make_error("{:#x} is no short stack check", site.at);
-  const auto [lo, hi] = short_jump_window(site);
-  if (trampoline < lo || trampoline > hi)
-    return make_error("trampoline {:#x} is not in the window of {:#x}", trampoline, site.at);
-  std::vector<uint8_t> out{kJmpRel32};
-  put32(out, static_cast<int32_t>(trampoline - (site.at + kJumpLen)));
-  out.pop_back();  // the high byte: the jbe's opcode, left in place
-  return out;
+namespace {
+
+bool is_short(const JumpSite& site, Bytes original) {
+  return site.ok() && site.branch_len == 2 && site.len == kJumpLen + 1 &&
+         original.size() == site.len && original[kJumpLen - 1] == kShortJbe;
+}
+
+}  // namespace
+
+uint64_t short_site_trampoline(const JumpSite& site, Bytes original) {
+  if (!is_short(site, original)) return 0;
+  int32_t rel = 0;
+  std::memcpy(&rel, original.data() + 1, 4);  // positive: its high byte is 0x76
+  return site.at + kJumpLen + static_cast<uint64_t>(rel);
+}
+
+Result<std::vector<uint8_t>> short_site_jump(const JumpSite& site, Bytes original) {
+  if (!is_short(site, original)) return make_error("{:#x} is no short stack check", site.at);
+  return std::vector<uint8_t>{kJmpRel32};
 }
 
 }  // namespace gotap

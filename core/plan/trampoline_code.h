@@ -48,11 +48,23 @@ size_t count_trampoline_size(const JumpSite& site, bool ret);
 // instruction. An error when the trampoline is out of rel32 reach.
 Result<std::vector<uint8_t>> site_jump(const JumpSite& site, uint64_t trampoline);
 
-// A short stack check's jump (stack_check_short_site): `jmp rel32`'s first 4 bytes, written
-// over the compare; its displacement's high byte is the jbe's own opcode, which stays. An
-// error unless `trampoline` lies in short_jump_window(site).
-Result<std::vector<uint8_t>> short_site_jump(const JumpSite& site, uint64_t trampoline);
-// Where such a site's trampoline must start: [lo, hi].
-std::pair<uint64_t, uint64_t> short_jump_window(const JumpSite& site);
+// A 6-byte jbe's jump (stack_check_branch_site): `jno rel32` (0F 81), always taken there.
+// The check's compare never overflows: its operands are user-space addresses (below 2^56) or,
+// for the guard, Go's small negative poison values (stackPreempt, stackFork), and no
+// difference of two such values leaves the signed 64-bit range. Its first byte is the jbe's
+// own 0F: a uprobe placed there later and removed before gotap ends puts back the file's
+// first byte, which is that same 0F, and leaves the jump whole. An error when the trampoline
+// is out of rel32 reach.
+Result<std::vector<uint8_t>> branch_site_jump(const JumpSite& site, uint64_t trampoline);
+
+// A short stack check's jump (stack_check_short_site): a single byte, `jmp` (E9) over the
+// compare's first; the compare's other three bytes and the jbe's opcode 0x76 are its
+// displacement, so that its trampoline must start at short_site_trampoline, 0x76000005 to
+// 0x76ffffff bytes past the site. Nothing else changes: every pc the original code has there
+// is still an instruction boundary, a uprobe on the jbe finds the file's bytes, and one on
+// the compare that is removed before gotap ends puts the file's first byte back: the
+// function then runs unpatched, uncounted. `original`: the file's bytes at the site.
+uint64_t short_site_trampoline(const JumpSite& site, Bytes original);
+Result<std::vector<uint8_t>> short_site_jump(const JumpSite& site, Bytes original);
 
 }  // namespace gotap

@@ -25,7 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const gotap::Bytes original{code.data() + (s.at - entry), s.len};
     auto t = gotap::count_trampoline(entry + 0x100000, s, original, entry + 0x200000, ret != 0);
     if (!t || t->size() != gotap::count_trampoline_size(s, ret != 0)) __builtin_trap();
-    auto j = gotap::site_jump(s, entry + 0x100000);
+    auto j = s.branch_len && s.len == s.branch_len ? gotap::branch_site_jump(s, entry + 0x100000)
+                                                   : gotap::site_jump(s, entry + 0x100000);
     if (!j || j->size() != s.len) __builtin_trap();
   };
   check(gotap::entry_jump_site(code, entry, blocks, entry + data[0]), 0, 0);
@@ -46,11 +47,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         gotap::stack_check_short_site(code, entry, blocks, *fc.stack_check, *fc.stack_check_jcc);
     if (c.ok()) {
       if (c.len != 6 || c.at + 4 != *fc.stack_check_jcc) __builtin_trap();
-      const auto [lo, hi] = gotap::short_jump_window(c);
-      auto j = gotap::short_site_jump(c, lo + 0x1000);
-      auto t = gotap::count_trampoline(
-          lo + 0x1000, c, gotap::Bytes(code.data() + (c.at - entry), 6), lo + 0x2000, false);
-      if (!j || j->size() != 4 || !t || hi < lo) __builtin_trap();
+      const gotap::Bytes orig(code.data() + (c.at - entry), 6);
+      const uint64_t at = gotap::short_site_trampoline(c, orig);
+      auto j = gotap::short_site_jump(c, orig);
+      auto t = gotap::count_trampoline(at, c, orig, (at + 0x1000) & ~uint64_t{7}, false);
+      if (!j || j->size() != 1 || !t || at < c.at + 0x76000005 || at > c.at + 0x77000004)
+        __builtin_trap();
     }
   }
   for (const auto& in : blocks.insns)

@@ -119,7 +119,9 @@ class Patched {
     if (!code) return ::testing::AssertionFailure() << code.error().what();
     if (code->size() != count_trampoline_size(site, ret))
       return ::testing::AssertionFailure() << "size " << code->size();
-    auto jump = site_jump(site, next_);
+    // The trampoline backend's 6-byte jbe takes a jno; other sites a jmp and int3s.
+    auto jump = site.branch_len && site.len == site.branch_len ? branch_site_jump(site, next_)
+                                                               : site_jump(site, next_);
     if (!jump) return ::testing::AssertionFailure() << jump.error().what();
     std::memcpy(mem_ + (next_ - base()), code->data(), code->size());
     std::memcpy(mem_ + (site.at - base()), jump->data(), jump->size());
@@ -206,8 +208,9 @@ TEST(TrampolineCode, StackCheckCountsACallOnceWhenItsStackGrows) {
 }
 
 // The trampoline backend's two entry sites (jump_site.h), run the same way: the 6-byte jbe
-// alone, its compare left in place, and a short check's compare, whose jump ends on the jbe
-// it leaves. Both count each call once, morestack or not, with every result the original's.
+// alone, its compare left in place, and a short check's compare, whose one-byte jump's
+// displacement is the bytes it leaves. Both count each call once, morestack or not, with every
+// result the original's.
 // kCheckedFar is kChecked with its jbe as `jbe rel32`.
 const std::vector<uint8_t> kCheckedFar = {
     0x49, 0x3b, 0x66, 0x10,                          // 0x00 cmp rsp,[r14+0x10]
@@ -222,6 +225,25 @@ const std::vector<uint8_t> kCheckedFar = {
     0xeb, 0xdc,                                      // 0x22 jmp 0x00
 };
 
+// Guards that send a call to morestack or not, as Go's runtime sets them: below the stack
+// (it goes on), above it, and the poison values that ask a goroutine to stop (stackPreempt)
+// or catch a stack used across a fork (stackFork). The jno over a 6-byte jbe relies on the
+// compare never overflowing with any of them.
+struct Guard {
+  uint64_t value;
+  bool grows;
+};
+std::vector<Guard> guards() {
+  const uint64_t sp = reinterpret_cast<uint64_t>(__builtin_frame_address(0));
+  return {{0, false},
+          {0x1000, false},
+          {sp - (1 << 20), false},
+          {sp + (1 << 20), true},
+          {~uint64_t{0}, true},
+          {0xfffffffffffffade, true},   // stackPreempt
+          {0xfffffffffffffb2e, true}};  // stackFork
+}
+
 TEST(TrampolineCode, TheJbeAloneCountsEachCallOnce) {
   Patched p(kCheckedFar, kCallWithGCode);
   ASSERT_TRUE(p.ok());
@@ -232,20 +254,28 @@ TEST(TrampolineCode, TheJbeAloneCountsEachCallOnce) {
   ASSERT_TRUE(s.ok()) << s.refused;
   EXPECT_EQ(s.at, p.base() + 4);
   ASSERT_TRUE(p.patch(s, 0, false));
+  const auto* site = reinterpret_cast<const uint8_t*>(s.at);
+  EXPECT_EQ(site[0], kCheckedFar[4])
+      << "the jump's first byte is the jbe's: a uprobe that goes puts back the same byte";
+  EXPECT_EQ(site[1], 0x81) << "jno";
   ASSERT_TRUE(p.seal());
   uint64_t g[4] = {0, 0, 0, 0};
-  for (uint64_t x = 0; x < 100; ++x) {
-    g[2] = x % 2 ? ~uint64_t{0} : 0;
-    ASSERT_EQ(p.at_0x40()(x, g), 3 * x + 1) << "x=" << x;
-  }
-  EXPECT_EQ(g[3], 50u);
-  EXPECT_EQ(p.counter(0), 100u);
+  uint64_t calls = 0, grown = 0;
+  for (int round = 0; round < 10; ++round)
+    for (const Guard& guard : guards()) {
+      g[2] = guard.value;
+      const uint64_t x = calls++;
+      ASSERT_EQ(p.at_0x40()(x, g), 3 * x + 1) << "x=" << x;
+      grown += guard.grows;
+      ASSERT_EQ(g[3], grown) << std::hex << "guard " << guard.value;
+    }
+  EXPECT_EQ(p.counter(0), calls) << "each call counted once, its stack grown or not";
 }
 
 TEST(TrampolineCode, AShortCheckKeepsItsJbeWhereAnotherTracerFindsIt) {
   const long page = sysconf(_SC_PAGESIZE);
-  // The function and its caller in one page, the trampoline and its counter in a page of the
-  // site's window, about 1.9 GiB further.
+  // The function and its caller in one page; the trampoline at its fixed place about
+  // 1.9 GiB further, its counter in the same page.
   auto* fn = static_cast<uint8_t*>(
       mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(fn, MAP_FAILED);
@@ -267,45 +297,59 @@ TEST(TrampolineCode, AShortCheckKeepsItsJbeWhereAnotherTracerFindsIt) {
   EXPECT_EQ(s.at, base);
   EXPECT_EQ(s.len, 6);
   EXPECT_FALSE(stack_check_branch_site(code, base, blocks, base, base + kCheckedJbe).ok());
-  const auto [lo, hi] = short_jump_window(s);
-  const uint64_t at = (lo + page - 1) & ~uint64_t(page - 1);
-  auto* far = static_cast<uint8_t*>(mmap(reinterpret_cast<void*>(at), page, PROT_READ | PROT_WRITE,
-                                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0));
-  if (far == MAP_FAILED) GTEST_SKIP() << "the window at " << std::hex << at << " is taken";
-  ASSERT_EQ(reinterpret_cast<uint64_t>(far), at);
-  ASSERT_LE(at, hi);
-  auto t = count_trampoline(at, s, code.subspan(0, s.len), at + 0x800, false);
+  const uint64_t at = short_site_trampoline(s, code.subspan(0, s.len));
+  // The displacement is the compare's last three bytes and the jbe's opcode.
+  EXPECT_EQ(at, base + 5 + 0x7610663b);
+  const uint64_t at_page = at & ~uint64_t(page - 1);
+  auto* far =
+      static_cast<uint8_t*>(mmap(reinterpret_cast<void*>(at_page), page, PROT_READ | PROT_WRITE,
+                                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0));
+  if (far == MAP_FAILED) GTEST_SKIP() << "the place at " << std::hex << at << " is taken";
+  ASSERT_EQ(reinterpret_cast<uint64_t>(far), at_page);
+  const uint64_t counter_at = at_page + 0xc00;
+  ASSERT_LT(at + count_trampoline_size(s, false), counter_at);
+  auto t = count_trampoline(at, s, code.subspan(0, s.len), counter_at, false);
   ASSERT_TRUE(t) << t.error().what();
-  std::memcpy(far, t->data(), t->size());
-  auto j = short_site_jump(s, at);
+  std::memcpy(far + (at - at_page), t->data(), t->size());
+  auto j = short_site_jump(s, code.subspan(0, s.len));
   ASSERT_TRUE(j) << j.error().what();
-  ASSERT_EQ(j->size(), 4u) << "the compare's bytes alone";
-  EXPECT_FALSE(short_site_jump(s, hi + 1));
-  EXPECT_FALSE(short_site_jump(s, lo - 1));
+  ASSERT_EQ(*j, std::vector<uint8_t>{0xe9}) << "one byte, over the compare's first";
+  EXPECT_FALSE(short_site_jump(s, code.subspan(0, 5)));
   std::memcpy(fn, j->data(), j->size());
-  EXPECT_EQ(fn[4], 0x76) << "the jump's last byte is the jbe's opcode, which stays";
-  EXPECT_EQ(fn[5], kChecked[5]);
-  ASSERT_EQ(mprotect(fn, page, PROT_READ | PROT_EXEC), 0);
+  ASSERT_EQ(mprotect(fn, page, PROT_READ | PROT_WRITE | PROT_EXEC), 0);
   ASSERT_EQ(mprotect(far, page, PROT_READ | PROT_WRITE | PROT_EXEC), 0);
   using FnWithG = uint64_t (*)(uint64_t, uint64_t*);
   const auto call = reinterpret_cast<FnWithG>(fn + kCallWithG);
   const auto call_stepped = reinterpret_cast<FnWithG>(fn + 0x60);
   uint64_t g[4] = {0, 0, 0, 0};
-  volatile auto* counter = reinterpret_cast<volatile uint64_t*>(far + 0x800);
-  for (uint64_t x = 0; x < 100; ++x) {
-    g[2] = x % 2 ? ~uint64_t{0} : 0;
-    ASSERT_EQ(call(x, g), 3 * x + 1) << "x=" << x;
-  }
-  EXPECT_EQ(g[3], 50u);
-  EXPECT_EQ(*counter, 100u);
+  volatile auto* counter = reinterpret_cast<volatile uint64_t*>(counter_at);
+  uint64_t calls = 0, grown = 0;
+  for (int round = 0; round < 10; ++round)
+    for (const Guard& guard : guards()) {
+      g[2] = guard.value;
+      const uint64_t x = calls++;
+      ASSERT_EQ(call(x, g), 3 * x + 1) << "x=" << x;
+      grown += guard.grows;
+      ASSERT_EQ(g[3], grown) << std::hex << "guard " << guard.value;
+    }
+  EXPECT_EQ(*counter, calls);
   // Through the stepped compare: the original jbe runs, the result is the same, and only a
   // call that went through morestack came back through the jump (and was counted).
   for (uint64_t x = 0; x < 10; ++x) {
     g[2] = x % 2 ? ~uint64_t{0} : 0;
     ASSERT_EQ(call_stepped(x, g), 3 * x + 1) << "x=" << x;
   }
-  EXPECT_EQ(g[3], 55u);
-  EXPECT_EQ(*counter, 105u);
+  EXPECT_EQ(g[3], grown + 5);
+  EXPECT_EQ(*counter, calls + 5);
+  // The uprobe removed: the kernel writes the file's first byte back, and the function runs
+  // as the file has it, uncounted.
+  fn[0] = kChecked[0];
+  EXPECT_EQ(0, std::memcmp(fn, kChecked.data(), kChecked.size()));
+  for (uint64_t x = 0; x < 10; ++x) {
+    g[2] = x % 2 ? ~uint64_t{0} : 0;
+    ASSERT_EQ(call(x, g), 3 * x + 1) << "x=" << x;
+  }
+  EXPECT_EQ(*counter, calls + 5);
   munmap(far, page);
   munmap(fn, page);
 }
