@@ -27,24 +27,31 @@ int32_t rel_at(const uint8_t* p) {
 std::optional<Ranges> dead_pages_in(const std::vector<sys::Mapping>& maps,
                                     ptrace::TraceeMemory& mem, uint64_t lo, uint64_t hi,
                                     const std::vector<pid_t>& stopped, const IsOurs& dead) {
+  auto dead_code = [&](size_t i) {
+    const sys::Mapping& m = maps[i];
+    return m.perms == "r-xp" && m.inode == 0 && m.path.empty() && m.end - m.start > kHeaderSize &&
+           dead(m.start + kHeaderSize);
+  };
+  auto counters_of = [&](size_t i) {  // the shared mapping right after code mapping i
+    return i + 1 < maps.size() && maps[i + 1].start == maps[i].end && maps[i + 1].perms == "rw-s";
+  };
   Ranges out;
+  size_t last = SIZE_MAX;  // the last code mapping taken
   for (size_t i = 0; i < maps.size(); ++i) {
     const sys::Mapping& m = maps[i];
-    if (m.end <= lo || m.start >= hi) continue;
-    const bool code = m.perms == "r-xp" && m.inode == 0 && m.path.empty() &&
-                      m.end - m.start > kHeaderSize && dead(m.start + kHeaderSize);
-    if (code) {
-      for (pid_t t : stopped)
-        if (ptrace::may_return_into(t, mem, m.start, m.end)) return std::nullopt;
-      out.emplace_back(m.start, m.end);
-      // Its counters: the shared mapping right after it.
-      if (i + 1 < maps.size() && maps[i + 1].start == m.end && maps[i + 1].perms == "rw-s")
-        out.emplace_back(maps[i + 1].start, maps[i + 1].end);
-      continue;
+    if (m.end <= lo || m.start >= hi || (last != SIZE_MAX && i == last + 1)) continue;
+    // A dead region's code, or its counters (whose code may lie below lo).
+    size_t code = i;
+    if (!dead_code(i)) {
+      if (i == 0 || !dead_code(i - 1) || !counters_of(i - 1)) return std::nullopt;
+      code = i - 1;
     }
-    // The counters of a dead region met above.
-    if (!out.empty() && out.back().first == m.start) continue;
-    return std::nullopt;
+    if (code == last) continue;
+    for (pid_t t : stopped)
+      if (ptrace::may_return_into(t, mem, maps[code].start, maps[code].end)) return std::nullopt;
+    out.emplace_back(maps[code].start, maps[code].end);
+    if (counters_of(code)) out.emplace_back(maps[code + 1].start, maps[code + 1].end);
+    last = code;
   }
   return out;
 }

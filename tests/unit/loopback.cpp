@@ -228,6 +228,7 @@ TextCompare compare_text(pid_t pid) {
     out.bytes += nmem;
     for (size_t i = 0; i < std::min(nmem, nfile); ++i) {
       if (a[i] == b[i]) continue;
+      out.jmp_opcodes += a[i] == 0xe9;
       if (out.differing++ == 0) {
         char buf[96];
         std::snprintf(buf, sizeof buf, "%#llx: %#x in memory, %#x in the file",

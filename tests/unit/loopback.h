@@ -36,6 +36,9 @@ struct TextCompare {
   size_t bytes = 0;
   size_t differing = 0;
   std::string first;  // the first difference, for failure messages
+  // Bytes that are a `jmp rel32` (0xe9) in memory and not in the file: a trampoline
+  // gotap's short-check jumps, among others.
+  size_t jmp_opcodes = 0;
 };
 TextCompare compare_text(pid_t pid);
 

@@ -369,6 +369,43 @@ TEST_F(Trampoline, AKilledGotapLeavesAProgramThatRunsAsBefore) {
   }
 }
 
+// A killed gotap that patched every main function leaves jumps into pages that hold the
+// place of one function's trampoline: a gotap for that one function takes back every jump
+// into them (read from the whole text, not from its pattern), removes them, counts
+// exactly, and at its end the program is its own again.
+TEST_F(Trampoline, AKilledGotapsPagesAreTakenBackWhateverItPatched) {
+  auto fx = latency_fixtures();
+  if (fx.empty()) GTEST_SKIP() << "no latency fixtures built";
+  const Fixture& f = fx.back();
+  Spin prog(f.path);
+  ASSERT_TRUE(prog.ask(10));
+  const auto maps_before = maps_of(prog.pid());
+  Background g{spawn({gotap_binary(), "count", "--backend", "trampoline", "-p",
+                      std::to_string(prog.pid()), "re:^main\\."})};
+  ASSERT_TRUE(g.tracing()) << g.err;
+  EXPECT_EQ(g.end(SIGKILL, nullptr), -1);
+  ASSERT_TRUE(prog.ask(500));
+  const TextCompare left = compare_text(prog.pid());
+  ASSERT_GT(left.differing, 1u) << "jumps in more than main.work";
+  Background t{spawn({gotap_binary(), "count", "--backend", "trampoline", "--json", "-p",
+                      std::to_string(prog.pid()), "main.work"})};
+  ASSERT_TRUE(t.tracing()) << t.err;
+  std::smatch n;
+  ASSERT_TRUE(std::regex_search(t.err, n, std::regex("took back (\\d+) jumps left"))) << t.err;
+  EXPECT_GT(std::stoul(n[1]), 1u) << t.err;
+  ASSERT_TRUE(prog.ask(400));
+  std::string out;
+  EXPECT_EQ(t.end(SIGINT, &out), 0) << t.err;
+  EXPECT_EQ(counts_of(out)["main.work"], 400u) << out;
+  // Of the killed gotap's, only jumps into its other region can be left (a 6-byte jbe's jno,
+  // outside main.work), with that region: no short check's jump, and no page at the place.
+  const TextCompare text = compare_text(prog.pid());
+  EXPECT_LT(text.differing, left.differing);
+  EXPECT_EQ(text.jmp_opcodes, 0u) << text.first;
+  EXPECT_LE(anonymous_code(maps_of(prog.pid())), anonymous_code(maps_before) + 1);
+  EXPECT_TRUE(prog.ends_well());
+}
+
 // A second trampoline gotap beside a live first one takes none of its jumps (their pages'
 // owner still runs): it says so, maps nothing and exits 1, and the first counts on exactly.
 TEST_F(Trampoline, ASecondGotapLeavesTheFirstsJumps) {
