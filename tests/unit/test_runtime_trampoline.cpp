@@ -541,46 +541,68 @@ std::vector<uint8_t> unhex(const std::string& h) {
   return b;
 }
 
+// The demo fixture of the newest Go, and the first instructions of two of its functions as
+// go tool objdump lists them: main.processOrder, whose stack check ends in a 6-byte jbe, and
+// main.discount, a short function. fx.path is empty when it is not built.
+struct DemoSites {
+  Fixture fx;
+  std::vector<std::pair<uint64_t, std::string>> po, di;
+  std::unique_ptr<ElfFile> elf;
+  void load() {
+    for (const Fixture& f : all_fixtures("demo"))
+      if (f.flavour == "default") fx = f;  // the newest Go's
+    if (fx.path.empty()) return;
+    const std::string listing = read_file(fx.path + ".objdump");
+    po = objdump_head(listing, "main.processOrder");
+    di = objdump_head(listing, "main.discount");
+    ASSERT_GE(po.size(), 2u);
+    ASSERT_GE(di.size(), 2u);
+    ASSERT_EQ(po[1].second.substr(0, 4), "0f86") << "processOrder's jbe is a rel32";
+    ASSERT_EQ(di[1].second.substr(0, 2), "76") << "discount's jbe is short";
+    auto e = ElfFile::open(fx.path);
+    ASSERT_TRUE(e);
+    elf = std::move(*e);
+  }
+  // The file offset of a link-time address, for a perf uprobe.
+  uint64_t offset_of(uint64_t vaddr) const {
+    for (const auto& seg : elf->segments())
+      if (seg.type == 1 && vaddr >= seg.vaddr && vaddr < seg.vaddr + seg.filesz)
+        return vaddr - seg.vaddr + seg.offset;
+    return 0;
+  }
+  // The demo, printing its orders into `log` until killed.
+  pid_t start(const std::string& log) const {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      freopen(log.c_str(), "w", stdout);
+      execl(fx.path.c_str(), fx.path.c_str(), "-n", "1000000", "-sleep", "200us", nullptr);
+      _exit(127);
+    }
+    return pid;
+  }
+};
+
 // Another tracer's uprobes, put on the patched code while gotap traces: one on the 6-byte
 // jbe that became main.processOrder's jump, one on the first instruction of main.discount
 // (a short function, whose compare became its jump). The kernel runs the file's instructions
 // for both, so the program stays right; at the end gotap puts its bytes back under their
 // int3s, and once they go the text is the file's. Addresses from go tool objdump.
 TEST_F(Trampoline, UprobesOnThePatchedCodeKeepTheProgramRightAndTheirInt3s) {
-  Fixture fx;
-  for (const Fixture& f : all_fixtures("demo"))
-    if (f.flavour == "default") fx = f;  // the newest Go's
-  if (fx.path.empty()) GTEST_SKIP() << "no demo fixture built";
-  const std::string listing = read_file(fx.path + ".objdump");
-  const auto po = objdump_head(listing, "main.processOrder");
-  const auto di = objdump_head(listing, "main.discount");
-  ASSERT_GE(po.size(), 2u);
-  ASSERT_GE(di.size(), 2u);
-  ASSERT_EQ(po[1].second.substr(0, 4), "0f86") << "processOrder's jbe is a rel32";
-  ASSERT_EQ(di[1].second.substr(0, 2), "76") << "discount's jbe is short";
-  auto elf = ElfFile::open(fx.path);
-  ASSERT_TRUE(elf);
-  auto offset_of = [&](uint64_t vaddr) -> uint64_t {
-    for (const auto& seg : (*elf)->segments())
-      if (seg.type == 1 && vaddr >= seg.vaddr && vaddr < seg.vaddr + seg.filesz)
-        return vaddr - seg.vaddr + seg.offset;
-    return 0;
-  };
+  DemoSites d;
+  ASSERT_NO_FATAL_FAILURE(d.load());
+  if (d.fx.path.empty()) GTEST_SKIP() << "no demo fixture built";
+  const auto& po = d.po;
+  const auto& di = d.di;
   const std::string log = "/tmp/gotap-tramp-demo-" + std::to_string(getpid()) + ".out";
-  pid_t prog = fork();
-  if (prog == 0) {
-    freopen(log.c_str(), "w", stdout);
-    execl(fx.path.c_str(), fx.path.c_str(), "-n", "1000000", "-sleep", "200us", nullptr);
-    _exit(127);
-  }
+  const pid_t prog = d.start(log);
   usleep(200 * 1000);
   Background g{spawn({gotap_binary(), "count", "--backend", "trampoline", "--json", "-p",
                       std::to_string(prog), "main.processOrder", "main.discount"})};
   ASSERT_TRUE(g.tracing()) << g.err;
   usleep(100 * 1000);
   Uprobe on_jbe, on_entry;
-  ASSERT_TRUE(on_jbe.open(fx.path, offset_of(po[1].first)) &&
-              on_entry.open(fx.path, offset_of(di[0].first)))
+  ASSERT_TRUE(on_jbe.open(d.fx.path, d.offset_of(po[1].first)) &&
+              on_entry.open(d.fx.path, d.offset_of(di[0].first)))
       << "perf_event_open: " << std::strerror(errno);
   usleep(300 * 1000);
   std::string out;
@@ -622,40 +644,21 @@ TEST_F(Trampoline, UprobesOnThePatchedCodeKeepTheProgramRightAndTheirInt3s) {
 // turned them into other instructions, and the program died of a SIGTRAP or worse, as it did
 // when gotap's eBPF backend, which probes that jbe before Go 1.21, ended first.)
 TEST_F(Trampoline, UprobesRemovedDuringTheTraceLeaveEveryJumpWhole) {
-  Fixture fx;
-  for (const Fixture& f : all_fixtures("demo"))
-    if (f.flavour == "default") fx = f;  // the newest Go's
-  if (fx.path.empty()) GTEST_SKIP() << "no demo fixture built";
-  const std::string listing = read_file(fx.path + ".objdump");
-  const auto po = objdump_head(listing, "main.processOrder");
-  const auto di = objdump_head(listing, "main.discount");
-  ASSERT_GE(po.size(), 2u);
-  ASSERT_GE(di.size(), 2u);
-  ASSERT_EQ(po[1].second.substr(0, 4), "0f86") << "processOrder's jbe is a rel32";
-  ASSERT_EQ(di[1].second.substr(0, 2), "76") << "discount's jbe is short";
-  auto elf = ElfFile::open(fx.path);
-  ASSERT_TRUE(elf);
-  auto offset_of = [&](uint64_t vaddr) -> uint64_t {
-    for (const auto& seg : (*elf)->segments())
-      if (seg.type == 1 && vaddr >= seg.vaddr && vaddr < seg.vaddr + seg.filesz)
-        return vaddr - seg.vaddr + seg.offset;
-    return 0;
-  };
+  DemoSites d;
+  ASSERT_NO_FATAL_FAILURE(d.load());
+  if (d.fx.path.empty()) GTEST_SKIP() << "no demo fixture built";
+  const auto& po = d.po;
+  const auto& di = d.di;
   const std::string log = "/tmp/gotap-tramp-gone-" + std::to_string(getpid()) + ".out";
-  pid_t prog = fork();
-  if (prog == 0) {
-    freopen(log.c_str(), "w", stdout);
-    execl(fx.path.c_str(), fx.path.c_str(), "-n", "1000000", "-sleep", "200us", nullptr);
-    _exit(127);
-  }
+  const pid_t prog = d.start(log);
   usleep(200 * 1000);
   Background g{spawn({gotap_binary(), "count", "--backend", "trampoline", "--json", "-i", "0.1",
                       "-p", std::to_string(prog), "main.processOrder", "main.discount"})};
   ASSERT_TRUE(g.tracing()) << g.err;
   usleep(100 * 1000);
   Uprobe on_jbe, on_entry;
-  ASSERT_TRUE(on_jbe.open(fx.path, offset_of(po[1].first)) &&
-              on_entry.open(fx.path, offset_of(di[0].first)))
+  ASSERT_TRUE(on_jbe.open(d.fx.path, d.offset_of(po[1].first)) &&
+              on_entry.open(d.fx.path, d.offset_of(di[0].first)))
       << "perf_event_open: " << std::strerror(errno);
   usleep(300 * 1000);
   EXPECT_GT(on_jbe.hits(), 0u);
