@@ -68,6 +68,15 @@ Result<RegionCode> build_trampolines(const PatchSet& set, const Region& region, 
   return out;
 }
 
+std::optional<Owner> region_owner(ptrace::TraceeMemory& mem, uint64_t code) {
+  char head[kOwnerOffset + sizeof(Owner)] = {};
+  if (!mem.read(code, head, sizeof head) || std::memcmp(head, kMagic, sizeof kMagic) != 0)
+    return std::nullopt;
+  Owner owner;
+  std::memcpy(&owner, head + kOwnerOffset, sizeof owner);
+  return owner;
+}
+
 std::optional<uint64_t> left_jump(const LiveSite& s, const uint8_t* now) {
   int32_t rel = 0;
   if (s.len == s.check_len) {  // a 6-byte jbe's jno

@@ -61,6 +61,10 @@ struct WriteTally {
   size_t replaced = 0;
 };
 
+// Who placed the region of trampolines whose code starts at `code`: the owner its header
+// names (build_trampolines), or nullopt when it has none (not a gotap's, or unreadable).
+std::optional<Owner> region_owner(ptrace::TraceeMemory& mem, uint64_t code);
+
 // Whether `target` is a trampoline in pages a gotap mapped (their header, patch_set.h).
 using IsOurs = std::function<bool(uint64_t target)>;
 

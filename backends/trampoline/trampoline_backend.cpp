@@ -362,12 +362,9 @@ class Run {
       bool keep = m->jumps_left;
       const uint64_t lo = m->pages.code(), hi = lo + m->pages.code_size();
       // Still ours (not another image's, after an exec): its header names this gotap.
-      char head[kOwnerOffset + sizeof(Owner)] = {};
+      const auto owner = region_owner(proc_->mem(), lo);
       const Owner me = self_owner();
-      if (!proc_->mem().read(lo, head, sizeof head) ||
-          std::memcmp(head, kMagic, sizeof kMagic) != 0 ||
-          std::memcmp(head + kOwnerOffset, &me, sizeof me) != 0)
-        continue;
+      if (!owner || owner->pid != me.pid || owner->start != me.start) continue;
       for (pid_t s : stopped) keep = keep || ptrace::may_return_into(s, proc_->mem(), lo, hi);
       if (keep || !m->pages.unmap(*proc_, held, syscall_at_)) all = false;
     }
@@ -430,13 +427,8 @@ class Run {
         if (to - m.start < kHeaderSize) return false;
         auto [it, fresh] = magic->try_emplace(m.start, false);
         if (fresh) {
-          char head[kOwnerOffset + sizeof(Owner)] = {};
-          if (proc_->mem().read(m.start, head, sizeof head) &&
-              std::memcmp(head, kMagic, sizeof kMagic) == 0) {
-            Owner owner;
-            std::memcpy(&owner, head + kOwnerOffset, sizeof owner);
-            it->second = !owner_alive(owner);
-          }
+          const auto owner = region_owner(proc_->mem(), m.start);
+          it->second = owner && !owner_alive(*owner);
         }
         return it->second;
       }
