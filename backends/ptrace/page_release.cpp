@@ -1,6 +1,7 @@
 #include "backends/ptrace/page_release.h"
 
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/user.h>
 
 #include <algorithm>
@@ -20,10 +21,17 @@ bool has_word_in(std::span<const uint8_t> bytes, uint64_t lo, uint64_t hi) {
   return false;
 }
 
+bool at_clone_child_start(const user_regs_struct& r, TraceeMemory& mem) {
+  if (r.rax != 0 || (r.orig_rax != SYS_clone && r.orig_rax != SYS_clone3)) return false;
+  uint8_t insn[2] = {};
+  return mem.read(r.rip - 2, insn, 2) && insn[0] == 0x0f && insn[1] == 0x05;
+}
+
 bool may_return_into(pid_t tid, TraceeMemory& mem, uint64_t lo, uint64_t hi, uint64_t stack_hi) {
   user_regs_struct r{};
   if (::ptrace(PTRACE_GETREGS, tid, nullptr, &r) != 0) return true;  // unknown: keep it
   if (r.rip >= lo && r.rip < hi) return true;
+  if (at_clone_child_start(r, mem)) return false;
   // A handler runs with its signal blocked at least (Go's, with every signal): a thread that
   // blocks none is in no handler, and what its stack holds is stale. Searched, a stack
   // found the saved pcs of other threads' past signals (a signal that arrives during a ptrace

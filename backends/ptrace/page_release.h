@@ -9,6 +9,7 @@
 #pragma once
 
 #include <sys/types.h>
+#include <sys/user.h>
 
 #include <cstdint>
 #include <span>
@@ -24,6 +25,14 @@ inline constexpr uint64_t kReturnScan = 128 * 1024;
 
 // Whether an aligned 8-byte word of `bytes` lies in [lo, hi).
 bool has_word_in(std::span<const uint8_t> bytes, uint64_t lo, uint64_t hi);
+
+// Whether a thread's registers are those a clone gives its child, which has run no
+// instruction yet: rax 0 right after a `syscall` whose number (orig_rax) is clone or clone3.
+// A sigreturn since would have set orig_rax to -1. Nothing above its stack pointer is its
+// own: Go's clone starts it at the top of a new g0 stack, heap memory where freed stacks
+// left signal frames (a thread resumed from its first stop, not yet given a CPU under load,
+// kept gotap's page 1 attach in 30 that way).
+bool at_clone_child_start(const user_regs_struct& r, TraceeMemory& mem);
 
 // Whether stopped thread `tid` of mem's process may still run code in [lo, hi): its pc is
 // there, or it blocks a signal (it may be in a handler) and a word of the kReturnScan bytes

@@ -2,6 +2,7 @@
 // on real stopped children of this process: its pc there, a word of its stack there while it
 // blocks a signal, and a signal frame on an alternate signal stack whose saved pc is there (a
 // signal taken in one of the scratch page's copies returns to it), as Go's handlers run.
+#include <sched.h>
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/time.h>
@@ -140,6 +141,68 @@ TEST(PageRelease, SignalFrameOnTheAlternateStackReturningIntoTheRange) {
   ASSERT_FALSE(r.rip >= spin_at && r.rip < spin_at + 64);  // stopped elsewhere: in raise()
   EXPECT_TRUE(may_return_into(c, mem, spin_at, spin_at + 64));
   end_child(c);
+}
+
+// A thread just cloned, stopped before its first instruction, with every signal blocked (as
+// Go's newosproc clones) and kMarker in the memory above its new stack: it has run nothing,
+// so nothing there is its own; its creator, stopped at the clone's event, is no such child.
+int thread_body(void*) {
+  for (;;) pause();
+}
+
+TEST(PageRelease, ACloneChildThatHasNotRunIsNotSearched) {
+  constexpr size_t kStack = 64 * 1024;
+  // The new thread's stack, then memory past its top that holds the marker.
+  static std::vector<uint64_t> area((kStack + 4096) / 8);
+  area[kStack / 8 + 16] = kMarker;
+  pid_t c = fork();
+  if (c == 0) {
+    ::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, nullptr);
+    raise(SIGSTOP);
+    clone(thread_body, reinterpret_cast<char*>(area.data()) + kStack,
+          CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM,
+          nullptr);
+    for (;;) pause();
+  }
+  ASSERT_GT(c, 0);
+  int st = 0;
+  ASSERT_EQ(waitpid(c, &st, 0), c);
+  ASSERT_TRUE(WIFSTOPPED(st));
+  ASSERT_EQ(::ptrace(PTRACE_SETOPTIONS, c, nullptr, reinterpret_cast<void*>(PTRACE_O_TRACECLONE)),
+            0);
+  ASSERT_EQ(::ptrace(PTRACE_CONT, c, nullptr, nullptr), 0);
+  // The creator's clone event, then the new thread's first stop (in either order).
+  pid_t thread = 0;
+  bool creator_seen = false;
+  TraceeMemory mem(c);
+  while (!creator_seen || thread == 0) {
+    const pid_t t = waitpid(-1, &st, __WALL);
+    ASSERT_GT(t, 0);
+    ASSERT_TRUE(WIFSTOPPED(st));
+    if (t == c && (st >> 16) == PTRACE_EVENT_CLONE) {
+      user_regs_struct r{};
+      ASSERT_EQ(::ptrace(PTRACE_GETREGS, c, nullptr, &r), 0);
+      EXPECT_FALSE(at_clone_child_start(r, mem));
+      creator_seen = true;
+      continue;
+    }
+    if (t != c) thread = t;
+  }
+  user_regs_struct r{};
+  ASSERT_EQ(::ptrace(PTRACE_GETREGS, thread, nullptr, &r), 0);
+  EXPECT_TRUE(at_clone_child_start(r, mem));
+  EXPECT_EQ(r.rsp, reinterpret_cast<uint64_t>(area.data()) + kStack - 16);
+  // What used to keep the page: the search found the marker above the new stack.
+  EXPECT_FALSE(may_return_into(thread, mem, kMarker, kMarker + 1));
+  r.orig_rax = ~0ull;  // as after a sigreturn: it may have run
+  EXPECT_FALSE(at_clone_child_start(r, mem));
+  // The traced thread is reaped first: the leader reports its exit only after it.
+  kill(c, SIGKILL);
+  waitpid(thread, nullptr, __WALL);
+  waitpid(c, nullptr, __WALL);
 }
 
 }  // namespace
