@@ -63,6 +63,21 @@ sys.exit(0 if checked else 1)
 EOF
 }
 
+# Wall and CPU ms between two GOTAP_TIMING marks of FILE ("gotap: timing: PHASE +W ms, cpu +C
+# ms (TOTAL ms, cpu TOTAL ms)"), from their totals; "- -" when one is missing.
+between() {
+  python3 - "$@" <<'EOF'
+import re, sys
+marks = {}
+for line in open(sys.argv[1]):
+    m = re.search(r"timing: (.+?) \+[0-9.]+ ms, cpu \+[0-9.]+ ms \(([0-9.]+) ms, cpu ([0-9.]+) ms\)", line)
+    if m:
+        marks[m.group(1)] = (float(m.group(2)), float(m.group(3)))
+a, b = marks.get(sys.argv[2]), marks.get(sys.argv[3])
+print(f"{b[0] - a[0]:.1f} {b[1] - a[1]:.1f}" if a and b else "- -")
+EOF
+}
+
 port=$((20000 + RANDOM % 20000))
 mkdir -p "$work/www"
 echo ok >"$work/www/index.html"
@@ -81,7 +96,7 @@ curl -s --no-progress-meter --parallel --parallel-max 8 -o /dev/null \
   "http://127.0.0.1:$port/?[1-10000000]" 2>/dev/null &
 load_pid=$!
 
-declare -A end wall cpu
+declare -A end wall cpu hold
 tools=("$a")
 [ -n "$b" ] && tools+=("$b")
 label() { [ "$1" = "$a" ] && echo A || echo B; }
@@ -130,10 +145,13 @@ for ((i = 0; i < runs; i++)); do
     }
     k=$(label "$t")
     end[$k]+=" $(((t1 - t0) / 1000000))"
-    # "gotap: timing: BACKEND: detached +W ms, cpu +C ms (...)"
-    det=$(sed -nE "s/.*timing: $backend: detached \\+([0-9.]+) ms, cpu \\+([0-9.]+) ms .*/\\1 \\2/p" "$work/err")
+    # The detach from the trace's end to "detached", whatever marks lie between, and the
+    # threads' hold (eBPF) from "threads held" to "threads let go": GOTAP_TIMING's totals.
+    det=$(between "$work/err" "$backend: traced" "$backend: detached")
     wall[$k]+=" ${det% *}"
     cpu[$k]+=" ${det#* }"
+    held=$(between "$work/err" "ebpf: threads held" "ebpf: threads let go")
+    [ "$held" = "- -" ] || hold[$k]+=" ${held% *}"
   done
 done
 for t in "${tools[@]}"; do
@@ -142,4 +160,6 @@ for t in "${tools[@]}"; do
   echo "| SIGINT to exit | $k | $(stats ${end[$k]}) | |"
   # shellcheck disable=SC2086
   echo "| detach | $k | $(stats ${wall[$k]}) | $(stats ${cpu[$k]}) |"
+  # shellcheck disable=SC2086
+  if [ -n "${hold[$k]:-}" ]; then echo "| threads held | $k | $(stats ${hold[$k]}) | |"; fi
 done

@@ -29,6 +29,7 @@
 #include "backends/ebpf/call_limits.h"
 #include "backends/ebpf/cond_maps.h"
 #include "backends/ebpf/event_decoder.h"
+#include "backends/ebpf/held_detach.h"
 #include "backends/ebpf/insn_filter.h"
 #include "backends/ebpf/map_writer.h"
 #include "backends/ebpf/overhead.h"
@@ -858,10 +859,12 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
 
   // The end, at the highest priority: closing the link removes every uprobe on this thread,
   // one page write in the tracee each, under a lock of its address space that its threads,
-  // trapping into the others meanwhile, contend for. Behind a busy tracee and its load, at
-  // the default priority, a whole caddy's 116,521 took 1.2 to 6.7 s (docs/benchmarks.md,
-  // "Ending a whole-binary trace under load").
+  // trapping into the others meanwhile, contend for, and a TLB flush on every CPU they run
+  // on. Behind a busy tracee and its load, a whole caddy's 116,521 took 1.2 to 6.7 s; with
+  // its threads held (held_detach.h), 0.4 s (docs/benchmarks.md, "Ending a whole-binary
+  // trace under load").
   const sys::UrgentThread urgent;
+  std::optional<HeldDetach> held_detach;
   sys::timing_mark("ebpf: traced");
   const auto t_detach = Clock::now();
   bpf_program* prog = eo.empty_program ? skel->progs.gotap_empty : skel->progs.gotap_probe;
@@ -873,7 +876,16 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     if (!relock && !eo.quiet)
       std::cerr << "gotap: warning: removing the probes unlocked: " << relock.error().what()
                 << "\n";
-    attachment.detach();
+    const size_t placed = cfg.probe_count() - std::min(refused.size(), cfg.probe_count());
+    if (filter_pid > 0 && placed >= kHoldSites && !target_exited && !target_execd) {
+      held_detach = detach_holding_threads(filter_pid, [&] { attachment.detach(); });
+      if (!held_detach->held && !eo.quiet)
+        std::cerr << "gotap: warning: removing " << placed
+                  << " probes with the program running (slow under load): " << held_detach->why_not
+                  << "\n";
+    } else {
+      attachment.detach();
+    }
   }
   sys::timing_mark("ebpf: detached");
   const double detach_ms =
@@ -984,6 +996,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
                {"skipped_sites", refused.size()},
                {"attach_ms", attach_ms},
                {"detach_ms", detach_ms}};
+  if (held_detach) sum.extra["detach_held_threads"] = held_detach->held;
   if (stats) {
     sum.extra["bpf_run_ns"] = stats->run_ns;
     sum.extra["bpf_runs"] = stats->runs;
