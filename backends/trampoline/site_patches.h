@@ -32,6 +32,8 @@ struct LiveSite {
   uint8_t check_len = 0;  // the file's bytes that must be in place to patch (the whole range)
   std::array<uint8_t, 16> orig{}, jump{};
   bool written = false;
+  // A uprobe's int3 was seen over the jump's first byte during the trace (note_uprobes).
+  bool uprobe_seen = false;
 };
 
 // The trampolines of one region (patch_set.h), whose pages are at `code` (and its counters
@@ -53,13 +55,21 @@ struct WriteTally {
   size_t foreign = 0;  // held by someone else: left alone
   size_t failed = 0;   // a write that did not go through
   // At a restore: sites where another tracer's uprobe went over the jump during the trace,
-  // there still (its int3 on the jump's first byte) or gone again (it put back the file's
-  // first byte: a short check's jump is then undone). The kernel ran the file's instruction
-  // there from then on: those calls were not counted.
+  // there still (its int3 on the jump's first byte), gone again from a short check (it put
+  // back the file's first byte, which undid the jump: from then on), or seen by note_uprobes
+  // on a jno and gone (while it was there). The kernel ran the file's instruction there
+  // meanwhile: those calls were not counted.
   size_t taken = 0;
   // At a patch: a killed gotap's jumps, replaced by this one's.
   size_t replaced = 0;
 };
+
+// Marks the written 6-byte jumps (a jbe's jno) whose first byte is an int3 now: another
+// tracer's uprobe, which takes their calls while it is there. When it goes, the kernel puts
+// back the file's first byte, which is the jno's own: nothing at the restore would tell that
+// it came. (A short check's one-byte jump is undone by that write, which the restore sees.)
+// Read with process_vm_readv, the program running, 1,024 sites a call.
+void note_uprobes(pid_t pid, std::vector<LiveSite>& sites);
 
 // Who placed the region of trampolines whose code starts at `code`: the owner its header
 // names (build_trampolines), or nullopt when it has none (not a gotap's, or unreadable).
