@@ -61,9 +61,9 @@ class HeldDetach : public ::testing::Test {
   void TearDown() override { unsetenv(kDelayVar); }
 
   // gotap counting every function of caddy (over 100,000 uprobes) on eBPF, with the held
-  // removal widened to `delay_ms`; its pid, stderr on tap_err_.
+  // removal widened to `delay_ms` (0: not); its pid, stderr on tap_err_.
   pid_t start_whole(pid_t caddy, const std::string& out, int delay_ms) {
-    setenv(kDelayVar, std::to_string(delay_ms).c_str(), 1);
+    if (delay_ms > 0) setenv(kDelayVar, std::to_string(delay_ms).c_str(), 1);
     Child tap = spawn({gotap_binary(), "count", "--backend", "ebpf", "--json", "-o", out, "-p",
                        std::to_string(caddy), "re:."});
     unsetenv(kDelayVar);
@@ -147,6 +147,54 @@ TEST_F(HeldDetach, AGotapKilledWhileHoldingLeavesTheProgramRunningWithNoProbe) {
     text = compare_text(pid);
     return text.bytes > 0 && text.differing == 0;
   })) << text.first;
+  EXPECT_TRUE(caddy.service().alive());
+}
+
+// Threads another tracer holds (a ptrace gotap attached) cannot be seized: the uprobes go
+// with the program running, with a warning that says why, and the other tracer's probe and
+// count are untouched.
+TEST_F(HeldDetach, ThreadsAnotherTracerHoldsAreLeftAndTheProbesGoAllTheSame) {
+  TempDir dir("held-detach-other");
+  Caddy caddy(dir);
+  ASSERT_EQ(caddy.start(), "");
+  const pid_t pid = caddy.service().pid();
+  const std::string other_out = dir / "other.jsonl";
+  AttachedGotap other;
+  ASSERT_EQ(other.attach({"count", "--backend", "ptrace", "--json", "net/http.(*conn).serve"}, pid,
+                         other_out),
+            "");
+  const std::string out = dir / "count.jsonl";
+  const pid_t tap = start_whole(pid, out, 0);
+  ASSERT_GT(tap, 0);
+  ASSERT_NE(err_.find("Tracing "), std::string::npos) << err_;
+  constexpr int kRequests = 10;
+  int answered = 0;
+  for (int i = 0; i < kRequests; ++i) answered += get_ok(caddy.port(), "/ok", "ok");
+  ASSERT_EQ(answered, kRequests);
+  kill(tap, SIGINT);
+  int st = 0;
+  ASSERT_EQ(waitpid(tap, &st, 0), tap);
+  err_ += read_all(tap_err_);
+  close(tap_err_);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << err_;
+  EXPECT_NE(err_.find("probes with the program running"), std::string::npos) << err_;
+  Counts c = counts_in(read_file(out));
+  ASSERT_TRUE(c.summary) << err_;
+  EXPECT_EQ((*c.summary)["detach_held_threads"], false) << err_;
+  // What differs from the file is the ptrace gotap's int3s (an entry and its RETs), none of
+  // the eBPF gotap's 100,000.
+  TextCompare text = compare_text(pid);
+  EXPECT_GE(text.differing, 1u) << text.first;
+  EXPECT_LE(text.differing, 4u) << text.first;
+  for (int i = 0; i < kRequests; ++i) answered += get_ok(caddy.port(), "/ok", "ok");
+  std::string other_err;
+  EXPECT_EQ(other.detach(&other_err), 0) << other_err;
+  EXPECT_EQ(counts_in(read_file(other_out)).of("net/http.(*conn).serve"),
+            static_cast<uint64_t>(2 * kRequests))
+      << other_err;
+  text = compare_text(pid);
+  EXPECT_GT(text.bytes, 0u);
+  EXPECT_EQ(text.differing, 0u) << text.first;
   EXPECT_TRUE(caddy.service().alive());
 }
 
