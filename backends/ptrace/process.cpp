@@ -810,6 +810,9 @@ void Process::detach_all(const TrapFix& fix_trap, pid_t already_stopped,
   }
   for (auto [t, sig] : parked) release(t, sig);
   threads_.clear();
+  // A child forked while the threads were seized stops at its first stop, ours: left there,
+  // it would wait for as long as gotap lives (a trampoline trace, after the patch).
+  release_children();
 }
 
 }  // namespace gotap::ptrace

@@ -138,7 +138,8 @@ class Process {
   // SIGTRAP (a probe hit taken before the breakpoints were restored): it returns true after
   // rewinding the registers, so that the original instruction runs and no signal is sent.
   // `already_stopped`: a thread the caller holds in an interrupt stop (it reports no more).
-  // Gives up after a few seconds on threads that never report.
+  // Gives up after a few seconds on threads that never report. Then the children forked
+  // meanwhile are released (release_children).
   // `all_stopped`, when given, runs once every thread is held in a stop with no int3's
   // SIGTRAP left to take, before any thread is released: the only moment at which gotap
   // can know where every thread is. It gets those threads that may have run code (a thread
