@@ -1,0 +1,207 @@
+// Run's request check, wait and report (run.h).
+#include "backends/trampoline/run.h"
+
+#include <poll.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <csignal>
+
+#include "core/events/typed_events.h"
+#include "core/sys/proc_status.h"
+#include "core/sys/spawn.h"
+#include "core/sys/timing.h"
+
+namespace gotap::trampoline {
+
+using ptrace::Process;
+
+uint64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+Result<void> Run::run() {
+  GOTAP_TRY(check_request());
+  set_ = plan_patches(plan_);
+  const std::string refused = refused_summary(set_, plan_);
+  if (set_.patches.empty())
+    return make_error("--backend=trampoline: nothing to count: {}; --backend=ebpf counts them",
+                      refused);
+  if (!refused.empty())
+    fmt::print(stderr, "gotap: warning: {}; --backend=ebpf counts them\n", refused);
+  size_t inlined = 0;
+  for (const Patch& p : set_.patches)
+    if (plan_.funcs[p.func].inline_probed) inlined += plan_.funcs[p.func].inline_sites.size();
+  if (inlined)
+    fmt::print(stderr,
+               "gotap: warning: the trampoline backend counts calls of the functions' own "
+               "code, not their {} inlined cop{} (--backend=ebpf counts those too)\n",
+               inlined, inlined == 1 ? "y" : "ies");
+  GOTAP_TRY(place());
+  const uint64_t t0 = now_ns();
+  fmt::print(
+      stderr, "{}\n",
+      tracing_banner(set_.patches.size(), placed_, "trampoline", fmt::format("pid {}", pid_)));
+  std::fflush(stderr);
+  if (opts_.metrics) opts_.metrics->begin(pid_, [this](MetricsSnapshot& s) { read_metrics(s); });
+  wait(t0);
+  const uint64_t ended = now_ns();
+  sys::timing_mark("trampoline: traced");
+  if (ended_by_ == "stop") {
+    remove();
+    sys::timing_mark("trampoline: detached");
+  }
+  if (opts_.metrics) opts_.metrics->end();
+  if (launched_) end_launched();
+  emit(ended);
+  if (!remove_error_.empty())
+    return runtime_error("the trampolines stay in pid {}, where they go on counting: {}", pid_,
+                         remove_error_);
+  return {};
+}
+
+Result<void> Run::check_request() const {
+  const char* no = nullptr;
+  if (opts_.mode != Mode::Count)
+    no = "counts calls only (gotap count): trace, latency, graph and goroutines need ptrace or "
+         "ebpf";
+  else if (opts_.condition)
+    no = "takes no --if, --slower or --errors yet";
+  else if (plan_.goroutines.status || plan_.goroutines.walk)
+    no = "has no goroutine events or --why yet";
+  else if (!plan_.reads_g || !plan_.binary_view.pclntab)
+    no = "needs a program built by gc (gccgo has no stack check it can use)";
+  else if (opts_.target.all || opts_.target.library)
+    no = "takes one process: -p PID or -- CMD";
+  else if (opts_.target.pid <= 0 && opts_.target.argv.empty())
+    no = "needs a target: -p PID or -- CMD ARGS";
+  else if (opts_.stack_depth > 0)
+    no = "has no --stack";
+  if (no) return make_error("--backend=trampoline {}", no);
+  if (!plan_.binary_view.elf) return make_error("the plan names no binary (GoBinary::plan)");
+  return {};
+}
+
+Result<sys::ImageLock> Run::lock_image(int wait_ms, bool abortable) const {
+  return sys::ImageLock::take(fmt::format("/proc/{}/exe", pid_), plan_.binary_view.elf->path(),
+                              wait_ms, abortable ? &stop_requested() : nullptr);
+}
+
+Error Run::end_unpatched(Error e) {
+  if (launched_) (void)sys::end_child(pid_);
+  return e;
+}
+
+bool Run::stop_due(uint64_t t0) const {
+  return stop_requested().load() ||
+         (opts_.duration_s > 0 && now_ns() - t0 >= uint64_t(opts_.duration_s * 1e9));
+}
+
+bool Run::exiting() const {
+  const auto state = sys::status_value(pid_, 0, "State");
+  return !state || state->starts_with('Z') || state->starts_with('X');
+}
+
+void Run::wait(uint64_t t0) {
+  uint64_t looked = 0, every = 100'000'000;
+  for (;;) {
+    if (stop_due(t0)) return;
+    if (const uint64_t now = now_ns(); now - looked >= every) {
+      for (auto& m : mapped_) note_uprobes(pid_, m->sites);
+      looked = now_ns();
+      every = std::max<uint64_t>(100'000'000, 100 * (looked - now));
+    }
+    pollfd p[2] = {{pidfd_.get(), POLLIN, 0}, {exec_.fd(), POLLIN, 0}};
+    const int r = pidfd_ ? ::poll(p, 2, 50) : (usleep(50'000), 0);
+    if (exec_.saw_exec()) {
+      ended_by_ = "exec";
+      return;
+    }
+    if ((r > 0 && (p[0].revents & POLLIN)) || (!pidfd_ && ::kill(pid_, 0) != 0 && errno == ESRCH)) {
+      ended_by_ = exec_.saw_exec() ? "exec" : "exit";
+      return;
+    }
+    // Without the connector, an exec is seen as the trampolines' pages gone from a process
+    // that is not exiting (an exiting one loses its memory before the pidfd says so).
+    if (exec_.fd() < 0 && !still_patched() && !exiting()) {
+      ended_by_ = "exec";
+      return;
+    }
+  }
+}
+
+void Run::end_launched() {
+  // A program that replaced itself is still the trace's: waited for until the trace ends.
+  if (ended_by_ == "exec")
+    while (!stop_requested().load() && ::kill(pid_, 0) == 0) {
+      siginfo_t si{};
+      if (waitid(P_PID, id_t(pid_), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid) break;
+      usleep(20'000);
+    }
+  auto e = sys::end_child(pid_);
+  if (!e || e->signalled || ended_by_ != "exit") return;
+  if (WIFEXITED(e->status)) {
+    exit_code_ = WEXITSTATUS(e->status);
+  } else if (WIFSIGNALED(e->status)) {
+    exit_signal_ = WTERMSIG(e->status);
+    exit_code_ = 128 + *exit_signal_;
+  }
+}
+
+size_t Run::site_count() const {
+  size_t n = 0;
+  for (const auto& m : mapped_) n += m->sites.size();
+  return n;
+}
+
+std::vector<std::pair<int, uint64_t>> Run::counts() const {
+  std::vector<std::pair<int, uint64_t>> out;
+  for (const auto& m : mapped_)
+    for (size_t k = 0; k < m->region.patches.size(); ++k)
+      if (uint64_t n = m->pages.count(k, kCounterStride))
+        out.emplace_back(set_.patches[m->region.patches[k]].func, n);
+  return out;
+}
+
+void Run::read_metrics(MetricsSnapshot& s) const {
+  s.pid = pid_;
+  s.funcs.clear();
+  for (auto [f, n] : counts()) {
+    FuncMetrics m;
+    m.func = plan_.funcs[f].name;
+    m.calls = n;
+    s.funcs.push_back(std::move(m));
+  }
+  s.lost = 0;
+}
+
+void Run::emit(uint64_t ended) {
+  std::vector<FuncCount> counts;
+  for (auto [f, n] : this->counts()) counts.push_back({plan_.funcs[f].name, n, std::nullopt});
+  uint64_t events = 0;
+  for (auto& ev : count_events(std::move(counts))) {
+    sink_.emit(std::move(ev));
+    ++events;
+  }
+  RunSummary sum;
+  sum.backend = "trampoline";
+  sum.ts_ns = ended;
+  sum.functions = plan_.funcs.size();
+  sum.probes = placed_;
+  sum.events = events;
+  sum.lost = 0;  // every pass adds to its counter: nothing is dropped
+  sum.pid = pid_;
+  sum.ended_by = ended_by_;
+  sum.exit_code = exit_code_;
+  sum.exit_signal = exit_signal_;
+  sum.extra = {{"not_patched", plan_.funcs.size() - placed_}, {"pages_kept", pages_kept_}};
+  if (taken_) sum.extra["taken_by_uprobes"] = taken_;
+  sink_.emit(to_event(sum));
+  sink_.flush();
+}
+
+}  // namespace gotap::trampoline

@@ -1,0 +1,137 @@
+// One `gotap count --backend trampoline` run (trampoline_backend.cpp), in three parts:
+// run.cpp checks the request, waits while the program counts and reports; run_place.cpp
+// launches or attaches, maps the pages and writes the trampolines, then the jumps with every
+// thread stopped; run_remove.cpp takes the jumps back and releases the pages.
+#pragma once
+
+#include <sys/types.h>
+#include <sys/user.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/ptrace/process.h"
+#include "backends/trampoline/exec_watch.h"
+#include "backends/trampoline/patch_set.h"
+#include "backends/trampoline/program_pages.h"
+#include "backends/trampoline/site_patches.h"
+#include "core/backend.h"
+#include "core/binary/elf_file.h"
+#include "core/events/live_metrics.h"
+#include "core/sys/fd.h"
+#include "core/sys/image_lock.h"
+
+namespace gotap::trampoline {
+
+uint64_t now_ns();
+
+// A SIGTRAP is none of this backend's: it sets no int3.
+inline bool no_fix(pid_t, user_regs_struct&) {
+  return false;
+}
+
+class Run {
+ public:
+  Run(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink)
+      : plan_(plan), opts_(opts), sink_(sink) {}
+  Result<void> run();
+
+ private:
+  const ProbePlan& plan_;
+  const TraceOptions& opts_;
+  EventSink& sink_;
+  PatchSet set_;
+  std::unique_ptr<ptrace::Process> proc_;
+  // One per region (patch_set.h): its pages in the program and its sites.
+  struct Mapped {
+    Region region;
+    ProgramPages pages;
+    std::vector<LiveSite> sites;
+    bool jumps_left = false;  // a restore that failed: the pages stay for good
+  };
+  std::vector<std::unique_ptr<Mapped>> mapped_;
+  pid_t pid_ = 0;
+  bool launched_ = false;
+  uint64_t bias_ = 0, syscall_at_ = 0, image_lo_ = UINT64_MAX, image_hi_ = 0;
+  size_t placed_ = 0, foreign_ = 0, restored_ = 0, left_ = 0, taken_ = 0;
+  bool pages_kept_ = false;
+  std::string ended_by_ = "stop", remove_error_;
+  std::optional<int> exit_code_, exit_signal_;
+  sys::Fd pidfd_;
+  ExecWatch exec_;
+
+  Result<void> check_request() const;
+
+  // The executable's lock, which every gotap holds while it looks at sites and writes them
+  // (core/sys/image_lock.h); `abortable`: a stop request ends the wait.
+  Result<sys::ImageLock> lock_image(int wait_ms, bool abortable) const;
+
+  Error exec_refusal() const;
+
+  // Launches or attaches, maps the pages, writes the trampolines, then the jumps with every
+  // thread stopped, and lets the program go.
+  Result<void> place();
+
+  // Fills m's pages (mapped already) with its trampolines.
+  Result<void> write_trampolines(Mapped& m, bool empty);
+
+  // With every thread stopped: when a killed gotap's pages hold the place of m's (short
+  // checks') trampolines, takes back every jump into them, removes them and maps m's there.
+  // The jumps taken back; m's pages stay unplaced when it cannot.
+  size_t take_place(Mapped& m, pid_t held, const std::vector<pid_t>& stopped, const IsOurs& dead,
+                    const ElfFile& elf, bool empty);
+
+  // With every thread in `stopped` stopped: unmaps each region no jump is left to and no
+  // thread can be in or return into (page_release.h). Whether none is left.
+  bool release_pages(pid_t held, const std::vector<pid_t>& stopped);
+
+  // Attaches again to release what release_pages kept; whether none is left.
+  bool release_pages_again();
+
+  // After the detach, a failure with nothing patched: a launched program is ended as a
+  // trace's end ends it (sys::end_child); an attached one runs on.
+  Error end_unpatched(Error e);
+
+  bool stop_due(uint64_t t0) const;
+
+  // Whether the program still has the trampolines: after an exec the address is gone.
+  bool still_patched() const;
+
+  // Whether a jump's target is a slot in the pages of a gotap that is gone (killed): an
+  // executable anonymous mapping that begins with kMagic, whose owner (owner.h) no longer
+  // runs. Read while the threads are stopped: the maps once, each mapping's header once.
+  IsOurs left_by_a_gotap();
+
+  // Whether the process is gone or a zombie.
+  bool exiting() const;
+
+  // Until the trace ends: a stop asked for, the duration out, the program gone or exec'd.
+  // Meanwhile the program counts; gotap looks at its jno jumps for another tracer's uprobe
+  // over one (note_uprobes), every 100 ms, or less often where a look takes over 1 ms (a
+  // page read each: 8 ms for a whole caddy), so that looking takes 1% of a CPU at most.
+  void wait(uint64_t t0);
+
+  // Attaches again and takes every jump back; the pages go too, unless a thread may still
+  // be in them or return into them (page_release.h).
+  void remove();
+
+  void end_launched();
+
+  size_t site_count() const;
+
+  // Each counted function's calls so far, by plan index, those called only.
+  std::vector<std::pair<int, uint64_t>> counts() const;
+
+  // What unmaps every region mapped so far (an error on the way), then returns `e`.
+  Error unmap_all(pid_t held, Error e);
+
+  void read_metrics(MetricsSnapshot& s) const;
+
+  void emit(uint64_t ended);
+};
+
+}  // namespace gotap::trampoline

@@ -1,0 +1,239 @@
+// Run's patch: launch or attach, map the pages, write the trampolines, then the jumps with
+// every thread stopped (run.h).
+#include "backends/trampoline/run.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "backends/trampoline/dead_pages.h"
+#include "backends/trampoline/owner.h"
+#include "core/plan/image_identity.h"
+#include "core/sys/proc_maps.h"
+#include "core/sys/spawn.h"
+#include "core/sys/timing.h"
+
+namespace gotap::trampoline {
+
+using ptrace::Process;
+
+Result<void> Run::place() {
+  auto abort = [] { return stop_requested().load(); };
+  const ElfFile& elf = *plan_.binary_view.elf;
+  sys::ImageLock lock;
+  pid_t held = 0;
+  if (!opts_.target.argv.empty()) {
+    auto p = Process::launch(opts_.target.argv, abort);
+    if (!p) return p.error();
+    proc_ = std::move(*p);
+    launched_ = true;
+    pid_ = held = proc_->pid();
+  } else {
+    pid_ = opts_.target.pid;
+    auto l = lock_image(sys::ImageLock::kPlaceWaitMs, true);
+    if (!l) return l.error();
+    lock = std::move(*l);
+    auto p = Process::attach(pid_, abort);
+    if (!p) return p.error();
+    proc_ = std::move(*p);
+    held = proc_->threads().count(pid_) ? pid_ : *proc_->threads().begin();
+  }
+  // Whatever fails from here lets the program go as it was: a launched one is killed (it
+  // has not run), an attached one detached.
+  auto give_up = [&](Error e) -> Error {
+    if (launched_) {
+      kill(pid_, SIGKILL);
+      (void)sys::end_child(pid_, 0);
+    } else {
+      proc_->detach_all(no_fix, held);
+    }
+    return e;
+  };
+  const auto bias = plan_.binary_view.load_bias(pid_);
+  if (const std::string what = image_mismatch(pid_, elf, bias, proc_->mem()); !what.empty())
+    return give_up(launched_ ? runtime_error("{} is not the file that was planned ({}); nothing "
+                                             "was written",
+                                             opts_.target.argv[0], what)
+                             : exec_refusal());
+  if (!bias) return give_up(runtime_error("cannot find where pid {} loaded {}", pid_, elf.path()));
+  bias_ = *bias;
+  if (launched_) {
+    auto l = lock_image(sys::ImageLock::kPlaceWaitMs, true);
+    if (!l) return give_up(l.error());
+    lock = std::move(*l);
+  } else if (auto r = proc_->interrupt_and_wait(held); !r) {
+    proc_->detach_all(no_fix);
+    return proc_->exec_seen() ? exec_refusal() : r.error();
+  }
+  for (const auto& seg : elf.segments()) {
+    if (seg.type != 1 /* PT_LOAD */) continue;
+    image_lo_ = std::min(image_lo_, seg.vaddr + bias_);
+    image_hi_ = std::max(image_hi_, seg.vaddr + seg.memsz + bias_);
+  }
+  syscall_at_ = elf.entry() + bias_;
+  // Nothing is mapped when no site is free (another gotap traces the same functions): its
+  // pages would stay in the program, unused. The look is repeated with the threads stopped.
+  size_t held_elsewhere = 0;
+  const IsOurs dead = left_by_a_gotap();
+  for (const Patch& p : set_.patches)
+    held_elsewhere += site_now(proc_->mem(), live_site(p, bias_), dead) == SiteNow::Foreign;
+  if (held_elsewhere == set_.patches.size())
+    return give_up(runtime_error(
+        "every site is another tracer's (a uprobe, a debugger's int3, another gotap's jump) "
+        "in pid {}; nothing was written",
+        pid_));
+  const char* e = getenv("GOTAP_TRAMPOLINE_EMPTY");
+  const bool empty = e && strcmp(e, "1") == 0;
+  size_t no_room = 0;
+  std::string no_room_why;
+  // The short checks' region when its place is taken: a killed gotap's pages may be there,
+  // which are looked at with every thread stopped (dead_pages.h).
+  std::unique_ptr<Mapped> pending;
+  for (Region& r : lay_out(set_, bias_)) {
+    auto m = std::make_unique<Mapped>();
+    m->region = std::move(r);
+    const Region& g = m->region;
+    auto mapped = g.base ? m->pages.map_at(*proc_, held, syscall_at_, g.base, g.base, g.code_size(),
+                                           g.counter_size())
+                         : m->pages.map(*proc_, held, syscall_at_, image_lo_, image_hi_,
+                                        g.code_size(), g.counter_size());
+    if (!mapped) {
+      if (!g.base) return give_up(unmap_all(held, mapped.error()));
+      no_room_why = mapped.error().what();
+      pending = std::move(m);
+      continue;
+    }
+    if (auto w = write_trampolines(*m, empty); !w) {
+      m->pages.unmap(*proc_, held, syscall_at_);
+      return give_up(unmap_all(held, w.error()));
+    }
+    mapped_.push_back(std::move(m));
+  }
+  if (mapped_.empty() && !pending)
+    return give_up(runtime_error("no trampoline could be mapped in pid {}", pid_));
+  sys::timing_mark("trampoline: pages mapped and written");
+  // From before the jumps are written: an exec once they are cannot go unseen.
+  exec_.start(pid_);
+  bool all_held = false;
+  WriteTally t;
+  const IsOurs ours = left_by_a_gotap();  // the maps again: with the threads stopped
+  size_t taken_back = 0;
+  proc_->detach_all(no_fix, held, [&](const std::vector<pid_t>& stopped) {
+    all_held = true;
+    if (pending) {
+      taken_back = take_place(*pending, held, stopped, ours, elf, empty);
+      if (pending->pages.code()) mapped_.push_back(std::move(pending));
+    }
+    for (auto& m : mapped_) {
+      const WriteTally w = write_jumps(proc_->mem(), m->sites, ours);
+      t.written += w.written;
+      t.foreign += w.foreign;
+      t.failed += w.failed;
+      t.replaced += w.replaced;
+    }
+  });
+  lock.release();
+  sys::timing_mark("trampoline: jumps written");
+  if (taken_back)
+    fmt::print(stderr,
+               "gotap: took back {} jump{} left in pid {} by a gotap that was killed, and its "
+               "pages, whose place this one's trampolines take\n",
+               taken_back, taken_back == 1 ? "" : "s", pid_);
+  if (pending) {
+    no_room = pending->region.patches.size();
+    fmt::print(stderr, "gotap: warning: {} short function{} not counted: {}\n", no_room,
+               no_room == 1 ? " is" : "s are", no_room_why);
+  }
+  if (proc_->exec_seen()) return exec_refusal();
+  // Nothing was written: the pages stay (no thread is held to unmap them), unused. A
+  // launched program ends with its trace, as ever.
+  if (!all_held)
+    return end_unpatched(
+        runtime_error("cannot stop every thread of pid {} to patch it; nothing was patched", pid_));
+  placed_ = t.written;
+  foreign_ = t.foreign;
+  if (t.replaced)
+    fmt::print(stderr,
+               "gotap: replaced {} jump{} left in pid {} by a gotap that was killed (its pages "
+               "stay, unused)\n",
+               t.replaced, t.replaced == 1 ? "" : "s", pid_);
+  if (t.foreign)
+    fmt::print(stderr,
+               "gotap: warning: {} of {} sites are another tracer's (a uprobe or a debugger's "
+               "int3 there): left to it, not counted\n",
+               t.foreign, site_count());
+  if (!placed_)
+    return end_unpatched(
+        runtime_error("no site of pid {} could be patched ({} another tracer's, {} not "
+                      "written)",
+                      pid_, t.foreign, t.failed));
+  pidfd_ = sys::Fd(static_cast<int>(syscall(SYS_pidfd_open, pid_, 0)));
+  return {};
+}
+
+Result<void> Run::write_trampolines(Mapped& m, bool empty) {
+  auto code =
+      build_trampolines(set_, m.region, bias_, m.pages.code(), self_owner(), m.sites, empty);
+  if (!code) return code.error();
+  for (const auto& [off, len] : code->runs)
+    if (!proc_->mem().write(m.pages.code() + off, code->bytes.data() + off, len))
+      return runtime_error("cannot write the trampolines into pid {}", pid_);
+  return {};
+}
+
+size_t Run::take_place(Mapped& m, pid_t held, const std::vector<pid_t>& stopped, const IsOurs& dead,
+                       const ElfFile& elf, bool empty) {
+  const Region& g = m.region;
+  const auto pages = dead_pages_in(sys::read_maps(pid_), proc_->mem(), g.base,
+                                   g.base + g.code_size() + g.counter_size(), stopped, dead);
+  if (!pages || pages->empty()) return 0;
+  size_t failed = 0;
+  const size_t taken = take_back_jumps_into(proc_->mem(), elf, bias_, *pages, failed);
+  if (failed) return taken;
+  for (const auto& [lo, hi] : *pages) {
+    auto r = proc_->inject_syscall(held, syscall_at_, SYS_munmap, {lo, hi - lo});
+    if (!r || ptrace::syscall_failed(*r)) return taken;
+  }
+  if (!m.pages.map_at(*proc_, held, syscall_at_, g.base, g.base, g.code_size(), g.counter_size()))
+    return taken;
+  if (!write_trampolines(m, empty)) m.pages.unmap(*proc_, held, syscall_at_);
+  return taken;
+}
+
+IsOurs Run::left_by_a_gotap() {
+  auto maps = std::make_shared<std::vector<sys::Mapping>>();
+  auto magic = std::make_shared<std::map<uint64_t, bool>>();
+  return [this, maps, magic](uint64_t to) {
+    if (maps->empty()) *maps = sys::read_maps(pid_);
+    for (const sys::Mapping& m : *maps) {
+      if (to < m.start || to >= m.end) continue;
+      if (m.perms != "r-xp" || m.inode != 0 || !m.path.empty()) return false;
+      if (to - m.start < kHeaderSize) return false;
+      auto [it, fresh] = magic->try_emplace(m.start, false);
+      if (fresh) {
+        const auto owner = region_owner(proc_->mem(), m.start);
+        it->second = owner && !owner_alive(*owner);
+      }
+      return it->second;
+    }
+    return false;
+  };
+}
+
+Error Run::unmap_all(pid_t held, Error e) {
+  for (auto& m : mapped_) m->pages.unmap(*proc_, held, syscall_at_);
+  mapped_.clear();
+  return e;
+}
+
+Error Run::exec_refusal() const {
+  return runtime_error(
+      "pid {} changed its program (exec) between planning and attach; nothing was written", pid_);
+}
+
+}  // namespace gotap::trampoline
