@@ -1,22 +1,10 @@
 #include "backends/ebpf/held_detach.h"
 
-#include <sys/user.h>
-
 #include "backends/ptrace/process.h"
 #include "core/sys/test_delay.h"
 #include "core/sys/timing.h"
 
 namespace gotap::ebpf {
-
-namespace {
-
-// A SIGTRAP is none of gotap's here (its probes are uprobes, which the kernel handles): it
-// goes to the program as it would have.
-bool not_ours(pid_t, user_regs_struct&) {
-  return false;
-}
-
-}  // namespace
 
 HeldDetach detach_holding_threads(pid_t pid, const std::function<void()>& detach) {
   HeldDetach r;
@@ -33,8 +21,8 @@ HeldDetach detach_holding_threads(pid_t pid, const std::function<void()>& detach
     return r;
   }
   const pid_t first = proc.threads().count(pid) ? pid : *proc.threads().begin();
-  if (auto stopped = proc.interrupt_and_wait(first, not_ours); !stopped) {
-    proc.detach_all(not_ours);
+  if (auto stopped = proc.interrupt_and_wait(first, ptrace::trap_unchanged); !stopped) {
+    proc.detach_all(ptrace::trap_unchanged);
     r.why_not = stopped.error().what();
     detach();
     return r;
@@ -43,14 +31,14 @@ HeldDetach detach_holding_threads(pid_t pid, const std::function<void()>& detach
   // uprobes' removal is all of the pause: the grace periods that end closing a link were
   // measured at 20 to 40 ms of 0.4 s, not worth a thread to let the program go before them.
   if (!proc.exec_seen()) {
-    proc.detach_all(not_ours, first, [&](const std::vector<pid_t>&) {
+    proc.detach_all(ptrace::trap_unchanged, first, [&](const std::vector<pid_t>&) {
       sys::timing_mark("ebpf: threads held");
       sys::test_delay("GOTAP_TEST_HELD_DETACH_DELAY_MS", "removing the probes, threads held");
       detach();
       r.held = true;
     });
   } else {
-    proc.detach_all(not_ours, first);
+    proc.detach_all(ptrace::trap_unchanged, first);
   }
   if (r.held) {
     sys::timing_mark("ebpf: threads let go");

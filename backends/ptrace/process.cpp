@@ -301,7 +301,7 @@ Result<std::unique_ptr<Process>> Process::attach(pid_t pid, Abort abort) {
               again = true;
               break;
             }
-            p->detach_all([](pid_t, user_regs_struct&) { return false; });
+            p->detach_all(trap_unchanged);
             return runtime_error(
                 "cannot attach to pid {}: its main thread has exited (the process is exiting, "
                 "or its main thread ended alone); nothing was written",
@@ -309,7 +309,7 @@ Result<std::unique_ptr<Process>> Process::attach(pid_t pid, Abort abort) {
           }
           errno = seize_errno;
           auto err = errno_error(ErrorKind::Runtime, "cannot attach to pid {} (thread {})", pid, t);
-          p->detach_all([](pid_t, user_regs_struct&) { return false; });
+          p->detach_all(trap_unchanged);
           return err;
         }
         p->threads_.insert(t);
@@ -317,7 +317,7 @@ Result<std::unique_ptr<Process>> Process::attach(pid_t pid, Abort abort) {
       }
     }
     if (!again) break;
-    p->detach_all([](pid_t, user_regs_struct&) { return false; });
+    p->detach_all(trap_unchanged);
     p->threads_.clear();
     usleep(5'000);
   }

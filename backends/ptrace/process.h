@@ -40,6 +40,11 @@ struct WaitStatus {
 std::optional<uint64_t> signal_mask(pid_t pid, pid_t tid, std::string_view field);
 
 using TrapFix = std::function<bool(pid_t, user_regs_struct&)>;
+// The TrapFix that changes nothing: a SIGTRAP goes to the program as it came (no int3 of
+// gotap's is in place yet or any more, or its probes are uprobes, which the kernel handles).
+inline bool trap_unchanged(pid_t, user_regs_struct&) {
+  return false;
+}
 
 // Whether a system call's raw result (Process::inject_syscall's) is an error: -4095 to -1,
 // the kernel's -errno; mmap's addresses are never in that range.

@@ -91,7 +91,7 @@ Result<void> Tracer::start() {
     // the /proc/PID/mem that the writes go through reaches this image only. So this image,
     // checked now, is the only one any write can reach.
     if (auto r = check_image(); !r) {
-      proc_->detach_all([](pid_t, user_regs_struct&) { return false; });
+      proc_->detach_all(trap_unchanged);
       return r;
     }
     clear_leftovers();
@@ -100,7 +100,7 @@ Result<void> Tracer::start() {
     });
     if (!r) {
       // The thread in an exec stop, if that is what ended it, is released by detach_all.
-      proc_->detach_all([](pid_t, user_regs_struct&) { return false; });
+      proc_->detach_all(trap_unchanged);
       return proc_->exec_seen() ? exec_refusal() : r;
     }
   } else {
@@ -114,7 +114,7 @@ Result<void> Tracer::start() {
       kill(proc_->pid(), SIGKILL);
     } else {
       // `stopped` is still in its interrupt stop: it will report nothing more.
-      proc_->detach_all([](pid_t, user_regs_struct&) { return false; }, stopped);
+      proc_->detach_all(trap_unchanged, stopped);
     }
     // An exec during the attach: the new program got none of it (Process::exec_seen).
     if (proc_->exec_seen() || runs_another_file()) return exec_refusal();

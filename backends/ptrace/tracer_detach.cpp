@@ -72,7 +72,7 @@ void Tracer::release_file_text() const {
 void Tracer::detach() {
   if (proc_->gone()) return;
   if (exec_ended_) {
-    proc_->detach_all([](pid_t, user_regs_struct&) { return false; });
+    proc_->detach_all(trap_unchanged);
     return;
   }
   {

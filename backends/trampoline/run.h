@@ -5,7 +5,6 @@
 #pragma once
 
 #include <sys/types.h>
-#include <sys/user.h>
 
 #include <cstdint>
 #include <memory>
@@ -28,11 +27,6 @@
 namespace gotap::trampoline {
 
 uint64_t now_ns();
-
-// A SIGTRAP is none of this backend's: it sets no int3.
-inline bool no_fix(pid_t, user_regs_struct&) {
-  return false;
-}
 
 class Run {
  public:

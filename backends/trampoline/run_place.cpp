@@ -50,7 +50,7 @@ Result<void> Run::place() {
       kill(pid_, SIGKILL);
       (void)sys::end_child(pid_, 0);
     } else {
-      proc_->detach_all(no_fix, held);
+      proc_->detach_all(ptrace::trap_unchanged, held);
     }
     return e;
   };
@@ -67,7 +67,7 @@ Result<void> Run::place() {
     if (!l) return give_up(l.error());
     lock = std::move(*l);
   } else if (auto r = proc_->interrupt_and_wait(held); !r) {
-    proc_->detach_all(no_fix);
+    proc_->detach_all(ptrace::trap_unchanged);
     return proc_->exec_seen() ? exec_refusal() : r.error();
   }
   for (const auto& seg : elf.segments()) {
@@ -123,7 +123,7 @@ Result<void> Run::place() {
   WriteTally t;
   const IsOurs ours = left_by_a_gotap();  // the maps again: with the threads stopped
   size_t taken_back = 0;
-  proc_->detach_all(no_fix, held, [&](const std::vector<pid_t>& stopped) {
+  proc_->detach_all(ptrace::trap_unchanged, held, [&](const std::vector<pid_t>& stopped) {
     all_held = true;
     if (pending) {
       taken_back = take_place(*pending, held, stopped, ours, elf, empty);

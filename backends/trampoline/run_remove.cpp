@@ -36,18 +36,18 @@ void Run::remove() {
   if (proc_->threads().empty()) return;
   const pid_t held = proc_->threads().count(pid_) ? pid_ : *proc_->threads().begin();
   if (auto r = proc_->interrupt_and_wait(held); !r) {
-    proc_->detach_all(no_fix);
+    proc_->detach_all(ptrace::trap_unchanged);
     remove_error_ = fmt::format("cannot stop thread {}: {}", held, r.error().what());
     return;
   }
   if (proc_->exec_seen() || !still_patched()) {
-    proc_->detach_all(no_fix, held);
+    proc_->detach_all(ptrace::trap_unchanged, held);
     ended_by_ = "exec";
     return;
   }
   bool all_held = false;
   WriteTally t;
-  proc_->detach_all(no_fix, held, [&](const std::vector<pid_t>& stopped) {
+  proc_->detach_all(ptrace::trap_unchanged, held, [&](const std::vector<pid_t>& stopped) {
     all_held = true;
     for (auto& m : mapped_) {
       const WriteTally w = restore_jumps(proc_->mem(), m->sites);
@@ -111,15 +111,15 @@ bool Run::release_pages_again() {
   if (proc_->threads().empty()) return false;
   const pid_t held = proc_->threads().count(pid_) ? pid_ : *proc_->threads().begin();
   if (!proc_->interrupt_and_wait(held)) {
-    proc_->detach_all(no_fix);
+    proc_->detach_all(ptrace::trap_unchanged);
     return false;
   }
   if (proc_->exec_seen()) {  // the pages went with the old image
-    proc_->detach_all(no_fix, held);
+    proc_->detach_all(ptrace::trap_unchanged, held);
     return true;
   }
   bool released = false;
-  proc_->detach_all(no_fix, held, [&](const std::vector<pid_t>& stopped) {
+  proc_->detach_all(ptrace::trap_unchanged, held, [&](const std::vector<pid_t>& stopped) {
     released = release_pages(held, stopped);
   });
   return released;
