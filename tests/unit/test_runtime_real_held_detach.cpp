@@ -73,6 +73,15 @@ class HeldDetach : public ::testing::Test {
     err_ = read_until(tap_err_, "Tracing ", 120000);
     return tap.pid;
   }
+  // gotap's wait status once it ends (-1 when it cannot be waited for), the rest of its
+  // stderr added to err_.
+  int reap(pid_t tap) {
+    int st = 0;
+    if (waitpid(tap, &st, 0) != tap) return -1;
+    err_ += read_all(tap_err_);
+    close(tap_err_);
+    return st;
+  }
   int tap_err_ = -1;
   std::string err_;
 };
@@ -98,10 +107,7 @@ TEST_F(HeldDetach, EveryThreadIsHeldWhileAWholeBinarysProbesGoAndNoneAfter) {
   ASSERT_FALSE(during.empty());
   EXPECT_EQ(traced_stops(during), during.size())
       << std::string(during.begin(), during.end()) << " (t: tracing stop)";
-  int st = 0;
-  ASSERT_EQ(waitpid(tap, &st, 0), tap);
-  err_ += read_all(tap_err_);
-  close(tap_err_);
+  const int st = reap(tap);
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << err_;
   Counts c = counts_in(read_file(out));
   ASSERT_TRUE(c.summary) << err_;
@@ -133,9 +139,9 @@ TEST_F(HeldDetach, AGotapKilledWhileHoldingLeavesTheProgramRunningWithNoProbe) {
   ASSERT_NE(err_.find(kHeldLine), std::string::npos) << err_;
   ASSERT_GT(traced_stops(thread_states(pid)), 0u);
   kill(tap, SIGKILL);
-  int st = 0;
-  ASSERT_EQ(waitpid(tap, &st, 0), tap);
-  close(tap_err_);
+  const int st = reap(tap);
+  ASSERT_NE(st, -1);
+  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << st;
   EXPECT_TRUE(wait_until(5000, [&] { return traced_stops(thread_states(pid)) == 0; }))
       << "threads still stopped after gotap died";
   int answered = 0;
@@ -172,10 +178,7 @@ TEST_F(HeldDetach, ThreadsAnotherTracerHoldsAreLeftAndTheProbesGoAllTheSame) {
   for (int i = 0; i < kRequests; ++i) answered += get_ok(caddy.port(), "/ok", "ok");
   ASSERT_EQ(answered, kRequests);
   kill(tap, SIGINT);
-  int st = 0;
-  ASSERT_EQ(waitpid(tap, &st, 0), tap);
-  err_ += read_all(tap_err_);
-  close(tap_err_);
+  const int st = reap(tap);
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << err_;
   EXPECT_NE(err_.find("probes with the program running"), std::string::npos) << err_;
   Counts c = counts_in(read_file(out));
