@@ -127,8 +127,12 @@ static __always_inline __u64 current_g(struct pt_regs* ctx, __u8 flags) {
   return g;
 }
 
-#include "why_kernel.h"
+/* In this order, each apart (a sort would undo it): each uses the one before. */
 #include "why_walk.h"
+
+#include "why_agg.h"
+
+#include "why_kernel.h"
 
 /* Sends the event, or with `hold` keeps it in `held` until the return decides the call's
  * condition. */
@@ -311,6 +315,11 @@ static __noinline int probe_hit(struct pt_regs* ctx, __u64 cookie, __u64 at) {
 
   if (why_kernel && func == GOTAP_FUNC_GSTATUS && !why_status(ctx, (__u32)pid_tgid) && why_only)
     return 0;
+  /* latency --why: the goroutine probes feed the sums in the kernel (why_agg.h), and no more. */
+  if (why_agg && func >= GOTAP_FUNC_GSTATUS) {
+    why_agg_status(ctx, func, at ? at : bpf_ktime_get_ns(), flags);
+    return 0;
+  }
   __u64 now = at ? at : bpf_ktime_get_ns();
   __u64 g = current_g(ctx, flags);
   __u64 goid = 0, hi = 0;
@@ -373,6 +382,7 @@ static __noinline int probe_hit(struct pt_regs* ctx, __u64 cookie, __u64 at) {
     if (mode == GOTAP_MODE_TRACE && !report) in.flags = GOTAP_INFLIGHT_DROPPED;
     if (bpf_map_update_elem(&inflight, &key, &in, BPF_ANY)) bump(GOTAP_CNT_INFLIGHT_FULL);
     if (why_kernel && goid) why_call_entry((__u32)pid_tgid, goid);
+    if (why_agg && goid) why_agg_entry(&key, goid, now);
     if (report)
       emit(ctx, p, idx, pid_tgid, goid, now, 0, GOTAP_EV_ENTRY, 0, cond_at_ret ? &key : 0);
     return 0;
@@ -402,6 +412,7 @@ static __noinline int probe_hit(struct pt_regs* ctx, __u64 cookie, __u64 at) {
       io.at_ret = 1;
       if (!cond_run(ctx, cp, &io)) {
         if (mode == GOTAP_MODE_TRACE) bpf_map_delete_elem(&held, &key);
+        if (why_agg) why_agg_return(&key, goid, now, dur, 0);
         return 0;
       }
       if (mode == GOTAP_MODE_COUNT || live_metrics) {
@@ -431,6 +442,7 @@ static __noinline int probe_hit(struct pt_regs* ctx, __u64 cookie, __u64 at) {
   if (mode == GOTAP_MODE_LATENCY || live_metrics) {
     if (start) record_latency(func, dur);
   }
+  if (why_agg && start) why_agg_return(&key, goid, now, dur, 1);
   if (mode == GOTAP_MODE_TRACE && !dropped) {
     emit(ctx, p, idx, pid_tgid, goid, now, dur, GOTAP_EV_RETURN, evflags, 0);
   }

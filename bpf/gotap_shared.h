@@ -242,6 +242,55 @@ struct gotap_lat_stats {
   gotap_u64 max_ns;
 };
 
+/* latency --why on eBPF (bpf/why_agg.h): each call's split is added up in the kernel, per
+ * function and latency bucket (gotap_bucket), so that the split of the slowest calls is read
+ * from the top buckets. */
+struct gotap_why_key {
+  gotap_u32 func_id;
+  gotap_u32 bucket;
+};
+struct gotap_why_parts {
+  gotap_u64 calls;
+  gotap_u64 running_ns;
+  gotap_u64 preempted_ns;
+  gotap_u64 runnable_ns;
+  gotap_u64 syscall_ns;
+  gotap_u64 waiting_ns;
+};
+/* Who ended a wait: a goroutine (waker_pc its innermost frame outside the runtime, sync and
+ * internal/, 0 when none), the scheduler (a thread running no goroutine: the network poller
+ * or a timer), or not known. */
+enum gotap_why_waker {
+  GOTAP_WAKER_UNKNOWN = 0,
+  GOTAP_WAKER_GOROUTINE = 1,
+  GOTAP_WAKER_SCHEDULER = 2,
+};
+#define GOTAP_WHY_NO_REASON 0xffffffffu /* g.waitreason not read, or stale */
+struct gotap_why_wait_key {
+  gotap_u32 func_id;
+  gotap_u32 bucket;
+  gotap_u32 reason;    /* g.waitreason's value */
+  gotap_u32 waker;     /* gotap_why_waker */
+  gotap_u64 parked_pc; /* a return address (or saved pc + 1): look up pc - 1; 0: none */
+  gotap_u64 waker_pc;
+};
+struct gotap_why_sys_key {
+  gotap_u32 func_id;
+  gotap_u32 bucket;
+  gotap_u64 nr;
+};
+struct gotap_why_sum {
+  gotap_u64 ns;
+  gotap_u64 count;
+};
+/* The text of functions outside the runtime, sync and internal/ (merged runs, sorted): the
+ * frames a wait is told by. */
+struct gotap_why_range {
+  gotap_u64 lo;
+  gotap_u64 hi;
+};
+#define GOTAP_WHY_RANGES 16384 /* at most; a binary with more runs keeps --why in user space */
+
 /* Kernel-side counters (per CPU). */
 enum gotap_counter {
   GOTAP_CNT_LOST = 0,          /* ring buffer full: event dropped */
@@ -252,7 +301,8 @@ enum gotap_counter {
   GOTAP_CNT_HITS = 5,          /* every probe hit that passed the pid filter */
   GOTAP_CNT_HELD_FULL = 6,     /* an entry waiting for its return's condition found no room */
   GOTAP_CNT_WHY_FULL = 7,      /* --why: a thread running a traced call found no room */
-  GOTAP_CNT_NUM = 8,
+  GOTAP_CNT_WHY_LOST = 8,      /* latency --why in the kernel: a wait or system call not named */
+  GOTAP_CNT_NUM = 9,
 };
 
 /* Latency buckets: log2 with 8 linear sub-buckets. Values 0..7 have a bucket each; a value

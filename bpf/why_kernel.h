@@ -7,7 +7,8 @@
  * system-call tracepoints then do nothing for any other thread past one lookup in
  * why_threads. Each interval goes to user space as a header-only gotap_event
  * (GOTAP_FUNC_KPREEMPT, GOTAP_FUNC_KSYSCALL), credited there to the goroutine's open calls.
- * Included by gotap.bpf.c after the ring buffer and `bump`. */
+ * With latency --why (why_agg.h) the intervals go to the sums in the kernel instead.
+ * Included by gotap.bpf.c after the ring buffer, `bump` and why_agg.h. */
 #ifndef GOTAP_WHY_KERNEL_H
 #define GOTAP_WHY_KERNEL_H
 
@@ -143,7 +144,10 @@ int BPF_PROG(gotap_why_switch, bool preempt, struct task_struct* prev, struct ta
   if (!t || !t->off_ts) return 0;
   __u64 from = t->off_ts;
   t->off_ts = 0;
-  why_kernel_event(GOTAP_FUNC_KPREEMPT, tid, t->goid, from, bpf_ktime_get_ns(), 0);
+  if (why_agg)
+    why_agg_kernel(t->goid, from, bpf_ktime_get_ns(), -1);
+  else
+    why_kernel_event(GOTAP_FUNC_KPREEMPT, tid, t->goid, from, bpf_ktime_get_ns(), 0);
   return 0;
 }
 
@@ -164,7 +168,10 @@ int BPF_PROG(gotap_why_sys_exit, struct pt_regs* regs, long ret) {
   if (!t || !t->sys_ts) return 0;
   __u64 from = t->sys_ts;
   t->sys_ts = 0;
-  why_kernel_event(GOTAP_FUNC_KSYSCALL, tid, t->goid, from, bpf_ktime_get_ns(), t->sys_nr);
+  if (why_agg)
+    why_agg_kernel(t->goid, from, bpf_ktime_get_ns(), (__s64)t->sys_nr);
+  else
+    why_kernel_event(GOTAP_FUNC_KSYSCALL, tid, t->goid, from, bpf_ktime_get_ns(), t->sys_nr);
   return 0;
 }
 

@@ -109,7 +109,8 @@ Result<std::unique_ptr<TracePipeline>> assemble_pipeline(const TraceRequest& req
     sink = make_goroutine_filter(std::move(sink), std::move(selection));
   // Before everything else: the output, the record and the metrics see returns with `why`,
   // and goroutine events only when they were asked for.
-  if (req.why && req.command == "latency") sink = why::make_why_latency_sink(std::move(sink));
+  if (req.why && req.command == "latency" && opts.mode == Mode::Trace)
+    sink = why::make_why_latency_sink(std::move(sink));
   // Each return's split, before latency --why folds the returns into its totals.
   if (req.why && !req.prometheus_addr.empty())
     sink = make_why_metrics_observer(std::move(sink), p->metrics);

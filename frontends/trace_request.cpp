@@ -221,12 +221,9 @@ int fill(TraceRequest& r, const po::variables_map& vm, const Args& rest) {
     r.condition = std::move(*cs);
   }
   r.why = vm.count("why") > 0;
-  if (r.why && opts.mode == Mode::Latency) {
-    // Each call's split is made from its return: the backend traces the calls, and the
-    // latencies are made from them (why_latency.h).
-    if (r.interval_s > 0) return usage_error("latency --why takes no -i/--interval yet");
-    opts.mode = Mode::Trace;
-  }
+  // latency --why: the mode is chosen with the backend (cmd_trace.cpp).
+  if (r.why && opts.mode == Mode::Latency && r.interval_s > 0)
+    return usage_error("latency --why takes no -i/--interval yet");
   // Goroutine ids and addresses belong to one process.
   if ((r.goroutines || r.why) && opts.target.all)
     return usage_error("goroutine events need one process: give -p PID or -- CMD ARGS");

@@ -38,6 +38,8 @@
 #include "backends/ebpf/prog_stats.h"
 #include "backends/ebpf/target.h"
 #include "backends/ebpf/value_chain.h"
+#include "backends/ebpf/why_sums.h"
+#include "core/binary/pclntab.h"
 #include "core/events/goroutine_events.h"
 #include "core/events/latency.h"
 #include "core/events/live_metrics.h"
@@ -78,6 +80,12 @@ int on_libbpf_print(enum libbpf_print_level level, const char* fmt, va_list ap) 
   if (log.size() < (1u << 20)) log += buf;
   free(buf);
   return 0;
+}
+
+// latency --why: each call's split is added up in the kernel (bpf/why_agg.h); trace --why
+// sends the goroutine probes' changes to user space (core/why/why_sink.h).
+bool why_in_kernel(const ProbePlan& plan, Mode mode) {
+  return plan.goroutines.walk && mode == Mode::Latency && !plan.goroutines.all_changes;
 }
 
 struct SkelDeleter {
@@ -127,10 +135,18 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
     ro->g_sched_bp_off = o.g_sched + o.gobuf_bp;
     ro->gstatus_ret_off = plan.goroutines.status_sp_delta;
   }
-  // --why's kernel side (bpf/why_kernel.h): in trace mode, where latency --why runs too.
-  const bool why_kernel = plan.goroutines.walk && mode == Mode::Trace;
+  // --why's kernel side (bpf/why_kernel.h), in trace mode; latency --why adds each call's
+  // split up in the kernel (bpf/why_agg.h), from the same probes and tracepoints.
+  const bool why_agg = why_in_kernel(plan, mode);
+  const bool why_kernel = plan.goroutines.walk && (mode == Mode::Trace || why_agg);
   ro->why_kernel = why_kernel ? 1 : 0;
-  ro->why_only = why_kernel && !plan.goroutines.all_changes ? 1 : 0;
+  ro->why_only = why_kernel && (why_agg || !plan.goroutines.all_changes) ? 1 : 0;
+  ro->why_agg = why_agg ? 1 : 0;
+  ro->g_waitreason_off = plan.offsets.g_waitreason;
+  ro->why_reason_park_only = wait_reason_only_from_park(plan.go) ? 1 : 0;
+  for (bpf_map* m : {skel->maps.why_gs, skel->maps.why_frames, skel->maps.why_parts,
+                     skel->maps.why_waits, skel->maps.why_sys, skel->maps.why_ranges})
+    if (!why_agg) bpf_map__set_max_entries(m, 1);
   for (bpf_program* p : {skel->progs.gotap_why_switch, skel->progs.gotap_why_sys_enter,
                          skel->progs.gotap_why_sys_exit})
     bpf_program__set_autoload(p, why_kernel);
@@ -478,7 +494,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   // Goroutine events are trace events of the runtime's probes.
   const Mode mode = opts.mode == Mode::Goroutines ? Mode::Trace : opts.mode;
   const bool goroutines = plan.goroutines.status != 0;
-  if (goroutines && mode != Mode::Trace)
+  if (goroutines && mode != Mode::Trace && !why_in_kernel(plan, mode))
     return make_error("goroutine events need the trace mode of the ebpf backend");
 
   ProbeConfig cfg =
@@ -651,7 +667,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   // --why: the scheduler and system-call tracepoints. Without them the kernel's parts stay
   // null (the why sink hears of them from the "kwhy" start below).
   bool why_kernel = false;
-  if (plan.goroutines.walk && mode == Mode::Trace) {
+  const bool why_agg = why_in_kernel(plan, mode);
+  if (plan.goroutines.walk && (mode == Mode::Trace || why_agg)) {
     skel->links.gotap_why_switch = bpf_program__attach(skel->progs.gotap_why_switch);
     skel->links.gotap_why_sys_enter = bpf_program__attach(skel->progs.gotap_why_sys_enter);
     skel->links.gotap_why_sys_exit = bpf_program__attach(skel->progs.gotap_why_sys_exit);
@@ -693,6 +710,28 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   lock->release();
   // The interface types' keys are link-time addresses (value_chain.h).
   skel->bss->chain_bias = bias;
+  if (why_agg) {
+    // Where a wait is told by (bpf/why_agg.h): the run-time text of the functions outside the
+    // runtime, and park_m's.
+    const auto ranges = why_keep_ranges(*bin.pclntab, bias);
+    MapWriter<gotap_why_range> w(bpf_map__fd(skel->maps.why_ranges));
+    uint32_t n = 0;
+    for (; n < ranges.size() && n < GOTAP_WHY_RANGES; ++n)
+      if (auto r = w.put(n, ranges[n]); !r) break;
+    if (auto r = w.flush(); !r || n < ranges.size()) {
+      attachment.detach();
+      target.terminate();
+      return runtime_error(
+          "latency --why cannot name the frames of waits in the kernel ({} runs of functions "
+          "outside the runtime, room for {}): trace --why splits each call in user space",
+          ranges.size(), GOTAP_WHY_RANGES);
+    }
+    skel->bss->why_nranges = n;
+    for (const PclnFunc* f : bin.pclntab->lookup("runtime.park_m")) {
+      skel->bss->why_park_lo = f->entry + bias;
+      skel->bss->why_park_hi = f->end + bias;
+    }
+  }
   const double attach_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - t_attach).count();
   refused.insert(refused.end(), attachment.skipped().begin(), attachment.skipped().end());
@@ -831,6 +870,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
       for (const OverheadTrip& t : budget.sample(now, *cpu, cost, hits)) {
         overhead->silence(skel.get(), static_cast<uint32_t>(t.func));
         if (t.func == cfg.funcs.size()) {
+          // latency --why leaves out the calls that return from now on.
+          if (why_agg) skel->bss->why_stopped = 1;
           // Each goroutine probe is a group of its own (its func_id).
           for (uint32_t id : {GOTAP_FUNC_GSTATUS, GOTAP_FUNC_GCREATE, GOTAP_FUNC_GCREATED,
                               GOTAP_FUNC_GSYSENTER, GOTAP_FUNC_GSYSEXIT})
@@ -930,10 +971,25 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     int sfd = bpf_map__fd(skel->maps.lat_stats);
     int hfd = bpf_map__fd(skel->maps.lat_hist);
     std::vector<FuncLatency> latencies;
+    std::map<std::string, uint32_t> ids;
     const auto failed = read_failed_all(skel.get(), cfg);
     for (auto& [f, l] : read_latency_all(sfd, hfd, static_cast<uint32_t>(cfg.funcs.size())))
-      if (l.count) latencies.push_back({cfg.funcs[f].plan->name, std::move(l), failed[f]});
-    for (const auto& ev : latency_events(std::move(latencies))) {
+      if (l.count) {
+        latencies.push_back({cfg.funcs[f].plan->name, std::move(l), failed[f]});
+        ids[cfg.funcs[f].plan->name] = f;
+      }
+    WhySums sums;
+    WhyNames names{func_name, plan.wait_reasons, why_kernel, why_kernel};
+    if (why_agg &&
+        !read_why_sums(bpf_map__fd(skel->maps.why_parts), bpf_map__fd(skel->maps.why_waits),
+                       bpf_map__fd(skel->maps.why_sys), sums))
+      ++session.decode_failures;
+    for (Event ev : latency_events(std::move(latencies))) {
+      if (why_agg) {
+        auto [why, slowest] = why_of(sums[ids[ev.value("func", "")]], names);
+        ev["why"] = std::move(why);
+        ev["why_slowest"] = std::move(slowest);
+      }
       sink.emit(ev);
       ++session.events;
     }
@@ -1010,6 +1066,10 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   }
   if (opts.condition) sum.extra["condition_held_full"] = counters[GOTAP_CNT_HELD_FULL];
   if (why_kernel) sum.extra["why_threads_full"] = counters[GOTAP_CNT_WHY_FULL];
+  if (why_agg) {
+    sum.extra["why_in_kernel"] = true;
+    sum.extra["why_unnamed"] = counters[GOTAP_CNT_WHY_LOST];
+  }
   if (measure_cost) {
     Event names = Event::array();
     for (uint32_t f = 0; f < cfg.funcs.size(); ++f)
