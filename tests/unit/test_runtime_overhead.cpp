@@ -202,6 +202,31 @@ TEST_P(Overhead, GoroutineProbesCountTowardTheBudget) {
   EXPECT_TRUE(sum[0]["why_unmeasured"].contains("why")) << sum[0].dump();
 }
 
+// The same with latency --why (on eBPF summed in the kernel): the one call returns after the
+// goroutine probes went, so it is left out of the function's why, which has no call and is
+// null; the latency itself still counts it.
+TEST_P(Overhead, LatencyWhyLeavesOutCallsAfterTheGoroutineProbesGo) {
+  const std::string bin = gotap_binary();
+  const std::string work = bin.substr(0, bin.rfind('/') + 1) + "gotap-workload";
+  if (!file_exists(work)) GTEST_SKIP() << "no " << work << " (built when Go is found)";
+  RunResult r =
+      run_command({bin, "latency", "--backend", GetParam(), "--why", "--json", "--max-overhead",
+                   "5", "main.pingPong", "--", work, "-pingpong", "5000000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("handoffs 5000000 "), std::string::npos) << r.out.substr(0, 2000);
+  auto detached = events_in(r.out, "detached");
+  ASSERT_EQ(detached.size(), 1u) << r.out.substr(0, 2000);
+  EXPECT_EQ(detached[0].value("func", ""), "goroutine probes");
+  auto lat = events_in(r.out, "latency");
+  ASSERT_EQ(lat.size(), 1u) << r.out.substr(0, 2000);
+  EXPECT_EQ(lat[0]["count"], 1);
+  ASSERT_TRUE(lat[0].contains("why"));
+  EXPECT_TRUE(lat[0]["why"].is_null()) << lat[0].dump();
+  auto sum = events_in(r.out, "summary");
+  ASSERT_EQ(sum.size(), 1u);
+  EXPECT_TRUE(sum[0]["why_unmeasured"].contains("why")) << sum[0].dump();
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Overhead, ::testing::Values("ebpf", "ptrace"),
                          [](const auto& info) { return info.param; });
 

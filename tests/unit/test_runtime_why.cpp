@@ -353,6 +353,70 @@ TEST_P(Why, LatencyTotalsAreTheSumOfTraces) {
   for (const auto& [reason, ns] : by_why) EXPECT_NEAR(lat_why[reason], ns, tol) << reason;
 }
 
+// Nested traced calls each get their own split: main.runRounds makes two rounds of main.step
+// calls and waits itself, before each mutex phase, for main.mutexHolder to take the lock (a
+// channel receive in main.runRounds). The steps' waits are inside runRounds' too; that one
+// wait is runRounds' alone. On eBPF the splits are added up in the kernel, and the summary says
+// so.
+TEST_P(Why, LatencyNestedCallsEachGetTheirSplit) {
+  for (const Fixture& fx : {fixtures_.front(), fixtures_.back()}) {
+    SCOPED_TRACE(fx.label());
+    auto r = run_command({gotap_binary(), "latency", "--backend", GetParam(), "--why", "--json",
+                          "main.runRounds", "main.step", "--", fx.path, "2"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto truth = truth_of(r.out);
+    ASSERT_EQ(truth.size(), 14u) << r.out;
+    double cpu = 0, waits = 0, tol = 0;
+    for (const auto& [phase, wall, delay] : truth) {
+      if (phase == "cpu") cpu += wall;
+      if (phase == "sleep" || phase == "chan" || phase == "mutex" || phase == "net") waits += wall;
+      tol += std::max(3 * kMs, 0.15 * wall) + delay;
+    }
+    std::map<std::string, json> by_func;
+    for (const auto& e : events_in(r.out, "latency")) by_func[e["func"]] = e;
+    ASSERT_EQ(by_func.size(), 2u) << r.out;
+    const json& step = by_func["main.step"]["why"];
+    const json& outer = by_func["main.runRounds"]["why"];
+    SCOPED_TRACE(outer.dump());
+    SCOPED_TRACE(step.dump());
+    EXPECT_EQ(step["calls"], 14);
+    EXPECT_EQ(outer["calls"], 1);
+    EXPECT_NEAR(part(step, "waiting_ns"), waits, tol);
+    EXPECT_NEAR(part(step, "running_ns"), cpu, tol);
+    // The outer call holds the steps' time and its own.
+    EXPECT_GE(part(outer, "waiting_ns") + tol, part(step, "waiting_ns"));
+    EXPECT_GE(part(outer, "running_ns") + tol, cpu);
+    auto held_wait = [](const json& why) {
+      for (const auto& w : why["waits"])
+        if (w.value("parked_at", json()) == "main.runRounds") return w;
+      return json();
+    };
+    EXPECT_TRUE(held_wait(step).is_null());
+    const json own = held_wait(outer);
+    ASSERT_FALSE(own.is_null());
+    EXPECT_EQ(own["reason"], "chan receive");
+    EXPECT_EQ(own["count"], 2);
+    EXPECT_EQ(own["woken_by"].value("func", ""), "main.mutexHolder");
+    // The steps' channel waits, twice, in both.
+    for (const json* why : {&step, &outer}) {
+      bool seen = false;
+      for (const auto& w : (*why)["waits"])
+        if (w.value("parked_at", json()) == "main.step" && w["reason"] == "chan receive") {
+          EXPECT_EQ(w["count"], 2);
+          EXPECT_EQ(w["woken_by"].value("func", ""), "main.chanSender");
+          seen = true;
+        }
+      EXPECT_TRUE(seen);
+    }
+    const auto sum = events_in(r.out, "summary");
+    ASSERT_EQ(sum.size(), 1u);
+    if (GetParam() == "ebpf") {
+      EXPECT_EQ(sum[0].value("why_in_kernel", false), true) << sum[0];
+      EXPECT_EQ(sum[0].value("why_unnamed", -1), 0) << sum[0];
+    }
+  }
+}
+
 // --prometheus with --why, scraped while the fixture runs (three rounds) until gotap has
 // served the final values: gotap_call_seconds_total{func="main.step",part="waiting",
 // reason="chan receive"} is the chan phases' time (within max(3 ms, 15%) per call), and every
