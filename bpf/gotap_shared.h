@@ -293,16 +293,17 @@ struct gotap_why_range {
 
 /* Kernel-side counters (per CPU). */
 enum gotap_counter {
-  GOTAP_CNT_LOST = 0,          /* ring buffer full: event dropped */
-  GOTAP_CNT_UNMATCHED_RET = 1, /* a return with no recorded entry */
-  GOTAP_CNT_REFIRE = 2,        /* a deduplicated entry refire */
-  GOTAP_CNT_INFLIGHT_FULL = 3, /* could not record an in-flight call */
-  GOTAP_CNT_READ_ERR = 4,      /* g / goid unreadable */
-  GOTAP_CNT_HITS = 5,          /* every probe hit that passed the pid filter */
-  GOTAP_CNT_HELD_FULL = 6,     /* an entry waiting for its return's condition found no room */
-  GOTAP_CNT_WHY_FULL = 7,      /* --why: a thread running a traced call found no room */
-  GOTAP_CNT_WHY_LOST = 8,      /* latency --why in the kernel: a wait or system call not named */
-  GOTAP_CNT_NUM = 9,
+  GOTAP_CNT_LOST = 0,           /* ring buffer full: event dropped */
+  GOTAP_CNT_UNMATCHED_RET = 1,  /* a return with no recorded entry */
+  GOTAP_CNT_REFIRE = 2,         /* a deduplicated entry refire */
+  GOTAP_CNT_INFLIGHT_FULL = 3,  /* could not record an in-flight call */
+  GOTAP_CNT_READ_ERR = 4,       /* g / goid unreadable */
+  GOTAP_CNT_HITS = 5,           /* every probe hit that passed the pid filter */
+  GOTAP_CNT_HELD_FULL = 6,      /* an entry waiting for its return's condition found no room */
+  GOTAP_CNT_WHY_FULL = 7,       /* --why: a thread running a traced call found no room */
+  GOTAP_CNT_WHY_LOST = 8,       /* latency --why in the kernel: a wait or system call not named */
+  GOTAP_CNT_WHY_CALLS_LOST = 9, /* latency --why in the kernel: a call whose split found no room */
+  GOTAP_CNT_NUM = 10,
 };
 
 /* Latency buckets: log2 with 8 linear sub-buckets. Values 0..7 have a bucket each; a value

@@ -11,7 +11,9 @@
  * of the goroutine (the outermost GOTAP_WHY_DEPTH of them, with room for GOTAP_WHY_NAMES
  * waits and GOTAP_WHY_SYSCALLS system calls),
  * read at its return. A name that finds no room loses its name, not its time (it stays in
- * waiting_ns and syscall_ns): counted in GOTAP_CNT_WHY_LOST.
+ * waiting_ns and syscall_ns): counted in GOTAP_CNT_WHY_LOST. A call whose split finds no
+ * room at all (65,536 goroutines or calls open at once) is left out of the sums, counted in
+ * GOTAP_CNT_WHY_CALLS_LOST.
  * Included by gotap.bpf.c after why_walk.h and before why_kernel.h. */
 #ifndef GOTAP_WHY_AGG_H
 #define GOTAP_WHY_AGG_H
@@ -351,7 +353,7 @@ __noinline int why_agg_entry(struct gotap_call_key* key, __u64 goid, __u64 now) 
     bpf_map_update_elem(&why_gs, &goid, z, BPF_NOEXIST);
     g = bpf_map_lookup_elem(&why_gs, &goid);
     if (!g) {
-      bump(GOTAP_CNT_WHY_LOST);
+      bump(GOTAP_CNT_WHY_CALLS_LOST);
       return 0;
     }
     g->since = now;
@@ -364,7 +366,7 @@ __noinline int why_agg_entry(struct gotap_call_key* key, __u64 goid, __u64 now) 
   why_credit(g, now);
   /* why_frame is smaller than why_g: the zeroed value serves both */
   if (bpf_map_update_elem(&why_frames, key, z, BPF_ANY)) {
-    bump(GOTAP_CNT_WHY_LOST);
+    bump(GOTAP_CNT_WHY_CALLS_LOST);
     return 0;
   }
   struct why_frame* f = bpf_map_lookup_elem(&why_frames, key);
@@ -439,7 +441,7 @@ __noinline int why_agg_return(struct gotap_call_key* key, __u64 goid, __u64 now,
       __sync_fetch_and_add(&p->syscall_ns, sys);
       __sync_fetch_and_add(&p->waiting_ns, why_sub(g->cum[WC_WAIT], f->cum[WC_WAIT]));
     } else {
-      bump(GOTAP_CNT_WHY_LOST);
+      bump(GOTAP_CNT_WHY_CALLS_LOST);
     }
     __u32 d = f->depth;
     if (d < GOTAP_WHY_DEPTH) {

@@ -1069,6 +1069,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   if (why_agg) {
     sum.extra["why_in_kernel"] = true;
     sum.extra["why_unnamed"] = counters[GOTAP_CNT_WHY_LOST];
+    sum.extra["why_calls_lost"] = counters[GOTAP_CNT_WHY_CALLS_LOST];
   }
   if (measure_cost) {
     Event names = Event::array();

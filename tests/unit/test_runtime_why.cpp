@@ -413,6 +413,7 @@ TEST_P(Why, LatencyNestedCallsEachGetTheirSplit) {
     if (GetParam() == "ebpf") {
       EXPECT_EQ(sum[0].value("why_in_kernel", false), true) << sum[0];
       EXPECT_EQ(sum[0].value("why_unnamed", -1), 0) << sum[0];
+      EXPECT_EQ(sum[0].value("why_calls_lost", -1), 0) << sum[0];
     }
   }
 }
