@@ -140,13 +140,12 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     return usage_error(condition->ebpf_problem);
   if (req.backend == "auto")
     std::cerr << "gotap: backend " << (*backend)->name() << ": " << printable_text(why) << "\n";
-  // latency --why: the eBPF backend adds each call's split up in the kernel (bpf/why_agg.h).
-  // Elsewhere, and where each call's split must reach user space (--prometheus, --record,
-  // --goroutines), the backend traces the calls and the latencies are made from their returns
-  // (core/why/why_latency.h).
+  // latency --why: the eBPF backend adds each call's split up in the kernel (bpf/why_agg.h),
+  // and --prometheus's scrapes read the sums. Elsewhere, and where each call's split must
+  // reach user space (--record, --goroutines), the backend traces the calls and the latencies
+  // are made from their returns (core/why/why_latency.h).
   if (req.why && opts.mode == Mode::Latency &&
-      ((*backend)->name() != "ebpf" || !req.prometheus_addr.empty() || req.record ||
-       req.goroutines))
+      ((*backend)->name() != "ebpf" || req.record || req.goroutines))
     opts.mode = Mode::Trace;
 
   auto pipeline = assemble_pipeline(req, *plan, root, opts);

@@ -768,6 +768,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     }
   }
 
+  // latency --why: how the kernel's sums are named (why_sums.h).
+  const WhyNames why_names{func_name, plan.wait_reasons, why_kernel, why_kernel};
   // One more slot, after the functions': the goroutine probes' (kGoroutineProbes).
   OverheadBudget budget(measure_cost ? opts.max_overhead_pct : 0, cfg.funcs.size() + 1);
   std::optional<EbpfOverhead> overhead;
@@ -808,6 +810,16 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
           }
           snap.lost = read_percpu_u64(counters_fd, GOTAP_CNT_LOST) + session.decode_failures.load();
           if (measure_cost) snap.detached_functions = detached_total.load();
+          // latency --why: gotap_call_seconds_total from the kernel's sums, whole each time.
+          if (why_agg) {
+            WhySums sums;
+            read_why_sums(bpf_map__fd(skel->maps.why_parts), bpf_map__fd(skel->maps.why_waits),
+                          bpf_map__fd(skel->maps.why_sys), sums);
+            snap.why_ns.clear();
+            for (const auto& [f, buckets] : sums)
+              if (f < n)
+                add_why_ns(snap.why_ns, cfg.funcs[f].plan->name, why_of(buckets, why_names).first);
+          }
         });
     metrics_end.m = opts.metrics;
   }
@@ -979,14 +991,13 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
         ids[cfg.funcs[f].plan->name] = f;
       }
     WhySums sums;
-    WhyNames names{func_name, plan.wait_reasons, why_kernel, why_kernel};
     if (why_agg &&
         !read_why_sums(bpf_map__fd(skel->maps.why_parts), bpf_map__fd(skel->maps.why_waits),
                        bpf_map__fd(skel->maps.why_sys), sums))
       ++session.decode_failures;
     for (Event ev : latency_events(std::move(latencies))) {
       if (why_agg) {
-        auto [why, slowest] = why_of(sums[ids[ev.value("func", "")]], names);
+        auto [why, slowest] = why_of(sums[ids[ev.value("func", "")]], why_names);
         ev["why"] = std::move(why);
         ev["why_slowest"] = std::move(slowest);
       }

@@ -53,18 +53,18 @@ void LiveMetrics::observe(const Event& ev) {
   }
 }
 
-void LiveMetrics::add_why(const std::string& func, const Event& why) {
+void add_why_ns(std::map<std::tuple<std::string, std::string, std::string>, uint64_t>& why_ns,
+                const std::string& func, const Event& why) {
   if (!why.is_object()) return;
   auto ns_of = [](const Event& e, const char* key) -> std::optional<uint64_t> {
     const auto it = e.find(key);
     if (it == e.end() || !it->is_number_unsigned()) return std::nullopt;
     return it->get<uint64_t>();
   };
-  std::lock_guard<std::mutex> lock(mu_);
   for (auto [key, part] :
        {std::pair{"running_ns", "running"}, std::pair{"preempted_ns", "preempted"},
         std::pair{"runnable_ns", "runnable"}, std::pair{"syscall_ns", "syscall"}})
-    if (auto ns = ns_of(why, key)) last_.why_ns[{func, part, ""}] += *ns;
+    if (auto ns = ns_of(why, key)) why_ns[{func, part, ""}] += *ns;
   const auto waiting = ns_of(why, "waiting_ns");
   if (!waiting) return;
   // By reason; what no wait names (none should be left: a call returns running) under "".
@@ -75,10 +75,15 @@ void LiveMetrics::add_why(const std::string& func, const Event& why) {
       if (!ns || named + *ns > *waiting) continue;
       const auto r = w.find("reason");
       const std::string reason = r != w.end() && r->is_string() ? r->get<std::string>() : "";
-      last_.why_ns[{func, "waiting", reason}] += *ns;
+      why_ns[{func, "waiting", reason}] += *ns;
       named += *ns;
     }
-  if (*waiting > named) last_.why_ns[{func, "waiting", ""}] += *waiting - named;
+  if (*waiting > named) why_ns[{func, "waiting", ""}] += *waiting - named;
+}
+
+void LiveMetrics::add_why(const std::string& func, const Event& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  add_why_ns(last_.why_ns, func, why);
 }
 
 MetricsSnapshot LiveMetrics::scrape() {

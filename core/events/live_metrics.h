@@ -44,6 +44,12 @@ struct MetricsSnapshot {
   std::map<std::tuple<std::string, std::string, std::string>, uint64_t> why_ns;
 };
 
+// --why: adds one `why` object (a call's, or a sum of calls', docs/json.md) of func to why_ns,
+// as gotap_call_seconds_total counts it. A part that is null (not measured) adds nothing, so
+// that its series is absent rather than 0.
+void add_why_ns(std::map<std::tuple<std::string, std::string, std::string>, uint64_t>& why_ns,
+                const std::string& func, const Event& why);
+
 class LiveMetrics {
  public:
   // Fills `funcs` and `lost` from the backend's counters. Called on the exporter's thread,

@@ -548,6 +548,77 @@ TEST(WhyEbpf, ChangesOutsideTracedCallsStayInTheKernel) {
   }
 }
 
+// latency --why --prometheus (on eBPF, scrapes read the kernel's sums): the last scrape's
+// gotap_call_seconds_total series are the function's `why` totals, part by part and wait
+// reason by reason, and its chan receive series the chan phases' wall times.
+TEST_P(Why, LatencyPrometheusServesTheTotals) {
+  const Fixture& fx = fixtures_.back();
+  SCOPED_TRACE(fx.label());
+  const int port = free_port();
+  const std::string out = "/tmp/gotap-why-lprom-" + std::to_string(getpid()) + ".json";
+  Child g = spawn({gotap_binary(), "latency", "--backend", GetParam(), "--why", "--json", "-o", out,
+                   "--prometheus", ":" + std::to_string(port), "--prometheus-linger", "30",
+                   "main.step", "--", fx.path, "3"});
+  ASSERT_GT(g.pid, 0);
+  const std::string err = read_until(g.err, "/metrics\n", 30000);
+  ASSERT_NE(err.find("serving metrics"), std::string::npos) << err;
+  std::string last;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       std::chrono::steady_clock::now() < until;) {
+    auto r = http_get(port, "/metrics");
+    if (!r) break;
+    if (r->rfind("HTTP/1.1 200", 0) == 0) last = *r;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  int st = 0;
+  waitpid(g.pid, &st, 0);
+  const std::string fixture_out = read_all(g.out);
+  close(g.out);
+  close(g.err);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  const auto events = events_in(read_file(out));
+  unlink(out.c_str());
+  std::map<std::string, std::map<std::string, double>> served;  // part -> reason -> s
+  std::regex line(R"re(gotap_call_seconds_total\{([^}]*)\} ([0-9.e+-]+))re");
+  for (auto it = std::sregex_iterator(last.begin(), last.end(), line); it != std::sregex_iterator();
+       ++it) {
+    const std::string labels = (*it)[1];
+    std::smatch m;
+    std::string func, part_name, reason;
+    if (std::regex_search(labels, m, std::regex(R"re(func="([^"]*)")re"))) func = m[1];
+    if (std::regex_search(labels, m, std::regex(R"re(part="([^"]*)")re"))) part_name = m[1];
+    if (std::regex_search(labels, m, std::regex(R"re(reason="([^"]*)")re"))) reason = m[1];
+    if (func == "main.step") served[part_name][reason] = std::stod((*it)[2]);
+  }
+  ASSERT_FALSE(served.empty()) << last;
+  EXPECT_TRUE(served.count("preempted"));
+  const auto truth = truth_of(fixture_out);
+  ASSERT_EQ(truth.size(), 21u) << fixture_out;
+  double chan = 0, tol = 0;
+  for (const Phase& p : truth)
+    if (p.name == "chan") chan += p.wall, tol += std::max(3 * kMs, 0.15 * p.wall) + p.run_delay;
+  EXPECT_NEAR(served["waiting"]["chan receive"] * 1e9, chan, tol);
+  json why;
+  for (const auto& e : events)
+    if (e.value("event", "") == "latency") why = e["why"];
+  ASSERT_TRUE(why.is_object()) << "no latency event with why";
+  SCOPED_TRACE(why.dump());
+  EXPECT_EQ(why["calls"], 21);
+  for (const char* k : kParts) {
+    const std::string p = std::string(k).substr(0, std::string(k).size() - 3);
+    if (p == "waiting" || !why[k].is_number()) continue;
+    EXPECT_NEAR(served[p][""] * 1e9, why[k].get<double>(), 1e3 + why[k].get<double>() * 1e-9) << p;
+  }
+  std::map<std::string, double> by_reason;
+  for (const auto& w : why["waits"])
+    by_reason[w["reason"].get<std::string>()] += w["ns"].get<double>();
+  for (const auto& [reason, ns] : by_reason)
+    EXPECT_NEAR(served["waiting"][reason] * 1e9, ns, 1e3 + ns * 1e-9) << reason;
+  if (GetParam() == "ebpf")
+    for (const auto& e : events)
+      if (e.value("event", "") == "summary") EXPECT_EQ(e.value("why_in_kernel", false), true);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Why, ::testing::Values("ebpf", "ptrace"),
                          [](const auto& info) { return info.param; });
 
