@@ -147,40 +147,54 @@ TEST_P(WhyKernel, SyscallsByName) {
 }
 
 // The fixture's 8 ms spin, its thread pinned to the CPU a hog process spins on: running_ns is
-// the thread's own CPU time, and the time the kernel gave the hog is
-// preempted_ns.
+// the thread's own CPU time, and the time the kernel gave the hog is preempted_ns.
+// The premise is the kernel's alone taking the CPU: a run where Go also preempted the
+// goroutine (sysmon, once the hog stretched the call past 10 ms: then part of the kernel's
+// time falls in a runnable stretch, and a SIGURG's handling shows as rt_sigreturn), or where
+// the hog never got the CPU during the call, is run again, up to three times in all (seen in
+// about 1 run in 15 on a 2-CPU guest). The last run is judged whatever it shows.
 TEST_P(WhyKernel, PreemptedBesideCpuHog) {
   const Fixture& fx = fixtures_.back();
   SCOPED_TRACE(fx.label());
   const int cpu = shared_cpu();
   CpuHog hog(cpu);
   ASSERT_TRUE(hog.ok());
-  std::string out;
-  const auto events = trace(fx, {"preempt", std::to_string(cpu)}, out);
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(GT preempt (\d+) \d+ (\d+))"))) << out;
-  const double cpu_ns = std::stod(m[2]);
-  std::vector<json> returns;
-  for (const auto& e : events)
-    if (e.value("event", "") == "return") returns.push_back(e);
-  ASSERT_EQ(returns.size(), 1u);
-  const json& why = returns[0]["why"];
-  SCOPED_TRACE(m[0].str() + ": " + returns[0].dump());
-  // Both backends: ptrace's stop clock dates stops from the scheduler's tracepoint, whose
-  // program also adds up the time each thread was preempted.
-  ASSERT_TRUE(why["preempted_ns"].is_number());
-  const double d = returns[0]["duration_ns"].get<double>();
-  // The fixture's CPU time also covers its clock reads around the call: 0.2 ms more.
-  EXPECT_NEAR(num(why, "running_ns"), cpu_ns, 0.15 * cpu_ns + 0.2 * kMs)
-      << "running_ns is the thread's time on a CPU";
-  EXPECT_GT(num(why, "preempted_ns"), 0.2 * d) << "the hog took the CPU for part of the call";
-  // The rest: Go may also have preempted it (runnable) if the spin outlasted 10 ms of wall time.
-  EXPECT_NEAR(num(why, "preempted_ns") + num(why, "runnable_ns"), d - cpu_ns,
-              std::max(1 * kMs, 0.15 * (d - cpu_ns)));
-  double sum = 0;
-  for (const char* k : {"running_ns", "preempted_ns", "runnable_ns", "syscall_ns", "waiting_ns"})
-    sum += num(why, k);
-  EXPECT_NEAR(sum, d, std::max(1 * kMs, 0.10 * d)) << "the parts sum to duration_ns";
+  constexpr int kAttempts = 3;
+  for (int attempt = 1; attempt <= kAttempts; ++attempt) {
+    SCOPED_TRACE("attempt " + std::to_string(attempt));
+    std::string out;
+    const auto events = trace(fx, {"preempt", std::to_string(cpu)}, out);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(GT preempt (\d+) (\d+) (\d+))"))) << out;
+    const double run_delay = std::stod(m[2]);
+    const double cpu_ns = std::stod(m[3]);
+    std::vector<json> returns;
+    for (const auto& e : events)
+      if (e.value("event", "") == "return") returns.push_back(e);
+    ASSERT_EQ(returns.size(), 1u);
+    const json& why = returns[0]["why"];
+    SCOPED_TRACE(m[0].str() + ": " + returns[0].dump());
+    // Both backends: ptrace's stop clock dates stops from the scheduler's tracepoint, whose
+    // program also adds up the time each thread was preempted.
+    ASSERT_TRUE(why["preempted_ns"].is_number());
+    const double d = returns[0]["duration_ns"].get<double>();
+    bool go_preempted = num(why, "runnable_ns") > 0.2 * kMs;
+    for (const auto& c : why.value("syscalls", json::array()))
+      if (c.value("name", "") == "rt_sigreturn") go_preempted = true;
+    if ((go_preempted || run_delay < 0.2 * d) && attempt < kAttempts) continue;
+    // The fixture's CPU time also covers its clock reads around the call: 0.2 ms more.
+    EXPECT_NEAR(num(why, "running_ns"), cpu_ns, 0.15 * cpu_ns + 0.2 * kMs)
+        << "running_ns is the thread's time on a CPU";
+    EXPECT_GT(num(why, "preempted_ns"), 0.2 * d) << "the hog took the CPU for part of the call";
+    // The rest: Go may also have preempted it (runnable) in a last attempt.
+    EXPECT_NEAR(num(why, "preempted_ns") + num(why, "runnable_ns"), d - cpu_ns,
+                std::max(1 * kMs, 0.15 * (d - cpu_ns)));
+    double sum = 0;
+    for (const char* k : {"running_ns", "preempted_ns", "runnable_ns", "syscall_ns", "waiting_ns"})
+      sum += num(why, k);
+    EXPECT_NEAR(sum, d, std::max(1 * kMs, 0.10 * d)) << "the parts sum to duration_ns";
+    return;
+  }
 }
 
 // Threads beyond the kernel's room for them (core/why/why_threads.h) are counted, never lost
