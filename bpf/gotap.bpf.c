@@ -313,11 +313,13 @@ static __noinline int probe_hit(struct pt_regs* ctx, __u64 cookie, __u64 at) {
     return 0;
   }
 
-  if (why_kernel && func == GOTAP_FUNC_GSTATUS && !why_status(ctx, (__u32)pid_tgid) && why_only)
+  __u64 status_goid = 0; /* casgstatus's gp's, once why_status read it */
+  if (why_kernel && func == GOTAP_FUNC_GSTATUS && !why_status(ctx, (__u32)pid_tgid, &status_goid) &&
+      why_only)
     return 0;
   /* latency --why: the goroutine probes feed the sums in the kernel (why_agg.h), and no more. */
   if (why_agg && func >= GOTAP_FUNC_GSTATUS) {
-    why_agg_status(ctx, func, at ? at : bpf_ktime_get_ns(), flags);
+    why_agg_status(ctx, func, at ? at : bpf_ktime_get_ns(), flags, status_goid);
     return 0;
   }
   __u64 now = at ? at : bpf_ktime_get_ns();

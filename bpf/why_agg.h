@@ -127,6 +127,14 @@ struct {
   __type(value, struct why_g);
 } why_zero SEC(".maps");
 
+/* map's value at key, made from `zero` when there is none (NULL: no room). */
+static __always_inline void* why_lookup_or_make(void* map, const void* key, const void* zero) {
+  void* v = bpf_map_lookup_elem(map, key);
+  if (v) return v;
+  bpf_map_update_elem(map, key, zero, BPF_NOEXIST);
+  return bpf_map_lookup_elem(map, key);
+}
+
 static __always_inline __u32 why_part_of(__u32 status) {
   if (status == 2 || status == 8) return WP_RUN;      /* running, copystack */
   if (status == 1 || status == 9) return WP_RUNNABLE; /* runnable, preempted */
@@ -289,9 +297,10 @@ static __always_inline __u32 why_waker(struct pt_regs* ctx, __u64 goid, __u64* p
 
 /* A status change (runtime.casgstatus, or Go 1.26's entersyscall and exitsyscall for the g in
  * R14): of a goroutine inside a traced call, the stretch in its old part is credited, and a
- * wait that ends is logged with its waker; one that begins reads where it parked and why. */
-__noinline int why_agg_status(struct pt_regs* ctx, __u32 func, __u64 now, __u8 flags) {
-  __u64 gp = 0, goid = 0;
+ * wait that ends is logged with its waker; one that begins reads where it parked and why.
+ * goid: the changing goroutine's when the caller read it already, else 0. */
+__noinline int why_agg_status(struct pt_regs* ctx, __u32 func, __u64 now, __u8 flags, __u64 goid) {
+  __u64 gp = 0;
   __u32 from = 0, to = 0;
   if (func == GOTAP_FUNC_GSTATUS) {
     gp = ctx->ax;
@@ -304,7 +313,9 @@ __noinline int why_agg_status(struct pt_regs* ctx, __u32 func, __u64 now, __u8 f
   } else {
     return 0;
   }
-  if (!gp || bpf_probe_read_user(&goid, sizeof(goid), (void*)(gp + g_goid_off))) return 0;
+  /* goid: casgstatus's gp's as why_status read it (0: not read yet) */
+  if (!goid && (!gp || bpf_probe_read_user(&goid, sizeof(goid), (void*)(gp + g_goid_off))))
+    return 0;
   struct why_g* g = bpf_map_lookup_elem(&why_gs, &goid);
   if (!g) return 0;
   if (to == 6) { /* dead: its open calls never return */
@@ -348,15 +359,10 @@ __noinline int why_agg_entry(struct gotap_call_key* key, __u64 goid, __u64 now) 
   __u32 zero = 0;
   struct why_g* z = bpf_map_lookup_elem(&why_zero, &zero);
   if (!z) return 0;
-  struct why_g* g = bpf_map_lookup_elem(&why_gs, &goid);
+  struct why_g* g = why_lookup_or_make(&why_gs, &goid, z);
   if (!g) {
-    bpf_map_update_elem(&why_gs, &goid, z, BPF_NOEXIST);
-    g = bpf_map_lookup_elem(&why_gs, &goid);
-    if (!g) {
-      bump(GOTAP_CNT_WHY_CALLS_LOST);
-      return 0;
-    }
-    g->since = now;
+    bump(GOTAP_CNT_WHY_CALLS_LOST);
+    return 0;
   }
   if (g->depth == 0) {
     /* Its status before is none of this call's business: from here it runs. */
@@ -384,15 +390,11 @@ __noinline int why_agg_entry(struct gotap_call_key* key, __u64 goid, __u64 now) 
 }
 
 static __always_inline void why_add_sum(void* map, void* key, __u64 ns, __u64 count) {
-  struct gotap_why_sum* v = bpf_map_lookup_elem(map, key);
+  struct gotap_why_sum z = {};
+  struct gotap_why_sum* v = why_lookup_or_make(map, key, &z);
   if (!v) {
-    struct gotap_why_sum z = {};
-    bpf_map_update_elem(map, key, &z, BPF_NOEXIST);
-    v = bpf_map_lookup_elem(map, key);
-    if (!v) {
-      bump(GOTAP_CNT_WHY_LOST);
-      return;
-    }
+    bump(GOTAP_CNT_WHY_LOST);
+    return;
   }
   __sync_fetch_and_add(&v->ns, ns);
   __sync_fetch_and_add(&v->count, count);
@@ -427,12 +429,8 @@ __noinline int why_agg_return(struct gotap_call_key* key, __u64 goid, __u64 now,
     run = why_sub(run, why_sub(g->cum[WC_PRE_RUN], f->cum[WC_PRE_RUN]));
     sys = why_sub(sys, why_sub(g->cum[WC_PRE_SYS], f->cum[WC_PRE_SYS]));
     struct gotap_why_key k = {func, bucket};
-    struct gotap_why_parts* p = bpf_map_lookup_elem(&why_parts, &k);
-    if (!p) {
-      struct gotap_why_parts z = {};
-      bpf_map_update_elem(&why_parts, &k, &z, BPF_NOEXIST);
-      p = bpf_map_lookup_elem(&why_parts, &k);
-    }
+    struct gotap_why_parts z = {};
+    struct gotap_why_parts* p = why_lookup_or_make(&why_parts, &k, &z);
     if (p) {
       __sync_fetch_and_add(&p->calls, 1);
       __sync_fetch_and_add(&p->running_ns, run);

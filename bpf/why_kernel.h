@@ -89,8 +89,9 @@ static __always_inline void why_call_return(__u32 tid, __u64 goid) {
  * running (2) in execute: the thread runs gp now, and no other goroutine (an entry a missed
  * change left behind goes). From running, or from a system call (3) in exitsyscall's slow
  * path, to anything but those two: the thread no longer runs it. Returns whether the change
- * is wanted under why_only: gp has a traced call open, or it begins or ends (dead, 6). */
-static __always_inline int why_status(struct pt_regs* ctx, __u32 tid) {
+ * is wanted under why_only: gp has a traced call open, or it begins or ends (dead, 6). gp's
+ * goid goes to goid_out when it was read. */
+static __always_inline int why_status(struct pt_regs* ctx, __u32 tid, __u64* goid_out) {
   __u64 gp = ctx->ax;
   __u32 from = (__u32)ctx->bx, to = (__u32)ctx->cx;
   int runs = to == 2;
@@ -98,6 +99,7 @@ static __always_inline int why_status(struct pt_regs* ctx, __u32 tid) {
   __u64 goid = 0;
   /* Unread, it is not dropped: user space counts what it cannot read. */
   if (!gp || bpf_probe_read_user(&goid, sizeof(goid), (void*)(gp + g_goid_off))) return 1;
+  *goid_out = goid;
   int inside = bpf_map_lookup_elem(&why_goids, &goid) != 0;
   if (leaves) {
     why_leaves(tid, goid);
