@@ -3,6 +3,9 @@
 // scrape while it runs.
 #pragma once
 
+#include <bpf/bpf.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -21,5 +24,20 @@ LatencySummary read_latency(int stats_fd, int hist_fd, uint32_t func);
 // The summaries of functions [0, n) that have a call, with their function's index.
 std::vector<std::pair<uint32_t, LatencySummary>> read_latency_all(int stats_fd, int hist_fd,
                                                                   uint32_t n);
+
+// fn(key, value) for every entry of a hash map, one lookup each (keys from get_next_key; an
+// entry deleted meanwhile is skipped). False when the walk stopped before the map's end.
+template <typename K, typename V, typename Fn>
+bool for_each_entry(int fd, Fn&& fn) {
+  K key{}, next{};
+  const void* prev = nullptr;
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    V v{};
+    if (bpf_map_lookup_elem(fd, &next, &v) == 0) fn(next, v);
+    key = next;
+    prev = &key;
+  }
+  return errno == ENOENT;
+}
 
 }  // namespace gotap::ebpf

@@ -420,19 +420,12 @@ std::map<uint32_t, uint64_t> detoured_entries(const BinaryView& bin, const Probe
 // now that its uprobes are gone. They are left out of `unfinished` (the detached event
 // counts them), since the program did not leave them unfinished.
 uint64_t open_calls(gotap_bpf* skel, const ProbeConfig& cfg, uint32_t func) {
-  const int fd = bpf_map__fd(skel->maps.inflight);
-  gotap_call_key key{}, next{};
-  const void* prev = nullptr;
   uint64_t n = 0;
-  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-    gotap_inflight in{};
-    if (next.func_id == func && cfg.funcs[func].traced_returns &&
-        bpf_map_lookup_elem(fd, &next, &in) == 0 && in.ts != 0 &&
-        !(in.flags & GOTAP_INFLIGHT_DROPPED))
-      ++n;
-    key = next;
-    prev = &key;
-  }
+  if (!cfg.funcs[func].traced_returns) return 0;
+  for_each_entry<gotap_call_key, gotap_inflight>(
+      bpf_map__fd(skel->maps.inflight), [&](const gotap_call_key& k, const gotap_inflight& in) {
+        if (k.func_id == func && in.ts != 0 && !(in.flags & GOTAP_INFLIGHT_DROPPED)) ++n;
+      });
   return n;
 }
 
@@ -1008,25 +1001,19 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     // Calls still in flight never returned while we watched: `unfinished`, ending now, as
     // the ptrace backend reports them (docs/json.md).
     const uint64_t end_ns = sys::monotonic_ns();
-    int fd = bpf_map__fd(skel->maps.inflight);
-    gotap_call_key key{}, next{};
-    const void* prev = nullptr;
     std::vector<CallUnfinished> open;
-    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-      gotap_inflight in{};
-      // A call --rate left out, one its condition rejected, or one whose condition waits
-      // for the return, is not reported at all, unfinished or not.
-      if (bpf_map_lookup_elem(fd, &next, &in) == 0 && next.func_id < cfg.funcs.size() &&
-          cfg.funcs[next.func_id].traced_returns && !(in.flags & GOTAP_INFLIGHT_DROPPED) &&
-          in.ts != 0 && !(opts.condition && opts.condition->at_ret(next.func_id)) &&
-          !budget.detached(next.func_id))
-        open.emplace_back(
-            CallSite{end_ns, int(in.pid), int(in.tid), cfg.no_goid ? kNoGoid : int64_t(next.goid),
-                     cfg.funcs[next.func_id].plan->name},
-            in.ts);
-      key = next;
-      prev = &key;
-    }
+    for_each_entry<gotap_call_key, gotap_inflight>(
+        bpf_map__fd(skel->maps.inflight), [&](const gotap_call_key& k, const gotap_inflight& in) {
+          // A call --rate left out, one its condition rejected, or one whose condition waits
+          // for the return, is not reported at all, unfinished or not.
+          if (k.func_id < cfg.funcs.size() && cfg.funcs[k.func_id].traced_returns &&
+              !(in.flags & GOTAP_INFLIGHT_DROPPED) && in.ts != 0 &&
+              !(opts.condition && opts.condition->at_ret(k.func_id)) && !budget.detached(k.func_id))
+            open.emplace_back(
+                CallSite{end_ns, int(in.pid), int(in.tid), cfg.no_goid ? kNoGoid : int64_t(k.goid),
+                         cfg.funcs[k.func_id].plan->name},
+                in.ts);
+        });
     for (const auto& ev : unfinished_events(std::move(open))) {
       sink.emit(ev);
       ++session.events;

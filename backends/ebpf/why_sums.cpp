@@ -1,9 +1,8 @@
 #include "backends/ebpf/why_sums.h"
 
-#include <bpf/bpf.h>
-
 #include <algorithm>
 
+#include "backends/ebpf/aggregates.h"
 #include "core/binary/pclntab.h"
 #include "core/events/goroutine_events.h"
 #include "core/why/syscall_names.h"
@@ -13,20 +12,6 @@
 namespace gotap::ebpf {
 
 namespace {
-
-// Every entry of a hash map, one lookup each (its keys come from get_next_key).
-template <typename K, typename V, typename Fn>
-bool walk_map(int fd, Fn&& fn) {
-  K key{}, next{};
-  const void* prev = nullptr;
-  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-    V v{};
-    if (bpf_map_lookup_elem(fd, &next, &v) == 0) fn(next, v);
-    key = next;
-    prev = &key;
-  }
-  return errno == ENOENT;
-}
 
 why::WokenBy woken(const gotap_why_wait_key& k, const std::string& reason, const WhyNames& n) {
   why::WokenBy w;
@@ -82,15 +67,15 @@ Event total_of(const std::vector<const WhyBucket*>& buckets, const WhyNames& n) 
 }  // namespace
 
 bool read_why_sums(int parts_fd, int waits_fd, int sys_fd, WhySums& out) {
-  bool ok = walk_map<gotap_why_key, gotap_why_parts>(
+  bool ok = for_each_entry<gotap_why_key, gotap_why_parts>(
       parts_fd, [&](const gotap_why_key& k, const gotap_why_parts& v) {
         out[k.func_id][k.bucket].parts = v;
       });
-  ok &= walk_map<gotap_why_wait_key, gotap_why_sum>(
+  ok &= for_each_entry<gotap_why_wait_key, gotap_why_sum>(
       waits_fd, [&](const gotap_why_wait_key& k, const gotap_why_sum& v) {
         out[k.func_id][k.bucket].waits.emplace_back(k, v);
       });
-  ok &= walk_map<gotap_why_sys_key, gotap_why_sum>(
+  ok &= for_each_entry<gotap_why_sys_key, gotap_why_sum>(
       sys_fd, [&](const gotap_why_sys_key& k, const gotap_why_sum& v) {
         out[k.func_id][k.bucket].syscalls.emplace_back(k.nr, v);
       });
