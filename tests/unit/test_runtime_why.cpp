@@ -418,22 +418,26 @@ TEST_P(Why, LatencyNestedCallsEachGetTheirSplit) {
   }
 }
 
-// --prometheus with --why, scraped while the fixture runs (three rounds) until gotap has
-// served the final values: gotap_call_seconds_total{func="main.step",part="waiting",
-// reason="chan receive"} is the chan phases' time (within max(3 ms, 15%) per call), and every
-// part's series is the sum of the same run's `trace --why` returns (written with -o).
-TEST_P(Why, PrometheusSecondsByPartAndReason) {
-  const Fixture& fx = fixtures_.back();
-  SCOPED_TRACE(fx.label());
+// A `gotap COMMAND --why --json -o FILE --prometheus` run of the why fixture (three rounds),
+// scraped until gotap has served the final values and gone: the last answer holds them.
+struct Served {
+  std::string fixture_out;
+  std::vector<json> events;  // what -o got
+  // main.step's gotap_call_seconds_total: part -> reason -> seconds.
+  std::map<std::string, std::map<std::string, double>> seconds;
+};
+
+void serve_and_scrape(const std::string& command, const std::string& backend, const Fixture& fx,
+                      Served& s) {
   const int port = free_port();
-  const std::string out = "/tmp/gotap-why-prom-" + std::to_string(getpid()) + ".json";
-  Child g = spawn({gotap_binary(), "trace", "--backend", GetParam(), "--why", "--json", "-o", out,
+  const std::string out =
+      "/tmp/gotap-why-" + command + "-prom-" + std::to_string(getpid()) + ".json";
+  Child g = spawn({gotap_binary(), command, "--backend", backend, "--why", "--json", "-o", out,
                    "--prometheus", ":" + std::to_string(port), "--prometheus-linger", "30",
                    "main.step", "--", fx.path, "3"});
   ASSERT_GT(g.pid, 0);
   const std::string err = read_until(g.err, "/metrics\n", 30000);
   ASSERT_NE(err.find("serving metrics"), std::string::npos) << err;
-  // Scrape until gotap has served the final values and gone: the last answer holds them.
   std::string last;
   int scrapes = 0;
   for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -445,16 +449,13 @@ TEST_P(Why, PrometheusSecondsByPartAndReason) {
   }
   int st = 0;
   waitpid(g.pid, &st, 0);
-  const std::string fixture_out = read_all(g.out);
+  s.fixture_out = read_all(g.out);
   close(g.out);
   close(g.err);
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
   EXPECT_GT(scrapes, 1) << "scraped while the fixture ran";
-  const auto events = events_in(read_file(out));
+  s.events = events_in(read_file(out));
   unlink(out.c_str());
-
-  // part -> reason -> seconds, of main.step's series.
-  std::map<std::string, std::map<std::string, double>> served;
   std::regex line(R"re(gotap_call_seconds_total\{([^}]*)\} ([0-9.e+-]+))re");
   for (auto it = std::sregex_iterator(last.begin(), last.end(), line); it != std::sregex_iterator();
        ++it) {
@@ -465,19 +466,38 @@ TEST_P(Why, PrometheusSecondsByPartAndReason) {
     if (std::regex_search(labels, m, std::regex(R"re(part="([^"]*)")re"))) part_name = m[1];
     if (std::regex_search(labels, m, std::regex(R"re(reason="([^"]*)")re"))) reason = m[1];
     EXPECT_TRUE(labels.find("binary=\"why\"") != std::string::npos) << labels;
-    if (func == "main.step") served[part_name][reason] = std::stod((*it)[2]);
+    if (func == "main.step") s.seconds[part_name][reason] = std::stod((*it)[2]);
   }
-  ASSERT_FALSE(served.empty()) << last;
+  ASSERT_FALSE(s.seconds.empty()) << last;
+}
+
+// The chan phases' wall times summed, and the tolerance of their sum (max(3 ms, 15%) per
+// call, plus the kernel's run delays).
+std::pair<double, double> chan_truth(const std::string& fixture_out) {
+  double chan = 0, tol = 0;
+  for (const Phase& p : truth_of(fixture_out))
+    if (p.name == "chan") chan += p.wall, tol += std::max(3 * kMs, 0.15 * p.wall) + p.run_delay;
+  return {chan, tol};
+}
+
+// --prometheus with --why, scraped while the fixture runs (three rounds) until gotap has
+// served the final values: gotap_call_seconds_total{func="main.step",part="waiting",
+// reason="chan receive"} is the chan phases' time (within max(3 ms, 15%) per call), and every
+// part's series is the sum of the same run's `trace --why` returns (written with -o).
+TEST_P(Why, PrometheusSecondsByPartAndReason) {
+  const Fixture& fx = fixtures_.back();
+  SCOPED_TRACE(fx.label());
+  Served run;
+  ASSERT_NO_FATAL_FAILURE(serve_and_scrape("trace", GetParam(), fx, run));
+  auto& served = run.seconds;
+  const auto& events = run.events;
   // preempted is measured on both backends (the scheduler's tracepoint, ptrace's through its
   // stop clock): a measured part has its series, 0 included.
   EXPECT_TRUE(served.count("preempted"));
 
   // The truth: the chan phases' wall times.
-  const auto truth = truth_of(fixture_out);
-  ASSERT_EQ(truth.size(), 21u) << fixture_out;
-  double chan = 0, tol = 0;
-  for (const Phase& p : truth)
-    if (p.name == "chan") chan += p.wall, tol += std::max(3 * kMs, 0.15 * p.wall) + p.run_delay;
+  ASSERT_EQ(truth_of(run.fixture_out).size(), 21u) << run.fixture_out;
+  const auto [chan, tol] = chan_truth(run.fixture_out);
   EXPECT_NEAR(served["waiting"]["chan receive"] * 1e9, chan, tol);
   for (const auto& [p, reasons] : served)
     if (p != "waiting") EXPECT_EQ(reasons.size(), 1u) << p << ": reason only for waiting";
@@ -554,49 +574,13 @@ TEST(WhyEbpf, ChangesOutsideTracedCallsStayInTheKernel) {
 TEST_P(Why, LatencyPrometheusServesTheTotals) {
   const Fixture& fx = fixtures_.back();
   SCOPED_TRACE(fx.label());
-  const int port = free_port();
-  const std::string out = "/tmp/gotap-why-lprom-" + std::to_string(getpid()) + ".json";
-  Child g = spawn({gotap_binary(), "latency", "--backend", GetParam(), "--why", "--json", "-o", out,
-                   "--prometheus", ":" + std::to_string(port), "--prometheus-linger", "30",
-                   "main.step", "--", fx.path, "3"});
-  ASSERT_GT(g.pid, 0);
-  const std::string err = read_until(g.err, "/metrics\n", 30000);
-  ASSERT_NE(err.find("serving metrics"), std::string::npos) << err;
-  std::string last;
-  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-       std::chrono::steady_clock::now() < until;) {
-    auto r = http_get(port, "/metrics");
-    if (!r) break;
-    if (r->rfind("HTTP/1.1 200", 0) == 0) last = *r;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  int st = 0;
-  waitpid(g.pid, &st, 0);
-  const std::string fixture_out = read_all(g.out);
-  close(g.out);
-  close(g.err);
-  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
-  const auto events = events_in(read_file(out));
-  unlink(out.c_str());
-  std::map<std::string, std::map<std::string, double>> served;  // part -> reason -> s
-  std::regex line(R"re(gotap_call_seconds_total\{([^}]*)\} ([0-9.e+-]+))re");
-  for (auto it = std::sregex_iterator(last.begin(), last.end(), line); it != std::sregex_iterator();
-       ++it) {
-    const std::string labels = (*it)[1];
-    std::smatch m;
-    std::string func, part_name, reason;
-    if (std::regex_search(labels, m, std::regex(R"re(func="([^"]*)")re"))) func = m[1];
-    if (std::regex_search(labels, m, std::regex(R"re(part="([^"]*)")re"))) part_name = m[1];
-    if (std::regex_search(labels, m, std::regex(R"re(reason="([^"]*)")re"))) reason = m[1];
-    if (func == "main.step") served[part_name][reason] = std::stod((*it)[2]);
-  }
-  ASSERT_FALSE(served.empty()) << last;
+  Served run;
+  ASSERT_NO_FATAL_FAILURE(serve_and_scrape("latency", GetParam(), fx, run));
+  auto& served = run.seconds;
+  const auto& events = run.events;
   EXPECT_TRUE(served.count("preempted"));
-  const auto truth = truth_of(fixture_out);
-  ASSERT_EQ(truth.size(), 21u) << fixture_out;
-  double chan = 0, tol = 0;
-  for (const Phase& p : truth)
-    if (p.name == "chan") chan += p.wall, tol += std::max(3 * kMs, 0.15 * p.wall) + p.run_delay;
+  ASSERT_EQ(truth_of(run.fixture_out).size(), 21u) << run.fixture_out;
+  const auto [chan, tol] = chan_truth(run.fixture_out);
   EXPECT_NEAR(served["waiting"]["chan receive"] * 1e9, chan, tol);
   json why;
   for (const auto& e : events)
