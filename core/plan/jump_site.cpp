@@ -150,4 +150,28 @@ JumpSite stack_check_short_site(Bytes code, uint64_t entry, const CodeBlocks& bl
   return s;
 }
 
+JumpSite ret_epilogue_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t ret) {
+  if (!blocks.complete) return refuse(ret, "the function did not decode whole");
+  if (ret < entry + 5 || ret >= entry + code.size())
+    return refuse(ret, "no epilogue before the RET");
+  const uint64_t at = ret - 5;
+  const uint8_t* b = code.data() + (at - entry);
+  if (blocks.index_of(ret - 1) < 0 || b[4] != kPopRbp)
+    return refuse(at, "a RET with no `pop rbp` before it (no frame, or Go before 1.21)");
+  // add rsp, imm32: the jump's place would follow the frame's size, up to 2 GiB away.
+  if (ret >= entry + 8 && blocks.index_of(ret - 8) >= 0 && b[-3] == 0x48 && b[-2] == 0x81 &&
+      b[-1] == 0xc4)
+    return refuse(at, "a frame of 128 bytes or more (its RET's jump has no place yet)");
+  if (blocks.index_of(at) < 0 || blocks.index_of(ret) < 0)
+    return refuse(at, "no `add rsp, N` before the RET's `pop rbp`");
+  // add rsp, imm8 (REX.W 83 /0, ModRM C4) with a positive imm8, pop rbp, ret.
+  if (b[0] != 0x48 || b[1] != 0x83 || b[2] != 0xc4 || b[3] >= 0x80 || b[4] != kPopRbp ||
+      b[5] != 0xc3)
+    return refuse(at, "no `add rsp, N; pop rbp` (N under 128) before the RET");
+  JumpSite s;
+  s.at = at;
+  s.len = 6;
+  return s;
+}
+
 }  // namespace gotap

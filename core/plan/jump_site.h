@@ -75,4 +75,16 @@ JumpSite stack_check_short_site(Bytes code, uint64_t entry, const CodeBlocks& bl
                                 uint64_t jbe);
 constexpr uint8_t kShortJbe = 0x76;
 
+// A RET whose epilogue is Go 1.21's `add rsp, N; pop rbp; ret` with N below 128 (the 4-byte
+// imm8 form): the range is the three, 6 bytes from the add. Only the add's first byte (the
+// REX 0x48) changes, to a `jmp rel32` whose displacement is the add's other three bytes and
+// the `pop rbp` (0x5D): its stub's place is fixed, 0x5D00C488 to 0x5D7FC488 bytes past the
+// site. Every pc of the original code there stays an instruction boundary with its own byte:
+// a goroutine parked by async preemption at the pop, or a jump to it, runs the epilogue as it
+// was, and a thread at the add itself takes the jump. A uprobe on the add steps the file's
+// add and lands on the pop; when it goes, it puts back the file's byte: the code is the
+// file's again, never half a jump. So no jump-target or parked-goroutine check is needed.
+JumpSite ret_epilogue_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t ret);
+constexpr uint8_t kPopRbp = 0x5d;
+
 }  // namespace gotap

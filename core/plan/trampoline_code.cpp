@@ -1,5 +1,7 @@
 #include "core/plan/trampoline_code.h"
 
+#include "core/plan/event_ring.h"
+
 #include <cstring>
 #include <optional>
 
@@ -116,6 +118,124 @@ uint64_t short_site_trampoline(const JumpSite& site, Bytes original) {
 Result<std::vector<uint8_t>> short_site_jump(const JumpSite& site, Bytes original) {
   if (!is_short(site, original)) return make_error("{:#x} is no short stack check", site.at);
   return std::vector<uint8_t>{kJmpRel32};
+}
+
+namespace {
+
+// Appends `bytes` then a rel32 to `to`, measured from the end of that rel32 at `at` +
+// out.size() + 4; false when out of reach.
+bool with_rel32(std::vector<uint8_t>& out, uint64_t at, std::initializer_list<uint8_t> bytes,
+                uint64_t to, std::initializer_list<uint8_t> after = {}) {
+  out.insert(out.end(), bytes);
+  const auto r = rel32(at + out.size() + 4 + after.size(), to);
+  if (!r) return false;
+  put32(out, *r);
+  out.insert(out.end(), after);
+  return true;
+}
+
+// The record (event_ring.h), at `at` + out.size(): take a position unless the ring is full,
+// fill the record, write its seq last. Registers kept, flags clobbered.
+bool append_record(std::vector<uint8_t>& out, uint64_t at, const EventTarget& t, uint32_t id) {
+  const uint64_t head = t.ring + kRingHead, tail = t.ring + kRingTail,
+                 dropped = t.ring + kRingDropped, records = t.ring + kRingRecords;
+  auto imm32 = [&](uint32_t v) { put32(out, static_cast<int32_t>(v)); };
+  out.insert(out.end(), {0x50, 0x51, 0x52, 0x56});                   // push rax, rcx, rdx, rsi
+  out.insert(out.end(), {0x0f, 0x31,                                 // rdtsc
+                         0x48, 0xc1, 0xe2, 0x20,                     // shl rdx, 32
+                         0x48, 0x09, 0xc2,                           // or rdx, rax
+                         0x48, 0x89, 0xd6});                         // mov rsi, rdx: the time
+  if (!with_rel32(out, at, {0x48, 0x8b, 0x05}, head)) return false;  // mov rax, [head]
+  const size_t retry = out.size();
+  out.insert(out.end(), {0x48, 0x89, 0xc1});                         // mov rcx, rax
+  if (!with_rel32(out, at, {0x48, 0x2b, 0x0d}, tail)) return false;  // sub rcx, [tail]
+  out.insert(out.end(), {0x48, 0x81, 0xf9});                         // cmp rcx, capacity
+  imm32(static_cast<uint32_t>(kRingCapacity));
+  out.insert(out.end(), {0x73, 0x00});  // jae full (patched below)
+  const size_t jae = out.size();
+  out.insert(out.end(), {0x48, 0x8d, 0x48, 0x01});  // lea rcx, [rax + 1]
+  if (!with_rel32(out, at, {0xf0, 0x48, 0x0f, 0xb1, 0x0d}, head))
+    return false;       // lock cmpxchg [head], rcx: rax is the head again when another took it
+  out.push_back(0x75);  // jne retry
+  out.push_back(static_cast<uint8_t>(static_cast<int8_t>(retry - (out.size() + 1))));
+  out.insert(out.end(), {0x48, 0x25});  // and rax, mask
+  imm32(static_cast<uint32_t>(kRingCapacity - 1));
+  out.insert(out.end(), {0x48, 0xc1, 0xe0, 0x05});                      // shl rax, 5
+  if (!with_rel32(out, at, {0x48, 0x8d, 0x15}, records)) return false;  // lea rdx, [records]
+  out.insert(out.end(), {0x48, 0x01, 0xc2,                              // add rdx, rax
+                         0x48, 0x89, 0x72, 0x08,                        // mov [rdx+8], rsi
+                         0x49, 0x8b, 0x86});                            // mov rax, [r14+goid]
+  imm32(t.goid_off);
+  out.insert(out.end(), {0x48, 0x89, 0x42, 0x10,  // mov [rdx+16], rax
+                         0x49, 0x8b, 0x86});      // mov rax, [r14+stack.hi]
+  imm32(t.stack_hi_off);
+  out.insert(out.end(), {0x48, 0x29, 0xe0,    // sub rax, rsp
+                         0xc7, 0x42, 0x18});  // mov dword [rdx+24], id
+  imm32(id);
+  out.insert(out.end(), {0x89, 0x42, 0x1c,  // mov [rdx+28], eax
+                         0x48, 0x89, 0x0a,  // mov [rdx], rcx: the seq, last
+                         0xeb, 0x00});      // jmp done (patched below)
+  const size_t jmp_done = out.size();
+  out[jae - 1] = static_cast<uint8_t>(out.size() - jae);                      // full:
+  if (!with_rel32(out, at, {0xf0, 0x48, 0xff, 0x05}, dropped)) return false;  // lock inc
+  out[jmp_done - 1] = static_cast<uint8_t>(out.size() - jmp_done);            // done:
+  out.insert(out.end(), {0x5e, 0x5a, 0x59, 0x58});  // pop rsi, rdx, rcx, rax
+  return true;
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> entry_body(uint64_t at, const JumpSite& site, const EventTarget& t,
+                                        uint32_t id) {
+  if (!site.ok() || !site.branch_len) return make_error("{:#x} is no stack check", site.at);
+  std::vector<uint8_t> out;
+  // A 6-byte jbe's jno lands here with the check not yet taken; a short check's stub took it.
+  if (site.branch_len == kJbeLen && site.len == kJbeLen &&
+      !with_rel32(out, at, {kJbeRel32[0], kJbeRel32[1]}, site.branch_to))
+    return make_error("site {:#x}'s morestack path is out of reach of {:#x}", site.at, at);
+  if (!append_record(out, at, t, id))
+    return make_error("the event ring is out of reach of {:#x}", at);
+  if (!with_rel32(out, at, {kJmpRel32}, site.at + site.len))
+    return make_error("site {:#x} is out of reach of {:#x}", site.at, at);
+  if (out.size() > kBodyMax) return make_error("a body of {} bytes", out.size());
+  return out;
+}
+
+Result<std::vector<uint8_t>> short_stub(uint64_t at, const JumpSite& site, Bytes original,
+                                        uint64_t body) {
+  if (!is_short(site, original)) return make_error("{:#x} is no short stack check", site.at);
+  std::vector<uint8_t> out(original.begin(), original.end() - site.branch_len);
+  if (!with_rel32(out, at, {kJbeRel32[0], kJbeRel32[1]}, site.branch_to) ||
+      !with_rel32(out, at, {kJmpRel32}, body))
+    return make_error("short check {:#x}'s stub at {:#x}: a jump out of reach", site.at, at);
+  return out;
+}
+
+Result<std::vector<uint8_t>> ret_body(uint64_t at, const JumpSite& site, Bytes original,
+                                      const EventTarget& t, uint32_t id) {
+  if (!site.ok() || site.len != 6 || original.size() != 6 || original[4] != kPopRbp)
+    return make_error("{:#x} is no RET epilogue", site.at);
+  std::vector<uint8_t> out(original.begin(), original.begin() + 5);  // add rsp, N; pop rbp
+  if (!append_record(out, at, t, id))
+    return make_error("the event ring is out of reach of {:#x}", at);
+  if (!with_rel32(out, at, {kJmpRel32}, site.at + 5))
+    return make_error("site {:#x} is out of reach of {:#x}", site.at, at);
+  if (out.size() > kBodyMax) return make_error("a body of {} bytes", out.size());
+  return out;
+}
+
+Result<std::vector<uint8_t>> jump_to(uint64_t at, uint64_t to) {
+  std::vector<uint8_t> out;
+  if (!with_rel32(out, at, {kJmpRel32}, to))
+    return make_error("{:#x} is out of reach of {:#x}", to, at);
+  return out;
+}
+
+uint64_t one_byte_jump_place(uint64_t site, Bytes original) {
+  if (original.size() < 5) return 0;
+  int32_t rel = 0;
+  std::memcpy(&rel, original.data() + 1, 4);
+  return site + kJumpLen + static_cast<uint64_t>(static_cast<int64_t>(rel));
 }
 
 }  // namespace gotap

@@ -67,4 +67,38 @@ Result<std::vector<uint8_t>> branch_site_jump(const JumpSite& site, uint64_t tra
 uint64_t short_site_trampoline(const JumpSite& site, Bytes original);
 Result<std::vector<uint8_t>> short_site_jump(const JumpSite& site, Bytes original);
 
+// Timed trampolines (`latency`): each pass writes a record into the program's event ring
+// (event_ring.h) in place of a count. The record's code pushes and pops RAX, RCX, RDX and
+// RSI (32 bytes below the stack pointer: past the stack check, and at a return below the
+// frame just freed), reads the TSC and g's goid and stack.hi through R14 (ABIInternal's g,
+// loaded at every function's stack check), and clobbers the flags, which are dead at both
+// places: past the check's jbe, and at a RET (Go keeps no flags across a call).
+struct EventTarget {
+  uint64_t ring = 0;  // where the ring (its head) is in the program
+  uint32_t goid_off = 0, stack_hi_off = 8;
+};
+
+// An entry's body. At a 6-byte jbe (stack_check_branch_site), the site's jno lands here: the
+// jbe relocated to the morestack path, the record, the jump back past the jbe. At a short
+// check (stack_check_short_site), its stub (short_stub) ran the check: the record and the
+// jump back past the jbe. An error when a rel32 does not reach.
+Result<std::vector<uint8_t>> entry_body(uint64_t at, const JumpSite& site, const EventTarget& t,
+                                        uint32_t id);
+// A short check's code at its fixed place (short_site_trampoline) when timed: the compare,
+// the jbe relocated, a jump to its body.
+Result<std::vector<uint8_t>> short_stub(uint64_t at, const JumpSite& site, Bytes original,
+                                        uint64_t body);
+// A RET site's body (ret_epilogue_site): the epilogue's `add rsp, N` and `pop rbp`, the
+// record, then a jump to the RET, which runs where it is (another tracer's probe on it still
+// fires). Its stub at the fixed place (one_byte_jump_place) is a plain jump to the body.
+Result<std::vector<uint8_t>> ret_body(uint64_t at, const JumpSite& site, Bytes original,
+                                      const EventTarget& t, uint32_t id);
+// `jmp to`, placed at `at`.
+Result<std::vector<uint8_t>> jump_to(uint64_t at, uint64_t to);
+// Where a one-byte jump (E9 over the site's first byte, its displacement the next four of
+// the file's) lands: site + 5 + those bytes as a rel32.
+uint64_t one_byte_jump_place(uint64_t site, Bytes original);
+// The longest body: what a slot for one holds.
+constexpr size_t kBodyMax = 160;
+
 }  // namespace gotap

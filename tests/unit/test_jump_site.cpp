@@ -224,6 +224,7 @@ TEST(JumpSite, AgreesWithGoObjdumpOnEveryFunction) {
   int files = 0;
   // Over every fixture: sites, and those a jump can take.
   int entries = 0, entries_ok = 0, rets = 0, rets_ok = 0, framed = 0, framed_ok = 0;
+  int epilogues_ok = 0;
   int checks = 0, checks_ok = 0, check_pcs = 0, check_pcs_unsafe = 0, branches_ok = 0,
       shorts_ok = 0;
   std::map<std::string, int> refusals;        // after a stack check, by reason
@@ -353,6 +354,27 @@ TEST(JumpSite, AgreesWithGoObjdumpOnEveryFunction) {
         EXPECT_EQ(objdump_refuses(f, targets, s, true), "")
             << std::hex << "RET site 0x" << r << " from 0x" << s.at;
       }
+      // A timed run's RET site: objdump's `ADDQ $N, SP` (4 bytes, N under 128), `POPQ BP`,
+      // `RET`, each where the site says; the add's pc is the one whose byte changes.
+      for (uint64_t r : fc.rets) {
+        const JumpSite e = ret_epilogue_site(code, entry, blocks, r);
+        if (!e.ok()) continue;
+        ++epilogues_ok;
+        auto at = [&](uint64_t pc) {
+          return std::find_if(f.insns.begin(), f.insns.end(),
+                              [&](const ObjInsn& i) { return i.addr == pc; });
+        };
+        const auto add = at(e.at), pop = at(e.at + 4), ret = at(e.at + 5);
+        ASSERT_NE(add, f.insns.end()) << std::hex << "0x" << e.at;
+        ASSERT_NE(pop, f.insns.end());
+        ASSERT_NE(ret, f.insns.end());
+        EXPECT_TRUE(add->text.rfind("ADDQ $0x", 0) == 0 && add->text.ends_with(", SP") &&
+                    add->len == 4)
+            << add->text;
+        EXPECT_EQ(pop->text, "POPQ BP");
+        EXPECT_EQ(ret->text, "RET");
+        EXPECT_EQ(r, e.at + 5);
+      }
     }
   }
   if (files == 0) GTEST_SKIP() << "no fixture has its objdump listing";
@@ -367,11 +389,13 @@ TEST(JumpSite, AgreesWithGoObjdumpOnEveryFunction) {
   std::cerr << "stack checks " << checks_ok << "/" << checks << ", their inner pcs marked unsafe "
             << check_pcs_unsafe << "/" << check_pcs << ", with a 6-byte jbe " << branches_ok
             << ", short " << shorts_ok << "\n";
+  std::cerr << "RET epilogues a timed run patches " << epilogues_ok << "/" << rets << "\n";
   for (const auto& [why, n] : check_refusals)
     std::cerr << "  at a stack check, " << why << ": " << n << "\n";
   EXPECT_GE(framed_ok, framed * 9 / 10);
   EXPECT_GE(checks_ok, checks * 9 / 10);
   EXPECT_GE(rets_ok, rets * 3 / 4);
+  EXPECT_GT(epilogues_ok, 0);
 }
 
 }  // namespace
