@@ -77,9 +77,10 @@ size_t take_back_jumps_into(ptrace::TraceeMemory& mem, const ElfFile& elf, uint6
         const uint64_t pc = at + i + bias;
         size_t len = 0;
         uint64_t to = 0;
-        if (live[i] == 0xe9 && i + 5 <= n && file[i + 4] == kShortJbe &&
+        if (live[i] == 0xe9 && i + 5 <= n &&
+            (file[i + 4] == kShortJbe || (file[i] == 0x48 && file[i + 4] == kPopRbp)) &&
             std::memcmp(&live[i + 1], &file[i + 1], 4) == 0) {
-          len = 1;  // a short check's jump
+          len = 1;  // a short check's jump, or a RET epilogue's
           to = pc + 5 + static_cast<int64_t>(rel_at(&file[i + 1]));
         } else if (live[i] == 0x0f && i + 6 <= n && live[i + 1] == 0x81 && file[i] == 0x0f &&
                    file[i + 1] == 0x86) {

@@ -30,9 +30,9 @@ std::optional<Ranges> dead_pages_in(const std::vector<sys::Mapping>& maps,
                                     const std::vector<pid_t>& stopped, const IsOurs& dead);
 
 // Puts the file's bytes back at every jump of the program's text (elf's executable
-// segments, loaded at `bias`) that goes into `pages`: a short check's `jmp` or a 6-byte
-// jbe's `jno` (trampoline_code.h). How many; `failed` counts the writes that did not go
-// through (the pages must then stay).
+// segments, loaded at `bias`) that goes into `pages`: a one-byte `jmp` (a short check's, a RET
+// epilogue's) or a 6-byte jbe's `jno` (trampoline_code.h). How many; `failed` counts the writes
+// that did not go through (the pages must then stay).
 size_t take_back_jumps_into(ptrace::TraceeMemory& mem, const ElfFile& elf, uint64_t bias,
                             const Ranges& pages, size_t& failed);
 

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <utility>
 
 #include "core/binary/elf_file.h"
 #include "core/plan/disasm.h"
+#include "core/plan/event_ring.h"
 #include "core/plan/inline_mark.h"
 #include "core/plan/trampoline_code.h"
 
@@ -23,9 +25,23 @@ uint64_t page_up(uint64_t n) {
 
 }  // namespace
 
-uint64_t Region::counter_size() const {
+uint64_t Region::ring_offset() const {
   return page_up(patches.size() * kCounterStride);
 }
+
+uint64_t Region::counter_size() const {
+  return ring_offset() + (ring ? ring_bytes() : 0);
+}
+
+namespace {
+
+// Where a one-byte jump's code must start, and how many bytes it takes there.
+std::pair<uint64_t, uint64_t> fixed_place(const Patch& p, uint64_t bias) {
+  if (p.ret) return {one_byte_jump_place(p.site.at + bias, Bytes(p.orig.data(), 5)), kJumpLen};
+  return {short_trampoline(p, bias), kSlotSize};
+}
+
+}  // namespace
 
 uint64_t short_trampoline(const Patch& p, uint64_t bias) {
   JumpSite s = p.site;
@@ -64,28 +80,78 @@ std::vector<Region> lay_out(const PatchSet& set, uint64_t bias) {
 void drop_crowded(PatchSet& set) {
   std::vector<std::pair<uint64_t, size_t>> fixed;
   for (size_t i = 0; i < set.patches.size(); ++i)
-    if (set.patches[i].short_check) fixed.emplace_back(short_trampoline(set.patches[i], 0), i);
+    if (set.patches[i].one_byte()) fixed.emplace_back(fixed_place(set.patches[i], 0).first, i);
   std::sort(fixed.begin(), fixed.end());
-  std::vector<bool> crowded(set.patches.size());
+  // A function is patched whole or not at all: its entry alone would leave its calls open.
+  std::set<int> funcs;
   uint64_t free_from = 0;
   for (const auto& [at, i] : fixed) {
     if (at < free_from)
-      crowded[i] = true;
+      funcs.insert(set.patches[i].func);
     else
-      free_from = at + kSlotSize;
+      free_from = at + fixed_place(set.patches[i], 0).second;
   }
   size_t kept = 0;
+  std::set<int> said;
   for (size_t i = 0; i < set.patches.size(); ++i) {
-    if (crowded[i])
-      set.refused["a short function whose trampoline's place is another's"].push_back(
-          set.patches[i].func);
-    else
-      set.patches[kept++] = set.patches[i];
+    const Patch& p = set.patches[i];
+    if (!funcs.count(p.func)) {
+      set.patches[kept++] = p;
+      continue;
+    }
+    // Once per function: its entry comes before its RETs.
+    if (said.insert(p.func).second)
+      set.refused[p.short_check ? "a short function whose trampoline's place is another's"
+                                : "a trampoline's fixed place is another's"]
+          .push_back(p.func);
   }
   set.patches.resize(kept);
 }
 
-PatchSet plan_patches(const ProbePlan& plan) {
+std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias) {
+  constexpr uint64_t kBodySlot = kBodyMax;
+  Region e, far;
+  e.ring = true;
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (const Patch& p : set.patches) {
+    if (!p.ret) continue;
+    const auto [at, len] = fixed_place(p, bias);
+    lo = std::min(lo, at);
+    hi = std::max(hi, at + len);
+  }
+  if (!hi) return {};
+  e.base = lo & ~(kPage - 1);
+  if (lo - e.base < kHeaderSize) e.base -= kPage;
+  const uint64_t bodies = page_up(hi) - e.base;
+  for (size_t i = 0; i < set.patches.size(); ++i) {
+    const Patch& p = set.patches[i];
+    const uint64_t body = bodies + e.patches.size() * kBodySlot;
+    e.patches.push_back(i);
+    e.body.push_back(body);
+    e.at.push_back(p.ret ? fixed_place(p, bias).first - e.base : body);
+    if (p.short_check) far.patches.push_back(i);
+  }
+  e.size = bodies + page_up(e.patches.size() * kBodySlot);
+  std::vector<Region> out;
+  out.push_back(std::move(e));
+  if (far.patches.empty()) return out;
+  lo = UINT64_MAX, hi = 0;
+  for (size_t i : far.patches) {
+    const uint64_t t = short_trampoline(set.patches[i], bias);
+    lo = std::min(lo, t);
+    hi = std::max(hi, t + kSlotSize);
+  }
+  far.base = lo & ~(kPage - 1);
+  if (lo - far.base < kHeaderSize) far.base -= kPage;
+  far.size = page_up(hi) - far.base;
+  for (size_t i : far.patches) far.at.push_back(short_trampoline(set.patches[i], bias) - far.base);
+  const Region& first = out.front();
+  if (first.base + first.code_size() + first.counter_size() > far.base) return {};
+  out.push_back(std::move(far));
+  return out;
+}
+
+PatchSet plan_patches(const ProbePlan& plan, bool timed) {
   PatchSet set;
   const ElfFile* elf = plan.binary_view.elf;
   for (size_t i = 0; i < plan.funcs.size(); ++i) {
@@ -122,13 +188,37 @@ PatchSet plan_patches(const ProbePlan& plan) {
       p.short_check = true;
     }
     std::memcpy(p.orig.data(), code.data() + (p.site.at - f.entry), p.site.len);
+    std::vector<Patch> rets;
+    if (timed) {
+      std::string why;
+      if (!f.tail_jumps.empty()) why = "a tail call leaves it without its RET";
+      if (f.ret_sites.empty()) why = "it never returns (no RET)";
+      for (uint64_t ret : f.ret_sites) {
+        if (!why.empty()) break;
+        Patch r;
+        r.func = fi;
+        r.ret = true;
+        r.site = ret_epilogue_site(code, f.entry, blocks, ret);
+        if (!r.site.ok()) {
+          why = r.site.refused;
+          break;
+        }
+        std::memcpy(r.orig.data(), code.data() + (r.site.at - f.entry), r.site.len);
+        rets.push_back(r);
+      }
+      if (!why.empty()) {
+        set.refused[why].push_back(fi);
+        continue;
+      }
+    }
     set.patches.push_back(p);
+    set.patches.insert(set.patches.end(), rets.begin(), rets.end());
   }
   drop_crowded(set);
   return set;
 }
 
-std::string refused_summary(const PatchSet& set, const ProbePlan& plan) {
+std::string refused_summary(const PatchSet& set, const ProbePlan& plan, bool timed) {
   size_t n = 0;
   for (const auto& [why, funcs] : set.refused) n += funcs.size();
   if (!n) return "";
@@ -140,9 +230,9 @@ std::string refused_summary(const PatchSet& set, const ProbePlan& plan) {
     if (funcs.size() > 3) names += ", ...";
     parts += fmt::format("{}{} {}: {}", parts.empty() ? "" : "; ", funcs.size(), why, names);
   }
-  return fmt::format("{} of {} function{} {} no trampoline site and {} not counted ({})", n,
+  return fmt::format("{} of {} function{} {} no trampoline site and {} not {} ({})", n,
                      plan.funcs.size(), plan.funcs.size() == 1 ? "" : "s", n == 1 ? "has" : "have",
-                     n == 1 ? "is" : "are", parts);
+                     n == 1 ? "is" : "are", timed ? "timed" : "counted", parts);
 }
 
 }  // namespace gotap::trampoline

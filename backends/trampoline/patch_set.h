@@ -34,6 +34,9 @@ struct Patch {
   JumpSite site;                   // link-time addresses
   std::array<uint8_t, 16> orig{};  // the file's bytes at site.at, site.len of them
   bool short_check = false;        // stack_check_short_site
+  bool ret = false;                // a RET's epilogue (ret_epilogue_site), timed runs only
+  // Its jump is one byte, whose place is fixed by the file's bytes after it.
+  bool one_byte() const { return short_check || ret; }
 };
 
 struct PatchSet {
@@ -42,7 +45,8 @@ struct PatchSet {
   std::map<std::string, std::vector<int>> refused;
 };
 
-PatchSet plan_patches(const ProbePlan& plan);
+// `timed` (latency): each function's entry and every one of its RETs, or none of it.
+PatchSet plan_patches(const ProbePlan& plan, bool timed = false);
 
 // Leaves out, as refused, each short check whose trampoline's fixed place overlaps an
 // earlier one's (only when their compares are encoded differently: functions are 32 bytes
@@ -57,8 +61,13 @@ struct Region {
   std::vector<size_t> patches;  // indexes into PatchSet::patches
   std::vector<uint64_t> at;     // where each one's trampoline starts, from the code's start
   uint64_t size = 0;            // of the code, whole pages
+  // Timed runs (lay_out_timed): the body of each of `patches` (offsets from the code's
+  // start; for a 6-byte jbe its `at`), and whether the event ring follows the counters.
+  std::vector<uint64_t> body;
+  bool ring = false;
   uint64_t code_size() const { return size; }
   uint64_t counter_size() const;
+  uint64_t ring_offset() const;  // from the counters' start
 };
 
 // The regions for a program that loaded the binary at `bias`: one for the 6-byte jbes, slot
@@ -67,12 +76,18 @@ struct Region {
 // trampolines are ever written: the rest costs no memory.
 std::vector<Region> lay_out(const PatchSet& set, uint64_t bias);
 
+// A timed run's regions: one that holds the RETs' stubs at their fixed places, every
+// patch's body after them and the event ring, then the short checks' stubs at theirs (as
+// lay_out). Empty when the first's span would reach the second's window.
+std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias);
+
 // Where a short check's trampoline must start (trampoline_code.h), for a program that
 // loaded the binary at `bias`.
 uint64_t short_trampoline(const Patch& p, uint64_t bias);
 
-// "2 of 5 functions have no trampoline site and are not counted (1 a short function: ...:
-// main.a; 1 ...: main.b)", or "" when every function has one. At most 3 names a reason.
-std::string refused_summary(const PatchSet& set, const ProbePlan& plan);
+// "2 of 5 functions have no trampoline site and are not counted (timed: "timed") (1 a short
+// function: ...: main.a; 1 ...: main.b)", or "" when every function has one. At most 3 names a
+// reason.
+std::string refused_summary(const PatchSet& set, const ProbePlan& plan, bool timed = false);
 
 }  // namespace gotap::trampoline

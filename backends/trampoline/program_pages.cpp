@@ -84,8 +84,10 @@ Result<void> ProgramPages::open_view(ptrace::Process& proc, pid_t tid, uint64_t 
   // The same counters in gotap: the program's shared mapping, opened by its range.
   const std::string path =
       fmt::format("/proc/{}/map_files/{:x}-{:x}", proc.pid(), counters_, counters_ + counter_size_);
-  sys::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  void* v = fd ? ::mmap(nullptr, counter_size_, PROT_READ, MAP_SHARED, fd.get(), 0) : MAP_FAILED;
+  sys::Fd fd(::open(path.c_str(), (writable_ ? O_RDWR : O_RDONLY) | O_CLOEXEC));
+  void* v = fd ? ::mmap(nullptr, counter_size_, PROT_READ | (writable_ ? PROT_WRITE : 0),
+                        MAP_SHARED, fd.get(), 0)
+               : MAP_FAILED;
   if (v == MAP_FAILED) {
     const int err = errno;
     unmap(proc, tid, syscall_at);

@@ -39,6 +39,10 @@ class ProgramPages {
   uint64_t code() const { return code_; }
   uint64_t code_size() const { return code_size_; }
   uint64_t counters() const { return counters_; }
+  // gotap's view of the counters (and a timed run's ring after them), which writable()
+  // before the mapping makes read and write: the ring's tail is gotap's to move.
+  void writable() { writable_ = true; }
+  uint8_t* view() const { return static_cast<uint8_t*>(view_); }
   // Counter i as the program last wrote it.
   uint64_t count(size_t i, uint64_t stride) const;
 
@@ -49,6 +53,7 @@ class ProgramPages {
   Result<void> open_view(ptrace::Process& proc, pid_t tid, uint64_t syscall_at);
   uint64_t code_ = 0, code_size_ = 0, counters_ = 0, counter_size_ = 0;
   void* view_ = nullptr;
+  bool writable_ = false;
 };
 
 }  // namespace gotap::trampoline

@@ -26,26 +26,33 @@ uint64_t now_ns() {
 
 Result<void> Run::run() {
   GOTAP_TRY(check_request());
-  set_ = plan_patches(plan_);
-  const std::string refused = refused_summary(set_, plan_);
+  timed_ = opts_.mode == Mode::Latency;
+  set_ = plan_patches(plan_, timed_);
+  const char* verb = timed_ ? "time" : "count";
+  const std::string refused = refused_summary(set_, plan_, timed_);
   if (set_.patches.empty())
-    return make_error("--backend=trampoline: nothing to count: {}; --backend=ebpf counts them",
-                      refused);
+    return make_error("--backend=trampoline: nothing to {}: {}; --backend=ebpf {}s them", verb,
+                      refused, verb);
   if (!refused.empty())
-    fmt::print(stderr, "gotap: warning: {}; --backend=ebpf counts them\n", refused);
+    fmt::print(stderr, "gotap: warning: {}; --backend=ebpf {}s them\n", refused, verb);
+  if (timed_) {
+    std::vector<int> funcs;
+    for (const Patch& p : set_.patches) funcs.push_back(p.func);
+    timer_ = std::make_unique<CallTimer>(std::move(funcs), plan_.funcs.size());
+  }
   size_t inlined = 0;
   for (const Patch& p : set_.patches)
     if (plan_.funcs[p.func].inline_probed) inlined += plan_.funcs[p.func].inline_sites.size();
   if (inlined)
     fmt::print(stderr,
-               "gotap: warning: the trampoline backend counts calls of the functions' own "
-               "code, not their {} inlined cop{} (--backend=ebpf counts those too)\n",
-               inlined, inlined == 1 ? "y" : "ies");
+               "gotap: warning: the trampoline backend {}s calls of the functions' own "
+               "code, not their {} inlined cop{} (--backend=ebpf {}s those too)\n",
+               verb, inlined, inlined == 1 ? "y" : "ies", verb);
   GOTAP_TRY(place());
   const uint64_t t0 = now_ns();
-  fmt::print(
-      stderr, "{}\n",
-      tracing_banner(set_.patches.size(), placed_, "trampoline", fmt::format("pid {}", pid_)));
+  fmt::print(stderr, "{}\n",
+             tracing_banner(timed_ ? funcs_placed_ : set_.patches.size(), placed_, "trampoline",
+                            fmt::format("pid {}", pid_)));
   std::fflush(stderr);
   if (opts_.metrics) opts_.metrics->begin(pid_, [this](MetricsSnapshot& s) { read_metrics(s); });
   wait(t0);
@@ -57,6 +64,7 @@ Result<void> Run::run() {
   }
   if (opts_.metrics) opts_.metrics->end();
   if (launched_) end_launched();
+  drain();  // what the program wrote up to its last moment: gotap's view of the ring stays
   emit(ended);
   if (!remove_error_.empty())
     return runtime_error("the trampolines stay in pid {}, where they go on counting: {}", pid_,
@@ -66,9 +74,11 @@ Result<void> Run::run() {
 
 Result<void> Run::check_request() const {
   const char* no = nullptr;
-  if (opts_.mode != Mode::Count)
-    no = "counts calls only (gotap count): trace, latency, graph and goroutines need ptrace or "
-         "ebpf";
+  if (opts_.mode != Mode::Count && opts_.mode != Mode::Latency)
+    no = "counts and times calls only (gotap count, gotap latency): trace, graph and "
+         "goroutines need ptrace or ebpf";
+  else if (opts_.mode == Mode::Latency && (!plan_.regabi || !plan_.go.at_least(1, 21)))
+    no = "times calls of Go 1.21 and later only (its RET sites need 1.21's epilogue)";
   else if (opts_.condition)
     no = "takes no --if, --slower or --errors yet";
   else if (plan_.goroutines.status || plan_.goroutines.walk)
@@ -115,8 +125,12 @@ void Run::wait(uint64_t t0) {
       looked = now_ns();
       every = std::max<uint64_t>(100'000'000, 100 * (looked - now));
     }
+    // A timed run reads its ring every 2 ms (65,536 records hold 30 M events a second), and
+    // at once again while the last read found the ring an eighth full or more.
+    const int ms = !timed_ ? 50 : drained_ >= kRingCapacity / 8 ? 0 : 2;
     pollfd p[2] = {{pidfd_.get(), POLLIN, 0}, {exec_.fd(), POLLIN, 0}};
-    const int r = pidfd_ ? ::poll(p, 2, 50) : (usleep(50'000), 0);
+    const int r = pidfd_ ? ::poll(p, 2, ms) : (usleep(ms * 1000), 0);
+    drain();
     if (exec_.saw_exec()) {
       ended_by_ = "exec";
       return;
@@ -167,9 +181,34 @@ std::vector<std::pair<int, uint64_t>> Run::counts() const {
   return out;
 }
 
+void Run::drain() {
+  if (!timer_ || !ring_) return;
+  std::lock_guard<std::mutex> lock(timer_mu_);
+  drained_ = timer_->drain(ring_);
+  if (const uint64_t now = now_ns(); now - clock_at_ >= 100'000'000) {
+    timer_->clock().update();
+    clock_at_ = now;
+  }
+}
+
 void Run::read_metrics(MetricsSnapshot& s) const {
   s.pid = pid_;
   s.funcs.clear();
+  if (timer_) {
+    std::lock_guard<std::mutex> lock(timer_mu_);
+    const auto& lat = timer_->latencies();
+    for (size_t f = 0; f < lat.size(); ++f) {
+      if (!lat[f].count) continue;
+      FuncMetrics m;
+      m.func = plan_.funcs[f].name;
+      m.calls = lat[f].count;
+      m.timed = true;
+      m.latency = lat[f];
+      s.funcs.push_back(std::move(m));
+    }
+    s.lost = ring_ ? timer_->dropped(ring_) : 0;
+    return;
+  }
   for (auto [f, n] : counts()) {
     FuncMetrics m;
     m.func = plan_.funcs[f].name;
@@ -187,19 +226,36 @@ void Run::emit(uint64_t ended) {
     sink_.emit(std::move(ev));
     ++events;
   }
+  uint64_t dropped = 0;
+  if (timer_) {
+    std::vector<FuncLatency> lat;
+    const auto& all = timer_->latencies();
+    for (size_t f = 0; f < all.size(); ++f)
+      if (all[f].count) lat.push_back({plan_.funcs[f].name, all[f], std::nullopt});
+    for (auto& ev : latency_events(std::move(lat))) {
+      sink_.emit(std::move(ev));
+      ++events;
+    }
+    dropped = ring_ ? timer_->dropped(ring_) : 0;
+  }
   RunSummary sum;
   sum.backend = "trampoline";
   sum.ts_ns = ended;
   sum.functions = plan_.funcs.size();
   sum.probes = placed_;
   sum.events = events;
-  sum.lost = 0;  // every pass adds to its counter: nothing is dropped
+  // A count's every pass adds to its counter; a timed run's events find the ring full.
+  sum.lost = dropped;
   sum.pid = pid_;
   sum.ended_by = ended_by_;
   sum.exit_code = exit_code_;
   sum.exit_signal = exit_signal_;
-  sum.extra = {{"not_patched", plan_.funcs.size() - placed_}, {"pages_kept", pages_kept_}};
+  sum.extra = {{"not_patched", plan_.funcs.size() - funcs_placed_}, {"pages_kept", pages_kept_}};
   if (taken_) sum.extra["taken_by_uprobes"] = taken_;
+  if (timer_) {
+    sum.extra["open_calls"] = timer_->open_calls();
+    sum.extra["returns_before_entries"] = timer_->unmatched_returns();
+  }
   sink_.emit(to_event(sum));
   sink_.flush();
 }

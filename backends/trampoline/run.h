@@ -8,12 +8,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "backends/ptrace/process.h"
+#include "backends/trampoline/call_timer.h"
 #include "backends/trampoline/exec_watch.h"
 #include "backends/trampoline/patch_set.h"
 #include "backends/trampoline/program_pages.h"
@@ -51,8 +53,20 @@ class Run {
   pid_t pid_ = 0;
   bool launched_ = false;
   uint64_t bias_ = 0, syscall_at_ = 0, image_lo_ = UINT64_MAX, image_hi_ = 0;
-  size_t placed_ = 0, foreign_ = 0, restored_ = 0, left_ = 0, taken_ = 0;
+  size_t placed_ = 0, funcs_placed_ = 0, foreign_ = 0, restored_ = 0, left_ = 0, taken_ = 0;
   bool pages_kept_ = false;
+  // `latency`: trampolines that write events (core/plan/event_ring.h), read by timer_ from
+  // ring_ (gotap's view of the first region's ring).
+  bool timed_ = false;
+  std::unique_ptr<CallTimer> timer_;
+  uint8_t* ring_ = nullptr;
+  TimedCode timed_code_;
+  mutable std::mutex timer_mu_;
+  uint64_t clock_at_ = 0;  // when the TSC's rate was last measured
+  size_t drained_ = 0;     // records the last read found
+
+  // Reads the ring (timed runs).
+  void drain();
   std::string ended_by_ = "stop", remove_error_;
   std::optional<int> exit_code_, exit_signal_;
   sys::Fd pidfd_;
@@ -91,6 +105,10 @@ class Run {
   Error end_unpatched(Error e);
 
   bool stop_due(uint64_t t0) const;
+
+  // With every thread stopped, a timed run: leaves out every site of each function one of
+  // whose sites another tracer holds (or cannot be read). How many sites.
+  size_t drop_held_functions(const IsOurs& ours);
 
   // Whether the program still has the trampolines: after an exec the address is gone.
   bool still_patched() const;

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -94,14 +95,35 @@ Result<void> Run::place() {
   // The short checks' region when its place is taken: a killed gotap's pages may be there,
   // which are looked at with every thread stopped (dead_pages.h).
   std::unique_ptr<Mapped> pending;
-  for (Region& r : lay_out(set_, bias_)) {
+  std::vector<Region> regions = timed_ ? lay_out_timed(set_, bias_) : lay_out(set_, bias_);
+  if (regions.empty())
+    return give_up(
+        runtime_error("the text of pid {} is too large for the timed trampolines' "
+                      "fixed places; nothing was written",
+                      pid_));
+  for (Region& r : regions) {
     auto m = std::make_unique<Mapped>();
     m->region = std::move(r);
     const Region& g = m->region;
+    if (g.ring) m->pages.writable();
     auto mapped = g.base ? m->pages.map_at(*proc_, held, syscall_at_, g.base, g.base, g.code_size(),
                                            g.counter_size())
                          : m->pages.map(*proc_, held, syscall_at_, image_lo_, image_hi_,
                                         g.code_size(), g.counter_size());
+    // The region of a timed run's bodies and ring: nothing is timed without it.
+    if (!mapped && g.ring)
+      return give_up(unmap_all(
+          held, runtime_error("no room for the RETs' trampolines in pid {} ({}); nothing was "
+                              "written",
+                              pid_, mapped.error().what())));
+    if (mapped && g.ring) {
+      ring_ = m->pages.view() + g.ring_offset();
+      timed_code_.events = {m->pages.counters() + g.ring_offset(), plan_.offsets.g_goid,
+                            plan_.offsets.g_stack_hi};
+      timed_code_.bodies.assign(set_.patches.size(), 0);
+      for (size_t k = 0; k < g.patches.size(); ++k)
+        timed_code_.bodies[g.patches[k]] = m->pages.code() + g.body[k];
+    }
     if (!mapped) {
       if (!g.base) return give_up(unmap_all(held, mapped.error()));
       no_room_why = mapped.error().what();
@@ -129,6 +151,9 @@ Result<void> Run::place() {
       taken_back = take_place(*pending, held, stopped, ours, elf, empty);
       if (pending->pages.code()) mapped_.push_back(std::move(pending));
     }
+    // A timed function is patched whole or not at all: a site another tracer holds leaves
+    // out its function's other sites too (an entry with no return would stay open).
+    if (timed_) t.foreign += drop_held_functions(ours);
     for (auto& m : mapped_) {
       const WriteTally w = write_jumps(proc_->mem(), m->sites, ours);
       t.written += w.written;
@@ -156,6 +181,11 @@ Result<void> Run::place() {
     return end_unpatched(
         runtime_error("cannot stop every thread of pid {} to patch it; nothing was patched", pid_));
   placed_ = t.written;
+  std::set<int> funcs;
+  for (const auto& m : mapped_)
+    for (const LiveSite& l : m->sites)
+      if (l.written) funcs.insert(l.func);
+  funcs_placed_ = funcs.size();
   foreign_ = t.foreign;
   if (t.replaced)
     fmt::print(stderr,
@@ -178,7 +208,9 @@ Result<void> Run::place() {
 
 Result<void> Run::write_trampolines(Mapped& m, bool empty) {
   auto code =
-      build_trampolines(set_, m.region, bias_, m.pages.code(), self_owner(), m.sites, empty);
+      timed_
+          ? build_timed(set_, m.region, bias_, m.pages.code(), self_owner(), timed_code_, m.sites)
+          : build_trampolines(set_, m.region, bias_, m.pages.code(), self_owner(), m.sites, empty);
   if (!code) return code.error();
   for (const auto& [off, len] : code->runs)
     if (!proc_->mem().write(m.pages.code() + off, code->bytes.data() + off, len))
@@ -203,6 +235,23 @@ size_t Run::take_place(Mapped& m, pid_t held, const std::vector<pid_t>& stopped,
     return taken;
   if (!write_trampolines(m, empty)) m.pages.unmap(*proc_, held, syscall_at_);
   return taken;
+}
+
+size_t Run::drop_held_functions(const IsOurs& ours) {
+  std::set<int> held;
+  for (const auto& m : mapped_)
+    for (const LiveSite& l : m->sites)
+      if (site_now(proc_->mem(), l, ours) != SiteNow::File &&
+          site_now(proc_->mem(), l, ours) != SiteNow::Ours)
+        held.insert(l.func);
+  size_t dropped = 0;
+  for (auto& m : mapped_)
+    std::erase_if(m->sites, [&](const LiveSite& l) {
+      const bool out = held.count(l.func) != 0;
+      dropped += out;
+      return out;
+    });
+  return dropped;
 }
 
 IsOurs Run::left_by_a_gotap() {

@@ -13,8 +13,88 @@ namespace gotap::trampoline {
 namespace {
 
 constexpr uint8_t kInt3 = 0xcc;
+constexpr uint64_t kPage = 4096;
+
+RegionCode header_only(const Region& region, const Owner& owner) {
+  RegionCode out;
+  out.bytes.assign(region.code_size(), kInt3);
+  std::memcpy(out.bytes.data(), kMagic, sizeof kMagic);
+  static_assert(sizeof kMagic <= kOwnerOffset && kOwnerOffset + sizeof(Owner) <= kHeaderSize);
+  std::memcpy(out.bytes.data() + kOwnerOffset, &owner, sizeof owner);
+  return out;
+}
+
+// The pages to write: those `used` marks, merged into runs.
+void runs_of(const std::vector<bool>& used, RegionCode& out) {
+  for (size_t pg = 0; pg < used.size(); ++pg) {
+    if (!used[pg]) continue;
+    if (!out.runs.empty() && out.runs.back().first + out.runs.back().second == pg * kPage)
+      out.runs.back().second += kPage;
+    else
+      out.runs.emplace_back(pg * kPage, kPage);
+  }
+}
 
 }  // namespace
+
+Result<RegionCode> build_timed(const PatchSet& set, const Region& region, uint64_t bias,
+                               uint64_t code, const Owner& owner, const TimedCode& timed,
+                               std::vector<LiveSite>& sites) {
+  RegionCode out = header_only(region, owner);
+  std::vector<bool> used(region.code_size() / kPage);
+  used[0] = true;
+  auto put = [&](uint64_t off, const std::vector<uint8_t>& b) -> Result<void> {
+    if (off < kHeaderSize || off + b.size() > region.code_size())
+      return make_error("trampoline code at {:#x} outside its region", code + off);
+    std::memcpy(out.bytes.data() + off, b.data(), b.size());
+    used[off / kPage] = used[(off + b.size() - 1) / kPage] = true;
+    return {};
+  };
+  sites.clear();
+  for (size_t k = 0; k < region.patches.size(); ++k) {
+    const size_t idx = region.patches[k];
+    const Patch& p = set.patches[idx];
+    JumpSite s = p.site;
+    s.at += bias;
+    s.branch_to += bias;
+    const Bytes orig(p.orig.data(), s.len);
+    const uint32_t id = static_cast<uint32_t>(idx << 1 | (p.ret ? 1 : 0));
+    const uint64_t slot = code + region.at[k];
+    LiveSite l = live_site(p, bias);
+    Result<std::vector<uint8_t>> jump = std::vector<uint8_t>{};
+    if (!region.ring) {  // a short check's stub
+      if (slot != short_site_trampoline(s, orig))
+        return make_error("a short check's stub at {:#x}, not at its place", slot);
+      auto stub = short_stub(slot, s, orig, timed.bodies.at(idx));
+      if (!stub) return stub.error();
+      GOTAP_TRY(put(region.at[k], *stub));
+      jump = short_site_jump(s, orig);
+    } else {
+      const uint64_t body = code + region.body[k];
+      auto b =
+          p.ret ? ret_body(body, s, orig, timed.events, id) : entry_body(body, s, timed.events, id);
+      if (!b) return b.error();
+      GOTAP_TRY(put(region.body[k], *b));
+      if (p.short_check) continue;  // its jump goes to its stub, in the other region
+      if (p.ret) {
+        if (slot != one_byte_jump_place(s.at, orig))
+          return make_error("a RET's stub at {:#x}, not at its place", slot);
+        auto stub = jump_to(slot, body);
+        if (!stub) return stub.error();
+        GOTAP_TRY(put(region.at[k], *stub));
+        jump = std::vector<uint8_t>{0xe9};
+      } else {
+        jump = branch_site_jump(s, body);
+      }
+    }
+    if (!jump) return jump.error();
+    if (jump->size() != l.len) return make_error("a jump of {} bytes at {:#x}", jump->size(), l.at);
+    std::memcpy(l.jump.data(), jump->data(), jump->size());
+    sites.push_back(l);
+  }
+  runs_of(used, out);
+  return out;
+}
 
 Result<RegionCode> build_trampolines(const PatchSet& set, const Region& region, uint64_t bias,
                                      uint64_t code, const Owner& owner,
@@ -96,8 +176,11 @@ std::optional<uint64_t> left_jump(const LiveSite& s, const uint8_t* now) {
 LiveSite live_site(const Patch& p, uint64_t bias) {
   LiveSite l;
   l.at = p.site.at + bias;
-  l.len = p.short_check ? 1 : p.site.len;
-  l.check_len = p.site.len;
+  l.len = p.one_byte() ? 1 : p.site.len;
+  // A RET's own byte is not the jump's: another tracer's probe on the RET can stay, and
+  // fires still (the body jumps back to it).
+  l.check_len = p.ret ? p.site.len - 1 : p.site.len;
+  l.func = p.func;
   l.orig = p.orig;
   return l;
 }

@@ -23,6 +23,7 @@
 #include "backends/trampoline/owner.h"
 #include "backends/trampoline/patch_set.h"
 #include "core/model/result.h"
+#include "core/plan/trampoline_code.h"
 
 namespace gotap::trampoline {
 
@@ -30,6 +31,7 @@ struct LiveSite {
   uint64_t at = 0;        // run-time address of the first byte written
   uint8_t len = 0;        // bytes written: the jbe's 6, or a short check's compare's 4
   uint8_t check_len = 0;  // the file's bytes that must be in place to patch (the whole range)
+  int func = -1;          // the plan's function
   std::array<uint8_t, 16> orig{}, jump{};
   bool written = false;
   // A uprobe's int3 was seen over the jump's first byte during the trace (note_uprobes).
@@ -49,6 +51,17 @@ struct RegionCode {
 Result<RegionCode> build_trampolines(const PatchSet& set, const Region& region, uint64_t bias,
                                      uint64_t code, const Owner& owner,
                                      std::vector<LiveSite>& sites, bool empty = false);
+
+// A timed run's trampolines (lay_out_timed): the first region's stubs and bodies, each
+// body recording into the ring `events` names; the second's short-check stubs, each jumping
+// to its body at bodies[patch index]. Sites: each jump whose target is in this region.
+struct TimedCode {
+  EventTarget events;
+  std::vector<uint64_t> bodies;  // by PatchSet index, in the program
+};
+Result<RegionCode> build_timed(const PatchSet& set, const Region& region, uint64_t bias,
+                               uint64_t code, const Owner& owner, const TimedCode& timed,
+                               std::vector<LiveSite>& sites);
 
 struct WriteTally {
   size_t written = 0;

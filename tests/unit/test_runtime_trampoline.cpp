@@ -745,8 +745,9 @@ TEST_F(Trampoline, RefusesWhatItDoesNotDo) {
     std::string says;
   };
   for (const Want& w : std::vector<Want>{
-           {{"trace", "main.add"}, "counts calls only"},
-           {{"latency", "main.add"}, "counts calls only"},
+           {{"trace", "main.add"}, "counts and times calls only"},
+           {{"graph", "main.add"}, "counts and times calls only"},
+           {{"latency", "--slower", "1ms", "main.add"}, "takes no --if, --slower"},
            {{"count", "--if", "goid > 0", "main.add"}, "takes no --if"},
            {{"count", "--stack", "2", "main.add"}, "has no --stack"},
        }) {

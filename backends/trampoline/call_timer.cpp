@@ -1,0 +1,85 @@
+#include "backends/trampoline/call_timer.h"
+
+#include <time.h>
+#include <x86intrin.h>
+
+namespace gotap::trampoline {
+
+namespace {
+
+uint64_t mono_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+// A TSC reading and the clock's at the same moment: the pair whose two clock readings are
+// closest, of a few.
+void both(uint64_t& tsc, uint64_t& ns) {
+  uint64_t best = UINT64_MAX;
+  for (int i = 0; i < 5; ++i) {
+    const uint64_t a = mono_ns(), t = __rdtsc(), b = mono_ns();
+    if (b - a < best) {
+      best = b - a;
+      tsc = t;
+      ns = a + (b - a) / 2;
+    }
+  }
+}
+
+}  // namespace
+
+TscClock::TscClock() {
+  both(tsc0_, ns0_);
+  // A first rate over 10 ms, refined by each update.
+  timespec d{0, 10'000'000};
+  nanosleep(&d, nullptr);
+  update();
+}
+
+void TscClock::update() {
+  uint64_t tsc = 0, ns = 0;
+  both(tsc, ns);
+  if (tsc > tsc0_ && ns > ns0_) ns_per_tick_ = double(ns - ns0_) / double(tsc - tsc0_);
+}
+
+uint64_t TscClock::ns(uint64_t ticks) const {
+  return static_cast<uint64_t>(double(ticks) * ns_per_tick_ + 0.5);
+}
+
+size_t CallTimer::drain(uint8_t* ring) {
+  auto* records = reinterpret_cast<RingRecord*>(ring + kRingRecords);
+  auto* tail = reinterpret_cast<uint64_t*>(ring + kRingTail);
+  size_t n = 0;
+  for (;; ++n) {
+    RingRecord& r = records[next_ & (kRingCapacity - 1)];
+    if (__atomic_load_n(&r.seq, __ATOMIC_ACQUIRE) != next_ + 1) break;
+    const RingRecord rec{r.seq, r.tsc, r.goid, r.id, r.depth};
+    ++next_;
+    // Each record read frees its slot at once: a writer waits for no batch.
+    __atomic_store_n(tail, next_, __ATOMIC_RELEASE);
+    const size_t patch = rec.id >> 1;
+    if (patch >= funcs_.size()) continue;
+    const int func = funcs_[patch];
+    const Key key{rec.goid, rec.depth};
+    if (!(rec.id & 1)) {
+      open_[key] = Open{func, rec.tsc};
+      continue;
+    }
+    auto it = open_.find(key);
+    if (it == open_.end() || it->second.func != func) {
+      ++unmatched_;
+      continue;
+    }
+    const uint64_t ticks = rec.tsc > it->second.tsc ? rec.tsc - it->second.tsc : 0;
+    open_.erase(it);
+    lat_[func].add(clock_.ns(ticks));
+  }
+  return n;
+}
+
+uint64_t CallTimer::dropped(const uint8_t* ring) const {
+  return __atomic_load_n(reinterpret_cast<const uint64_t*>(ring + kRingDropped), __ATOMIC_RELAXED);
+}
+
+}  // namespace gotap::trampoline

@@ -1,0 +1,66 @@
+// The consumer of a timed run's event ring (core/plan/event_ring.h): reads the records the
+// program's trampolines wrote, pairs each return with its call's entry by goroutine and
+// stack depth (g.stack.hi - RSP, which a stack copy keeps), and adds each call's time to its
+// function's histogram (core/events/latency.h). Times are the TSC's, turned into nanoseconds
+// by a rate measured against CLOCK_MONOTONIC from gotap's start to its latest read.
+// A return with no entry is a call that began before the jumps were in: left out. An entry
+// with no return (its goroutine ended, or a panic unwound the frame) is replaced by the next
+// call at the same depth of that goroutine, or stays open at the end.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "core/events/latency.h"
+#include "core/plan/event_ring.h"
+
+namespace gotap::trampoline {
+
+class TscClock {
+ public:
+  TscClock();
+  // Nanoseconds for `ticks`, at the rate measured so far.
+  uint64_t ns(uint64_t ticks) const;
+  // Measures the rate again, from the first reading to now.
+  void update();
+
+ private:
+  uint64_t tsc0_ = 0, ns0_ = 0;
+  double ns_per_tick_ = 0;
+};
+
+class CallTimer {
+ public:
+  // `funcs`: the function of each patch index (PatchSet order).
+  CallTimer(std::vector<int> funcs, size_t nfuncs) : funcs_(std::move(funcs)), lat_(nfuncs) {}
+  // Reads what the ring at `ring` (gotap's view of it) holds now and moves its tail on.
+  // How many records were read.
+  size_t drain(uint8_t* ring);
+  uint64_t dropped(const uint8_t* ring) const;
+  const std::vector<LatencySummary>& latencies() const { return lat_; }
+  size_t open_calls() const { return open_.size(); }
+  uint64_t unmatched_returns() const { return unmatched_; }
+  TscClock& clock() { return clock_; }
+
+ private:
+  struct Key {
+    uint64_t goid;
+    uint32_t depth;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const { return k.goid * 0x9e3779b97f4a7c15ull ^ k.depth; }
+  };
+  struct Open {
+    int func;
+    uint64_t tsc;
+  };
+  std::vector<int> funcs_;
+  std::vector<LatencySummary> lat_;
+  std::unordered_map<Key, Open, KeyHash> open_;
+  uint64_t next_ = 0, unmatched_ = 0;
+  TscClock clock_;
+};
+
+}  // namespace gotap::trampoline

@@ -1,0 +1,297 @@
+// `gotap latency --backend trampoline` (issue 38): timed trampolines at each function's stack
+// check and at each of its RETs' epilogues, their events read from a ring in the program's
+// memory. Held to the program's own truth: the latency fixture's park calls lie inside the
+// windows their callers measured around them; its burn calls last what the program's own
+// clock says, plus the call's few hundred nanoseconds; the stress fixture (stack growth,
+// panics, many goroutines) prints what it prints untraced; an attached program gets exactly
+// the calls made while patched and keeps nothing of gotap; a killed gotap leaves a program
+// that runs on. Go 1.21 and later only: older epilogues are refused in one line.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/events/latency.h"
+#include "tests/unit/fixtures.h"
+#include "tests/unit/loopback.h"
+
+namespace gotap::testing {
+namespace {
+
+using json = nlohmann::json;
+
+class TrampolineLatency : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "the trampoline backend needs root (ptrace)";
+  }
+};
+
+bool timed_release(const Fixture& f) {
+  return f.go_version != "1.17" && f.go_version != "1.18" && f.go_version != "1.19" &&
+         f.go_version != "1.20";
+}
+
+json latency_of(const std::string& out, const std::string& func) {
+  for (const json& e : events_in(out, "latency"))
+    if (e["func"] == func && !e.contains("interval")) return e;
+  return json();
+}
+
+json summary_of(const std::string& out) {
+  auto s = events_in(out, "summary");
+  return s.empty() ? json() : s.back();
+}
+
+// The RETs of `func` as go tool objdump lists the fixture (its .objdump beside it; a
+// stripped build's code is its unstripped flavour's, which has the listing).
+size_t rets_in_objdump(const Fixture& f, const std::string& func) {
+  std::string path = f.path;
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"/pie-stripped/", "/pie/"},
+                                 {"/stripped/", "/default/"}})
+    if (const size_t at = path.find(from); at != std::string::npos)
+      path.replace(at, from.size(), to);
+  std::istringstream in(read_file(path + ".objdump"));
+  size_t n = 0;
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("TEXT ", 0) == 0)
+      inside = line.rfind("TEXT " + func + "(SB)", 0) == 0;
+    else if (inside && line.find("\tRET") != std::string::npos)
+      ++n;
+  }
+  return n;
+}
+
+// Each park call's window as its caller measured it (CLOCK_MONOTONIC before and after).
+struct Windows {
+  uint64_t calls = 0, sum_ns = 0, min_ns = UINT64_MAX;
+  std::map<int, uint64_t> by_ms;
+};
+
+Windows windows_of(const std::string& out) {
+  Windows w;
+  std::istringstream lines(out);
+  for (std::string l; std::getline(lines, l);) {
+    const auto at = l.find(" ms=");
+    int ms = 0;
+    unsigned long long start = 0, end = 0;
+    if (l.rfind("gt window ", 0) != 0 || at == std::string::npos ||
+        sscanf(l.c_str() + at, " ms=%d start=%llu end=%llu", &ms, &start, &end) != 3)
+      continue;
+    ++w.calls;
+    w.sum_ns += end - start;
+    w.min_ns = std::min<uint64_t>(w.min_ns, end - start);
+    ++w.by_ms[ms];
+  }
+  return w;
+}
+
+// Every release from 1.21 and every flavour: main.park's calls, each inside the window its
+// caller measured around it. So their count is the program's, their least is at least the
+// 1 ms sleep, and their sum lies between the windows' sum less 1 ms a call and that sum.
+TEST_F(TrampolineLatency, ParkCallsLieInsideTheirCallersWindowsOnEveryRelease) {
+  auto fx = all_fixtures("latency");
+  if (fx.empty()) GTEST_SKIP() << "no latency fixtures built";
+  size_t timed = 0;
+  for (const Fixture& f : fx) {
+    SCOPED_TRACE(f.label());
+    RunResult r = run_command({gotap_binary(), "latency", "--backend", "trampoline", "--json",
+                               "main.park", "--", f.path, "park", "3", "4"},
+                              120);
+    if (!timed_release(f)) {
+      EXPECT_EQ(r.exit_code, 2) << r.err;
+      EXPECT_NE(r.err.find("times calls of Go 1.21 and later only"), std::string::npos) << r.err;
+      continue;
+    }
+    ++timed;
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const Windows w = windows_of(r.out);
+    ASSERT_EQ(w.calls, 36u) << r.out;
+    const json l = latency_of(r.out, "main.park");
+    ASSERT_TRUE(l.is_object()) << r.out;
+    EXPECT_EQ(l["count"].get<uint64_t>(), w.calls);
+    EXPECT_GE(l["min_ns"].get<uint64_t>(), 1'000'000u);
+    EXPECT_LE(l["min_ns"].get<uint64_t>(), w.min_ns);
+    // avg_ns is the sum's integer quotient: up to one ns a call below it.
+    const uint64_t sum = l["avg_ns"].get<uint64_t>() * w.calls;
+    EXPECT_LE(sum, w.sum_ns);
+    EXPECT_GE(sum + w.calls * 1'000'000, w.sum_ns);
+    const json s = summary_of(r.out);
+    EXPECT_EQ(s.value("backend", ""), "trampoline");
+    EXPECT_EQ(s.value("lost", 1), 0);
+    EXPECT_EQ(s.value("open_calls", 1), 0);
+    // Its entry and each of its RETs.
+    const size_t rets = rets_in_objdump(f, "main.park");
+    EXPECT_GT(rets, 0u);
+    EXPECT_EQ(s.value("probes", 0u), 1 + rets);
+  }
+  EXPECT_GT(timed, 0u) << "no fixture of Go 1.21 or later";
+}
+
+// The burn calls' own clock (from their first line to their last, less their call of tick):
+// a traced call lasts that plus the call's own few hundred nanoseconds (time.Now, prologue,
+// epilogue, the trampolines). Counted at a few durations: no fewer calls than the program's
+// reach each, and no more than those the program measured within 5 us below it (and the
+// warm-ups).
+TEST_F(TrampolineLatency, BurnCallsLastWhatTheProgramsClockSays) {
+  std::vector<Fixture> fx;
+  for (const Fixture& f : all_fixtures("latency"))
+    if (timed_release(f) && f.flavour == "default") fx.push_back(f);
+  if (fx.empty()) GTEST_SKIP() << "no latency fixtures of Go 1.21 or later built";
+  for (const Fixture& f : {fx.front(), fx.back()}) {
+    SCOPED_TRACE(f.label());
+    RunResult r = run_command({gotap_binary(), "latency", "--backend", "trampoline", "--json",
+                               "main.burn", "--", f.path, "burn", "2", "60"},
+                              120);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::vector<uint64_t> own;
+    // Each goroutine's call 0, the warm-up: its first time.Now (before the program's clock
+    // starts) may fault in pages for microseconds.
+    uint64_t warmups = 0;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);) {
+      unsigned long long g = 0, seq = 0, us = 0, ns = 0;
+      if (sscanf(line.c_str(), "GT burn goid=%llu seq=%llu us=%llu ns=%llu", &g, &seq, &us, &ns) ==
+          4) {
+        own.push_back(ns);
+        warmups += seq == 0;
+      }
+    }
+    ASSERT_EQ(own.size(), 120u) << r.out;
+    const json l = latency_of(r.out, "main.burn");
+    ASSERT_TRUE(l.is_object()) << r.out;
+    EXPECT_EQ(l["count"].get<uint64_t>(), own.size());
+    uint64_t own_sum = 0;
+    for (uint64_t ns : own) own_sum += ns;
+    const uint64_t sum = l["avg_ns"].get<uint64_t>() * own.size() + own.size();
+    EXPECT_GE(sum, own_sum);
+    EXPECT_LE(sum, own_sum + own.size() * 5'000) << "5 us a call at most for the call itself";
+    for (uint64_t at : {10'000ull, 30'000ull, 60'000ull, 120'000ull}) {
+      const uint64_t lo = latency_bucket_range(latency_bucket(at)).lo;
+      uint64_t traced = 0, program = 0, near = 0;
+      for (const json& b : l["fine_buckets"])
+        if (b["lo_ns"].get<uint64_t>() >= lo) traced += b["count"].get<uint64_t>();
+      for (uint64_t ns : own) {
+        program += ns >= lo;
+        near += ns < lo && ns + 5'000 >= lo;
+      }
+      SCOPED_TRACE(lo);
+      EXPECT_GE(traced, program);
+      EXPECT_LE(traced, program + near + warmups);
+    }
+  }
+}
+
+// Stack growth and copying (main.grow's recursion, left out: its frame is too large for a
+// RET jump yet), panics and recovers, 300 goroutines: the program prints what it prints
+// untraced, and each timed function's calls are the program's.
+TEST_F(TrampolineLatency, TheStressFixtureRunsAsUntraced) {
+  std::vector<Fixture> fx;
+  for (const Fixture& f : all_fixtures("stress"))
+    if (timed_release(f) && (f.flavour == "default" || f.flavour == "pie")) fx.push_back(f);
+  if (fx.empty()) GTEST_SKIP() << "no stress fixtures of Go 1.21 or later built";
+  for (const Fixture& f : fx) {
+    SCOPED_TRACE(f.label());
+    const std::vector<std::string> argv = {f.path, "-goroutines", "300", "-depth", "1500"};
+    RunResult u = run_command(argv, 120);
+    ASSERT_EQ(u.exit_code, 0) << u.err;
+    std::vector<std::string> cmd = {gotap_binary(), "latency", "--backend", "trampoline",
+                                    "--json",       "main.*",  "--"};
+    cmd.insert(cmd.end(), argv.begin(), argv.end());
+    RunResult r = run_command(cmd, 180);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::string program;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("{\"event\"", 0) != 0) program += line + "\n";
+    EXPECT_EQ(program, u.out);
+    const json l = latency_of(r.out, "main.mayPanic");
+    ASSERT_TRUE(l.is_object()) << r.out << r.err;
+    EXPECT_EQ(l["count"].get<uint64_t>(), 30u);
+    const json s = summary_of(r.out);
+    EXPECT_EQ(s.value("lost", 1), 0);
+    EXPECT_EQ(s.value("exit_code", -1), 0);
+  }
+}
+
+// An attached program: the calls made while it is patched, exactly; after the detach, its
+// text is its file's, its mappings are those it had, and it runs on and ends well.
+TEST_F(TrampolineLatency, AnAttachedProgramGetsExactlyTheCallsMadeWhilePatched) {
+  std::vector<Fixture> fx;
+  for (const Fixture& f : all_fixtures("latency"))
+    if (timed_release(f) &&
+        (f.flavour == "default" || f.flavour == "pie-stripped" || f.flavour == "stripped"))
+      fx.push_back(f);
+  if (fx.empty()) GTEST_SKIP() << "no latency fixtures of Go 1.21 or later built";
+  for (const Fixture& f : fx) {
+    SCOPED_TRACE(f.label());
+    Spin prog(f.path);
+    ASSERT_TRUE(prog.ask(1000)) << "before the attach: not timed";
+    Child g = spawn({gotap_binary(), "latency", "--backend", "trampoline", "--json", "-p",
+                     std::to_string(prog.pid()), "main.work"});
+    std::string err = read_until(g.err, "Tracing ", 60000);
+    ASSERT_NE(err.find("Tracing "), std::string::npos) << err;
+    ASSERT_TRUE(prog.ask(5000));
+    ASSERT_TRUE(prog.ask(2345));
+    kill(g.pid, SIGINT);
+    const std::string out = read_all(g.out);
+    err += read_all(g.err);
+    int st = 0;
+    waitpid(g.pid, &st, 0);
+    close(g.out);
+    close(g.err);
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << err;
+    const json l = latency_of(out, "main.work");
+    ASSERT_TRUE(l.is_object()) << out << err;
+    EXPECT_EQ(l["count"].get<uint64_t>(), 7345u);
+    EXPECT_EQ(summary_of(out).value("lost", 1), 0);
+    TextCompare text = compare_text(prog.pid());
+    EXPECT_GT(text.bytes, 0u);
+    EXPECT_EQ(text.differing, 0u) << text.first;
+    ASSERT_TRUE(prog.ask(100));
+    EXPECT_TRUE(prog.ends_well());
+  }
+}
+
+// SIGKILL leaves the jumps and the timed trampolines: the program runs on, writing into a
+// ring nobody reads (full, it drops). A count after it takes back the entry's jump and its
+// pages, counts exactly, and the program still ends well.
+TEST_F(TrampolineLatency, AKilledGotapLeavesAProgramThatRunsOn) {
+  std::vector<Fixture> fx;
+  for (const Fixture& f : all_fixtures("latency"))
+    if (timed_release(f) && f.flavour == "default") fx.push_back(f);
+  if (fx.empty()) GTEST_SKIP() << "no latency fixtures of Go 1.21 or later built";
+  const Fixture& f = fx.back();
+  Spin prog(f.path);
+  ASSERT_TRUE(prog.ask(10));
+  Child g = spawn({gotap_binary(), "latency", "--backend", "trampoline", "-p",
+                   std::to_string(prog.pid()), "main.work"});
+  const std::string err = read_until(g.err, "Tracing ", 60000);
+  ASSERT_NE(err.find("Tracing "), std::string::npos) << err;
+  kill(g.pid, SIGKILL);
+  int st = 0;
+  waitpid(g.pid, &st, 0);
+  close(g.out);
+  close(g.err);
+  // More calls than the ring holds records: it fills and drops, the program never waits.
+  ASSERT_TRUE(prog.ask(50000));
+  EXPECT_GT(compare_text(prog.pid()).differing, 0u) << "the jumps stay";
+  RunResult c = run_command({gotap_binary(), "count", "--backend", "trampoline", "--json", "-p",
+                             std::to_string(prog.pid()), "main.work", "--duration", "0.1"},
+                            60);
+  EXPECT_EQ(c.exit_code, 0) << c.err;
+  ASSERT_TRUE(prog.ask(100));
+  EXPECT_TRUE(prog.ends_well());
+}
+
+}  // namespace
+}  // namespace gotap::testing

@@ -1,0 +1,231 @@
+// The timed trampolines' code (core/plan/trampoline_code.h, event_ring.h), run for real: a
+// hand-assembled Go-shaped function (a short stack check, a frame, Go 1.21's epilogue) is
+// patched as the trampoline backend patches it (a one-byte jump at its compare and at its
+// epilogue's add, each to a stub at its fixed place, stubs to bodies that write the ring)
+// and called with R14 as its g. The truth: its results unpatched, the calls made, the g it
+// ran on. The records are read by the backend's own reader (backends/trampoline/call_timer.h).
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "backends/trampoline/call_timer.h"
+#include "core/plan/event_ring.h"
+#include "core/plan/inline_mark.h"
+#include "core/plan/jump_site.h"
+#include "core/plan/trampoline_code.h"
+
+namespace gotap {
+namespace {
+
+// f(x) = 3x + 1 with a short check and Go 1.21's frame; its morestack path counts its passes
+// in g's fourth word and "grows the stack" (the guard goes to 0), then enters again.
+const std::vector<uint8_t> kFramed = {
+    0x49, 0x3b, 0x66, 0x10,                          // 0x00 cmp rsp,[r14+0x10]
+    0x76, 0x13,                                      // 0x04 jbe 0x19
+    0x55,                                            // 0x06 push rbp
+    0x48, 0x89, 0xe5,                                // 0x07 mov rbp,rsp
+    0x48, 0x83, 0xec, 0x10,                          // 0x0a sub rsp,0x10
+    0x48, 0x8d, 0x44, 0x7f, 0x01,                    // 0x0e lea rax,[rdi+rdi*2+1]
+    0x48, 0x83, 0xc4, 0x10,                          // 0x13 add rsp,0x10
+    0x5d,                                            // 0x17 pop rbp
+    0xc3,                                            // 0x18 ret
+    0x49, 0xc7, 0x46, 0x10, 0x00, 0x00, 0x00, 0x00,  // 0x19 mov qword [r14+0x10],0
+    0xf0, 0x49, 0xff, 0x46, 0x18,                    // 0x21 lock inc qword [r14+0x18]
+    0xeb, 0xd8,                                      // 0x26 jmp 0x00
+};
+constexpr uint64_t kJbe = 0x04, kRet = 0x18;
+// At 0x40: push r14; mov r14,rsi; call 0x00; pop r14; ret.
+const std::vector<uint8_t> kCallWithG = {0x41, 0x56, 0x49, 0x89, 0xf6, 0xe8, 0xb6,
+                                         0xff, 0xff, 0xff, 0x41, 0x5e, 0xc3};
+constexpr uint32_t kGoidOff = 0x98;
+
+struct FakeG {
+  uint64_t lo = 0, hi = 0, guard = 0, grown = 0;
+  uint64_t pad[(kGoidOff - 32) / 8] = {};
+  uint64_t goid = 0;
+};
+static_assert(offsetof(FakeG, goid) == kGoidOff);
+
+using FnWithG = uint64_t (*)(uint64_t, FakeG*);
+
+uint8_t* map_at(uint64_t at, size_t len) {
+  void* p = mmap(reinterpret_cast<void*>(at), len, PROT_READ | PROT_WRITE | PROT_EXEC,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  if (reinterpret_cast<uint64_t>(p) != at) {
+    munmap(p, len);
+    return nullptr;
+  }
+  return static_cast<uint8_t*>(p);
+}
+
+// The function, patched: its page, the RET stub's page (bodies and the ring right after it)
+// and the short check's stub's page, each at the place the jumps fix.
+class Timed {
+ public:
+  Timed() {
+    fn_ = static_cast<uint8_t*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+                                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (fn_ == MAP_FAILED) {
+      fn_ = nullptr;
+      return;
+    }
+    std::memcpy(fn_, kFramed.data(), kFramed.size());
+    std::memcpy(fn_ + 0x40, kCallWithG.data(), kCallWithG.size());
+    const uint64_t base = reinterpret_cast<uint64_t>(fn_);
+    const Bytes code(kFramed.data(), kFramed.size());
+    const CodeBlocks blocks = decode_blocks(code, base, false);
+    entry_ = stack_check_short_site(code, base, blocks, base, base + kJbe);
+    ret_ = ret_epilogue_site(code, base, blocks, base + kRet);
+    if (!entry_.ok() || !ret_.ok()) return;
+    const Bytes ret_orig(fn_ + (ret_.at - base), ret_.len), entry_orig(fn_, entry_.len);
+    const uint64_t ret_stub = one_byte_jump_place(ret_.at, ret_orig);
+    const uint64_t short_stub_at = short_site_trampoline(entry_, entry_orig);
+    far_len_ = 2 * 4096 + ring_bytes();
+    far_ = map_at(ret_stub & ~uint64_t(4095), far_len_);
+    short_page_ = map_at(short_stub_at & ~uint64_t(4095), 4096);
+    if (!far_ || !short_page_) return;
+    const uint64_t far = reinterpret_cast<uint64_t>(far_);
+    ring_ = far_ + 2 * 4096;
+    const EventTarget t{far + 2 * 4096, kGoidOff, 8};
+    const uint64_t entry_body_at = far + 4096, ret_body_at = far + 4096 + kBodyMax;
+    auto eb = entry_body(entry_body_at, entry_, t, 0);
+    auto rb = ret_body(ret_body_at, ret_, ret_orig, t, 1);
+    auto rs = jump_to(ret_stub, ret_body_at);
+    auto ss = short_stub(short_stub_at, entry_, entry_orig, entry_body_at);
+    if (!eb || !rb || !rs || !ss) {
+      error_ = !eb ? eb.error().what() : !rb ? rb.error().what() : "a stub";
+      return;
+    }
+    std::memcpy(far_ + 4096, eb->data(), eb->size());
+    std::memcpy(far_ + 4096 + kBodyMax, rb->data(), rb->size());
+    std::memcpy(far_ + (ret_stub - far), rs->data(), rs->size());
+    std::memcpy(short_page_ + (short_stub_at & 4095), ss->data(), ss->size());
+    // The two one-byte jumps: all the function's bytes that change.
+    fn_[0] = fn_[ret_.at - base] = 0xe9;
+    ok_ = true;
+  }
+  ~Timed() {
+    if (fn_) munmap(fn_, 4096);
+    if (far_) munmap(far_, far_len_);
+    if (short_page_) munmap(short_page_, 4096);
+  }
+  bool ok() const { return ok_; }
+  std::string why() const { return error_; }
+  FnWithG fn() const { return reinterpret_cast<FnWithG>(fn_ + 0x40); }
+  uint8_t* ring() const { return ring_; }
+  const RingRecord* records() const {
+    return reinterpret_cast<const RingRecord*>(ring_ + kRingRecords);
+  }
+
+ private:
+  uint8_t *fn_ = nullptr, *far_ = nullptr, *short_page_ = nullptr, *ring_ = nullptr;
+  size_t far_len_ = 0;
+  JumpSite entry_, ret_;
+  bool ok_ = false;
+  std::string error_ = "a fixed place is taken in this process";
+};
+
+uint64_t stack_hi_of(FakeG& g, std::vector<uint8_t>& stack) {
+  g.lo = reinterpret_cast<uint64_t>(stack.data());
+  g.hi = g.lo + stack.size();
+  return g.hi;
+}
+
+TEST(TrampolineEvents, EachCallWritesItsEntryAndReturnWithItsGoroutineAndDepth) {
+  Timed t;
+  if (!t.ok()) GTEST_SKIP() << t.why();
+  std::vector<uint8_t> stack(1 << 16);
+  FakeG g;
+  stack_hi_of(g, stack);  // stack.hi: RSP is far from it here, but the same at both ends
+  g.goid = 4242;
+  const int calls = 1000;
+  for (int x = 0; x < calls; ++x) {
+    // Every 10th call "grows its stack": through morestack, in again; one entry all the same.
+    g.guard = x % 10 == 0 ? UINT64_MAX : 0;
+    ASSERT_EQ(t.fn()(uint64_t(x), &g), uint64_t(3 * x + 1));
+  }
+  EXPECT_EQ(g.grown, uint64_t(calls / 10));
+  const RingRecord* r = t.records();
+  for (int k = 0; k < 2 * calls; ++k) {
+    SCOPED_TRACE(k);
+    ASSERT_EQ(r[k].seq, uint64_t(k + 1));
+    EXPECT_EQ(r[k].id, uint32_t(k % 2));  // the entry's id 0, the return's 1, as built
+    EXPECT_EQ(r[k].goid, 4242u);
+    if (k % 2) {
+      EXPECT_EQ(r[k].depth, r[k - 1].depth);
+      EXPECT_GE(r[k].tsc, r[k - 1].tsc);
+    }
+  }
+  EXPECT_EQ(r[2 * calls].seq, 0u);
+  // The backend's reader pairs them: one call of function 7 each.
+  trampoline::CallTimer timer({7}, 8);
+  EXPECT_EQ(timer.drain(t.ring()), size_t(2 * calls));
+  EXPECT_EQ(timer.latencies()[7].count, uint64_t(calls));
+  EXPECT_EQ(timer.open_calls(), 0u);
+  EXPECT_EQ(timer.dropped(t.ring()), 0u);
+}
+
+TEST(TrampolineEvents, ThreadsShareTheRingWithNoRecordLostWhileItIsRead) {
+  Timed t;
+  if (!t.ok()) GTEST_SKIP() << t.why();
+  constexpr int kThreads = 4, kCalls = 100'000;
+  std::atomic<int> done{0};
+  std::vector<std::thread> th;
+  for (int i = 0; i < kThreads; ++i)
+    th.emplace_back([&, i] {
+      std::vector<uint8_t> stack(1 << 12);
+      FakeG g;
+      stack_hi_of(g, stack);
+      g.goid = uint64_t(100 + i);
+      for (int x = 0; x < kCalls; ++x)
+        if (t.fn()(uint64_t(x), &g) != uint64_t(3 * x + 1)) return;
+      done.fetch_add(1);
+    });
+  trampoline::CallTimer timer({0}, 1);
+  size_t read = 0;
+  while (done.load() < kThreads || read < size_t(2 * kThreads * kCalls)) {
+    const size_t n = timer.drain(t.ring());
+    read += n;
+    if (!n && done.load() == kThreads) break;
+  }
+  for (auto& x : th) x.join();
+  read += timer.drain(t.ring());
+  ASSERT_EQ(done.load(), kThreads);
+  // Whatever the ring could not hold is counted, never lost unseen.
+  const uint64_t dropped = timer.dropped(t.ring());
+  EXPECT_EQ(read + dropped, size_t(2 * kThreads * kCalls));
+  if (dropped == 0) {
+    EXPECT_EQ(timer.latencies()[0].count, uint64_t(kThreads * kCalls));
+    EXPECT_EQ(timer.open_calls(), 0u);
+    EXPECT_EQ(timer.unmatched_returns(), 0u);
+  }
+}
+
+TEST(TrampolineEvents, AFullRingDropsAndCounts) {
+  Timed t;
+  if (!t.ok()) GTEST_SKIP() << t.why();
+  std::vector<uint8_t> stack(1 << 12);
+  FakeG g;
+  stack_hi_of(g, stack);
+  g.goid = 1;
+  const uint64_t calls = kRingCapacity / 2 + 1000;
+  for (uint64_t x = 0; x < calls; ++x) ASSERT_EQ(t.fn()(x, &g), 3 * x + 1);
+  trampoline::CallTimer timer({0}, 1);
+  EXPECT_EQ(timer.dropped(t.ring()), 2 * calls - kRingCapacity);
+  EXPECT_EQ(timer.drain(t.ring()), kRingCapacity);
+  EXPECT_EQ(timer.latencies()[0].count, kRingCapacity / 2);
+  // Room again: the next call's two records go in.
+  ASSERT_EQ(t.fn()(5, &g), 16u);
+  EXPECT_EQ(timer.drain(t.ring()), 2u);
+  EXPECT_EQ(timer.latencies()[0].count, kRingCapacity / 2 + 1);
+}
+
+}  // namespace
+}  // namespace gotap
