@@ -10,10 +10,12 @@ namespace gotap::trampoline {
 
 namespace {
 
-// starttime (field 22 of /proc/PID/stat); 0 when the process is gone.
+// starttime (field 22 of /proc/PID/stat); 0 when the process is gone, or a zombie: a gotap
+// killed by a parent that has not reaped it yet reads and writes nothing any more.
 uint64_t start_time(uint64_t pid) {
   const auto stat = sys::stat_fields(static_cast<pid_t>(pid));
-  return stat.size() > 22 ? std::strtoull(stat[22].c_str(), nullptr, 10) : 0;
+  if (stat.size() <= 22 || stat[3] == "Z" || stat[3] == "X") return 0;
+  return std::strtoull(stat[22].c_str(), nullptr, 10);
 }
 
 }  // namespace
