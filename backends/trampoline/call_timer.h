@@ -39,7 +39,7 @@ class CallTimer {
   size_t drain(uint8_t* ring);
   uint64_t dropped(const uint8_t* ring) const;
   const std::vector<LatencySummary>& latencies() const { return lat_; }
-  size_t open_calls() const { return open_.size(); }
+  size_t open_calls() const { return open_.size() + in_slots_; }
   uint64_t unmatched_returns() const { return unmatched_; }
   TscClock& clock() { return clock_; }
 
@@ -50,14 +50,28 @@ class CallTimer {
     bool operator==(const Key&) const = default;
   };
   struct KeyHash {
-    size_t operator()(const Key& k) const { return k.goid * 0x9e3779b97f4a7c15ull ^ k.depth; }
+    size_t operator()(const Key& k) const {
+      return (k.goid * 0x9e3779b97f4a7c15ull ^ k.depth * 0xc2b2ae3d27d4eb4full) >> 17;
+    }
   };
   struct Open {
     int func;
     uint64_t tsc;
   };
+  // The open calls: a direct-mapped table first (a call's return most often follows its
+  // entry closely: no allocation, one probe), the map for those it pushes out.
+  struct Slot {
+    Key key{};
+    Open open{};
+    bool used = false;
+  };
+  static constexpr size_t kSlots = 4096;
+  Slot& slot(const Key& k) { return slots_[KeyHash{}(k) % kSlots]; }
+  bool take(const Key& k, Open& out);
   std::vector<int> funcs_;
   std::vector<LatencySummary> lat_;
+  std::vector<Slot> slots_ = std::vector<Slot>(kSlots);
+  size_t in_slots_ = 0;
   std::unordered_map<Key, Open, KeyHash> open_;
   uint64_t next_ = 0, unmatched_ = 0;
   TscClock clock_;

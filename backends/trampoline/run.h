@@ -62,8 +62,9 @@ class Run {
   uint8_t* ring_ = nullptr;
   TimedCode timed_code_;
   mutable std::mutex timer_mu_;
-  uint64_t clock_at_ = 0;  // when the TSC's rate was last measured
-  size_t drained_ = 0;     // records the last read found
+  uint64_t clock_at_ = 0;    // when the TSC's rate was last measured
+  size_t drained_ = 0;       // records the last read found
+  uint64_t drained_at_ = 0;  // when it began
 
   // Reads the ring (timed runs).
   void drain();
