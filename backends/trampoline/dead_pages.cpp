@@ -24,6 +24,24 @@ int32_t rel_at(const uint8_t* p) {
 
 }  // namespace
 
+std::optional<Ranges> every_dead_region(const std::vector<sys::Mapping>& maps,
+                                        ptrace::TraceeMemory& mem,
+                                        const std::vector<pid_t>& stopped, const IsOurs& dead) {
+  Ranges out;
+  for (size_t i = 0; i < maps.size(); ++i) {
+    const sys::Mapping& m = maps[i];
+    if (m.perms != "r-xp" || m.inode != 0 || !m.path.empty() || m.end - m.start <= kHeaderSize ||
+        !dead(m.start + kHeaderSize))
+      continue;
+    for (pid_t t : stopped)
+      if (ptrace::may_return_into(t, mem, m.start, m.end)) return std::nullopt;
+    out.emplace_back(m.start, m.end);
+    if (i + 1 < maps.size() && maps[i + 1].start == m.end && maps[i + 1].perms == "rw-s")
+      out.emplace_back(maps[i + 1].start, maps[i + 1].end);
+  }
+  return out;
+}
+
 std::optional<Ranges> dead_pages_in(const std::vector<sys::Mapping>& maps,
                                     ptrace::TraceeMemory& mem, uint64_t lo, uint64_t hi,
                                     const std::vector<pid_t>& stopped, const IsOurs& dead) {

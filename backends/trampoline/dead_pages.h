@@ -29,6 +29,14 @@ std::optional<Ranges> dead_pages_in(const std::vector<sys::Mapping>& maps,
                                     ptrace::TraceeMemory& mem, uint64_t lo, uint64_t hi,
                                     const std::vector<pid_t>& stopped, const IsOurs& dead);
 
+// Every killed gotap's regions in the program (code and counters), when no thread of
+// `stopped` may return into one; nullopt otherwise. A timed run's region of bodies has one
+// place: the killed gotap's there may be jumped to from its other region's stubs as well as
+// from the text, so all of them go together, the text's jumps into any taken back first.
+std::optional<Ranges> every_dead_region(const std::vector<sys::Mapping>& maps,
+                                        ptrace::TraceeMemory& mem,
+                                        const std::vector<pid_t>& stopped, const IsOurs& dead);
+
 // Puts the file's bytes back at every jump of the program's text (elf's executable
 // segments, loaded at `bias`) that goes into `pages`: a one-byte `jmp` (a short check's, a RET
 // epilogue's) or a 6-byte jbe's `jno` (trampoline_code.h). How many; `failed` counts the writes

@@ -92,15 +92,25 @@ Result<void> Run::place() {
   const bool empty = e && strcmp(e, "1") == 0;
   size_t no_room = 0;
   std::string no_room_why;
-  // The short checks' region when its place is taken: a killed gotap's pages may be there,
-  // which are looked at with every thread stopped (dead_pages.h).
-  std::unique_ptr<Mapped> pending;
+  // The regions with a fixed place that is taken: a killed gotap's pages may be there, which
+  // are looked at with every thread stopped (dead_pages.h).
+  std::vector<std::unique_ptr<Mapped>> pending;
   std::vector<Region> regions = timed_ ? lay_out_timed(set_, bias_) : lay_out(set_, bias_);
   if (regions.empty())
     return give_up(
         runtime_error("the text of pid {} is too large for the timed trampolines' "
                       "fixed places; nothing was written",
                       pid_));
+  // A timed run's bodies and ring have one place (lay_out_timed): the stubs are written
+  // for it before it is mapped, which may wait for a killed gotap's pages to go.
+  if (timed_) {
+    const Region& e = regions.front();
+    timed_code_.events = {e.base + e.code_size() + e.ring_offset(), plan_.offsets.g_goid,
+                          plan_.offsets.g_stack_hi};
+    timed_code_.bodies.assign(set_.patches.size(), 0);
+    for (size_t k = 0; k < e.patches.size(); ++k)
+      timed_code_.bodies[e.patches[k]] = e.base + e.body[k];
+  }
   for (Region& r : regions) {
     auto m = std::make_unique<Mapped>();
     m->region = std::move(r);
@@ -110,24 +120,11 @@ Result<void> Run::place() {
                                            g.counter_size())
                          : m->pages.map(*proc_, held, syscall_at_, image_lo_, image_hi_,
                                         g.code_size(), g.counter_size());
-    // The region of a timed run's bodies and ring: nothing is timed without it.
-    if (!mapped && g.ring)
-      return give_up(unmap_all(
-          held, runtime_error("no room for the RETs' trampolines in pid {} ({}); nothing was "
-                              "written",
-                              pid_, mapped.error().what())));
-    if (mapped && g.ring) {
-      ring_ = m->pages.view() + g.ring_offset();
-      timed_code_.events = {m->pages.counters() + g.ring_offset(), plan_.offsets.g_goid,
-                            plan_.offsets.g_stack_hi};
-      timed_code_.bodies.assign(set_.patches.size(), 0);
-      for (size_t k = 0; k < g.patches.size(); ++k)
-        timed_code_.bodies[g.patches[k]] = m->pages.code() + g.body[k];
-    }
+    if (mapped && g.ring) ring_ = m->pages.view() + g.ring_offset();
     if (!mapped) {
       if (!g.base) return give_up(unmap_all(held, mapped.error()));
       no_room_why = mapped.error().what();
-      pending = std::move(m);
+      pending.push_back(std::move(m));
       continue;
     }
     if (auto w = write_trampolines(*m, empty); !w) {
@@ -136,20 +133,27 @@ Result<void> Run::place() {
     }
     mapped_.push_back(std::move(m));
   }
-  if (mapped_.empty() && !pending)
+  if (mapped_.empty() && pending.empty())
     return give_up(runtime_error("no trampoline could be mapped in pid {}", pid_));
   sys::timing_mark("trampoline: pages mapped and written");
   // From before the jumps are written: an exec once they are cannot go unseen.
   exec_.start(pid_);
-  bool all_held = false;
+  bool all_held = false, no_bodies = false;
   WriteTally t;
   const IsOurs ours = left_by_a_gotap();  // the maps again: with the threads stopped
   size_t taken_back = 0;
   proc_->detach_all(ptrace::trap_unchanged, held, [&](const std::vector<pid_t>& stopped) {
     all_held = true;
-    if (pending) {
-      taken_back = take_place(*pending, held, stopped, ours, elf, empty);
-      if (pending->pages.code()) mapped_.push_back(std::move(pending));
+    for (auto& m : pending) {
+      taken_back += take_place(*m, held, stopped, ours, elf, empty);
+      if (m->pages.code()) mapped_.push_back(std::move(m));
+    }
+    std::erase(pending, nullptr);
+    // Without its bodies' region, a timed run writes no jump at all (the stubs would lead
+    // nowhere).
+    if (timed_ && !ring_) {
+      no_bodies = true;
+      return;
     }
     // A timed function is patched whole or not at all: a site another tracer holds leaves
     // out its function's other sites too (an entry with no return would stay open).
@@ -169,10 +173,14 @@ Result<void> Run::place() {
                "gotap: took back {} jump{} left in pid {} by a gotap that was killed, and its "
                "pages, whose place this one's trampolines take\n",
                taken_back, taken_back == 1 ? "" : "s", pid_);
-  if (pending) {
-    no_room = pending->region.patches.size();
-    fmt::print(stderr, "gotap: warning: {} short function{} not counted: {}\n", no_room,
-               no_room == 1 ? " is" : "s are", no_room_why);
+  if (no_bodies)
+    return end_unpatched(runtime_error(
+        "the place of the RETs' trampolines in pid {} is taken ({}); nothing was patched", pid_,
+        no_room_why));
+  for (const auto& m : pending) {
+    no_room = m->region.patches.size();
+    fmt::print(stderr, "gotap: warning: {} short function{} not {}: {}\n", no_room,
+               no_room == 1 ? " is" : "s are", timed_ ? "timed" : "counted", no_room_why);
   }
   if (proc_->exec_seen()) return exec_refusal();
   // Nothing was written: the pages stay (no thread is held to unmap them), unused. A
@@ -221,19 +229,30 @@ Result<void> Run::write_trampolines(Mapped& m, bool empty) {
 size_t Run::take_place(Mapped& m, pid_t held, const std::vector<pid_t>& stopped, const IsOurs& dead,
                        const ElfFile& elf, bool empty) {
   const Region& g = m.region;
-  const auto pages = dead_pages_in(sys::read_maps(pid_), proc_->mem(), g.base,
-                                   g.base + g.code_size() + g.counter_size(), stopped, dead);
-  if (!pages || pages->empty()) return 0;
-  size_t failed = 0;
-  const size_t taken = take_back_jumps_into(proc_->mem(), elf, bias_, *pages, failed);
-  if (failed) return taken;
-  for (const auto& [lo, hi] : *pages) {
-    auto r = proc_->inject_syscall(held, syscall_at_, SYS_munmap, {lo, hi - lo});
-    if (!r || ptrace::syscall_failed(*r)) return taken;
+  const auto maps = sys::read_maps(pid_);
+  auto pages = dead_pages_in(maps, proc_->mem(), g.base, g.base + g.code_size() + g.counter_size(),
+                             stopped, dead);
+  if (!pages) return 0;
+  // A timed run's bodies: every killed gotap's regions go (dead_pages.h).
+  if (g.ring && !pages->empty()) pages = every_dead_region(maps, proc_->mem(), stopped, dead);
+  if (!pages) return 0;
+  size_t taken = 0;
+  if (!pages->empty()) {
+    size_t failed = 0;
+    taken = take_back_jumps_into(proc_->mem(), elf, bias_, *pages, failed);
+    if (failed) return taken;
+    for (const auto& [lo, hi] : *pages) {
+      auto r = proc_->inject_syscall(held, syscall_at_, SYS_munmap, {lo, hi - lo});
+      if (!r || ptrace::syscall_failed(*r)) return taken;
+    }
   }
   if (!m.pages.map_at(*proc_, held, syscall_at_, g.base, g.base, g.code_size(), g.counter_size()))
     return taken;
-  if (!write_trampolines(m, empty)) m.pages.unmap(*proc_, held, syscall_at_);
+  if (g.ring) ring_ = m.pages.view() + g.ring_offset();
+  if (!write_trampolines(m, empty)) {
+    m.pages.unmap(*proc_, held, syscall_at_);
+    if (g.ring) ring_ = nullptr;
+  }
   return taken;
 }
 
