@@ -9,6 +9,10 @@
 #   bpftrace            bpftrace counting the same function (uprobe at its first instruction)
 #   ptrace              gotap count --backend=ptrace (an int3 stop per call), on fewer calls
 #   dlv                 dlv trace of the same function (Debian's delve), on fewer still
+# and timed calls (an entry and a return each, issue 38's second goal):
+#   trampoline_latency  gotap latency --backend=trampoline (two records into the event ring)
+#   ebpf_latency        gotap latency --backend=ebpf (a RET uprobe, single-stepped), on fewer calls
+#   ptrace_latency      gotap latency --backend=ptrace (two stops per call), on fewer calls
 # Each figure is the median of $RUNS runs, interleaved so machine noise hits all alike, in ns
 # per call as the loop measures itself (time.Now around it), so that start-up and detach are
 # not in it. Goal (issue 38): a probe under 100 ns.
@@ -43,6 +47,9 @@ for _ in $(seq "$runs"); do
     run bpftrace bpftrace -e "uprobe:$bin:main.work { @c = count(); }" -c "$bin bench $calls"
   fi
   run ptrace count ptrace "$few"
+  run trampoline_latency "$gotap" latency -o /dev/null --backend trampoline main.work -- "$bin" bench "$calls"
+  run ebpf_latency "$gotap" latency -o /dev/null --backend ebpf main.work -- "$bin" bench "$few"
+  run ptrace_latency "$gotap" latency -o /dev/null --backend ptrace main.work -- "$bin" bench "$few"
 done
 if [ $have_dlv = 1 ]; then
   work=$(mktemp -d)
@@ -54,7 +61,7 @@ fi
 
 printf '%-18s %12s %14s\n' what ns/call "x untraced"
 med_untraced=$(echo "${res[untraced]}" | median)
-for k in untraced empty_trampoline trampoline ebpf bpftrace ptrace dlv; do
+for k in untraced empty_trampoline trampoline ebpf bpftrace ptrace dlv trampoline_latency ebpf_latency ptrace_latency; do
   [ -n "${res[$k]:-}" ] || continue
   m=$(echo "${res[$k]}" | median)
   printf '%-18s %12s %14s\n' "$k" "$m" "$(awk -v a="$m" -v b="$med_untraced" 'BEGIN { if (b > 0 && a != "nan") printf "%.1f", a / b; else print "nan" }')"
@@ -68,4 +75,7 @@ echo "trampoline / ebpf:                     $(ratio "$med_trampoline" "$med_ebp
 [ $have_bpftrace = 1 ] && echo "trampoline / bpftrace:                 $(ratio "$med_trampoline" "$med_bpftrace")"
 echo "trampoline / ptrace:                   $(ratio "$med_trampoline" "$med_ptrace")"
 [ -n "${res[dlv]:-}" ] && echo "trampoline / dlv trace:                $(ratio "$med_trampoline" "$med_dlv")"
+echo "timed call (trampoline_latency - untraced): $(awk -v a="$med_trampoline_latency" -v u="$med_untraced" 'BEGIN {printf "%.1f", a-u}') ns  (goal < 100)"
+echo "trampoline_latency / ebpf_latency:     $(ratio "$med_trampoline_latency" "$med_ebpf_latency")"
+echo "trampoline_latency / ptrace_latency:   $(ratio "$med_trampoline_latency" "$med_ptrace_latency")"
 exit 0

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# A served request's time with every function of a Go 1.21+ server timed (issue 38's goal:
+# `latency 're:.'` at most 2x a request's untraced time), side by side: untraced, gotap
+# latency --backend trampoline and --backend ebpf, each attached by pid to the same server:
+# esbuild (npm's, Go 1.26) serving a directory on loopback (tests/tools/fetch-real-binaries.sh
+# puts it in build/fixtures/real/esbuild). Each figure is the median of REQUESTS sequential
+# requests' time_total as curl measures it, in microseconds; RUNS rounds, interleaved.
+#
+# usage: bench/trampoline-server.sh [GOTAP] [ESBUILD]   (root)
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+gotap=${1:-$here/build/gotap}
+esbuild=${2:-$here/build/fixtures/real/esbuild/esbuild}
+runs=${RUNS:-3}
+requests=${REQUESTS:-300}
+pattern=${PATTERN:-re:.}
+[ -x "$gotap" ] || { echo "trampoline-server.sh: no gotap at $gotap" >&2; exit 2; }
+[ -x "$esbuild" ] || { echo "trampoline-server.sh: no esbuild at $esbuild" >&2; exit 2; }
+# shellcheck source=bench/lib.sh
+. "$here/bench/lib.sh"
+need curl:curl
+
+dir=$(mktemp -d)
+trap 'kill "$srv" 2>/dev/null; rm -rf "$dir"' EXIT
+head -c 20000 /dev/urandom | base64 > "$dir/page.txt"
+port=$((20000 + RANDOM % 20000))
+# esbuild serves while its stdin is open: a fifo this script holds open until it ends.
+mkfifo "$dir/in"
+"$esbuild" --serve=127.0.0.1:$port --servedir="$dir" < "$dir/in" > "$dir/log" 2>&1 &
+srv=$!
+exec 3> "$dir/in"
+for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/page.txt" && break; sleep 0.1; done
+
+# The median request time in us over $requests requests.
+requests_us() {
+  for _ in $(seq "$requests"); do
+    curl -s -o /dev/null -w '%{time_total}\n' "http://127.0.0.1:$port/page.txt"
+  done | awk '{print $1 * 1e6}' | sort -g | awk '{a[NR]=$1} END {printf "%.0f", a[int((NR+1)/2)]}'
+}
+
+# Run in a subshell ($(...)): what it probed goes to a file.
+traced_us() {
+  local backend=$1 log="$dir/$1.err"
+  "$gotap" latency --backend "$backend" -o "$dir/$backend.out" -p "$srv" "$pattern" 2> "$log" &
+  local g=$!
+  for _ in $(seq 600); do grep -q '^Tracing ' "$log" && break; sleep 0.1; done
+  grep -o '^Tracing [0-9]* functions ([0-9]* probes)' "$log" > "$dir/$backend.probes" || true
+  requests_us
+  kill -INT "$g"
+  wait "$g" || true
+}
+
+for _ in $(seq "$runs"); do
+  res[untraced]="${res[untraced]:-} $(requests_us)"
+  res[trampoline]="${res[trampoline]:-} $(traced_us trampoline)"
+  res[ebpf]="${res[ebpf]:-} $(traced_us ebpf)"
+done
+kill -0 "$srv" || { echo "trampoline-server.sh: the server died" >&2; exit 1; }
+
+printf '%-12s %14s %12s  %s\n' what us/request "x untraced" probes
+u=$(echo "${res[untraced]}" | median)
+for k in untraced trampoline ebpf; do
+  m=$(echo "${res[$k]}" | median)
+  printf '%-12s %14s %12s  %s\n' "$k" "$m" "$(awk -v a="$m" -v b="$u" 'BEGIN {printf "%.2f", a / b}')" "$(cat "$dir/$k.probes" 2>/dev/null || true)"
+done
