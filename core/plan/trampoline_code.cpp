@@ -151,7 +151,10 @@ bool append_record(std::vector<uint8_t>& out, uint64_t at, const EventTarget& t,
   if (!with_rel32(out, at, {0x48, 0x2b, 0x0d}, tail)) return false;  // sub rcx, [tail]
   out.insert(out.end(), {0x48, 0x81, 0xf9});                         // cmp rcx, capacity
   imm32(static_cast<uint32_t>(kRingCapacity));
-  out.insert(out.end(), {0x73, 0x00});  // jae full (patched below)
+  // Signed: a head read before another writer took a position and the reader freed it is
+  // behind the tail; that difference is negative, not a full ring, and the cmpxchg below
+  // fails on it and reloads the head.
+  out.insert(out.end(), {0x7d, 0x00});  // jge full (patched below)
   const size_t jae = out.size();
   out.insert(out.end(), {0x48, 0x8d, 0x48, 0x01});  // lea rcx, [rax + 1]
   if (!with_rel32(out, at, {0xf0, 0x48, 0x0f, 0xb1, 0x0d}, head))
@@ -213,7 +216,8 @@ Result<std::vector<uint8_t>> short_stub(uint64_t at, const JumpSite& site, Bytes
 
 Result<std::vector<uint8_t>> ret_body(uint64_t at, const JumpSite& site, Bytes original,
                                       const EventTarget& t, uint32_t id) {
-  if (!site.ok() || site.len != 6 || original.size() != 6 || original[4] != kPopRbp)
+  if (!site.ok() || (site.len != 6 && site.len != 7) || original.size() != site.len ||
+      original[4] != kPopRbp)
     return make_error("{:#x} is no RET epilogue", site.at);
   std::vector<uint8_t> out(original.begin(), original.begin() + 5);  // add rsp, N; pop rbp
   if (!append_record(out, at, t, id))
