@@ -152,25 +152,28 @@ JumpSite stack_check_short_site(Bytes code, uint64_t entry, const CodeBlocks& bl
 
 JumpSite ret_epilogue_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t ret) {
   if (!blocks.complete) return refuse(ret, "the function did not decode whole");
-  if (ret < entry + 5 || ret >= entry + code.size())
-    return refuse(ret, "no epilogue before the RET");
-  const uint64_t at = ret - 5;
+  if (ret >= entry + code.size()) return refuse(ret, "no epilogue before the RET");
+  // Go 1.26 may put a one-byte NOP between the pop and the RET.
+  const bool nop =
+      ret >= entry + 6 && code[ret - 1 - entry] == 0x90 && blocks.index_of(ret - 1) >= 0;
+  const uint64_t pop = ret - 1 - (nop ? 1 : 0);
+  if (pop < entry + 4) return refuse(ret, "no epilogue before the RET");
+  const uint64_t at = pop - 4;
   const uint8_t* b = code.data() + (at - entry);
-  if (blocks.index_of(ret - 1) < 0 || b[4] != kPopRbp)
+  if (blocks.index_of(pop) < 0 || b[4] != kPopRbp)
     return refuse(at, "a RET with no `pop rbp` before it (no frame, or Go before 1.21)");
   // add rsp, imm32: the jump's place would follow the frame's size, up to 2 GiB away.
-  if (ret >= entry + 8 && blocks.index_of(ret - 8) >= 0 && b[-3] == 0x48 && b[-2] == 0x81 &&
+  if (pop >= entry + 7 && blocks.index_of(pop - 7) >= 0 && b[-3] == 0x48 && b[-2] == 0x81 &&
       b[-1] == 0xc4)
     return refuse(at, "a frame of 128 bytes or more (its RET's jump has no place yet)");
   if (blocks.index_of(at) < 0 || blocks.index_of(ret) < 0)
     return refuse(at, "no `add rsp, N` before the RET's `pop rbp`");
-  // add rsp, imm8 (REX.W 83 /0, ModRM C4) with a positive imm8, pop rbp, ret.
-  if (b[0] != 0x48 || b[1] != 0x83 || b[2] != 0xc4 || b[3] >= 0x80 || b[4] != kPopRbp ||
-      b[5] != 0xc3)
-    return refuse(at, "no `add rsp, N; pop rbp` (N under 128) before the RET");
+  // add rsp, imm8 (REX.W 83 /0, ModRM C4) with a positive imm8.
+  if (b[0] != 0x48 || b[1] != 0x83 || b[2] != 0xc4 || b[3] >= 0x80 || code[ret - entry] != 0xc3)
+    return refuse(at, "no `add rsp, N` (N under 128) before the RET's `pop rbp`");
   JumpSite s;
   s.at = at;
-  s.len = 6;
+  s.len = static_cast<uint8_t>(ret + 1 - at);
   return s;
 }
 

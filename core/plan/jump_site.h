@@ -76,7 +76,8 @@ JumpSite stack_check_short_site(Bytes code, uint64_t entry, const CodeBlocks& bl
 constexpr uint8_t kShortJbe = 0x76;
 
 // A RET whose epilogue is Go 1.21's `add rsp, N; pop rbp; ret` with N below 128 (the 4-byte
-// imm8 form): the range is the three, 6 bytes from the add. Only the add's first byte (the
+// imm8 form), or with a one-byte `nop` before the RET (Go 1.26): the range is those, 6 or 7
+// bytes from the add. Only the add's first byte (the
 // REX 0x48) changes, to a `jmp rel32` whose displacement is the add's other three bytes and
 // the `pop rbp` (0x5D): its stub's place is fixed, 0x5D00C488 to 0x5D7FC488 bytes past the
 // site. Every pc of the original code there stays an instruction boundary with its own byte:

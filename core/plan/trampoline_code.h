@@ -89,8 +89,9 @@ Result<std::vector<uint8_t>> entry_body(uint64_t at, const JumpSite& site, const
 Result<std::vector<uint8_t>> short_stub(uint64_t at, const JumpSite& site, Bytes original,
                                         uint64_t body);
 // A RET site's body (ret_epilogue_site): the epilogue's `add rsp, N` and `pop rbp`, the
-// record, then a jump to the RET, which runs where it is (another tracer's probe on it still
-// fires). Its stub at the fixed place (one_byte_jump_place) is a plain jump to the body.
+// record, then a jump past the pop (to the RET, or the NOP before it), which runs where it
+// is (another tracer's probe on the RET still fires). Its stub at the fixed place
+// (one_byte_jump_place) is a plain jump to the body.
 Result<std::vector<uint8_t>> ret_body(uint64_t at, const JumpSite& site, Bytes original,
                                       const EventTarget& t, uint32_t id);
 // `jmp to`, placed at `at`.
