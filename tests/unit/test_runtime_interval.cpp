@@ -1,4 +1,4 @@
-// `count -i` and `latency -i`, once per backend: the latency fixture's park mode calls
+// `count -i` and `latency -i`, once per backend (the trampoline backend's too): the latency fixture's park mode calls
 // main.park one call after another (1, 8 and 30 ms sleeps, about 77 calls a second) for about
 // 2.4 s and prints how many calls of each class it made and their total. With -i 1 the run
 // has 3 intervals (±1 at the boundaries), contiguous, each with its own calls only: their sum
@@ -127,7 +127,7 @@ TEST_P(Interval, EachIntervalHoldsItsOwnCalls) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Interval,
-                         ::testing::Combine(::testing::Values("ebpf", "ptrace"),
+                         ::testing::Combine(::testing::Values("ebpf", "ptrace", "trampoline"),
                                             ::testing::Values("count", "latency")),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" + std::get<1>(info.param);

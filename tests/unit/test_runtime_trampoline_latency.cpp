@@ -10,7 +10,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -231,6 +235,108 @@ TEST_F(TrampolineLatency, TheStressFixtureRunsAsUntraced) {
     EXPECT_EQ(s.value("lost", 1), 0);
     EXPECT_EQ(s.value("exit_code", -1), 0);
   }
+}
+
+// What the Go runtime does with a pc inside a trampoline, all at once (the latency fixture's
+// hostile mode): a CPU profile (SIGPROF at 500 Hz), workers that never block (SIGURG's async
+// preemption), threads locked to goroutines, runtime.GC and runtime.Stack of every goroutine
+// in a loop, main.hop's recursion copying the stack under open calls, and panics unwinding
+// them. On every release from 1.21 and every flavour: the program ends as untraced, its
+// profile got samples, and hop's calls are the program's own: every call counted, every
+// call that returned timed, none lost.
+TEST_F(TrampolineLatency, TheRuntimesSignalsScansAndPanicsLeaveEveryCallExact) {
+  std::vector<Fixture> fx;
+  for (const Fixture& f : all_fixtures("latency"))
+    if (timed_release(f)) fx.push_back(f);
+  if (fx.empty()) GTEST_SKIP() << "no latency fixtures of Go 1.21 or later built";
+  for (const Fixture& f : fx) {
+    SCOPED_TRACE(f.label());
+    for (const std::string cmd : {"latency", "count"}) {
+      RunResult r = run_command({gotap_binary(), cmd, "--backend", "trampoline", "--json",
+                                 "main.hop", "--", f.path, "hostile", "4", "2000"},
+                                180);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      unsigned long long calls = 0, returned = 0, panics = 0, samples = 0;
+      const size_t at = r.out.find("GT hostile ");
+      ASSERT_NE(at, std::string::npos) << r.out;
+      ASSERT_EQ(sscanf(r.out.c_str() + at,
+                       "GT hostile calls=%llu returned=%llu panics=%llu "
+                       "samples=%llu",
+                       &calls, &returned, &panics, &samples),
+                4);
+      EXPECT_GT(panics, 0u);
+      EXPECT_EQ(samples, 1u) << "the CPU profile got samples";
+      EXPECT_NE(r.out.find("\ndone\n"), std::string::npos);
+      const json s = summary_of(r.out);
+      EXPECT_EQ(s.value("lost", 1), 0);
+      EXPECT_EQ(s.value("exit_code", -1), 0);
+      if (cmd == "latency") {
+        const json l = latency_of(r.out, "main.hop");
+        ASSERT_TRUE(l.is_object()) << r.out;
+        EXPECT_EQ(l["count"].get<uint64_t>(), returned);
+      } else {
+        uint64_t n = 0;
+        for (const json& e : events_in(r.out, "count"))
+          if (e["func"] == "main.hop") n = e["count"];
+        EXPECT_EQ(n, calls);
+      }
+    }
+  }
+}
+
+// A real server built by Go 1.26 (npm's esbuild, stripped, serving a directory on loopback),
+// every function the backend can time timed while it serves, attached by pid: each request
+// on a connection of its own is one call of net/http.serverHandler.ServeHTTP, timed
+// exactly; the server answers throughout and after, and its text is its file's again.
+TEST_F(TrampolineLatency, AWholeStrippedServerTimesItsRequestsExactly) {
+  const std::string esbuild = fixtures_dir() + "/real/esbuild/esbuild";
+  if (!file_exists(esbuild))
+    GTEST_SKIP() << esbuild << " was not fetched (tests/tools/fetch-real-binaries.sh)";
+  char tmpl[] = "/tmp/gotap-esbuild-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl, body = "served by a stripped Go 1.26 program\n";
+  std::ofstream(dir + "/page.txt") << body;
+  ASSERT_EQ(mkfifo((dir + "/in").c_str(), 0600), 0);
+  const int port = free_port();
+  // esbuild serves while its stdin is open: a fifo it holds open itself (<>).
+  Child srv = spawn({"/bin/sh", "-c",
+                     "exec '" + esbuild + "' --serve=127.0.0.1:" + std::to_string(port) +
+                         " --servedir='" + dir + "' <> '" + dir + "/in'"});
+  bool up = false;
+  for (int i = 0; i < 100 && !up; ++i) {
+    up = served_ok(http_get(port, "/page.txt"), body);
+    if (!up) usleep(100'000);
+  }
+  ASSERT_TRUE(up) << "esbuild did not serve";
+  Child g = spawn({gotap_binary(), "latency", "--backend", "trampoline", "--json", "-p",
+                   std::to_string(srv.pid), "re:."});
+  std::string err = read_until(g.err, "Tracing ", 120000);
+  EXPECT_NE(err.find("Tracing "), std::string::npos) << err;
+  const int requests = 30;
+  int ok = 0;
+  for (int i = 0; i < requests; ++i) ok += served_ok(http_get(port, "/page.txt"), body);
+  kill(g.pid, SIGINT);
+  const std::string out = read_all(g.out);
+  err += read_all(g.err);
+  int st = 0;
+  waitpid(g.pid, &st, 0);
+  close(g.out);
+  close(g.err);
+  EXPECT_EQ(ok, requests);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << err;
+  const json l = latency_of(out, "net/http.serverHandler.ServeHTTP");
+  ASSERT_TRUE(l.is_object()) << err;
+  EXPECT_EQ(l["count"].get<uint64_t>(), uint64_t(requests));
+  EXPECT_EQ(summary_of(out).value("lost", 1), 0);
+  TextCompare text = compare_text(srv.pid);
+  EXPECT_GT(text.bytes, 0u);
+  EXPECT_EQ(text.differing, 0u) << text.first;
+  EXPECT_TRUE(served_ok(http_get(port, "/page.txt"), body)) << "after the trace";
+  kill(srv.pid, SIGTERM);
+  waitpid(srv.pid, &st, 0);
+  close(srv.out);
+  close(srv.err);
+  std::filesystem::remove_all(dir);
 }
 
 // An attached program: the calls made while it is patched, exactly; after the detach, its
