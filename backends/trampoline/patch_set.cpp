@@ -12,6 +12,7 @@
 #include "core/plan/event_ring.h"
 #include "core/plan/inline_mark.h"
 #include "core/plan/trampoline_code.h"
+#include "core/plan/trampoline_sites.h"
 
 namespace gotap::trampoline {
 
@@ -157,59 +158,28 @@ PatchSet plan_patches(const ProbePlan& plan, bool timed) {
   for (size_t i = 0; i < plan.funcs.size(); ++i) {
     const FuncPlan& f = plan.funcs[i];
     const int fi = static_cast<int>(i);
-    if (!f.entry || f.end <= f.entry) {
-      set.refused["it exists only inlined"].push_back(fi);
+    const TrampolineSites t = trampoline_sites(elf, f);
+    if (!t.refused.empty()) {
+      set.refused[t.refused].push_back(fi);
       continue;
     }
-    const Bytes code = elf ? elf->read(f.entry, f.end - f.entry) : Bytes{};
-    if (code.size() != f.end - f.entry) {
-      set.refused["its code is not in the file"].push_back(fi);
-      continue;
-    }
-    const CodeBlocks blocks = decode_blocks(code, f.entry, false);
-    const FuncCode fc = analyze_function(code, f.entry, blocks);
-    if (!fc.stack_check || !fc.stack_check_jcc) {
-      // Go leaves the check out of a leaf with a small frame, and assembly out of NOSPLIT.
-      set.refused["no stack check (a small leaf, or NOSPLIT)"].push_back(fi);
+    if (timed && !t.untimed.empty()) {
+      set.refused[t.untimed].push_back(fi);
       continue;
     }
     Patch p;
     p.func = fi;
-    p.site = stack_check_branch_site(code, f.entry, blocks, *fc.stack_check, *fc.stack_check_jcc);
-    if (!p.site.ok()) {
-      const JumpSite s =
-          stack_check_short_site(code, f.entry, blocks, *fc.stack_check, *fc.stack_check_jcc);
-      if (!s.ok()) {
-        // The short check's reason when the jbe is short (a compare of another length).
-        set.refused[s.refused == "not a short jbe" ? p.site.refused : s.refused].push_back(fi);
-        continue;
-      }
-      p.site = s;
-      p.short_check = true;
-    }
-    std::memcpy(p.orig.data(), code.data() + (p.site.at - f.entry), p.site.len);
+    p.site = t.entry;
+    p.short_check = t.short_check;
+    std::memcpy(p.orig.data(), t.code.data() + (p.site.at - f.entry), p.site.len);
     std::vector<Patch> rets;
-    if (timed) {
-      std::string why;
-      if (!f.tail_jumps.empty()) why = "a tail call leaves it without its RET";
-      if (f.ret_sites.empty()) why = "it never returns (no RET)";
-      for (uint64_t ret : f.ret_sites) {
-        if (!why.empty()) break;
-        Patch r;
-        r.func = fi;
-        r.ret = true;
-        r.site = ret_epilogue_site(code, f.entry, blocks, ret);
-        if (!r.site.ok()) {
-          why = r.site.refused;
-          break;
-        }
-        std::memcpy(r.orig.data(), code.data() + (r.site.at - f.entry), r.site.len);
-        rets.push_back(r);
-      }
-      if (!why.empty()) {
-        set.refused[why].push_back(fi);
-        continue;
-      }
+    for (size_t k = 0; timed && k < t.rets.size(); ++k) {
+      Patch r;
+      r.func = fi;
+      r.ret = true;
+      r.site = t.rets[k];
+      std::memcpy(r.orig.data(), t.code.data() + (r.site.at - f.entry), r.site.len);
+      rets.push_back(r);
     }
     set.patches.push_back(p);
     set.patches.insert(set.patches.end(), rets.begin(), rets.end());
