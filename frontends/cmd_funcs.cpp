@@ -16,6 +16,7 @@
 #include "core/plan/plan.h"
 #include "core/plan/plan_cache.h"
 #include "core/plan/plan_json.h"
+#include "core/plan/trampoline_sites.h"
 #include "core/sys/huge_pages.h"
 #include "core/sys/timing.h"
 #include "frontends/commands.h"
@@ -69,10 +70,35 @@ void print_text(const ProbePlan& plan) {
 
 }  // namespace
 
+namespace {
+
+// The trampoline backend's way in at each site of f (core/plan/trampoline_sites.h), spliced
+// into f's JSON line before its closing brace: "probe_via":{"entry":"jump",
+// "ret_sites":["jump","none"],"why":"..."}. "jump" at the entry is what `count` needs;
+// `latency` needs it at every RET too. No fallback yet: a "none" leaves the function out.
+void add_probe_via(std::string& out, const ElfFile* elf, const FuncPlan& f) {
+  const TrampolineSites t = trampoline_sites(elf, f);
+  const bool entry = t.refused.empty();
+  nlohmann::ordered_json v;
+  v["entry"] = entry ? "jump" : "none";
+  nlohmann::ordered_json rets = nlohmann::ordered_json::array();
+  for (size_t k = 0; k < f.ret_sites.size(); ++k)
+    rets.push_back(entry && k < t.rets.size() && t.rets[k].ok() ? "jump" : "none");
+  v["ret_sites"] = std::move(rets);
+  if (!t.untimed.empty()) v["why"] = t.untimed;
+  // Before the line's "}\n".
+  out.insert(out.size() - 2,
+             ",\"probe_via\":" + v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+}  // namespace
+
 int cmd_funcs(const Args& args) {
   po::options_description desc("gotap funcs [--json] BINARY [PATTERN...]");
   desc.add_options()("help,h", "show this help")("json", "one JSON object per function")(
-      "no-inline", "do not plan probes at inlined call sites");
+      "no-inline", "do not plan probes at inlined call sites")(
+      "backend", po::value<std::string>(),
+      "with --json, trampoline: each site's probe_via (a jump, or none and why)");
   add_debuginfo_options(desc);
   auto vm = parse_options(args, desc, "args");
   if (!vm) return report_error(vm.error());
@@ -82,6 +108,16 @@ int cmd_funcs(const Args& args) {
   }
   auto pos = positionals(*vm, "args");
   if (pos.empty()) return usage_error("funcs needs a BINARY (see gotap funcs --help)");
+  bool via = false;
+  if (vm->count("backend")) {
+    const std::string b = (*vm)["backend"].as<std::string>();
+    if (b != "trampoline")
+      return usage_error(
+          "funcs --backend takes trampoline only (the other backends probe every "
+          "site the plan lists)");
+    if (!vm->count("json")) return usage_error("funcs --backend trampoline needs --json");
+    via = true;
+  }
   sys::timing_mark(sys::heap_in_huge_pages() ? "start (heap in huge pages)" : "start");
   auto bin = GoBinary::open(pos[0], open_options(*vm));
   // gccgo: functions from the symbol tables, in the same plan shape (no inline sites).
@@ -123,7 +159,10 @@ int cmd_funcs(const Args& args) {
       for (size_t r = 0; r < rounds; ++r) {
         const size_t lo = std::min(funcs.size(), (r * shares + k) * kRun);
         const size_t hi = std::min(funcs.size(), lo + kRun);
-        for (size_t i = lo; i < hi; ++i) append_json_line(out[k], funcs[i]);
+        for (size_t i = lo; i < hi; ++i) {
+          append_json_line(out[k], funcs[i]);
+          if (via) add_probe_via(out[k], plan->binary_view.elf, funcs[i]);
+        }
         round_done.arrive_and_wait();
       }
     };

@@ -1,0 +1,129 @@
+// `gotap funcs --json --backend trampoline` (probe_via): which sites of each function the
+// trampoline backend jumps from, held to `go tool objdump`'s listing of the fixtures (the
+// .objdump beside each): a RET marked "jump" ends objdump's `ADDQ $N, SP` (N under 0x80,
+// 4 bytes), `POPQ BP`, an optional `NOPL`, `RET`, and every RET so ended is marked "jump"
+// when the entry is; an entry marked "jump" is objdump's stack check (a compare with
+// 0x10(R14), then a JBE); "no stack check" means objdump shows none.
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/unit/fixtures.h"
+
+namespace gotap::testing {
+namespace {
+
+using json = nlohmann::json;
+
+struct Insn {
+  uint64_t addr = 0;
+  std::string text;
+  size_t len = 0;
+};
+
+// objdump's instructions of each function, by name.
+std::map<std::string, std::vector<Insn>> listing(const std::string& text) {
+  std::map<std::string, std::vector<Insn>> out;
+  std::vector<Insn>* cur = nullptr;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("TEXT ", 0) == 0) {
+      const auto end = line.find("(SB)");
+      cur = end == std::string::npos ? nullptr : &out[line.substr(5, end - 5)];
+      continue;
+    }
+    if (!cur || line.empty() || line[0] != ' ') continue;
+    std::vector<std::string> f;
+    std::istringstream ls(line);
+    for (std::string x; std::getline(ls, x, '\t');) {
+      const auto b = x.find_first_not_of(' '), e = x.find_last_not_of(' ');
+      if (b != std::string::npos) f.push_back(x.substr(b, e - b + 1));
+    }
+    if (f.size() < 4 || f[1].rfind("0x", 0) != 0) continue;
+    cur->push_back({std::stoull(f[1], nullptr, 16), f[3], f[2].size() / 2});
+  }
+  return out;
+}
+
+bool go121_epilogue(const std::vector<Insn>& fn, uint64_t ret) {
+  size_t k = 0;
+  while (k < fn.size() && fn[k].addr != ret) ++k;
+  if (k == fn.size() || fn[k].text != "RET" || k < 2) return false;
+  if (fn[k - 1].text == "NOPL") --k;
+  if (k < 2 || fn[k - 1].text != "POPQ BP") return false;
+  const Insn& add = fn[k - 2];
+  if (add.len != 4 || add.text.rfind("ADDQ $0x", 0) != 0 || !add.text.ends_with(", SP"))
+    return false;
+  return std::stoull(add.text.substr(6), nullptr, 16) < 0x80;
+}
+
+bool stack_check(const std::vector<Insn>& fn) {
+  for (size_t k = 0; k + 1 < fn.size() && k < 3; ++k)
+    // Its operands in either order: objdump's spelling changed across releases.
+    if (fn[k].text.rfind("CMPQ ", 0) == 0 && fn[k].text.find("0x10(R14)") != std::string::npos &&
+        fn[k + 1].text.rfind("JBE ", 0) == 0)
+      return true;
+  return false;
+}
+
+TEST(FuncsProbeVia, EverySiteAgreesWithGoObjdump) {
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  size_t files = 0, jumps = 0, rets = 0;
+  for (const Fixture& f : all_fixtures()) {
+    if (f.flavour != "default") continue;
+    const std::string od = read_file(f.path + ".objdump");
+    if (od.empty()) continue;
+    SCOPED_TRACE(f.label());
+    ++files;
+    const auto fns = listing(od);
+    RunResult r = run_command(
+        {gotap_binary(), "funcs", "--json", "--backend", "trampoline", f.path, "main.*"}, 60);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const json& e : events_in(r.out, "func")) {
+      if (!e.contains("probe_via")) {
+        ADD_FAILURE() << e.dump();
+        continue;
+      }
+      const auto it = fns.find(e["func"].get<std::string>());
+      if (it == fns.end()) continue;  // only inlined
+      const json& via = e["probe_via"];
+      SCOPED_TRACE(e["func"].get<std::string>());
+      const bool entry = via["entry"] == "jump";
+      if (entry) EXPECT_TRUE(stack_check(it->second));
+      if (via.value("why", "") == "no stack check (a small leaf, or NOSPLIT)")
+        EXPECT_FALSE(stack_check(it->second));
+      ASSERT_EQ(via["ret_sites"].size(), e["ret_sites"].size());
+      for (size_t k = 0; k < e["ret_sites"].size(); ++k) {
+        const uint64_t ret = std::stoull(e["ret_sites"][k].get<std::string>(), nullptr, 16);
+        const bool jump = via["ret_sites"][k] == "jump";
+        ++rets;
+        jumps += jump;
+        if (jump)
+          EXPECT_TRUE(go121_epilogue(it->second, ret)) << std::hex << ret;
+        else if (entry && e["tail_jumps"].empty())
+          EXPECT_FALSE(go121_epilogue(it->second, ret)) << std::hex << ret;
+      }
+    }
+  }
+  if (!files) GTEST_SKIP() << "no fixture has its objdump listing";
+  EXPECT_GT(jumps, 0u) << "of " << rets << " RETs";
+}
+
+TEST(FuncsProbeVia, TakesTheTrampolineBackendWithJsonOnly) {
+  auto fx = all_fixtures("basic");
+  if (fx.empty()) GTEST_SKIP() << "no basic fixtures built";
+  RunResult a =
+      run_command({gotap_binary(), "funcs", "--json", "--backend", "ebpf", fx[0].path}, 60);
+  EXPECT_EQ(a.exit_code, 2);
+  EXPECT_NE(a.err.find("takes trampoline only"), std::string::npos) << a.err;
+  RunResult b = run_command({gotap_binary(), "funcs", "--backend", "trampoline", fx[0].path}, 60);
+  EXPECT_EQ(b.exit_code, 2);
+  EXPECT_NE(b.err.find("needs --json"), std::string::npos) << b.err;
+}
+
+}  // namespace
+}  // namespace gotap::testing
