@@ -1,8 +1,8 @@
-// `count -i` and `latency -i`, once per backend (the trampoline backend's too): the latency fixture's park mode calls
-// main.park one call after another (1, 8 and 30 ms sleeps, about 77 calls a second) for about
-// 2.4 s and prints how many calls of each class it made and their total. With -i 1 the run
-// has 3 intervals (±1 at the boundaries), contiguous, each with its own calls only: their sum
-// is the program's total exactly (cumulative counts would add up to far more), and the
+// `count -i` and `latency -i`, once per backend (the trampoline backend's too): the latency
+// fixture's park mode calls main.park one call after another (1, 8 and 30 ms sleeps, about 77 calls
+// a second) for about 2.4 s and prints how many calls of each class it made and their total. With
+// -i 1 the run has 3 intervals (±1 at the boundaries), contiguous, each with its own calls only:
+// their sum is the program's total exactly (cumulative counts would add up to far more), and the
 // totals after the last interval are the program's too.
 #include <unistd.h>
 
