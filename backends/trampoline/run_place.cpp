@@ -296,6 +296,7 @@ IsOurs Run::left_by_a_gotap() {
 Error Run::unmap_all(pid_t held, Error e) {
   for (auto& m : mapped_) m->pages.unmap(*proc_, held, syscall_at_);
   mapped_.clear();
+  ring_ = nullptr;  // gotap's view went with its region
   return e;
 }
 
