@@ -51,9 +51,9 @@ traced_us() {
 }
 
 for _ in $(seq "$runs"); do
-  res[untraced]="${res[untraced]:-} $(requests_us)"
-  res[trampoline]="${res[trampoline]:-} $(traced_us trampoline)"
-  res[ebpf]="${res[ebpf]:-} $(traced_us ebpf)"
+  res["untraced"]="${res["untraced"]:-} $(requests_us)"
+  res["trampoline"]="${res["trampoline"]:-} $(traced_us trampoline)"
+  res["ebpf"]="${res["ebpf"]:-} $(traced_us ebpf)"
 done
 kill -0 "$srv" || { echo "trampoline-server.sh: the server died" >&2; exit 1; }
 
