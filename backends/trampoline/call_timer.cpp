@@ -102,8 +102,22 @@ bool CallTimer::take(const Key& k, Open& out) {
   return true;
 }
 
+size_t CallTimer::finish(uint8_t* ring) {
+  size_t n = drain(ring);
+  const uint64_t head =
+      __atomic_load_n(reinterpret_cast<const uint64_t*>(ring + kRingHead), __ATOMIC_ACQUIRE);
+  // Never further than a ring's worth: a head past that is no writer's (the view is ours).
+  while (next_ < head && head - next_ <= kRingCapacity) {
+    ++unfinished_;
+    ++next_;
+    n += drain(ring);
+  }
+  return n;
+}
+
 uint64_t CallTimer::dropped(const uint8_t* ring) const {
-  return __atomic_load_n(reinterpret_cast<const uint64_t*>(ring + kRingDropped), __ATOMIC_RELAXED);
+  return unfinished_ +
+         __atomic_load_n(reinterpret_cast<const uint64_t*>(ring + kRingDropped), __ATOMIC_RELAXED);
 }
 
 }  // namespace gotap::trampoline

@@ -37,6 +37,11 @@ class CallTimer {
   // Reads what the ring at `ring` (gotap's view of it) holds now and moves its tail on.
   // How many records were read.
   size_t drain(uint8_t* ring);
+  // The last read, once no writer is left (the program gone, or its jumps taken back):
+  // positions taken whose record was never finished (a thread killed mid-record by the
+  // program's exit) are skipped, and counted, instead of holding back the records after them.
+  size_t finish(uint8_t* ring);
+  // Records the ring had no room for, and those finish() skipped.
   uint64_t dropped(const uint8_t* ring) const;
   const std::vector<LatencySummary>& latencies() const { return lat_; }
   size_t open_calls() const { return open_.size() + in_slots_; }
@@ -73,7 +78,7 @@ class CallTimer {
   std::vector<Slot> slots_ = std::vector<Slot>(kSlots);
   size_t in_slots_ = 0;
   std::unordered_map<Key, Open, KeyHash> open_;
-  uint64_t next_ = 0, unmatched_ = 0;
+  uint64_t next_ = 0, unmatched_ = 0, unfinished_ = 0;
   TscClock clock_;
 };
 

@@ -65,7 +65,11 @@ Result<void> Run::run() {
   }
   if (opts_.metrics) opts_.metrics->end();
   if (launched_) end_launched();
-  drain();  // what the program wrote up to its last moment: gotap's view of the ring stays
+  // What the program wrote up to its last moment: gotap's view of the ring stays.
+  if (timer_ && ring_) {
+    std::lock_guard<std::mutex> lock(timer_mu_);
+    timer_->finish(ring_);
+  }
   emit(ended);
   if (!remove_error_.empty())
     return runtime_error("the trampolines stay in pid {}, where they go on counting: {}", pid_,

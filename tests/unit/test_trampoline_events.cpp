@@ -227,5 +227,27 @@ TEST(TrampolineEvents, AFullRingDropsAndCounts) {
   EXPECT_EQ(timer.latencies()[0].count, kRingCapacity / 2 + 1);
 }
 
+// A thread that took a position and never wrote its record (killed mid-record by the
+// program's exit): the records after it wait behind it while writers may still finish; the
+// last read skips it and counts it, and reads the rest.
+TEST(TrampolineEvents, ARecordNeverFinishedIsCountedAndHoldsNothingBackAtTheEnd) {
+  Timed t;
+  if (!t.ok()) GTEST_SKIP() << t.why();
+  std::vector<uint8_t> stack(1 << 12);
+  FakeG g;
+  stack_hi_of(g, stack);
+  g.goid = 9;
+  ASSERT_EQ(t.fn()(1, &g), 4u);
+  // The dead writer's position: taken from the head, its record never written.
+  __atomic_fetch_add(reinterpret_cast<uint64_t*>(t.ring() + kRingHead), 1, __ATOMIC_SEQ_CST);
+  for (uint64_t x = 0; x < 10; ++x) ASSERT_EQ(t.fn()(x, &g), 3 * x + 1);
+  trampoline::CallTimer timer({0}, 1);
+  EXPECT_EQ(timer.drain(t.ring()), 2u) << "the first call's two records, then the gap";
+  EXPECT_EQ(timer.latencies()[0].count, 1u);
+  EXPECT_EQ(timer.finish(t.ring()), 20u);
+  EXPECT_EQ(timer.latencies()[0].count, 11u);
+  EXPECT_EQ(timer.dropped(t.ring()), 1u);
+}
+
 }  // namespace
 }  // namespace gotap
