@@ -3,22 +3,18 @@
 #include <time.h>
 #include <x86intrin.h>
 
+#include "core/sys/timing.h"
+
 namespace gotap::trampoline {
 
 namespace {
-
-uint64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
 
 // A TSC reading and the clock's at the same moment: the pair whose two clock readings are
 // closest, of a few.
 void both(uint64_t& tsc, uint64_t& ns) {
   uint64_t best = UINT64_MAX;
   for (int i = 0; i < 5; ++i) {
-    const uint64_t a = mono_ns(), t = __rdtsc(), b = mono_ns();
+    const uint64_t a = sys::monotonic_ns(), t = __rdtsc(), b = sys::monotonic_ns();
     if (b - a < best) {
       best = b - a;
       tsc = t;

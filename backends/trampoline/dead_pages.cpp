@@ -22,6 +22,18 @@ int32_t rel_at(const uint8_t* p) {
   return v;
 }
 
+// Mapping i is a killed gotap's trampolines: anonymous code whose header `dead` accepts.
+bool dead_code(const std::vector<sys::Mapping>& maps, size_t i, const IsOurs& dead) {
+  const sys::Mapping& m = maps[i];
+  return m.perms == "r-xp" && m.inode == 0 && m.path.empty() && m.end - m.start > kHeaderSize &&
+         dead(m.start + kHeaderSize);
+}
+
+// The shared mapping right after code mapping i: its counters.
+bool counters_of(const std::vector<sys::Mapping>& maps, size_t i) {
+  return i + 1 < maps.size() && maps[i + 1].start == maps[i].end && maps[i + 1].perms == "rw-s";
+}
+
 }  // namespace
 
 std::optional<Ranges> every_dead_region(const std::vector<sys::Mapping>& maps,
@@ -30,14 +42,11 @@ std::optional<Ranges> every_dead_region(const std::vector<sys::Mapping>& maps,
   Ranges out;
   for (size_t i = 0; i < maps.size(); ++i) {
     const sys::Mapping& m = maps[i];
-    if (m.perms != "r-xp" || m.inode != 0 || !m.path.empty() || m.end - m.start <= kHeaderSize ||
-        !dead(m.start + kHeaderSize))
-      continue;
+    if (!dead_code(maps, i, dead)) continue;
     for (pid_t t : stopped)
       if (ptrace::may_return_into(t, mem, m.start, m.end)) return std::nullopt;
     out.emplace_back(m.start, m.end);
-    if (i + 1 < maps.size() && maps[i + 1].start == m.end && maps[i + 1].perms == "rw-s")
-      out.emplace_back(maps[i + 1].start, maps[i + 1].end);
+    if (counters_of(maps, i)) out.emplace_back(maps[i + 1].start, maps[i + 1].end);
   }
   return out;
 }
@@ -45,14 +54,8 @@ std::optional<Ranges> every_dead_region(const std::vector<sys::Mapping>& maps,
 std::optional<Ranges> dead_pages_in(const std::vector<sys::Mapping>& maps,
                                     ptrace::TraceeMemory& mem, uint64_t lo, uint64_t hi,
                                     const std::vector<pid_t>& stopped, const IsOurs& dead) {
-  auto dead_code = [&](size_t i) {
-    const sys::Mapping& m = maps[i];
-    return m.perms == "r-xp" && m.inode == 0 && m.path.empty() && m.end - m.start > kHeaderSize &&
-           dead(m.start + kHeaderSize);
-  };
-  auto counters_of = [&](size_t i) {  // the shared mapping right after code mapping i
-    return i + 1 < maps.size() && maps[i + 1].start == maps[i].end && maps[i + 1].perms == "rw-s";
-  };
+  auto dead_code = [&](size_t i) { return trampoline::dead_code(maps, i, dead); };
+  auto counters_of = [&](size_t i) { return trampoline::counters_of(maps, i); };
   Ranges out;
   size_t last = SIZE_MAX;  // the last code mapping taken
   for (size_t i = 0; i < maps.size(); ++i) {

@@ -42,6 +42,23 @@ std::pair<uint64_t, uint64_t> fixed_place(const Patch& p, uint64_t bias) {
   return {short_trampoline(p, bias), kSlotSize};
 }
 
+// A region of fixed places: r.patches (those with one, not empty) at their places, its base
+// the page of the first (or the page before, for the header), its size up to the page after
+// the last one's code. The code's offsets go into r.at.
+void place_fixed(const PatchSet& set, uint64_t bias, Region& r) {
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (size_t i : r.patches) {
+    const auto [at, len] = fixed_place(set.patches[i], bias);
+    lo = std::min(lo, at);
+    hi = std::max(hi, at + len);
+  }
+  r.base = lo & ~(kPage - 1);
+  if (lo - r.base < kHeaderSize) r.base -= kPage;
+  r.size = page_up(hi) - r.base;
+  r.at.clear();
+  for (size_t i : r.patches) r.at.push_back(fixed_place(set.patches[i], bias).first - r.base);
+}
+
 }  // namespace
 
 uint64_t short_trampoline(const Patch& p, uint64_t bias) {
@@ -64,16 +81,7 @@ std::vector<Region> lay_out(const PatchSet& set, uint64_t bias) {
   std::vector<Region> out;
   if (!near.patches.empty()) out.push_back(std::move(near));
   if (far.patches.empty()) return out;
-  uint64_t lo = UINT64_MAX, hi = 0;
-  for (size_t i : far.patches) {
-    const uint64_t t = short_trampoline(set.patches[i], bias);
-    lo = std::min(lo, t);
-    hi = std::max(hi, t + kSlotSize);
-  }
-  far.base = lo & ~(kPage - 1);
-  if (lo - far.base < kHeaderSize) far.base -= kPage;
-  far.size = page_up(hi) - far.base;
-  for (size_t i : far.patches) far.at.push_back(short_trampoline(set.patches[i], bias) - far.base);
+  place_fixed(set, bias, far);
   out.push_back(std::move(far));
   return out;
 }
@@ -111,41 +119,28 @@ void drop_crowded(PatchSet& set) {
 
 std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias) {
   constexpr uint64_t kBodySlot = kBodyMax;
-  Region e, far;
-  e.ring = true;
-  uint64_t lo = UINT64_MAX, hi = 0;
-  for (const Patch& p : set.patches) {
-    if (!p.ret) continue;
-    const auto [at, len] = fixed_place(p, bias);
-    lo = std::min(lo, at);
-    hi = std::max(hi, at + len);
-  }
-  if (!hi) return {};
-  e.base = lo & ~(kPage - 1);
-  if (lo - e.base < kHeaderSize) e.base -= kPage;
-  const uint64_t bodies = page_up(hi) - e.base;
+  // The RETs' stubs at their places, then every patch's body after them.
+  Region stubs, e, far;
   for (size_t i = 0; i < set.patches.size(); ++i) {
-    const Patch& p = set.patches[i];
-    const uint64_t body = bodies + e.patches.size() * kBodySlot;
+    if (set.patches[i].ret) stubs.patches.push_back(i);
+    if (set.patches[i].short_check) far.patches.push_back(i);
+  }
+  if (stubs.patches.empty()) return {};
+  place_fixed(set, bias, stubs);
+  e.ring = true;
+  e.base = stubs.base;
+  const uint64_t bodies = stubs.size;
+  for (size_t i = 0, k = 0; i < set.patches.size(); ++i) {
+    const uint64_t body = bodies + i * kBodySlot;
     e.patches.push_back(i);
     e.body.push_back(body);
-    e.at.push_back(p.ret ? fixed_place(p, bias).first - e.base : body);
-    if (p.short_check) far.patches.push_back(i);
+    e.at.push_back(set.patches[i].ret ? stubs.at[k++] : body);
   }
   e.size = bodies + page_up(e.patches.size() * kBodySlot);
   std::vector<Region> out;
   out.push_back(std::move(e));
   if (far.patches.empty()) return out;
-  lo = UINT64_MAX, hi = 0;
-  for (size_t i : far.patches) {
-    const uint64_t t = short_trampoline(set.patches[i], bias);
-    lo = std::min(lo, t);
-    hi = std::max(hi, t + kSlotSize);
-  }
-  far.base = lo & ~(kPage - 1);
-  if (lo - far.base < kHeaderSize) far.base -= kPage;
-  far.size = page_up(hi) - far.base;
-  for (size_t i : far.patches) far.at.push_back(short_trampoline(set.patches[i], bias) - far.base);
+  place_fixed(set, bias, far);
   const Region& first = out.front();
   if (first.base + first.code_size() + first.counter_size() > far.base) return {};
   out.push_back(std::move(far));

@@ -99,12 +99,7 @@ Result<RegionCode> build_timed(const PatchSet& set, const Region& region, uint64
 Result<RegionCode> build_trampolines(const PatchSet& set, const Region& region, uint64_t bias,
                                      uint64_t code, const Owner& owner,
                                      std::vector<LiveSite>& sites, bool empty) {
-  constexpr uint64_t kPage = 4096;
-  RegionCode out;
-  out.bytes.assign(region.code_size(), kInt3);
-  std::memcpy(out.bytes.data(), kMagic, sizeof kMagic);
-  static_assert(sizeof kMagic <= kOwnerOffset && kOwnerOffset + sizeof(Owner) <= kHeaderSize);
-  std::memcpy(out.bytes.data() + kOwnerOffset, &owner, sizeof owner);
+  RegionCode out = header_only(region, owner);
   std::vector<bool> used(region.code_size() / kPage);
   used[0] = true;
   const uint64_t counters = code + region.code_size();
@@ -141,13 +136,7 @@ Result<RegionCode> build_trampolines(const PatchSet& set, const Region& region, 
     std::memcpy(l.jump.data(), j->data(), j->size());
     sites.push_back(l);
   }
-  for (size_t pg = 0; pg < used.size(); ++pg) {
-    if (!used[pg]) continue;
-    if (!out.runs.empty() && out.runs.back().first + out.runs.back().second == pg * kPage)
-      out.runs.back().second += kPage;
-    else
-      out.runs.emplace_back(pg * kPage, kPage);
-  }
+  runs_of(used, out);
   return out;
 }
 
