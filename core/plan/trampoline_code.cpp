@@ -2,6 +2,7 @@
 
 #include "core/plan/event_ring.h"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -134,13 +135,143 @@ bool with_rel32(std::vector<uint8_t>& out, uint64_t at, std::initializer_list<ui
   return true;
 }
 
+// The x86 encoding of a CaptureWord's register.
+constexpr uint8_t kX86Reg[] = {0, 3, 1, 7, 6, 8, 9, 10, 11, 2, 12, 13, 14, 15, 5, 4};
+constexpr uint8_t kRsp = 4;
+
+void put_disp32(std::vector<uint8_t>& out, uint32_t v) {
+  put32(out, static_cast<int32_t>(v));
+}
+
+// A trace record's fields past the RingRecord (event_ring.h), with rdx at the record, rcx its
+// seq (kept), rax, rsi and rdi free, and `pushed` bytes pushed since the site: the thread's
+// id, the words, the copies.
+bool append_capture(std::vector<uint8_t>& out, const EventTarget& t, const RecordCapture& cap,
+                    uint32_t pushed, uint32_t record_size) {
+  if (cap.words.size() > kTraceMaxWords || cap.copies.size() > kTraceMaxCopies) return false;
+  out.insert(out.end(), {0x49, 0x8b, 0x86});  // mov rax, [r14 + g.m]
+  put_disp32(out, t.m_off);
+  // A running goroutine always has its m; a nil one is not read (the tid stays 0).
+  out.insert(out.end(), {0x48, 0x85, 0xc0, 0x74, 0x06,  // test rax, rax; jz +6
+                         0x8b, 0x80});                  // mov eax, [rax + m.procid]
+  put_disp32(out, t.procid_off);
+  out.insert(out.end(), {0x89, 0x42, kTraceTid,                              // mov [rdx+32], eax
+                         0xc7, 0x42, kTraceCopyLen, 0, 0, 0, 0,              // the copies' lengths
+                         0x48, 0xc7, 0x42, kTraceCopyLen + 4, 0, 0, 0, 0});  // 0 for now
+  auto store_rax = [&](uint32_t to) {
+    out.insert(out.end(), {0x48, 0x89, 0x82});  // mov [rdx + to], rax
+    put_disp32(out, to);
+  };
+  // Where the trampoline's pushes (rax rcx rdx rsi rdi, in that order) keep each register.
+  auto saved_at = [&](uint8_t x) -> int {
+    switch (x) {
+      case 0:
+        return 32;
+      case 1:
+        return 24;
+      case 2:
+        return 16;
+      case 6:
+        return 8;
+      case 7:
+        return 0;
+      default:
+        return -1;
+    }
+  };
+  for (size_t i = 0; i < cap.words.size(); ++i) {
+    const CaptureWord& w = cap.words[i];
+    const uint32_t to = kTraceWords + 8 * static_cast<uint32_t>(i);
+    if (w.src == CaptureWord::Stack) {
+      out.insert(out.end(), {0x48, 0x8b, 0x84, 0x24});  // mov rax, [rsp + pushed + off]
+      put32(out, static_cast<int32_t>(pushed) + w.off);
+      store_rax(to);
+      continue;
+    }
+    if (w.reg >= sizeof kX86Reg) return false;
+    const uint8_t x = kX86Reg[w.reg];
+    if (x == kRsp) {
+      out.insert(out.end(), {0x48, 0x8d, 0x44, 0x24, static_cast<uint8_t>(pushed)});  // lea
+      store_rax(to);
+    } else if (const int at = saved_at(x); at >= 0) {
+      out.insert(out.end(),
+                 {0x48, 0x8b, 0x44, 0x24, static_cast<uint8_t>(at)});  // mov rax, [rsp+at]
+      store_rax(to);
+    } else {
+      // mov [rdx + to], reg
+      out.insert(out.end(), {static_cast<uint8_t>(0x48 | (x >> 3) << 2), 0x89,
+                             static_cast<uint8_t>(0x80 | (x & 7) << 3 | 2)});
+      put_disp32(out, to);
+    }
+  }
+  auto load_word = [&](uint8_t reg_modrm, uint8_t word) {  // mov reg, [rdx + words[word]]
+    out.insert(out.end(), {0x48, 0x8b, reg_modrm});
+    put_disp32(out, kTraceWords + 8u * word);
+  };
+  for (size_t i = 0; i < cap.copies.size(); ++i) {
+    const CaptureCopy& c = cap.copies[i];
+    const uint8_t len_at = static_cast<uint8_t>(kTraceCopyLen + 2 * i);
+    const uint32_t at = cap.copy_at(i);
+    const uint16_t room = cap.copy_room(i);
+    if (c.kind == CaptureCopy::None || !room) continue;
+    if (c.word >= cap.words.size() || (c.kind == CaptureCopy::String && c.aux >= cap.words.size()))
+      return false;
+    if (at + room > record_size) return false;
+    if (c.kind == CaptureCopy::Itab) {
+      load_word(0x82, c.word);  // mov rax, itab
+      // Not nil, and a user-space address (a plan's error would show as a bad word, never as
+      // a read of one): mov rsi, rax; shr rsi, 47; jnz skip; cmp rax, 4096; jb skip
+      out.insert(out.end(), {0x48, 0x89, 0xc6, 0x48, 0xc1, 0xee, 0x2f, 0x75, 0, 0x48, 0x3d, 0x00,
+                             0x10, 0x00, 0x00, 0x72, 0});
+      const size_t jz = out.size(), jnz = jz - 8;
+      out.insert(out.end(), {0x48, 0x8b, 0x40, 0x08});  // mov rax, [rax + 8]: its type
+      store_rax(at);
+      out.insert(out.end(), {0x66, 0xc7, 0x42, len_at, 8, 0});  // its length: 8
+      out[jz - 1] = static_cast<uint8_t>(out.size() - jz);
+      out[jnz - 1] = static_cast<uint8_t>(out.size() - jnz);
+      continue;
+    }
+    // A string's (or byte slice's) bytes, at most `room`, copied last byte first: Go's own
+    // invariant makes [data, data + len) readable, and nothing past it is read.
+    load_word(0x82, c.aux);               // mov rax, len
+    out.insert(out.end(), {0x48, 0x3d});  // cmp rax, room
+    put_disp32(out, room);
+    out.insert(out.end(), {0x76, 0x05, 0xb8});  // jbe +5; mov eax, room
+    put_disp32(out, room);
+    out.insert(out.end(), {0x48, 0x85, 0xc0, 0x74, 0});  // test rax, rax; jz done
+    const size_t jz = out.size();
+    load_word(0xb2, c.word);  // mov rsi, data
+    // A user-space address past the first page, as any Go object's: mov rdi, rsi; shr rdi,
+    // 47; jnz done; cmp rsi, 4096; jb done. Else nothing is copied and the length stays 0:
+    // the decoder shows the string as not read.
+    out.insert(out.end(), {0x48, 0x89, 0xf7, 0x48, 0xc1, 0xef, 0x2f, 0x75, 0, 0x48, 0x81, 0xfe,
+                           0x00, 0x10, 0x00, 0x00, 0x72, 0});
+    const size_t skip1 = out.size() - 9, skip2 = out.size();
+    out.insert(out.end(), {0x66, 0x89, 0x42, len_at});  // mov [rdx + len_at], ax
+    const size_t loop = out.size();
+    out.insert(out.end(), {0x48, 0xff, 0xc8,          // dec rax
+                           0x0f, 0xb6, 0x3c, 0x06,    // movzx edi, byte [rsi + rax]
+                           0x40, 0x88, 0xbc, 0x02});  // mov [rdx + rax + at], dil
+    put_disp32(out, at);
+    out.push_back(0x75);  // jnz loop: dec's flags
+    out.push_back(static_cast<uint8_t>(static_cast<int8_t>(loop - (out.size() + 1))));
+    out[jz - 1] = static_cast<uint8_t>(out.size() - jz);
+    out[skip1 - 1] = static_cast<uint8_t>(out.size() - skip1);
+    out[skip2 - 1] = static_cast<uint8_t>(out.size() - skip2);
+  }
+  return true;
+}
+
 // The record (event_ring.h), at `at` + out.size(): take a position unless the ring is full,
-// fill the record, write its seq last. Registers kept, flags clobbered.
-bool append_record(std::vector<uint8_t>& out, uint64_t at, const EventTarget& t, uint32_t id) {
+// fill the record, write its seq last. Registers kept, flags clobbered. With `cap`, a trace
+// record: rdi is kept too, and the record's rest filled (append_capture).
+bool append_record(std::vector<uint8_t>& out, uint64_t at, const EventTarget& t, uint32_t id,
+                   const RecordCapture* cap) {
   const uint64_t head = t.ring + kRingHead, tail = t.ring + kRingTail,
                  dropped = t.ring + kRingDropped, records = t.ring + kRingRecords;
   auto imm32 = [&](uint32_t v) { put32(out, static_cast<int32_t>(v)); };
   out.insert(out.end(), {0x50, 0x51, 0x52, 0x56});                   // push rax, rcx, rdx, rsi
+  if (cap) out.push_back(0x57);                                      // push rdi
   out.insert(out.end(), {0x0f, 0x31,                                 // rdtsc
                          0x48, 0xc1, 0xe2, 0x20,                     // shl rdx, 32
                          0x48, 0x09, 0xc2,                           // or rdx, rax
@@ -150,11 +281,14 @@ bool append_record(std::vector<uint8_t>& out, uint64_t at, const EventTarget& t,
   out.insert(out.end(), {0x48, 0x89, 0xc1});                         // mov rcx, rax
   if (!with_rel32(out, at, {0x48, 0x2b, 0x0d}, tail)) return false;  // sub rcx, [tail]
   out.insert(out.end(), {0x48, 0x81, 0xf9});                         // cmp rcx, capacity
-  imm32(static_cast<uint32_t>(kRingCapacity));
+  imm32(static_cast<uint32_t>(t.shape.capacity()));
   // Signed: a head read before another writer took a position and the reader freed it is
   // behind the tail; that difference is negative, not a full ring, and the cmpxchg below
-  // fails on it and reloads the head.
-  out.insert(out.end(), {0x7d, 0x00});  // jge full (patched below)
+  // fails on it and reloads the head. A trace record's code is longer than a rel8 reaches.
+  if (cap)
+    out.insert(out.end(), {0x0f, 0x8d, 0, 0, 0, 0});  // jge full (patched below)
+  else
+    out.insert(out.end(), {0x7d, 0x00});
   const size_t jae = out.size();
   out.insert(out.end(), {0x48, 0x8d, 0x48, 0x01});  // lea rcx, [rax + 1]
   if (!with_rel32(out, at, {0xf0, 0x48, 0x0f, 0xb1, 0x0d}, head))
@@ -162,12 +296,24 @@ bool append_record(std::vector<uint8_t>& out, uint64_t at, const EventTarget& t,
   out.push_back(0x75);  // jne retry
   out.push_back(static_cast<uint8_t>(static_cast<int8_t>(retry - (out.size() + 1))));
   out.insert(out.end(), {0x48, 0x25});  // and rax, mask
-  imm32(static_cast<uint32_t>(kRingCapacity - 1));
-  out.insert(out.end(), {0x48, 0xc1, 0xe0, 0x05});                      // shl rax, 5
+  imm32(static_cast<uint32_t>(t.shape.capacity() - 1));
+  out.insert(out.end(), {0x48, 0xc1, 0xe0, static_cast<uint8_t>(t.shape.record_shift)});  // shl
   if (!with_rel32(out, at, {0x48, 0x8d, 0x15}, records)) return false;  // lea rdx, [records]
-  out.insert(out.end(), {0x48, 0x01, 0xc2,                              // add rdx, rax
-                         0x48, 0x89, 0x72, 0x08,                        // mov [rdx+8], rsi
-                         0x49, 0x8b, 0x86});                            // mov rax, [r14+goid]
+  out.insert(out.end(), {0x48, 0x01, 0xc2});                            // add rdx, rax
+  if (cap) {
+    // prefetchw [rdx + 8 records + each line this record fills]: a trace record's lines are
+    // new ones each time (512 bytes apart, too far for the hardware's prefetch), and the next
+    // record's lock cmpxchg waits for this one's stores to reach them: without this, each
+    // record waited for memory (about 180 ns a record, against 40 with it). A prefetch never
+    // faults, past the ring's end too.
+    const uint32_t used = cap->copy_at(cap->copies.size());
+    for (uint32_t line = 0; line < used && line < 256; line += 64) {
+      out.insert(out.end(), {0x0f, 0x0d, 0x8a});
+      put_disp32(out, static_cast<uint32_t>(8 * t.shape.record_size()) + line);
+    }
+  }
+  out.insert(out.end(), {0x48, 0x89, 0x72, 0x08,  // mov [rdx+8], rsi
+                         0x49, 0x8b, 0x86});      // mov rax, [r14+goid]
   imm32(t.goid_off);
   out.insert(out.end(), {0x48, 0x89, 0x42, 0x10,  // mov [rdx+16], rax
                          0x49, 0x8b, 0x86});      // mov rax, [r14+stack.hi]
@@ -175,13 +321,22 @@ bool append_record(std::vector<uint8_t>& out, uint64_t at, const EventTarget& t,
   out.insert(out.end(), {0x48, 0x29, 0xe0,    // sub rax, rsp
                          0xc7, 0x42, 0x18});  // mov dword [rdx+24], id
   imm32(id);
-  out.insert(out.end(), {0x89, 0x42, 0x1c,  // mov [rdx+28], eax
-                         0x48, 0x89, 0x0a,  // mov [rdx], rcx: the seq, last
+  out.insert(out.end(), {0x89, 0x42, 0x1c});  // mov [rdx+28], eax
+  // The depth above is measured below the pushes, at a return and at an entry alike.
+  if (cap && !append_capture(out, t, *cap, 40, static_cast<uint32_t>(t.shape.record_size())))
+    return false;
+  out.insert(out.end(), {0x48, 0x89, 0x0a,  // mov [rdx], rcx: the seq, last
                          0xeb, 0x00});      // jmp done (patched below)
   const size_t jmp_done = out.size();
-  out[jae - 1] = static_cast<uint8_t>(out.size() - jae);                      // full:
+  if (cap) {
+    const int32_t rel = static_cast<int32_t>(out.size() - jae);
+    std::memcpy(out.data() + jae - 4, &rel, 4);  // full:
+  } else {
+    out[jae - 1] = static_cast<uint8_t>(out.size() - jae);  // full:
+  }
   if (!with_rel32(out, at, {0xf0, 0x48, 0xff, 0x05}, dropped)) return false;  // lock inc
   out[jmp_done - 1] = static_cast<uint8_t>(out.size() - jmp_done);            // done:
+  if (cap) out.push_back(0x5f);                                               // pop rdi
   out.insert(out.end(), {0x5e, 0x5a, 0x59, 0x58});  // pop rsi, rdx, rcx, rax
   return true;
 }
@@ -189,18 +344,18 @@ bool append_record(std::vector<uint8_t>& out, uint64_t at, const EventTarget& t,
 }  // namespace
 
 Result<std::vector<uint8_t>> entry_body(uint64_t at, const JumpSite& site, const EventTarget& t,
-                                        uint32_t id) {
+                                        uint32_t id, const RecordCapture* cap) {
   if (!site.ok() || !site.branch_len) return make_error("{:#x} is no stack check", site.at);
   std::vector<uint8_t> out;
   // A 6-byte jbe's jno lands here with the check not yet taken; a short check's stub took it.
   if (site.branch_len == kJbeLen && site.len == kJbeLen &&
       !with_rel32(out, at, {kJbeRel32[0], kJbeRel32[1]}, site.branch_to))
     return make_error("site {:#x}'s morestack path is out of reach of {:#x}", site.at, at);
-  if (!append_record(out, at, t, id))
-    return make_error("the event ring is out of reach of {:#x}", at);
+  if (!append_record(out, at, t, id, cap))
+    return make_error("the event ring is out of reach of {:#x}, or a capture past its record", at);
   if (!with_rel32(out, at, {kJmpRel32}, site.at + site.len))
     return make_error("site {:#x} is out of reach of {:#x}", site.at, at);
-  if (out.size() > kBodyMax) return make_error("a body of {} bytes", out.size());
+  if (!cap && out.size() > kBodyMax) return make_error("a body of {} bytes", out.size());
   return out;
 }
 
@@ -215,16 +370,16 @@ Result<std::vector<uint8_t>> short_stub(uint64_t at, const JumpSite& site, Bytes
 }
 
 Result<std::vector<uint8_t>> ret_body(uint64_t at, const JumpSite& site, Bytes original,
-                                      const EventTarget& t, uint32_t id) {
+                                      const EventTarget& t, uint32_t id, const RecordCapture* cap) {
   if (!site.ok() || (site.len != 6 && site.len != 7) || original.size() != site.len ||
       original[4] != kPopRbp)
     return make_error("{:#x} is no RET epilogue", site.at);
   std::vector<uint8_t> out(original.begin(), original.begin() + 5);  // add rsp, N; pop rbp
-  if (!append_record(out, at, t, id))
-    return make_error("the event ring is out of reach of {:#x}", at);
+  if (!append_record(out, at, t, id, cap))
+    return make_error("the event ring is out of reach of {:#x}, or a capture past its record", at);
   if (!with_rel32(out, at, {kJmpRel32}, site.at + 5))
     return make_error("site {:#x} is out of reach of {:#x}", site.at, at);
-  if (out.size() > kBodyMax) return make_error("a body of {} bytes", out.size());
+  if (!cap && out.size() > kBodyMax) return make_error("a body of {} bytes", out.size());
   return out;
 }
 
@@ -233,6 +388,54 @@ Result<std::vector<uint8_t>> jump_to(uint64_t at, uint64_t to) {
   if (!with_rel32(out, at, {kJmpRel32}, to))
     return make_error("{:#x} is out of reach of {:#x}", to, at);
   return out;
+}
+
+namespace {
+
+// The same site and a target near address 0, where every rel32 reaches.
+JumpSite near_zero(const JumpSite& site) {
+  JumpSite s = site;
+  s.branch_to = s.branch_to ? 0x1000 : 0;
+  s.at = 0x2000;
+  return s;
+}
+
+EventTarget sizing_target(const RecordCapture* cap) {
+  EventTarget t;
+  t.ring = 0x3000;
+  if (cap) t.shape = kTraceRing;
+  return t;
+}
+
+}  // namespace
+
+size_t entry_body_size(const JumpSite& site, const RecordCapture* cap) {
+  auto b = entry_body(0, near_zero(site), sizing_target(cap), 0, cap);
+  return b ? b->size() : 0;
+}
+
+size_t ret_body_size(const JumpSite& site, Bytes original, const RecordCapture* cap) {
+  auto b = ret_body(0, near_zero(site), original, sizing_target(cap), 0, cap);
+  return b ? b->size() : 0;
+}
+
+uint32_t RecordCapture::copy_at(size_t i) const {
+  uint32_t at = kTraceWords + 8 * static_cast<uint32_t>(words.size());
+  for (size_t j = 0; j < i && j < copies.size(); ++j) at += copy_room(j);
+  return at;
+}
+
+uint16_t RecordCapture::copy_room(size_t i) const {
+  if (i >= copies.size()) return 0;
+  const CaptureCopy& c = copies[i];
+  if (c.kind == CaptureCopy::None) return 0;
+  // The room left after the copies before this one.
+  const uint32_t at = copy_at(i);
+  const uint32_t size = static_cast<uint32_t>(kTraceRing.record_size());
+  const uint32_t left = at < size ? size - at : 0;
+  const uint32_t want = c.kind == CaptureCopy::Itab ? 8 : c.max;
+  if (c.kind == CaptureCopy::Itab && left < 8) return 0;
+  return static_cast<uint16_t>(std::min(want, left));
 }
 
 uint64_t one_byte_jump_place(uint64_t site, Bytes original) {

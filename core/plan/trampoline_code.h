@@ -28,6 +28,7 @@
 
 #include "core/binary/elf_file.h"
 #include "core/model/result.h"
+#include "core/plan/event_ring.h"
 #include "core/plan/jump_site.h"
 
 namespace gotap {
@@ -76,14 +77,44 @@ Result<std::vector<uint8_t>> short_site_jump(const JumpSite& site, Bytes origina
 struct EventTarget {
   uint64_t ring = 0;  // where the ring (its head) is in the program
   uint32_t goid_off = 0, stack_hi_off = 8;
+  RingShape shape = kTimedRing;
+  // Trace records (a RecordCapture): the thread's id, from g.m.procid.
+  uint32_t m_off = 0, procid_off = 0;
+};
+
+// What a tracing trampoline copies into its record past the RingRecord (event_ring.h,
+// kTraceRing): the thread's id, then words and copies. It reads only memory Go's own
+// invariants make readable there: the stack slots of its frame, the bytes of a string or
+// byte slice the function was passed or returns (its data pointer and length, from its
+// words; a length over `max` copies `max`), and the type word of a non-nil itab.
+struct CaptureWord {
+  enum Src : uint8_t { Reg, Stack } src = Reg;
+  // Reg: in Go's ABIInternal integer order (RAX RBX RCX RDI RSI R8 R9 R10 R11), then RDX R12
+  // R13 R14 R15 RBP RSP (bpf/gotap_shared.h's gotap_reg).
+  uint8_t reg = 0;
+  int32_t off = 0;  // Stack: from RSP at the site, as it was before the trampoline ran
+};
+struct CaptureCopy {
+  enum Kind : uint8_t { None, String, Itab } kind = None;  // None: a place kept, nothing read
+  uint8_t word = 0, aux = 0;  // String: data words[word], length words[aux]; Itab: words[word]
+  uint16_t max = 0;           // String: bytes at most
+};
+struct RecordCapture {
+  std::vector<CaptureWord> words;   // at most kTraceMaxWords
+  std::vector<CaptureCopy> copies;  // at most kTraceMaxCopies
+  // Where copy i's bytes begin in the record, and how many it may take (its max, cut to the
+  // record's room).
+  uint32_t copy_at(size_t i) const;
+  uint16_t copy_room(size_t i) const;
 };
 
 // An entry's body. At a 6-byte jbe (stack_check_branch_site), the site's jno lands here: the
 // jbe relocated to the morestack path, the record, the jump back past the jbe. At a short
 // check (stack_check_short_site), its stub (short_stub) ran the check: the record and the
 // jump back past the jbe. An error when a rel32 does not reach.
+// `cap` (may be null): a trace record's words and copies (the target's shape kTraceRing).
 Result<std::vector<uint8_t>> entry_body(uint64_t at, const JumpSite& site, const EventTarget& t,
-                                        uint32_t id);
+                                        uint32_t id, const RecordCapture* cap = nullptr);
 // A short check's code at its fixed place (short_site_trampoline) when timed: the compare,
 // the jbe relocated, a jump to its body.
 Result<std::vector<uint8_t>> short_stub(uint64_t at, const JumpSite& site, Bytes original,
@@ -93,13 +124,17 @@ Result<std::vector<uint8_t>> short_stub(uint64_t at, const JumpSite& site, Bytes
 // is (another tracer's probe on the RET still fires). Its stub at the fixed place
 // (one_byte_jump_place) is a plain jump to the body.
 Result<std::vector<uint8_t>> ret_body(uint64_t at, const JumpSite& site, Bytes original,
-                                      const EventTarget& t, uint32_t id);
+                                      const EventTarget& t, uint32_t id,
+                                      const RecordCapture* cap = nullptr);
 // `jmp to`, placed at `at`.
 Result<std::vector<uint8_t>> jump_to(uint64_t at, uint64_t to);
 // Where a one-byte jump (E9 over the site's first byte, its displacement the next four of
 // the file's) lands: site + 5 + those bytes as a rel32.
 uint64_t one_byte_jump_place(uint64_t site, Bytes original);
-// The longest body: what a slot for one holds.
+// The longest body without a capture: what a slot for one holds.
 constexpr size_t kBodyMax = 160;
+// A body's length, which its address does not change.
+size_t entry_body_size(const JumpSite& site, const RecordCapture* cap);
+size_t ret_body_size(const JumpSite& site, Bytes original, const RecordCapture* cap);
 
 }  // namespace gotap

@@ -45,14 +45,27 @@ const std::vector<uint8_t> kCallWithG = {0x41, 0x56, 0x49, 0x89, 0xf6, 0xe8, 0xb
                                          0xff, 0xff, 0xff, 0x41, 0x5e, 0xc3};
 constexpr uint32_t kGoidOff = 0x98;
 
+// g.m at 0x30, m.procid at 72: where a trace record's thread id comes from.
+struct FakeM {
+  uint64_t pad[9] = {};
+  uint64_t procid = 0;
+};
+constexpr uint32_t kMOff = 0x30, kProcidOff = 72;
+static_assert(offsetof(FakeM, procid) == kProcidOff);
+
 struct FakeG {
   uint64_t lo = 0, hi = 0, guard = 0, grown = 0;
-  uint64_t pad[(kGoidOff - 32) / 8] = {};
+  uint64_t pad0[2] = {};
+  FakeM* m = nullptr;
+  uint64_t pad[(kGoidOff - 56) / 8] = {};
   uint64_t goid = 0;
 };
 static_assert(offsetof(FakeG, goid) == kGoidOff);
+static_assert(offsetof(FakeG, m) == kMOff);
 
 using FnWithG = uint64_t (*)(uint64_t, FakeG*);
+// The same, with rdx, rcx, r8 and r9 set at the function's entry (the C ABI's next four).
+using FnWithRegs = uint64_t (*)(uint64_t, FakeG*, uint64_t, uint64_t, uint64_t, uint64_t);
 
 uint8_t* map_at(uint64_t at, size_t len) {
   void* p = mmap(reinterpret_cast<void*>(at), len, PROT_READ | PROT_WRITE | PROT_EXEC,
@@ -66,10 +79,12 @@ uint8_t* map_at(uint64_t at, size_t len) {
 }
 
 // The function, patched: its page, the RET stub's page (bodies and the ring right after it)
-// and the short check's stub's page, each at the place the jumps fix.
+// and the short check's stub's page, each at the place the jumps fix. With captures, its
+// bodies write trace records (kTraceRing) with those words and copies.
 class Timed {
  public:
-  Timed() {
+  explicit Timed(const RecordCapture* entry_cap = nullptr, const RecordCapture* ret_cap = nullptr)
+      : shape_(entry_cap ? kTraceRing : kTimedRing) {
     fn_ = static_cast<uint8_t*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
                                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     if (fn_ == MAP_FAILED) {
@@ -87,16 +102,16 @@ class Timed {
     const Bytes ret_orig(fn_ + (ret_.at - base), ret_.len), entry_orig(fn_, entry_.len);
     const uint64_t ret_stub = one_byte_jump_place(ret_.at, ret_orig);
     const uint64_t short_stub_at = short_site_trampoline(entry_, entry_orig);
-    far_len_ = 2 * 4096 + ring_bytes();
+    far_len_ = 2 * 4096 + shape_.bytes();
     far_ = map_at(ret_stub & ~uint64_t(4095), far_len_);
     short_page_ = map_at(short_stub_at & ~uint64_t(4095), 4096);
     if (!far_ || !short_page_) return;
     const uint64_t far = reinterpret_cast<uint64_t>(far_);
     ring_ = far_ + 2 * 4096;
-    const EventTarget t{far + 2 * 4096, kGoidOff, 8};
-    const uint64_t entry_body_at = far + 4096, ret_body_at = far + 4096 + kBodyMax;
-    auto eb = entry_body(entry_body_at, entry_, t, 0);
-    auto rb = ret_body(ret_body_at, ret_, ret_orig, t, 1);
+    const EventTarget t{far + 2 * 4096, kGoidOff, 8, shape_, kMOff, kProcidOff};
+    const uint64_t entry_body_at = far + 4096, ret_body_at = far + 4096 + 2048;
+    auto eb = entry_body(entry_body_at, entry_, t, 0, entry_cap);
+    auto rb = ret_body(ret_body_at, ret_, ret_orig, t, 1, ret_cap);
     auto rs = jump_to(ret_stub, ret_body_at);
     auto ss = short_stub(short_stub_at, entry_, entry_orig, entry_body_at);
     if (!eb || !rb || !rs || !ss) {
@@ -104,7 +119,7 @@ class Timed {
       return;
     }
     std::memcpy(far_ + 4096, eb->data(), eb->size());
-    std::memcpy(far_ + 4096 + kBodyMax, rb->data(), rb->size());
+    std::memcpy(far_ + 4096 + 2048, rb->data(), rb->size());
     std::memcpy(far_ + (ret_stub - far), rs->data(), rs->size());
     std::memcpy(short_page_ + (short_stub_at & 4095), ss->data(), ss->size());
     // The two one-byte jumps: all the function's bytes that change.
@@ -119,12 +134,19 @@ class Timed {
   bool ok() const { return ok_; }
   std::string why() const { return error_; }
   FnWithG fn() const { return reinterpret_cast<FnWithG>(fn_ + 0x40); }
+  FnWithRegs fn_with_regs() const { return reinterpret_cast<FnWithRegs>(fn_ + 0x40); }
+  uint64_t return_address() const { return reinterpret_cast<uint64_t>(fn_) + 0x40 + 10; }
+  // Trace record k.
+  const uint8_t* record(size_t k) const {
+    return ring_ + kRingRecords + (k << shape_.record_shift);
+  }
   uint8_t* ring() const { return ring_; }
   const RingRecord* records() const {
     return reinterpret_cast<const RingRecord*>(ring_ + kRingRecords);
   }
 
  private:
+  RingShape shape_;
   uint8_t *fn_ = nullptr, *far_ = nullptr, *short_page_ = nullptr, *ring_ = nullptr;
   size_t far_len_ = 0;
   JumpSite entry_, ret_;
@@ -247,6 +269,107 @@ TEST(TrampolineEvents, ARecordNeverFinishedIsCountedAndHoldsNothingBackAtTheEnd)
   EXPECT_EQ(timer.finish(t.ring()), 20u);
   EXPECT_EQ(timer.latencies()[0].count, 11u);
   EXPECT_EQ(timer.dropped(t.ring()), 1u);
+}
+
+template <class T>
+T at(const uint8_t* p, size_t off) {
+  T v;
+  std::memcpy(&v, p + off, sizeof v);
+  return v;
+}
+
+// A trace record holds what the function was really called with and returned: registers
+// (those the trampoline saves and those it does not touch), a stack slot, RSP as it was, a
+// string's bytes, an itab's type word, and the thread's id from g.m; what it must not read
+// (a nil itab, a data word that is no address) it leaves unread.
+TEST(TrampolineEvents, ATraceRecordHoldsTheCallsRegistersStackSlotsAndCopies) {
+  RecordCapture in;
+  in.words = {{CaptureWord::Reg, 3, 0},    // rdi: x
+              {CaptureWord::Reg, 9, 0},    // rdx: a string's data
+              {CaptureWord::Reg, 2, 0},    // rcx: its length
+              {CaptureWord::Reg, 5, 0},    // r8: an itab
+              {CaptureWord::Stack, 0, 0},  // [rsp]: the return address
+              {CaptureWord::Reg, 15, 0},   // rsp
+              {CaptureWord::Reg, 6, 0}};   // r9
+  in.copies = {{CaptureCopy::String, 1, 2, 16},
+               {CaptureCopy::Itab, 3, 0, 0},
+               {CaptureCopy::String, 0, 2, 16},  // data x: no address, not read
+               {CaptureCopy::None, 0, 0, 0}};    // a place kept, nothing read
+  RecordCapture out;
+  out.words = {{CaptureWord::Reg, 0, 0}};  // rax: the result
+  Timed t(&in, &out);
+  if (!t.ok()) GTEST_SKIP() << t.why();
+  std::vector<uint8_t> stack(1 << 16);
+  FakeG g;
+  FakeM m;
+  m.procid = 777'001;
+  g.m = &m;
+  stack_hi_of(g, stack);
+  g.goid = 31;
+  struct Itab {
+    uint64_t inter, type;
+  } itab{1, 0xabcdef12};
+  const std::string text = "a string longer than sixteen bytes";
+  const uint64_t local = reinterpret_cast<uint64_t>(&itab);
+  const int calls = 3;
+  for (int x = 0; x < calls; ++x) {
+    const uint64_t len = x == 2 ? 5 : text.size();
+    const uint64_t it = x == 1 ? 0 : reinterpret_cast<uint64_t>(&itab);
+    ASSERT_EQ(
+        t.fn_with_regs()(uint64_t(x), &g, reinterpret_cast<uint64_t>(text.data()), len, it, 0x9999),
+        uint64_t(3 * x + 1));
+  }
+  for (int x = 0; x < calls; ++x) {
+    SCOPED_TRACE(x);
+    const uint8_t* e = t.record(2 * x);
+    const uint8_t* r = t.record(2 * x + 1);
+    ASSERT_EQ(at<uint64_t>(e, 0), uint64_t(2 * x + 1));
+    ASSERT_EQ(at<uint64_t>(r, 0), uint64_t(2 * x + 2));
+    EXPECT_EQ(at<uint32_t>(e, 24), 0u);
+    EXPECT_EQ(at<uint32_t>(r, 24), 1u);
+    EXPECT_EQ(at<uint64_t>(e, 16), 31u);
+    EXPECT_EQ(at<uint32_t>(e, 28), at<uint32_t>(r, 28)) << "depth";
+    EXPECT_EQ(at<uint32_t>(e, kTraceTid), 777'001u);
+    EXPECT_EQ(at<uint32_t>(r, kTraceTid), 777'001u);
+    const uint64_t len = x == 2 ? 5 : text.size();
+    EXPECT_EQ(at<uint64_t>(e, kTraceWords), uint64_t(x));
+    EXPECT_EQ(at<uint64_t>(e, kTraceWords + 8), reinterpret_cast<uint64_t>(text.data()));
+    EXPECT_EQ(at<uint64_t>(e, kTraceWords + 16), len);
+    EXPECT_EQ(at<uint64_t>(e, kTraceWords + 24), x == 1 ? 0 : reinterpret_cast<uint64_t>(&itab));
+    EXPECT_EQ(at<uint64_t>(e, kTraceWords + 32), t.return_address());
+    const uint64_t rsp = at<uint64_t>(e, kTraceWords + 40);
+    EXPECT_EQ(rsp % 8, 0u);
+    EXPECT_LT(local - rsp, 4096u) << "RSP at the call, just below this frame";
+    EXPECT_EQ(at<uint64_t>(e, kTraceWords + 48), 0x9999u);
+    // The string: its first 16 bytes (or all 5), at its place.
+    const size_t want = std::min<size_t>(len, 16);
+    EXPECT_EQ(at<uint16_t>(e, kTraceCopyLen), want);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(e + in.copy_at(0)), want),
+              text.substr(0, want));
+    // The itab's type word, or nothing for a nil itab.
+    EXPECT_EQ(at<uint16_t>(e, kTraceCopyLen + 2), x == 1 ? 0u : 8u);
+    if (x != 1) EXPECT_EQ(at<uint64_t>(e, in.copy_at(1)), 0xabcdef12u);
+    EXPECT_EQ(at<uint16_t>(e, kTraceCopyLen + 4), 0u) << "a data word that is no address";
+    EXPECT_EQ(at<uint16_t>(e, kTraceCopyLen + 6), 0u);
+    // The result, at the RET.
+    EXPECT_EQ(at<uint64_t>(r, kTraceWords), uint64_t(3 * x + 1));
+  }
+  EXPECT_EQ(at<uint64_t>(t.record(2 * calls), 0), 0u);
+}
+
+// A copy's room is cut to what the record has left; the copies after it still fit.
+TEST(TrampolineEvents, ATraceRecordsCopiesFitItsSlot) {
+  RecordCapture c;
+  c.words.resize(kTraceMaxWords);
+  c.copies = {{CaptureCopy::String, 0, 1, 200},
+              {CaptureCopy::String, 2, 3, 200},
+              {CaptureCopy::Itab, 4, 0, 0}};
+  const uint32_t room = uint32_t(kTraceRing.record_size()) - kTraceWords - 8 * kTraceMaxWords;
+  EXPECT_EQ(c.copy_at(0), kTraceWords + 8 * kTraceMaxWords);
+  EXPECT_EQ(c.copy_room(0), 200);
+  EXPECT_EQ(c.copy_room(1), room - 200);
+  EXPECT_EQ(c.copy_room(2), 0) << "no room for the itab's 8 bytes";
+  EXPECT_LE(c.copy_at(1) + c.copy_room(1), kTraceRing.record_size());
 }
 
 }  // namespace
