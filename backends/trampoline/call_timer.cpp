@@ -3,6 +3,9 @@
 #include <time.h>
 #include <x86intrin.h>
 
+#include <cmath>
+#include <cstring>
+
 #include "core/sys/timing.h"
 
 namespace gotap::trampoline {
@@ -39,48 +42,49 @@ void TscClock::update() {
   if (tsc > tsc0_ && ns > ns0_) ns_per_tick_ = double(ns - ns0_) / double(tsc - tsc0_);
 }
 
+uint64_t TscClock::at(uint64_t tsc) const {
+  const int64_t d = static_cast<int64_t>(tsc - tsc0_);
+  // Signed: a record's TSC may be just before the first reading.
+  return static_cast<uint64_t>(static_cast<int64_t>(ns0_) +
+                               std::llround(static_cast<double>(d) * ns_per_tick_));
+}
+
 uint64_t TscClock::ns(uint64_t ticks) const {
   return static_cast<uint64_t>(double(ticks) * ns_per_tick_ + 0.5);
 }
 
 size_t CallTimer::drain(uint8_t* ring) {
-  auto* records = reinterpret_cast<RingRecord*>(ring + kRingRecords);
-  auto* tail = reinterpret_cast<uint64_t*>(ring + kRingTail);
-  size_t n = 0;
-  for (;; ++n) {
-    RingRecord& r = records[next_ & (kRingCapacity - 1)];
-    if (__atomic_load_n(&r.seq, __ATOMIC_ACQUIRE) != next_ + 1) break;
-    const RingRecord rec{r.seq, r.tsc, r.goid, r.id, r.depth};
-    ++next_;
-    // Slots are freed 256 at a time: the tail's cache line, which every writer reads, moves
-    // to this CPU and back once per batch, not per record (a ring less full by 256 at most).
-    if (next_ % 256 == 0) __atomic_store_n(tail, next_, __ATOMIC_RELEASE);
-    const size_t patch = rec.id >> 1;
-    if (patch >= funcs_.size()) continue;
-    const int func = funcs_[patch];
-    const Key key{rec.goid, rec.depth};
-    if (!(rec.id & 1)) {
-      // A call left open at the same depth of the same goroutine is over (a panic unwound
-      // it): the new one replaces it.
-      Open old;
-      (void)take(key, old);
-      Slot& s = slot(key);
-      if (s.used)
-        open_[s.key] = s.open;  // pushed out to the map
-      else
-        ++in_slots_;
-      s = Slot{key, Open{func, rec.tsc}, true};
-      continue;
-    }
-    Open o;
-    if (!take(key, o) || o.func != func) {
-      ++unmatched_;
-      continue;
-    }
-    lat_[func].add(clock_.ns(rec.tsc > o.tsc ? rec.tsc - o.tsc : 0));
+  return reader_.drain(ring, [this](const uint8_t* r) {
+    RingRecord rec;
+    std::memcpy(&rec, r, sizeof rec);
+    add(rec);
+  });
+}
+
+void CallTimer::add(const RingRecord& rec) {
+  const size_t patch = rec.id >> 1;
+  if (patch >= funcs_.size()) return;
+  const int func = funcs_[patch];
+  const Key key{rec.goid, rec.depth};
+  if (!(rec.id & 1)) {
+    // A call left open at the same depth of the same goroutine is over (a panic unwound
+    // it): the new one replaces it.
+    Open old;
+    (void)take(key, old);
+    Slot& s = slot(key);
+    if (s.used)
+      open_[s.key] = s.open;  // pushed out to the map
+    else
+      ++in_slots_;
+    s = Slot{key, Open{func, rec.tsc}, true};
+    return;
   }
-  __atomic_store_n(tail, next_, __ATOMIC_RELEASE);
-  return n;
+  Open o;
+  if (!take(key, o) || o.func != func) {
+    ++unmatched_;
+    return;
+  }
+  lat_[func].add(clock_.ns(rec.tsc > o.tsc ? rec.tsc - o.tsc : 0));
 }
 
 bool CallTimer::take(const Key& k, Open& out) {
@@ -99,19 +103,14 @@ bool CallTimer::take(const Key& k, Open& out) {
 }
 
 size_t CallTimer::finish(uint8_t* ring) {
-  size_t n = drain(ring);
-  const uint64_t head =
-      __atomic_load_n(reinterpret_cast<const uint64_t*>(ring + kRingHead), __ATOMIC_ACQUIRE);
-  // Never further than a ring's worth: a head past that is no writer's (the view is ours).
-  while (next_ < head && head - next_ <= kRingCapacity) {
-    ++unfinished_;
-    ++next_;
-    n += drain(ring);
-  }
-  return n;
+  return reader_.finish(ring, [this](const uint8_t* r) {
+    RingRecord rec;
+    std::memcpy(&rec, r, sizeof rec);
+    add(rec);
+  });
 }
 
-uint64_t CallTimer::dropped(const uint8_t* ring) const {
+uint64_t RingReader::dropped(const uint8_t* ring) const {
   return unfinished_ +
          __atomic_load_n(reinterpret_cast<const uint64_t*>(ring + kRingDropped), __ATOMIC_RELAXED);
 }

@@ -22,6 +22,8 @@ class TscClock {
   TscClock();
   // Nanoseconds for `ticks`, at the rate measured so far.
   uint64_t ns(uint64_t ticks) const;
+  // CLOCK_MONOTONIC's time at TSC `tsc`.
+  uint64_t at(uint64_t tsc) const;
   // Measures the rate again, from the first reading to now.
   void update();
 
@@ -30,6 +32,60 @@ class TscClock {
   double ns_per_tick_ = 0;
 };
 
+// Reads a ring's records in position order (event_ring.h), each while its seq is the one
+// expected, and frees their slots.
+class RingReader {
+ public:
+  explicit RingReader(RingShape shape = kTimedRing) : shape_(shape) {}
+  // Calls `on(record)` for each record the ring holds now, then moves the tail on. How many.
+  template <class F>
+  size_t drain(uint8_t* ring, F&& on);
+  // The last read, once no writer is left (the program gone, or its jumps taken back):
+  // positions taken whose record was never finished (a thread killed mid-record by the
+  // program's exit) are skipped, and counted, instead of holding back the records after them.
+  template <class F>
+  size_t finish(uint8_t* ring, F&& on);
+  // Records the ring had no room for, and those finish() skipped.
+  uint64_t dropped(const uint8_t* ring) const;
+  const RingShape& shape() const { return shape_; }
+
+ private:
+  RingShape shape_;
+  uint64_t next_ = 0, unfinished_ = 0;
+};
+
+template <class F>
+size_t RingReader::drain(uint8_t* ring, F&& on) {
+  uint8_t* records = ring + kRingRecords;
+  auto* tail = reinterpret_cast<uint64_t*>(ring + kRingTail);
+  size_t n = 0;
+  for (;; ++n) {
+    const uint8_t* r = records + ((next_ & (shape_.capacity() - 1)) << shape_.record_shift);
+    if (__atomic_load_n(reinterpret_cast<const uint64_t*>(r), __ATOMIC_ACQUIRE) != next_ + 1) break;
+    on(r);
+    ++next_;
+    // Slots are freed 256 at a time: the tail's cache line, which every writer reads, moves
+    // to this CPU and back once per batch, not per record (a ring less full by 256 at most).
+    if (next_ % 256 == 0) __atomic_store_n(tail, next_, __ATOMIC_RELEASE);
+  }
+  __atomic_store_n(tail, next_, __ATOMIC_RELEASE);
+  return n;
+}
+
+template <class F>
+size_t RingReader::finish(uint8_t* ring, F&& on) {
+  size_t n = drain(ring, on);
+  const uint64_t head =
+      __atomic_load_n(reinterpret_cast<const uint64_t*>(ring + kRingHead), __ATOMIC_ACQUIRE);
+  // Never further than a ring's worth: a head past that is no writer's (the view is ours).
+  while (next_ < head && head - next_ <= shape_.capacity()) {
+    ++unfinished_;
+    ++next_;
+    n += drain(ring, on);
+  }
+  return n;
+}
+
 class CallTimer {
  public:
   // `funcs`: the function of each patch index (PatchSet order).
@@ -37,12 +93,9 @@ class CallTimer {
   // Reads what the ring at `ring` (gotap's view of it) holds now and moves its tail on.
   // How many records were read.
   size_t drain(uint8_t* ring);
-  // The last read, once no writer is left (the program gone, or its jumps taken back):
-  // positions taken whose record was never finished (a thread killed mid-record by the
-  // program's exit) are skipped, and counted, instead of holding back the records after them.
+  // The last read (RingReader::finish).
   size_t finish(uint8_t* ring);
-  // Records the ring had no room for, and those finish() skipped.
-  uint64_t dropped(const uint8_t* ring) const;
+  uint64_t dropped(const uint8_t* ring) const { return reader_.dropped(ring); }
   const std::vector<LatencySummary>& latencies() const { return lat_; }
   size_t open_calls() const { return open_.size() + in_slots_; }
   uint64_t unmatched_returns() const { return unmatched_; }
@@ -73,12 +126,14 @@ class CallTimer {
   static constexpr size_t kSlots = 4096;
   Slot& slot(const Key& k) { return slots_[KeyHash{}(k) % kSlots]; }
   bool take(const Key& k, Open& out);
+  void add(const RingRecord& rec);
+  RingReader reader_;
   std::vector<int> funcs_;
   std::vector<LatencySummary> lat_;
   std::vector<Slot> slots_ = std::vector<Slot>(kSlots);
   size_t in_slots_ = 0;
   std::unordered_map<Key, Open, KeyHash> open_;
-  uint64_t next_ = 0, unmatched_ = 0, unfinished_ = 0;
+  uint64_t unmatched_ = 0;
   TscClock clock_;
 };
 
