@@ -45,6 +45,13 @@ Result<bool> ProgramPages::try_map(ptrace::Process& proc, pid_t tid, uint64_t sy
     if (!k) return k.error();
     return false;
   }
+  // Faulted in writable now, while the threads are held: else the first write to each page
+  // of an event ring (8 trace records, 128 timed ones) would fault, in the program's time;
+  // MAP_POPULATE maps a shared mapping's pages read-only, which does not spare that fault.
+  // A kernel before 5.14 has no MADV_POPULATE_WRITE: the pages then fault as they come.
+  constexpr uint64_t kMadvPopulateWrite = 23;
+  (void)proc.inject_syscall(tid, syscall_at, SYS_madvise,
+                            {hint + code_size, counter_size, kMadvPopulateWrite});
   code_ = hint;
   code_size_ = code_size;
   counters_ = hint + code_size;
