@@ -43,8 +43,8 @@ po::options_description options_of(const std::string& command) {
       "binary", po::value<std::string>(),
       "the binary, for --all; with -p PID, a shared library's copy in that process (ebpf)")(
       "backend", po::value<std::string>()->default_value("auto"),
-      "ptrace, ebpf, trampoline (count) or auto")("duration,d", po::value<double>(),
-                                                  "stop after SECONDS")(
+      "ptrace, ebpf, trampoline (count, latency, trace, graph) or auto")(
+      "duration,d", po::value<double>(), "stop after SECONDS")(
       "output,o", po::value<std::string>(), "write events to FILE instead of stdout")(
       "json", "JSON Lines output (docs/cli.md)")("max-depth", po::value<int>()->default_value(3),
                                                  "pointer/struct depth to decode")(

@@ -31,7 +31,7 @@ uint64_t Region::ring_offset() const {
 }
 
 uint64_t Region::counter_size() const {
-  return ring_offset() + (ring ? ring_bytes() : 0);
+  return ring_offset() + (ring ? ring_shape.bytes() : 0);
 }
 
 namespace {
@@ -117,8 +117,8 @@ void drop_crowded(PatchSet& set) {
   set.patches.resize(kept);
 }
 
-std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias) {
-  constexpr uint64_t kBodySlot = kBodyMax;
+std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias,
+                                  const std::vector<size_t>& body_len, RingShape shape) {
   // The RETs' stubs at their places, then every patch's body after them.
   Region stubs, e, far;
   for (size_t i = 0; i < set.patches.size(); ++i) {
@@ -128,15 +128,18 @@ std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias) {
   if (stubs.patches.empty()) return {};
   place_fixed(set, bias, stubs);
   e.ring = true;
+  e.ring_shape = shape;
   e.base = stubs.base;
   const uint64_t bodies = stubs.size;
+  uint64_t body = bodies;
   for (size_t i = 0, k = 0; i < set.patches.size(); ++i) {
-    const uint64_t body = bodies + i * kBodySlot;
     e.patches.push_back(i);
     e.body.push_back(body);
     e.at.push_back(set.patches[i].ret ? stubs.at[k++] : body);
+    // 16-byte aligned, as a function's code
+    body += i < body_len.size() ? (body_len[i] + 15) & ~size_t{15} : kBodyMax;
   }
-  e.size = bodies + page_up(e.patches.size() * kBodySlot);
+  e.size = page_up(body);
   std::vector<Region> out;
   out.push_back(std::move(e));
   if (far.patches.empty()) return out;
@@ -183,7 +186,7 @@ PatchSet plan_patches(const ProbePlan& plan, bool timed) {
   return set;
 }
 
-std::string refused_summary(const PatchSet& set, const ProbePlan& plan, bool timed) {
+std::string refused_summary(const PatchSet& set, const ProbePlan& plan, const char* done) {
   size_t n = 0;
   for (const auto& [why, funcs] : set.refused) n += funcs.size();
   if (!n) return "";
@@ -197,7 +200,7 @@ std::string refused_summary(const PatchSet& set, const ProbePlan& plan, bool tim
   }
   return fmt::format("{} of {} function{} {} no trampoline site and {} not {} ({})", n,
                      plan.funcs.size(), plan.funcs.size() == 1 ? "" : "s", n == 1 ? "has" : "have",
-                     n == 1 ? "is" : "are", timed ? "timed" : "counted", parts);
+                     n == 1 ? "is" : "are", done, parts);
 }
 
 }  // namespace gotap::trampoline

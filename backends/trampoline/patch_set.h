@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/plan/event_ring.h"
 #include "core/plan/jump_site.h"
 #include "core/plan/plan.h"
 
@@ -65,6 +66,7 @@ struct Region {
   // start; for a 6-byte jbe its `at`), and whether the event ring follows the counters.
   std::vector<uint64_t> body;
   bool ring = false;
+  RingShape ring_shape = kTimedRing;
   uint64_t code_size() const { return size; }
   uint64_t counter_size() const;
   uint64_t ring_offset() const;  // from the counters' start
@@ -78,16 +80,20 @@ std::vector<Region> lay_out(const PatchSet& set, uint64_t bias);
 
 // A timed run's regions: one that holds the RETs' stubs at their fixed places, every
 // patch's body after them and the event ring, then the short checks' stubs at theirs (as
-// lay_out). Empty when the first's span would reach the second's window.
-std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias);
+// lay_out). Empty when the first's span would reach the second's window. `body_len`: each
+// patch's body's length (empty: kBodyMax each); `shape`: the ring's.
+std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias,
+                                  const std::vector<size_t>& body_len = {},
+                                  RingShape shape = kTimedRing);
 
 // Where a short check's trampoline must start (trampoline_code.h), for a program that
 // loaded the binary at `bias`.
 uint64_t short_trampoline(const Patch& p, uint64_t bias);
 
-// "2 of 5 functions have no trampoline site and are not counted (timed: "timed") (1 a short
-// function: ...: main.a; 1 ...: main.b)", or "" when every function has one. At most 3 names a
-// reason.
-std::string refused_summary(const PatchSet& set, const ProbePlan& plan, bool timed = false);
+// "2 of 5 functions have no trampoline site and are not counted (1 a short function: ...:
+// main.a; 1 ...: main.b)", or "" when every function has one; `done` says what they are not
+// ("timed", "traced"). At most 3 names a reason.
+std::string refused_summary(const PatchSet& set, const ProbePlan& plan,
+                            const char* done = "counted");
 
 }  // namespace gotap::trampoline

@@ -27,16 +27,24 @@ uint64_t now_ns() {
 
 Result<void> Run::run() {
   GOTAP_TRY(check_request());
-  timed_ = opts_.mode == Mode::Latency;
+  traced_ = opts_.mode == Mode::Trace;
+  timed_ = opts_.mode == Mode::Latency || traced_;
   set_ = plan_patches(plan_, timed_);
-  const char* verb = timed_ ? "time" : "count";
-  const std::string refused = refused_summary(set_, plan_, timed_);
+  const char* verb = traced_ ? "trace" : timed_ ? "time" : "count";
+  const std::string refused = refused_summary(set_, plan_,
+                                              traced_  ? "traced"
+                                              : timed_ ? "timed"
+                                                       : "counted");
   if (set_.patches.empty())
     return make_error("--backend=trampoline: nothing to {}: {}; --backend=ebpf {}s them", verb,
                       refused, verb);
   if (!refused.empty())
     fmt::print(stderr, "gotap: warning: {}; --backend=ebpf {}s them\n", refused, verb);
-  if (timed_) {
+  if (traced_ && !set_.patches.empty()) {
+    auto t = trace_sites(plan_, set_, opts_.max_str);
+    if (!t) return t.error();
+    trace_sites_ = std::make_unique<TraceSites>(std::move(*t));
+  } else if (timed_) {
     std::vector<int> funcs;
     for (const Patch& p : set_.patches) funcs.push_back(p.func);
     timer_ = std::make_unique<CallTimer>(std::move(funcs), plan_.funcs.size());
@@ -50,6 +58,9 @@ Result<void> Run::run() {
                "code, not their {} inlined cop{} (--backend=ebpf {}s those too)\n",
                verb, inlined, inlined == 1 ? "y" : "ies", verb);
   GOTAP_TRY(place());
+  if (trace_sites_)
+    reader_ =
+        std::make_unique<TraceReader>(plan_, *trace_sites_, bias_, pid_, opts_.max_str, sink_);
   const uint64_t t0 = now_ns();
   fmt::print(stderr, "{}\n",
              tracing_banner(timed_ ? funcs_placed_ : set_.patches.size(), placed_, "trampoline",
@@ -66,9 +77,10 @@ Result<void> Run::run() {
   if (opts_.metrics) opts_.metrics->end();
   if (launched_) end_launched();
   // What the program wrote up to its last moment: gotap's view of the ring stays.
-  if (timer_ && ring_) {
+  if (ring_) {
     std::lock_guard<std::mutex> lock(timer_mu_);
-    timer_->finish(ring_);
+    if (timer_) timer_->finish(ring_);
+    if (reader_) reader_->finish(ring_);
   }
   emit(ended);
   if (!remove_error_.empty())
@@ -79,11 +91,13 @@ Result<void> Run::run() {
 
 Result<void> Run::check_request() const {
   const char* no = nullptr;
-  if (opts_.mode != Mode::Count && opts_.mode != Mode::Latency)
-    no = "counts and times calls only (gotap count, gotap latency): trace, graph and "
-         "goroutines need ptrace or ebpf";
-  else if (opts_.mode == Mode::Latency && (!plan_.regabi || !plan_.go.at_least(1, 21)))
-    no = "times calls of Go 1.21 and later only (its RET sites need 1.21's epilogue)";
+  if (opts_.mode == Mode::Goroutines)
+    no = "has no goroutine events yet (gotap goroutines needs ptrace or ebpf)";
+  else if (opts_.mode != Mode::Count && (!plan_.regabi || !plan_.go.at_least(1, 21)))
+    no = "times and traces calls of Go 1.21 and later only (its RET sites need 1.21's "
+         "epilogue)";
+  else if (opts_.mode == Mode::Trace && opts_.rate_per_s)
+    no = "takes no --rate yet";
   else if (opts_.condition)
     no = "takes no --if, --slower or --errors yet";
   else if (plan_.goroutines.status || plan_.goroutines.walk)
@@ -141,7 +155,8 @@ void Run::wait(uint64_t t0) {
     uint64_t wait_ns = timed_ ? 2'000'000 : 50'000'000;
     if (timed_ && drained_) {
       const uint64_t since = std::max<uint64_t>(now_ns() - drained_at_, 1);
-      wait_ns = std::min<uint64_t>(wait_ns, kRingCapacity / 8 * since / drained_);
+      const uint64_t capacity = traced_ ? kTraceRing.capacity() : kTimedRing.capacity();
+      wait_ns = std::min<uint64_t>(wait_ns, capacity / 8 * since / drained_);
     }
     const timespec ts{0, static_cast<long>(wait_ns)};
     pollfd p[2] = {{pidfd_.get(), POLLIN, 0}, {exec_.fd(), POLLIN, 0}};
@@ -198,13 +213,15 @@ std::vector<std::pair<int, uint64_t>> Run::counts() const {
 }
 
 void Run::drain() {
-  if (!timer_ || !ring_) return;
+  if ((!timer_ && !reader_) || !ring_) return;
   std::lock_guard<std::mutex> lock(timer_mu_);
   const uint64_t at = now_ns();
-  drained_ = timer_->drain(ring_);
+  drained_ = timer_ ? timer_->drain(ring_) : reader_->drain(ring_);
   drained_at_ = at;  // the read took what came in until then
+  // A live trace is live: what was read reaches the output now.
+  if (reader_ && drained_) sink_.flush();
   if (const uint64_t now = now_ns(); now - clock_at_ >= 100'000'000) {
-    timer_->clock().update();
+    (timer_ ? timer_->clock() : reader_->clock()).update();
     clock_at_ = now;
   }
 }
@@ -225,6 +242,19 @@ void Run::read_metrics(MetricsSnapshot& s) const {
       s.funcs.push_back(std::move(m));
     }
     s.lost = ring_ ? timer_->dropped(ring_) : 0;
+    return;
+  }
+  if (reader_) {
+    std::lock_guard<std::mutex> lock(timer_mu_);
+    const auto& calls = reader_->calls();
+    for (size_t f = 0; f < calls.size(); ++f) {
+      if (!calls[f]) continue;
+      FuncMetrics m;
+      m.func = plan_.funcs[f].name;
+      m.calls = calls[f];
+      s.funcs.push_back(std::move(m));
+    }
+    s.lost = ring_ ? reader_->dropped(ring_) : 0;
     return;
   }
   for (auto [f, n] : counts()) {
@@ -256,6 +286,14 @@ void Run::emit(uint64_t ended) {
     }
     dropped = ring_ ? timer_->dropped(ring_) : 0;
   }
+  if (reader_) {
+    for (const auto& ev : unfinished_events(reader_->open_calls(ended))) {
+      sink_.emit(ev);
+      ++events;
+    }
+    events += reader_->events();
+    dropped = ring_ ? reader_->dropped(ring_) : 0;
+  }
   RunSummary sum;
   sum.backend = "trampoline";
   sum.ts_ns = ended;
@@ -274,6 +312,7 @@ void Run::emit(uint64_t ended) {
     sum.extra["open_calls"] = timer_->open_calls();
     sum.extra["returns_before_entries"] = timer_->unmatched_returns();
   }
+  if (reader_) sum.extra["returns_before_entries"] = reader_->unmatched_returns();
   sink_.emit(to_event(sum));
   sink_.flush();
 }

@@ -20,6 +20,7 @@
 #include "backends/trampoline/patch_set.h"
 #include "backends/trampoline/program_pages.h"
 #include "backends/trampoline/site_patches.h"
+#include "backends/trampoline/trace_reader.h"
 #include "core/backend.h"
 #include "core/binary/elf_file.h"
 #include "core/events/live_metrics.h"
@@ -59,6 +60,11 @@ class Run {
   // ring_ (gotap's view of the first region's ring).
   bool timed_ = false;
   std::unique_ptr<CallTimer> timer_;
+  // `trace` and `graph`: timed_ too, with records that hold the arguments and results
+  // (trace_capture.h), read by reader_.
+  bool traced_ = false;
+  std::unique_ptr<TraceSites> trace_sites_;
+  std::unique_ptr<TraceReader> reader_;
   uint8_t* ring_ = nullptr;
   TimedCode timed_code_;
   mutable std::mutex timer_mu_;

@@ -95,7 +95,17 @@ Result<void> Run::place() {
   // The regions with a fixed place that is taken: a killed gotap's pages may be there, which
   // are looked at with every thread stopped (dead_pages.h).
   std::vector<std::unique_ptr<Mapped>> pending;
-  std::vector<Region> regions = timed_ ? lay_out_timed(set_, bias_) : lay_out(set_, bias_);
+  std::vector<size_t> body_len;
+  if (trace_sites_)
+    for (size_t i = 0; i < set_.patches.size(); ++i) {
+      const Patch& p = set_.patches[i];
+      const RecordCapture* cap = &trace_sites_->captures[i];
+      body_len.push_back(p.ret ? ret_body_size(p.site, Bytes(p.orig.data(), p.site.len), cap)
+                               : entry_body_size(p.site, cap));
+    }
+  std::vector<Region> regions =
+      timed_ ? lay_out_timed(set_, bias_, body_len, traced_ ? kTraceRing : kTimedRing)
+             : lay_out(set_, bias_);
   if (regions.empty())
     return give_up(
         runtime_error("the text of pid {} is too large for the timed trampolines' "
@@ -105,8 +115,13 @@ Result<void> Run::place() {
   // for it before it is mapped, which may wait for a killed gotap's pages to go.
   if (timed_) {
     const Region& e = regions.front();
-    timed_code_.events = {e.base + e.code_size() + e.ring_offset(), plan_.offsets.g_goid,
-                          plan_.offsets.g_stack_hi};
+    timed_code_.events = {e.base + e.code_size() + e.ring_offset(),
+                          plan_.offsets.g_goid,
+                          plan_.offsets.g_stack_hi,
+                          e.ring_shape,
+                          plan_.offsets.g_m,
+                          plan_.offsets.m_procid};
+    if (trace_sites_) timed_code_.captures = &trace_sites_->captures;
     timed_code_.bodies.assign(set_.patches.size(), 0);
     for (size_t k = 0; k < e.patches.size(); ++k)
       timed_code_.bodies[e.patches[k]] = e.base + e.body[k];
@@ -180,7 +195,11 @@ Result<void> Run::place() {
   for (const auto& m : pending) {
     no_room = m->region.patches.size();
     fmt::print(stderr, "gotap: warning: {} short function{} not {}: {}\n", no_room,
-               no_room == 1 ? " is" : "s are", timed_ ? "timed" : "counted", no_room_why);
+               no_room == 1 ? " is" : "s are",
+               traced_  ? "traced"
+               : timed_ ? "timed"
+                        : "counted",
+               no_room_why);
   }
   if (proc_->exec_seen()) return exec_refusal();
   // Nothing was written: the pages stay (no thread is held to unmap them), unused. A

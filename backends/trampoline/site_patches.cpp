@@ -71,8 +71,9 @@ Result<RegionCode> build_timed(const PatchSet& set, const Region& region, uint64
       jump = short_site_jump(s, orig);
     } else {
       const uint64_t body = code + region.body[k];
-      auto b =
-          p.ret ? ret_body(body, s, orig, timed.events, id) : entry_body(body, s, timed.events, id);
+      const RecordCapture* cap = timed.captures ? &timed.captures->at(idx) : nullptr;
+      auto b = p.ret ? ret_body(body, s, orig, timed.events, id, cap)
+                     : entry_body(body, s, timed.events, id, cap);
       if (!b) return b.error();
       GOTAP_TRY(put(region.body[k], *b));
       if (p.short_check) continue;  // its jump goes to its stub, in the other region

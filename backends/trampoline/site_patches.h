@@ -58,6 +58,9 @@ Result<RegionCode> build_trampolines(const PatchSet& set, const Region& region, 
 struct TimedCode {
   EventTarget events;
   std::vector<uint64_t> bodies;  // by PatchSet index, in the program
+  // A tracing run's: what each body copies into its record, by PatchSet index (trace
+  // records, events.shape kTraceRing); null for a timed run's records.
+  const std::vector<RecordCapture>* captures = nullptr;
 };
 Result<RegionCode> build_timed(const PatchSet& set, const Region& region, uint64_t bias,
                                uint64_t code, const Owner& owner, const TimedCode& timed,

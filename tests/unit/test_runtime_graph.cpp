@@ -3,8 +3,10 @@
 // as exactly that tree, on that goroutine, for every Go version, DWARF and stripped.
 #include <unistd.h>
 
+#include <functional>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -138,6 +140,74 @@ TEST_P(Graph, GlobRootMatchingOneFunction) {
     want[std::stoll((*it)[1])].push_back((*it)[2]);
   ASSERT_EQ(want.size(), 4u) << r.out;
   EXPECT_EQ(trees_of(r.out), want) << r.out;
+}
+
+// "a{b;c{d}}" without the calls of `gone` (leaves: their callees, if any, go with them).
+std::string without(const std::string& tree, const std::set<std::string>& gone) {
+  std::string out;
+  size_t i = 0;
+  // One node at i: its name, then its kids in braces; "" when it is one of `gone`.
+  std::function<std::string()> node = [&]() -> std::string {
+    const size_t from = i;
+    while (i < tree.size() && tree[i] != '{' && tree[i] != ';' && tree[i] != '}') ++i;
+    const std::string name = tree.substr(from, i - from);
+    std::vector<std::string> kids;
+    if (i < tree.size() && tree[i] == '{') {
+      ++i;
+      for (;;) {
+        std::string k = node();
+        if (!k.empty()) kids.push_back(k);
+        if (i < tree.size() && tree[i] == ';') {
+          ++i;
+          continue;
+        }
+        ++i;  // '}'
+        break;
+      }
+    }
+    if (gone.count(name)) return "";
+    std::string t = name;
+    if (!kids.empty()) {
+      t += "{";
+      for (size_t k = 0; k < kids.size(); ++k) t += (k ? ";" : "") + kids[k];
+      t += "}";
+    }
+    return t;
+  };
+  out = node();
+  return out;
+}
+
+// The trampoline backend (Go 1.21 and later): the tree of the functions it can patch. The
+// fixture's leaf and parse have no stack check, which it says it leaves out; each goroutine's
+// tree is the one the program printed without them.
+TEST(GraphTrampoline, EachGoroutineShowsTheTreeOfTheFunctionsItPatched) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  int checked = 0;
+  for (const Fixture& fx : all_fixtures("graph")) {
+    if (fx.flavour != "default" && fx.flavour != "stripped") continue;
+    unsigned major = 0, minor = 0;
+    if (sscanf(fx.go_version.c_str(), "%u.%u", &major, &minor) != 2 || (major == 1 && minor < 21))
+      continue;
+    SCOPED_TRACE(fx.label());
+    auto r = run_command(
+        {gotap_binary(), "graph", "--backend", "trampoline", "main.handle", "--", fx.path});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("no stack check (a small leaf, or NOSPLIT): main.leaf, main.parse"),
+              std::string::npos)
+        << r.err;
+    std::map<int64_t, std::vector<std::string>> want;
+    std::regex gt(R"(gt goid=(\d+) tree=(\S+))");
+    for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), gt);
+         it != std::sregex_iterator(); ++it)
+      want[std::stoll((*it)[1])].push_back(without((*it)[2], {"main.leaf", "main.parse"}));
+    ASSERT_EQ(want.size(), 4u) << r.out;
+    EXPECT_EQ(trees_of(r.out), want) << r.out;
+    EXPECT_NE(r.out.find(" 0 lost, backend trampoline"), std::string::npos) << r.out;
+    ++checked;
+  }
+  if (!checked) GTEST_SKIP() << "no graph fixture of Go 1.21 or later built";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Graph, ::testing::Values("ebpf", "ptrace"),

@@ -745,8 +745,10 @@ TEST_F(Trampoline, RefusesWhatItDoesNotDo) {
     std::string says;
   };
   for (const Want& w : std::vector<Want>{
-           {{"trace", "main.add"}, "counts and times calls only"},
-           {{"graph", "main.add"}, "counts and times calls only"},
+           {{"goroutines"}, "has no goroutine events yet"},
+           {{"trace", "--goroutines", "main.add"}, "has no goroutine events or --why yet"},
+           {{"trace", "--why", "main.add"}, "has no goroutine events or --why yet"},
+           {{"trace", "--rate", "10", "main.add"}, "takes no --rate yet"},
            {{"latency", "--slower", "1ms", "main.add"}, "takes no --if, --slower"},
            {{"count", "--if", "goid > 0", "main.add"}, "takes no --if"},
            {{"count", "--stack", "2", "main.add"}, "has no --stack"},

@@ -123,7 +123,8 @@ TEST_F(TrampolineLatency, ParkCallsLieInsideTheirCallersWindowsOnEveryRelease) {
                               120);
     if (!timed_release(f)) {
       EXPECT_EQ(r.exit_code, 2) << r.err;
-      EXPECT_NE(r.err.find("times calls of Go 1.21 and later only"), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("times and traces calls of Go 1.21 and later only"), std::string::npos)
+          << r.err;
       continue;
     }
     ++timed;

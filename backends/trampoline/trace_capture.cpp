@@ -1,0 +1,114 @@
+#include "backends/trampoline/trace_capture.h"
+
+#include <cstddef>
+#include <cstring>
+
+#include "core/plan/event_ring.h"
+
+namespace gotap::trampoline {
+
+RecordCapture capture_of(const gotap_probe& p) {
+  RecordCapture c;
+  for (size_t i = 0; i < p.nwords && i < kTraceMaxWords; ++i) {
+    const gotap_word& w = p.words[i];
+    CaptureWord cw;
+    if (w.src == GOTAP_SRC_STACK) {
+      cw.src = CaptureWord::Stack;
+      cw.off = w.off;
+    } else {
+      // GOTAP_SRC_REGMEM is gccgo's alone, which this backend does not take.
+      cw.reg = w.reg;
+    }
+    c.words.push_back(cw);
+  }
+  for (size_t i = 0; i < p.ncaps && i < kTraceMaxCopies; ++i) {
+    const gotap_cap& k = p.caps[i];
+    CaptureCopy cc;
+    cc.word = k.word;
+    cc.aux = k.aux;
+    if (k.kind == GOTAP_CAP_STRING && k.word < c.words.size() && k.aux < c.words.size()) {
+      cc.kind = CaptureCopy::String;
+      cc.max = k.max;
+    } else if (k.kind == GOTAP_CAP_ITAB && k.word < c.words.size()) {
+      cc.kind = CaptureCopy::Itab;
+    }
+    c.copies.push_back(cc);
+  }
+  return c;
+}
+
+Result<TraceSites> trace_sites(const ProbePlan& plan, const PatchSet& set, int max_str) {
+  TraceSites t;
+  t.cfg = ebpf::build_probe_config(plan, Mode::Trace, max_str, plan.binary_view.types);
+  // Each function's sites, in the order build_probe_config made them.
+  std::vector<std::vector<uint32_t>> of(plan.funcs.size());
+  for (size_t i = 0; i < t.cfg.sites.size(); ++i)
+    if (t.cfg.sites[i].func_id < of.size()) of[t.cfg.sites[i].func_id].push_back(uint32_t(i));
+  for (const Patch& p : set.patches) {
+    std::optional<uint32_t> found;
+    for (uint32_t i : of.at(p.func)) {
+      const ebpf::SiteConfig& s = t.cfg.sites[i];
+      if (s.flags & GOTAP_PROBE_INLINE) continue;
+      const bool ret = s.flags & GOTAP_PROBE_RET;
+      // A RET patch's range ends with its RET.
+      if (p.ret ? ret && s.addr >= p.site.at && s.addr < p.site.at + p.site.len : !ret) {
+        found = i;
+        break;
+      }
+    }
+    if (!found)
+      return make_error("{}: no capture planned for its {} at {:#x}", plan.funcs[p.func].name,
+                        p.ret ? "RET" : "entry", p.site.at);
+    t.probe.push_back(*found);
+    t.captures.push_back(capture_of(t.cfg.record(*found)));
+  }
+  return t;
+}
+
+size_t to_ebpf_event(const uint8_t* record, const TraceSites& sites, uint32_t patch, int pid,
+                     uint64_t ts_ns, std::optional<uint64_t> duration_ns, gotap_event& ev) {
+  RingRecord r;
+  std::memcpy(&r, record, sizeof r);
+  const RecordCapture& cap = sites.captures[patch];
+  const uint32_t probe = sites.probe[patch];
+  const ebpf::SiteConfig& site = sites.cfg.sites[probe];
+  std::memset(&ev, 0, offsetof(gotap_event, words));
+  ev.ts_ns = ts_ns;
+  ev.goid = r.goid;
+  ev.pid = static_cast<uint32_t>(pid);
+  std::memcpy(&ev.tid, record + kTraceTid, 4);
+  ev.probe = probe;
+  ev.func_id = site.func_id;
+  ev.kind = (r.id & 1) ? GOTAP_EV_RETURN : GOTAP_EV_ENTRY;
+  if (ev.kind == GOTAP_EV_RETURN) {
+    if (duration_ns)
+      ev.duration_ns = *duration_ns;
+    else
+      ev.flags |= GOTAP_EVF_UNMATCHED;
+  }
+  ev.nwords = static_cast<uint8_t>(cap.words.size());
+  ev.ncaps = static_cast<uint8_t>(cap.copies.size());
+  std::memcpy(ev.words, record + kTraceWords, 8 * cap.words.size());
+  size_t data = 0;
+  for (size_t i = 0; i < cap.copies.size(); ++i) {
+    uint16_t len = 0;
+    std::memcpy(&len, record + kTraceCopyLen + 2 * i, 2);
+    const CaptureCopy& c = cap.copies[i];
+    // A string was read when its bytes were copied or it has none (its length word is 0);
+    // an itab's type, when the itab was not nil.
+    uint64_t str_len = 1;
+    if (c.kind == CaptureCopy::String && c.aux < cap.words.size())
+      std::memcpy(&str_len, record + kTraceWords + 8 * c.aux, 8);
+    const bool ok = (c.kind == CaptureCopy::String && (len || !str_len)) ||
+                    (c.kind == CaptureCopy::Itab && len == 8);
+    if (!ok || len > cap.copy_room(i) || data + len > GOTAP_DATA_MAX) continue;
+    std::memcpy(ev.data + data, record + cap.copy_at(i), len);
+    ev.cap_len[i] = len;
+    ev.cap_ok |= static_cast<uint16_t>(1u << i);
+    data += len;
+  }
+  ev.data_len = static_cast<uint16_t>(data);
+  return offsetof(gotap_event, data) + data;
+}
+
+}  // namespace gotap::trampoline

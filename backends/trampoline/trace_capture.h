@@ -1,0 +1,40 @@
+// What a tracing trampoline (`trace`, `graph` on the trampoline backend) captures at each
+// of its sites, and how its records become events: the eBPF backend's capture plan
+// (backends/ebpf/probe_config.h) for the same function's entry and RETs, so that both
+// backends read each argument and result from the same registers and stack slots and core's
+// decoder (through the eBPF event decoder) turns them into the same values. Of the copies
+// that plan makes, a trampoline makes those it can make without a fault-proof read (Go's own
+// invariants make them safe: trampoline_code.h, RecordCapture): a string's or byte slice's
+// bytes and an itab's type word. An interface's payload and what it leads to are not
+// copied: the decoder shows the dynamic type and the data word.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/ebpf/probe_config.h"
+#include "backends/trampoline/patch_set.h"
+#include "core/model/result.h"
+#include "core/plan/trampoline_code.h"
+
+namespace gotap::trampoline {
+
+struct TraceSites {
+  ebpf::ProbeConfig cfg;
+  std::vector<RecordCapture> captures;  // by PatchSet index
+  std::vector<uint32_t> probe;          // by PatchSet index: its site in cfg
+};
+
+// An error when a patch has no site of the same function (and kind) in the capture plan.
+Result<TraceSites> trace_sites(const ProbePlan& plan, const PatchSet& set, int max_str);
+
+// The capture of one eBPF probe record: its words and copies, in the same order.
+RecordCapture capture_of(const gotap_probe& p);
+
+// A trace record (event_ring.h) as the eBPF backend's event for site `probe` of `sites`,
+// kind and duration given, time `ts_ns`, from process `pid`. Its size: the header, the
+// words, and the copies' bytes packed (what the eBPF event decoder reads).
+size_t to_ebpf_event(const uint8_t* record, const TraceSites& sites, uint32_t patch, int pid,
+                     uint64_t ts_ns, std::optional<uint64_t> duration_ns, gotap_event& ev);
+
+}  // namespace gotap::trampoline

@@ -1,0 +1,70 @@
+// The consumer of a tracing run's ring (`trace`, `graph` on the trampoline backend): each
+// record becomes the eBPF backend's event for the same site (trace_capture.h), which its
+// decoder turns into a call event for the sink. Entries and returns pair as a timed run's do
+// (call_timer.h): by goroutine and g.stack.hi - RSP. A return whose entry was not seen has
+// no duration; an entry replaced by another at the same depth of its goroutine (a panic
+// unwound it) is `unfinished` then, and those still open at the end are `unfinished` too.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/ebpf/event_decoder.h"
+#include "backends/trampoline/call_timer.h"
+#include "backends/trampoline/trace_capture.h"
+#include "core/events/events.h"
+#include "core/events/typed_events.h"
+#include "core/plan/plan.h"
+
+namespace gotap::trampoline {
+
+class TraceReader {
+ public:
+  // `sites` by PatchSet index; `bias`: where pid loaded the binary minus its link address.
+  TraceReader(const ProbePlan& plan, const TraceSites& sites, uint64_t bias, int pid, int max_str,
+              EventSink& sink);
+  ~TraceReader();
+  size_t drain(uint8_t* ring);
+  size_t finish(uint8_t* ring);
+  uint64_t dropped(const uint8_t* ring) const { return reader_.dropped(ring); }
+  // The calls still open, as `unfinished` at `now_ns`.
+  std::vector<CallUnfinished> open_calls(uint64_t now_ns) const;
+  uint64_t events() const { return events_; }
+  uint64_t unmatched_returns() const { return unmatched_; }
+  // Calls entered, by plan index.
+  const std::vector<uint64_t>& calls() const { return calls_; }
+  TscClock& clock() { return clock_; }
+
+ private:
+  void add(const uint8_t* record);
+  struct Key {
+    uint64_t goid;
+    uint32_t depth;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return (k.goid * 0x9e3779b97f4a7c15ull ^ k.depth * 0xc2b2ae3d27d4eb4full) >> 17;
+    }
+  };
+  struct Open {
+    int func;
+    uint64_t tsc;
+    uint32_t tid;
+  };
+  const ProbePlan& plan_;
+  const TraceSites& sites_;
+  int pid_;
+  EventSink& sink_;
+  std::unique_ptr<ebpf::EventDecoder> decoder_;
+  RingReader reader_{kTraceRing};
+  TscClock clock_;
+  std::unordered_map<Key, Open, KeyHash> open_;
+  std::vector<uint64_t> calls_;
+  uint64_t events_ = 0, unmatched_ = 0;
+  std::unique_ptr<gotap_event> ev_ = std::make_unique<gotap_event>();
+};
+
+}  // namespace gotap::trampoline
