@@ -13,7 +13,8 @@
 //     "go_versions": ["1.22", "1.26"],       // optional; default every built Go version
 //     "command": ["trace", "--json", "main.(*memStore).Put"],   // "--backend B" goes after [0]
 //     "argv": [],                            // the fixture's arguments (after "--" BINARY)
-//     "backends": ["ptrace", "ebpf"],        // optional; default both
+//     "backends": ["ptrace", "ebpf"],        // optional; default both; "trampoline" runs
+//                                            // only the fixtures of Go 1.21 and later
 //     "timeout_s": 120,                      // optional; per gotap run
 //     "expect": { ... },                     // what every backend must show
 //     "per_backend": {"ebpf": { ... }},      // optional; merged (JSON merge patch) into
@@ -42,6 +43,9 @@
 // and equal values wherever both backends captured them completely ("addr" keys left out,
 // map entries compared as sets); the same inlined sites, unfinished calls on the same
 // goroutines, and latency counting as many calls in the same bucket scheme.
+//
+// A case that lists "trampoline" too is compared the same way between eBPF and the
+// trampoline backend (RuntimeParity, test name <case>_trampoline), on the fixtures both run.
 //
 // Cases need root (ptrace and BPF) and skip without it; a case whose fixtures are not built
 // skips with the reason.
@@ -98,15 +102,23 @@ struct Case {
       e.merge_patch(doc["per_backend"][backend]);
     return e;
   }
-  // The built fixture binaries the case selects.
-  std::vector<Fixture> fixtures() const {
+  // The built fixture binaries the case selects; for "trampoline", those of Go 1.21 and
+  // later (earlier epilogues have no place for a RET's jump: refused in one line).
+  std::vector<Fixture> fixtures(const std::string& backend = "") const {
     auto flavours = strings("flavours"), versions = strings("go_versions");
     auto wanted = [](const std::vector<std::string>& set, const std::string& v) {
       return set.empty() || std::find(set.begin(), set.end(), v) != set.end();
     };
+    auto runs = [&](const Fixture& f) {
+      if (backend != "trampoline") return true;
+      unsigned major = 0, minor = 0;
+      return sscanf(f.go_version.c_str(), "%u.%u", &major, &minor) == 2 &&
+             (major > 1 || minor >= 21);
+    };
     std::vector<Fixture> out;
     for (auto& f : all_fixtures(doc.value("fixture", "")))
-      if (wanted(flavours, f.flavour) && wanted(versions, f.go_version)) out.push_back(f);
+      if (wanted(flavours, f.flavour) && wanted(versions, f.go_version) && runs(f))
+        out.push_back(f);
     return out;
   }
 };
@@ -857,7 +869,9 @@ TEST_P(RuntimeCase, MeetsExpectations) {
   if (skip_reason(c, &why)) GTEST_SKIP() << why;
   const json expect = c.expect(backend);
   const int attempts = std::max(1, expect.value("attempts", 1));
-  for (const Fixture& f : c.fixtures()) {
+  const auto fixtures = c.fixtures(backend);
+  if (fixtures.empty()) GTEST_SKIP() << "no fixture of Go 1.21 or later built for " << backend;
+  for (const Fixture& f : fixtures) {
     SCOPED_TRACE(c.name + " " + backend + " " + f.label());
     // Every run but the last is checked quietly; the last one reports what it misses.
     bool met = false;
@@ -936,15 +950,17 @@ std::map<std::string, std::set<std::string>> stable_transitions(const std::vecto
   return out;
 }
 
-// Returns how many values both backends captured and were compared.
-size_t expect_parity(const CaseRun& p, const CaseRun& e, size_t min_compared) {
+// Returns how many values both backends captured and were compared. `names`: the two
+// backends, as the messages say them.
+size_t expect_parity(const CaseRun& p, const CaseRun& e, size_t min_compared,
+                     const std::string& names = "ptrace, ebpf") {
   std::map<std::string, std::vector<json>> kinds_p, kinds_e;
   for (const auto& ev : p.events) kinds_p[ev["event"]].push_back(ev);
   for (const auto& ev : e.events) kinds_e[ev["event"]].push_back(ev);
   std::set<std::string> names_p, names_e;
   for (const auto& [k, v] : kinds_p) names_p.insert(k);
   for (const auto& [k, v] : kinds_e) names_e.insert(k);
-  EXPECT_EQ(names_p, names_e) << "event kinds (ptrace, ebpf)";
+  EXPECT_EQ(names_p, names_e) << "event kinds (" + names + ")";
   for (const auto& [kind, evs_p] : kinds_p) {
     const auto& evs_e = kinds_e[kind];
     if (kind == "gstate") {
@@ -956,22 +972,22 @@ size_t expect_parity(const CaseRun& p, const CaseRun& e, size_t min_compared) {
       };
       EXPECT_EQ(count_goids(evs_p), count_goids(evs_e)) << "goroutines changing state";
       EXPECT_EQ(stable_transitions(p.events), stable_transitions(e.events))
-          << "state changes per goroutine (ptrace, ebpf)";
+          << "state changes per goroutine (" + names + ")";
     } else {
-      EXPECT_EQ(evs_p.size(), evs_e.size()) << kind << " events (ptrace, ebpf)";
+      EXPECT_EQ(evs_p.size(), evs_e.size()) << kind << " events (" + names + ")";
     }
     if (kind == "summary") continue;
     std::set<std::string> keys_p, keys_e;
     for (const auto& ev : evs_p) keys_p.merge(keys_of(ev));
     for (const auto& ev : evs_e) keys_e.merge(keys_of(ev));
-    EXPECT_EQ(keys_p, keys_e) << "keys of " << kind << " events (ptrace, ebpf)";
+    EXPECT_EQ(keys_p, keys_e) << "keys of " << kind << " events (" + names + ")";
   }
   auto sp = of_kind(p.events, "summary"), se = of_kind(e.events, "summary");
   if (sp.size() == 1 && se.size() == 1) {
     for (const char* k :
          {"backend", "probes", "events", "lost", "ts_ns", "functions", "ended_by", "pid"}) {
-      EXPECT_TRUE(sp[0].contains(k)) << "ptrace summary lacks " << k << ": " << sp[0];
-      EXPECT_TRUE(se[0].contains(k)) << "ebpf summary lacks " << k << ": " << se[0];
+      EXPECT_TRUE(sp[0].contains(k)) << names + ": the first summary lacks " << k << ": " << sp[0];
+      EXPECT_TRUE(se[0].contains(k)) << names + ": the second summary lacks " << k << ": " << se[0];
     }
     for (const char* k : {"ended_by", "lost", "exit_code", "functions", "probes", "events"}) {
       if (std::string(k) == "events" && kinds_p.count("gstate")) continue;  // as gstate above
@@ -983,7 +999,7 @@ size_t expect_parity(const CaseRun& p, const CaseRun& e, size_t min_compared) {
     auto fp = by_func(p.events, kind), fe = by_func(e.events, kind);
     for (const auto& [func, evs] : fp) {
       const auto& other = fe[func];
-      EXPECT_EQ(evs.size(), other.size()) << func << " " << kind << " events (ptrace, ebpf)";
+      EXPECT_EQ(evs.size(), other.size()) << func << " " << kind << " events (" + names + ")";
       for (size_t i = 0; i < std::min(evs.size(), other.size()); ++i)
         compared += expect_same_values(evs[i].value(list, json::array()),
                                        other[i].value(list, json::array()),
@@ -1000,7 +1016,7 @@ size_t expect_parity(const CaseRun& p, const CaseRun& e, size_t min_compared) {
   };
   auto ep = by_func(p.events, "entry"), ee = by_func(e.events, "entry");
   for (const auto& [func, evs] : ep)
-    EXPECT_EQ(sites(evs), sites(ee[func])) << func << " entries per site (ptrace, ebpf)";
+    EXPECT_EQ(sites(evs), sites(ee[func])) << func << " entries per site (" + names + ")";
   auto goids = [](const std::vector<json>& evs) {
     std::multiset<std::string> out;
     for (const auto& e : evs) out.insert(e.value("goid", json()).dump());
@@ -1008,14 +1024,14 @@ size_t expect_parity(const CaseRun& p, const CaseRun& e, size_t min_compared) {
   };
   auto up = by_func(p.events, "unfinished"), ue = by_func(e.events, "unfinished");
   for (const auto& [func, evs] : up)
-    EXPECT_EQ(goids(evs), goids(ue[func])) << func << " unfinished goroutines (ptrace, ebpf)";
+    EXPECT_EQ(goids(evs), goids(ue[func])) << func << " unfinished goroutines (" + names + ")";
   auto lp = by_func(p.events, "latency"), le = by_func(e.events, "latency");
   for (const auto& [func, evs] : lp) {
-    EXPECT_EQ(evs.size(), le[func].size()) << func << " latency events (ptrace, ebpf)";
+    EXPECT_EQ(evs.size(), le[func].size()) << func << " latency events (" + names + ")";
     for (size_t i = 0; i < std::min(evs.size(), le[func].size()); ++i) {
       EXPECT_EQ(evs[i]["count"], le[func][i]["count"]) << func << " latency count";
-      expect_latency_shape(evs[i], "ptrace " + func);
-      expect_latency_shape(le[func][i], "ebpf " + func);
+      expect_latency_shape(evs[i], "first " + func);
+      expect_latency_shape(le[func][i], "second " + func);
     }
   }
   bool any_args = false;
@@ -1030,21 +1046,30 @@ size_t expect_parity(const CaseRun& p, const CaseRun& e, size_t min_compared) {
 
 class RuntimeParity : public ::testing::TestWithParam<std::string> {};
 
+// "<case>" compares ptrace with eBPF; "<case>_trampoline" eBPF with the trampoline backend.
 TEST_P(RuntimeParity, BackendsAgree) {
-  const Case& c = case_named(GetParam());
+  std::string name = GetParam();
+  const std::string suffix = "_trampoline";
+  const bool trampoline =
+      name.size() > suffix.size() && name.ends_with(suffix) && !case_named(name).error.empty();
+  if (trampoline) name.resize(name.size() - suffix.size());
+  const Case& c = case_named(name);
   ASSERT_TRUE(c.error.empty()) << c.file << ": " << c.error;
   std::string why;
   if (skip_reason(c, &why)) GTEST_SKIP() << why;
   // With args, at least this many values both backends captured (default 1).
   const json parity = c.doc.value("parity", json(true));
   const size_t min_compared = parity.is_object() ? parity.value("min_compared", size_t{1}) : 1;
+  const std::string a = trampoline ? "ebpf" : "ptrace", b = trampoline ? "trampoline" : "ebpf";
+  const auto fixtures = c.fixtures(b);
+  if (fixtures.empty()) GTEST_SKIP() << "no fixture of Go 1.21 or later built for " << b;
   size_t compared = 0;
-  for (const Fixture& f : c.fixtures()) {
+  for (const Fixture& f : fixtures) {
     SCOPED_TRACE(c.name + " " + f.label());
-    const CaseRun& p = run_case(c, f, "ptrace");
-    const CaseRun& e = run_case(c, f, "ebpf");
+    const CaseRun& p = run_case(c, f, a);
+    const CaseRun& e = run_case(c, f, b);
     ASSERT_EQ(p.result.exit_code, e.result.exit_code) << p.result.err << "\n" << e.result.err;
-    compared += expect_parity(p, e, min_compared);
+    compared += expect_parity(p, e, min_compared, a + ", " + b);
   }
   RecordProperty("values_compared", static_cast<int>(compared));
 }
@@ -1054,9 +1079,10 @@ std::vector<std::string> parity_params() {
   for (const auto& c : all_cases()) {
     if (!c.error.empty()) continue;  // RuntimeCase reports it
     auto b = c.backends();
-    bool both = std::find(b.begin(), b.end(), "ptrace") != b.end() &&
-                std::find(b.begin(), b.end(), "ebpf") != b.end();
-    if (both && !(c.doc.contains("parity") && c.doc["parity"] == false)) out.push_back(c.name);
+    auto has = [&](const char* x) { return std::find(b.begin(), b.end(), x) != b.end(); };
+    if (c.doc.contains("parity") && c.doc["parity"] == false) continue;
+    if (has("ptrace") && has("ebpf")) out.push_back(c.name);
+    if (has("ebpf") && has("trampoline")) out.push_back(c.name + "_trampoline");
   }
   return out;
 }
