@@ -13,6 +13,12 @@
 #   trampoline_latency  gotap latency --backend=trampoline (two records into the event ring)
 #   ebpf_latency        gotap latency --backend=ebpf (a RET uprobe, single-stepped), on fewer calls
 #   ptrace_latency      gotap latency --backend=ptrace (two stops per call), on fewer calls
+# and traced calls (each entry with its argument, each return with its result):
+#   trampoline_trace    gotap trace --backend=trampoline (two trace records into the ring), on
+#                       4,000 calls: the ring holds all their records, so every one is written
+#                       (on longer loops no reader keeps up, and a dropped record costs less)
+#   ebpf_trace          gotap trace --backend=ebpf, on fewer calls
+#   ptrace_trace        gotap trace --backend=ptrace, on fewer calls
 # Each figure is the median of $RUNS runs, interleaved so machine noise hits all alike, in ns
 # per call as the loop measures itself (time.Now around it), so that start-up and detach are
 # not in it. Goal (issue 38): a probe under 100 ns.
@@ -25,6 +31,7 @@ bin=${2:-$(ls -d "$here"/build/fixtures/1.26/default/latency 2>/dev/null || true
 calls=${3:-2000000}
 runs=${RUNS:-5}
 few=${FEW_CALLS:-20000}
+trace_calls=${TRACE_CALLS:-4000}
 n_dlv=${N_DLV:-200}
 [ -x "$gotap" ] || { echo "trampoline.sh: no gotap at $gotap" >&2; exit 2; }
 [ -x "$bin" ] || { echo "trampoline.sh: no latency fixture binary (give it as the 2nd argument)" >&2; exit 2; }
@@ -50,6 +57,9 @@ for _ in $(seq "$runs"); do
   run trampoline_latency "$gotap" latency -o /dev/null --backend trampoline main.work -- "$bin" bench "$calls"
   run ebpf_latency "$gotap" latency -o /dev/null --backend ebpf main.work -- "$bin" bench "$few"
   run ptrace_latency "$gotap" latency -o /dev/null --backend ptrace main.work -- "$bin" bench "$few"
+  run trampoline_trace "$gotap" trace -o /dev/null --backend trampoline main.work -- "$bin" bench "$trace_calls"
+  run ebpf_trace "$gotap" trace -o /dev/null --backend ebpf main.work -- "$bin" bench "$few"
+  run ptrace_trace "$gotap" trace -o /dev/null --backend ptrace main.work -- "$bin" bench "$few"
 done
 if [ $have_dlv = 1 ]; then
   work=$(mktemp -d)
@@ -61,7 +71,7 @@ fi
 
 printf '%-18s %12s %14s\n' what ns/call "x untraced"
 med_untraced=$(echo "${res[untraced]}" | median)
-for k in untraced empty_trampoline trampoline ebpf bpftrace ptrace dlv trampoline_latency ebpf_latency ptrace_latency; do
+for k in untraced empty_trampoline trampoline ebpf bpftrace ptrace dlv trampoline_latency ebpf_latency ptrace_latency trampoline_trace ebpf_trace ptrace_trace; do
   [ -n "${res[$k]:-}" ] || continue
   m=$(echo "${res[$k]}" | median)
   printf '%-18s %12s %14s\n' "$k" "$m" "$(awk -v a="$m" -v b="$med_untraced" 'BEGIN { if (b > 0 && a != "nan") printf "%.1f", a / b; else print "nan" }')"
@@ -78,4 +88,7 @@ echo "trampoline / ptrace:                   $(ratio "$med_trampoline" "$med_ptr
 echo "timed call (trampoline_latency - untraced): $(awk -v a="$med_trampoline_latency" -v u="$med_untraced" 'BEGIN {printf "%.1f", a-u}') ns  (goal < 100)"
 echo "trampoline_latency / ebpf_latency:     $(ratio "$med_trampoline_latency" "$med_ebpf_latency")"
 echo "trampoline_latency / ptrace_latency:   $(ratio "$med_trampoline_latency" "$med_ptrace_latency")"
+echo "traced call (trampoline_trace - untraced): $(awk -v a="$med_trampoline_trace" -v u="$med_untraced" 'BEGIN {printf "%.1f", a-u}') ns"
+echo "trampoline_trace / ebpf_trace:         $(ratio "$med_trampoline_trace" "$med_ebpf_trace")"
+echo "trampoline_trace / ptrace_trace:       $(ratio "$med_trampoline_trace" "$med_ptrace_trace")"
 exit 0
