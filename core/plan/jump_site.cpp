@@ -162,15 +162,26 @@ JumpSite ret_epilogue_site(Bytes code, uint64_t entry, const CodeBlocks& blocks,
   const uint8_t* b = code.data() + (at - entry);
   if (blocks.index_of(pop) < 0 || b[4] != kPopRbp)
     return refuse(at, "a RET with no `pop rbp` before it (no frame, or Go before 1.21)");
-  // add rsp, imm32: the jump's place would follow the frame's size, up to 2 GiB away.
+  // add rsp, imm32 (REX.W 81 /0, ModRM C4): a frame of 128 bytes or more. The jump's
+  // displacement is 81 C4 and the frame's two low bytes: under 32 KiB, a place 8 MiB to 2
+  // GiB past the site; from 32 KiB, one below it, where a non-PIE's image begins: refused.
   if (pop >= entry + 7 && blocks.index_of(pop - 7) >= 0 && b[-3] == 0x48 && b[-2] == 0x81 &&
-      b[-1] == 0xc4)
-    return refuse(at, "a frame of 128 bytes or more (its RET's jump has no place yet)");
+      b[-1] == 0xc4) {
+    if (b[1] >= 0x80 || b[2] || b[3] || code[ret - entry] != 0xc3)
+      return refuse(pop - 7, "a frame of 32 KiB or more (its RET's jump would go backwards)");
+    JumpSite s;
+    s.at = pop - 7;
+    s.len = static_cast<uint8_t>(ret + 1 - s.at);
+    return s;
+  }
   if (blocks.index_of(at) < 0 || blocks.index_of(ret) < 0)
     return refuse(at, "no `add rsp, N` before the RET's `pop rbp`");
-  // add rsp, imm8 (REX.W 83 /0, ModRM C4) with a positive imm8.
-  if (b[0] != 0x48 || b[1] != 0x83 || b[2] != 0xc4 || b[3] >= 0x80 || code[ret - entry] != 0xc3)
-    return refuse(at, "no `add rsp, N` (N under 128) before the RET's `pop rbp`");
+  // add rsp, imm8 (REX.W 83 /0, ModRM C4) with a positive imm8, or a frame of exactly 128
+  // bytes as Go's assembler writes it: sub rsp, -128 (83 /5, ModRM EC, imm8 0x80), whose
+  // place is 0x5D80EC88 past the site, just after the others'.
+  const bool add8 = b[2] == 0xc4 && b[3] < 0x80, sub128 = b[2] == 0xec && b[3] == 0x80;
+  if (b[0] != 0x48 || b[1] != 0x83 || !(add8 || sub128) || code[ret - entry] != 0xc3)
+    return refuse(at, "no `add rsp, N` before the RET's `pop rbp`");
   JumpSite s;
   s.at = at;
   s.len = static_cast<uint8_t>(ret + 1 - at);

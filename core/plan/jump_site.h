@@ -77,7 +77,9 @@ constexpr uint8_t kShortJbe = 0x76;
 
 // A RET whose epilogue is Go 1.21's `add rsp, N; pop rbp; ret` with N below 128 (the 4-byte
 // imm8 form), or with a one-byte `nop` before the RET (Go 1.26): the range is those, 6 or 7
-// bytes from the add. Only the add's first byte (the
+// bytes from the add. A frame of 128 bytes to 32 KiB has the 7-byte imm32 form (9 or 10
+// bytes), whose stub's place is site + 5 + (N's two low bytes << 16 | 0xC481): 8 MiB to 2
+// GiB past the site (a wide epilogue: wide_epilogue()). Only the add's first byte (the
 // REX 0x48) changes, to a `jmp rel32` whose displacement is the add's other three bytes and
 // the `pop rbp` (0x5D): its stub's place is fixed, 0x5D00C488 to 0x5D7FC488 bytes past the
 // site. Every pc of the original code there stays an instruction boundary with its own byte:
@@ -86,6 +88,10 @@ constexpr uint8_t kShortJbe = 0x76;
 // add and lands on the pop; when it goes, it puts back the file's byte: the code is the
 // file's again, never half a jump. So no jump-target or parked-goroutine check is needed.
 JumpSite ret_epilogue_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t ret);
+// Whether a RET site's bytes (from its add) are the imm32 form: its `add rsp, N` is 7 bytes.
+inline bool wide_epilogue(Bytes original) {
+  return original.size() >= 8 && original[0] == 0x48 && original[1] == 0x81;
+}
 constexpr uint8_t kPopRbp = 0x5d;
 
 }  // namespace gotap

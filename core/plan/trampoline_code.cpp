@@ -371,13 +371,15 @@ Result<std::vector<uint8_t>> short_stub(uint64_t at, const JumpSite& site, Bytes
 
 Result<std::vector<uint8_t>> ret_body(uint64_t at, const JumpSite& site, Bytes original,
                                       const EventTarget& t, uint32_t id, const RecordCapture* cap) {
-  if (!site.ok() || (site.len != 6 && site.len != 7) || original.size() != site.len ||
-      original[4] != kPopRbp)
+  // The add is 4 bytes (imm8) or 7 (imm32: a wide epilogue), then pop rbp, [nop,] ret.
+  const size_t add = wide_epilogue(original) ? 7 : 4;
+  if (!site.ok() || (site.len != add + 2 && site.len != add + 3) || original.size() != site.len ||
+      original[add] != kPopRbp)
     return make_error("{:#x} is no RET epilogue", site.at);
-  std::vector<uint8_t> out(original.begin(), original.begin() + 5);  // add rsp, N; pop rbp
+  std::vector<uint8_t> out(original.begin(), original.begin() + add + 1);  // add rsp, N; pop rbp
   if (!append_record(out, at, t, id, cap))
     return make_error("the event ring is out of reach of {:#x}, or a capture past its record", at);
-  if (!with_rel32(out, at, {kJmpRel32}, site.at + 5))
+  if (!with_rel32(out, at, {kJmpRel32}, site.at + add + 1))
     return make_error("site {:#x} is out of reach of {:#x}", site.at, at);
   if (!cap && out.size() > kBodyMax) return make_error("a body of {} bytes", out.size());
   return out;

@@ -55,10 +55,12 @@ bool go121_epilogue(const std::vector<Insn>& fn, uint64_t ret) {
   if (k == fn.size() || fn[k].text != "RET" || k < 2) return false;
   if (fn[k - 1].text == "NOPL") --k;
   if (k < 2 || fn[k - 1].text != "POPQ BP") return false;
+  // ADDQ $N, SP: 4 bytes for N under 128, 7 up to 32 KiB; 128 itself is SUBQ $-0x80, SP.
   const Insn& add = fn[k - 2];
-  if (add.len != 4 || add.text.rfind("ADDQ $0x", 0) != 0 || !add.text.ends_with(", SP"))
-    return false;
-  return std::stoull(add.text.substr(6), nullptr, 16) < 0x80;
+  if (add.text == "SUBQ $-0x80, SP") return add.len == 4;
+  if (add.text.rfind("ADDQ $0x", 0) != 0 || !add.text.ends_with(", SP")) return false;
+  const uint64_t n = std::stoull(add.text.substr(6), nullptr, 16);
+  return add.len == (n < 0x80 ? 4u : 7u) && n < 0x8000;
 }
 
 bool stack_check(const std::vector<Insn>& fn) {

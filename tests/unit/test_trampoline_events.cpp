@@ -40,6 +40,23 @@ const std::vector<uint8_t> kFramed = {
     0xeb, 0xd8,                                      // 0x26 jmp 0x00
 };
 constexpr uint64_t kJbe = 0x04, kRet = 0x18;
+// The same with a frame of 0x90 bytes: `add rsp, imm32` (a wide epilogue), whose RET's stub
+// is 0x0090C481 + 5 bytes past its add.
+const std::vector<uint8_t> kFramedWide = {
+    0x49, 0x3b, 0x66, 0x10,                          // 0x00 cmp rsp,[r14+0x10]
+    0x76, 0x19,                                      // 0x04 jbe 0x1f
+    0x55,                                            // 0x06 push rbp
+    0x48, 0x89, 0xe5,                                // 0x07 mov rbp,rsp
+    0x48, 0x81, 0xec, 0x90, 0x00, 0x00, 0x00,        // 0x0a sub rsp,0x90
+    0x48, 0x8d, 0x44, 0x7f, 0x01,                    // 0x11 lea rax,[rdi+rdi*2+1]
+    0x48, 0x81, 0xc4, 0x90, 0x00, 0x00, 0x00,        // 0x16 add rsp,0x90
+    0x5d,                                            // 0x1d pop rbp
+    0xc3,                                            // 0x1e ret
+    0x49, 0xc7, 0x46, 0x10, 0x00, 0x00, 0x00, 0x00,  // 0x1f mov qword [r14+0x10],0
+    0xf0, 0x49, 0xff, 0x46, 0x18,                    // 0x27 lock inc qword [r14+0x18]
+    0xeb, 0xd2,                                      // 0x2c jmp 0x00
+};
+constexpr uint64_t kWideRet = 0x1e;
 // At 0x40: push r14; mov r14,rsi; call 0x00; pop r14; ret.
 const std::vector<uint8_t> kCallWithG = {0x41, 0x56, 0x49, 0x89, 0xf6, 0xe8, 0xb6,
                                          0xff, 0xff, 0xff, 0x41, 0x5e, 0xc3};
@@ -83,7 +100,8 @@ uint8_t* map_at(uint64_t at, size_t len) {
 // bodies write trace records (kTraceRing) with those words and copies.
 class Timed {
  public:
-  explicit Timed(const RecordCapture* entry_cap = nullptr, const RecordCapture* ret_cap = nullptr)
+  explicit Timed(const RecordCapture* entry_cap = nullptr, const RecordCapture* ret_cap = nullptr,
+                 const std::vector<uint8_t>& fn = kFramed, uint64_t ret_at = kRet)
       : shape_(entry_cap ? kTraceRing : kTimedRing) {
     fn_ = static_cast<uint8_t*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
                                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
@@ -91,13 +109,13 @@ class Timed {
       fn_ = nullptr;
       return;
     }
-    std::memcpy(fn_, kFramed.data(), kFramed.size());
+    std::memcpy(fn_, fn.data(), fn.size());
     std::memcpy(fn_ + 0x40, kCallWithG.data(), kCallWithG.size());
     const uint64_t base = reinterpret_cast<uint64_t>(fn_);
-    const Bytes code(kFramed.data(), kFramed.size());
+    const Bytes code(fn.data(), fn.size());
     const CodeBlocks blocks = decode_blocks(code, base, false);
     entry_ = stack_check_short_site(code, base, blocks, base, base + kJbe);
-    ret_ = ret_epilogue_site(code, base, blocks, base + kRet);
+    ret_ = ret_epilogue_site(code, base, blocks, base + ret_at);
     if (!entry_.ok() || !ret_.ok()) return;
     const Bytes ret_orig(fn_ + (ret_.at - base), ret_.len), entry_orig(fn_, entry_.len);
     const uint64_t ret_stub = one_byte_jump_place(ret_.at, ret_orig);
@@ -192,6 +210,32 @@ TEST(TrampolineEvents, EachCallWritesItsEntryAndReturnWithItsGoroutineAndDepth) 
   EXPECT_EQ(timer.latencies()[7].count, uint64_t(calls));
   EXPECT_EQ(timer.open_calls(), 0u);
   EXPECT_EQ(timer.dropped(t.ring()), 0u);
+}
+
+// A frame of 128 bytes or more: the RET's jump is the same one byte over `add rsp, imm32`,
+// its stub 9.5 MiB past it; the body runs the 7-byte add and the pop. Calls return what they
+// return unpatched, and each is one entry and one return at one depth.
+TEST(TrampolineEvents, AWideEpilogueIsTimedAsANarrowOne) {
+  Timed t(nullptr, nullptr, kFramedWide, kWideRet);
+  if (!t.ok()) GTEST_SKIP() << t.why();
+  std::vector<uint8_t> stack(1 << 16);
+  FakeG g;
+  stack_hi_of(g, stack);
+  g.goid = 77;
+  const int calls = 500;
+  for (int x = 0; x < calls; ++x) {
+    g.guard = x % 7 == 0 ? UINT64_MAX : 0;
+    ASSERT_EQ(t.fn()(uint64_t(x), &g), uint64_t(3 * x + 1));
+  }
+  const RingRecord* r = t.records();
+  for (int k = 0; k < 2 * calls; ++k) {
+    ASSERT_EQ(r[k].seq, uint64_t(k + 1)) << k;
+    EXPECT_EQ(r[k].id, uint32_t(k % 2));
+    if (k % 2) EXPECT_EQ(r[k].depth, r[k - 1].depth);
+  }
+  trampoline::CallTimer timer({0}, 1);
+  EXPECT_EQ(timer.drain(t.ring()), size_t(2 * calls));
+  EXPECT_EQ(timer.latencies()[0].count, uint64_t(calls));
 }
 
 TEST(TrampolineEvents, ThreadsShareTheRingWithNoRecordLostWhileItIsRead) {
