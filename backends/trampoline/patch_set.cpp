@@ -121,33 +121,96 @@ std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias,
                                   const std::vector<size_t>& body_len, RingShape shape) {
   // The RETs' stubs at their places, then every patch's body after them.
   Region stubs, e, far;
+  std::vector<std::pair<uint64_t, size_t>> wide;  // (place, patch)
   for (size_t i = 0; i < set.patches.size(); ++i) {
-    if (set.patches[i].ret) stubs.patches.push_back(i);
-    if (set.patches[i].short_check) far.patches.push_back(i);
+    const Patch& p = set.patches[i];
+    if (p.wide())
+      wide.emplace_back(fixed_place(p, bias).first, i);
+    else if (p.ret)
+      stubs.patches.push_back(i);
+    if (p.short_check) far.patches.push_back(i);
   }
-  if (stubs.patches.empty()) return {};
-  place_fixed(set, bias, stubs);
+  if (set.patches.empty()) return {};
+  uint64_t bodies = kPage;
+  if (!stubs.patches.empty()) {
+    place_fixed(set, bias, stubs);
+    e.base = stubs.base;
+    bodies = stubs.size;
+  } else {
+    // Every RET wide: the bodies where the stubs of narrow ones would be, 1.46 GiB past the
+    // first site (their header in the page before).
+    e.base = ((set.patches[0].site.at + bias + 0x5d400000) & ~(kPage - 1)) - kPage;
+  }
   e.ring = true;
   e.ring_shape = shape;
-  e.base = stubs.base;
-  const uint64_t bodies = stubs.size;
   uint64_t body = bodies;
   for (size_t i = 0, k = 0; i < set.patches.size(); ++i) {
+    const Patch& p = set.patches[i];
     e.patches.push_back(i);
     e.body.push_back(body);
-    e.at.push_back(set.patches[i].ret ? stubs.at[k++] : body);
+    e.at.push_back(p.ret && !p.wide() ? stubs.at[k++] : body);
     // 16-byte aligned, as a function's code
     body += i < body_len.size() ? (body_len[i] + 15) & ~size_t{15} : kBodyMax;
   }
   e.size = page_up(body);
+  // Where each body is (the wide stubs jump there), before the region moves.
+  std::vector<uint64_t> body_at(set.patches.size());
+  for (size_t k = 0; k < e.patches.size(); ++k) body_at[e.patches[k]] = e.base + e.body[k];
+  const uint64_t first_end = e.base + e.code_size() + e.counter_size();
   std::vector<Region> out;
   out.push_back(std::move(e));
-  if (far.patches.empty()) return out;
-  place_fixed(set, bias, far);
-  const Region& first = out.front();
-  if (first.base + first.code_size() + first.counter_size() > far.base) return {};
-  out.push_back(std::move(far));
+  if (!far.patches.empty()) {
+    place_fixed(set, bias, far);
+    if (first_end > far.base) return {};
+    out.push_back(std::move(far));
+  }
+  // The wide RETs' stubs, by place, in clusters of at most 1 MiB split where 64 KiB are
+  // free: a cluster whose place is taken (the program's own image may be there) costs only
+  // its functions. Left out: a stub in the first two regions' pages, or out of reach.
+  std::sort(wide.begin(), wide.end());
+  const size_t fixed = out.size();
+  auto clear_of = [&](uint64_t at) {
+    for (size_t r = 0; r < fixed; ++r) {
+      const Region& g = out[r];
+      const uint64_t lo = g.base - kPage, hi = g.base + g.code_size() + g.counter_size() + kPage;
+      if (at + kJumpLen > lo && at < hi) return false;
+    }
+    return true;
+  };
+  Region cluster;
+  uint64_t lo = 0, last = 0;
+  auto flush = [&]() {
+    if (cluster.patches.empty()) return;
+    place_fixed(set, bias, cluster);
+    out.push_back(std::move(cluster));
+    cluster = Region{};
+  };
+  for (const auto& [at, i] : wide) {
+    const int64_t reach = static_cast<int64_t>(body_at[i]) - static_cast<int64_t>(at + kJumpLen);
+    if (!clear_of(at) || reach < INT32_MIN || reach > INT32_MAX) continue;
+    if (!cluster.patches.empty() && (at - lo > (1u << 20) || at - last > (64u << 10))) flush();
+    if (cluster.patches.empty()) lo = at;
+    last = at;
+    cluster.patches.push_back(i);
+  }
+  flush();
   return out;
+}
+
+std::vector<int> stubless_functions(const PatchSet& set,
+                                    const std::vector<const Region*>& regions) {
+  std::vector<bool> stub(set.patches.size());
+  for (const Region* r : regions)
+    for (size_t i : r->patches) {
+      const Patch& p = set.patches[i];
+      // The bodies' region holds the stubs of the RETs that are not wide; the others hold
+      // stubs alone.
+      if (!r->ring || (p.ret && !p.wide())) stub[i] = true;
+    }
+  std::set<int> out;
+  for (size_t i = 0; i < set.patches.size(); ++i)
+    if (set.patches[i].one_byte() && !stub[i]) out.insert(set.patches[i].func);
+  return {out.begin(), out.end()};
 }
 
 PatchSet plan_patches(const ProbePlan& plan, bool timed) {

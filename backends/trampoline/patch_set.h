@@ -38,6 +38,9 @@ struct Patch {
   bool ret = false;                // a RET's epilogue (ret_epilogue_site), timed runs only
   // Its jump is one byte, whose place is fixed by the file's bytes after it.
   bool one_byte() const { return short_check || ret; }
+  // A RET of `add rsp, imm32` (a frame of 128 bytes or more): its stub's place is 8 MiB to 2
+  // GiB past it, in a region of its own (lay_out_timed).
+  bool wide() const { return ret && orig[1] == 0x81; }
 };
 
 struct PatchSet {
@@ -80,11 +83,18 @@ std::vector<Region> lay_out(const PatchSet& set, uint64_t bias);
 
 // A timed run's regions: one that holds the RETs' stubs at their fixed places, every
 // patch's body after them and the event ring, then the short checks' stubs at theirs (as
-// lay_out). Empty when the first's span would reach the second's window. `body_len`: each
+// lay_out), then the wide RETs' stubs (Patch::wide) in clusters of 1 MiB at most, each a
+// region at its place. Empty when the first's span would reach the second's window. A
+// wide RET whose stub would fall in the first two regions, or out of its body's reach, is in
+// none: Run leaves its function out (stubless_functions). `body_len`: each
 // patch's body's length (empty: kBodyMax each); `shape`: the ring's.
 std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias,
                                   const std::vector<size_t>& body_len = {},
                                   RingShape shape = kTimedRing);
+
+// The functions one of whose one-byte jumps has no stub in `regions` (a timed function is
+// patched whole or not at all).
+std::vector<int> stubless_functions(const PatchSet& set, const std::vector<const Region*>& regions);
 
 // Where a short check's trampoline must start (trampoline_code.h), for a program that
 // loaded the binary at `bias`.

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +56,7 @@ class Run {
   bool launched_ = false;
   uint64_t bias_ = 0, syscall_at_ = 0, image_lo_ = UINT64_MAX, image_hi_ = 0;
   size_t placed_ = 0, funcs_placed_ = 0, foreign_ = 0, restored_ = 0, left_ = 0, taken_ = 0;
+  size_t stubless_ = 0;  // timed functions left out: a stub of theirs has no place
   bool pages_kept_ = false;
   // `latency`: trampolines that write events (core/plan/event_ring.h), read by timer_ from
   // ring_ (gotap's view of the first region's ring).
@@ -116,6 +118,8 @@ class Run {
   // With every thread stopped, a timed run: leaves out every site of each function one of
   // whose sites another tracer holds (or cannot be read). How many sites.
   size_t drop_held_functions(const IsOurs& ours);
+  // With every thread stopped: leaves out every site of `funcs`. How many sites.
+  size_t drop_functions(const std::set<int>& funcs);
 
   // Whether the program still has the trampolines: after an exec the address is gone.
   bool still_patched() const;

@@ -171,8 +171,17 @@ Result<void> Run::place() {
       return;
     }
     // A timed function is patched whole or not at all: a site another tracer holds leaves
-    // out its function's other sites too (an entry with no return would stay open).
-    if (timed_) t.foreign += drop_held_functions(ours);
+    // out its function's other sites too (an entry with no return would stay open), and so
+    // does a one-byte jump whose stub has no place (its region's place is taken, or
+    // lay_out_timed found none).
+    if (timed_) {
+      std::vector<const Region*> placed;
+      for (const auto& m : mapped_) placed.push_back(&m->region);
+      const std::vector<int> out = stubless_functions(set_, placed);
+      stubless_ = out.size();
+      drop_functions(std::set<int>(out.begin(), out.end()));
+      t.foreign += drop_held_functions(ours);
+    }
     for (auto& m : mapped_) {
       const WriteTally w = write_jumps(proc_->mem(), m->sites, ours);
       t.written += w.written;
@@ -192,14 +201,18 @@ Result<void> Run::place() {
     return end_unpatched(runtime_error(
         "the place of the RETs' trampolines in pid {} is taken ({}); nothing was patched", pid_,
         no_room_why));
+  if (timed_ && stubless_)
+    fmt::print(stderr,
+               "gotap: warning: {} function{} not {}: the fixed place of a trampoline {} "
+               "is taken{}\n",
+               stubless_, stubless_ == 1 ? " is" : "s are", traced_ ? "traced" : "timed",
+               stubless_ == 1 ? "it needs" : "they need",
+               no_room_why.empty() ? "" : " (" + no_room_why + ")");
   for (const auto& m : pending) {
+    if (timed_) break;  // said above, by function
     no_room = m->region.patches.size();
-    fmt::print(stderr, "gotap: warning: {} short function{} not {}: {}\n", no_room,
-               no_room == 1 ? " is" : "s are",
-               traced_  ? "traced"
-               : timed_ ? "timed"
-                        : "counted",
-               no_room_why);
+    fmt::print(stderr, "gotap: warning: {} short function{} not counted: {}\n", no_room,
+               no_room == 1 ? " is" : "s are", no_room_why);
   }
   if (proc_->exec_seen()) return exec_refusal();
   // Nothing was written: the pages stay (no thread is held to unmap them), unused. A
@@ -282,10 +295,15 @@ size_t Run::drop_held_functions(const IsOurs& ours) {
       if (site_now(proc_->mem(), l, ours) != SiteNow::File &&
           site_now(proc_->mem(), l, ours) != SiteNow::Ours)
         held.insert(l.func);
+  return drop_functions(held);
+}
+
+size_t Run::drop_functions(const std::set<int>& funcs) {
   size_t dropped = 0;
+  if (funcs.empty()) return 0;
   for (auto& m : mapped_)
     std::erase_if(m->sites, [&](const LiveSite& l) {
-      const bool out = held.count(l.func) != 0;
+      const bool out = funcs.count(l.func) != 0;
       dropped += out;
       return out;
     });

@@ -62,7 +62,14 @@ Result<RegionCode> build_timed(const PatchSet& set, const Region& region, uint64
     const uint64_t slot = code + region.at[k];
     LiveSite l = live_site(p, bias);
     Result<std::vector<uint8_t>> jump = std::vector<uint8_t>{};
-    if (!region.ring) {  // a short check's stub
+    if (!region.ring && p.ret) {  // a wide RET's stub
+      if (slot != one_byte_jump_place(s.at, orig))
+        return make_error("a RET's stub at {:#x}, not at its place", slot);
+      auto stub = jump_to(slot, timed.bodies.at(idx));
+      if (!stub) return stub.error();
+      GOTAP_TRY(put(region.at[k], *stub));
+      jump = std::vector<uint8_t>{0xe9};
+    } else if (!region.ring) {  // a short check's stub
       if (slot != short_site_trampoline(s, orig))
         return make_error("a short check's stub at {:#x}, not at its place", slot);
       auto stub = short_stub(slot, s, orig, timed.bodies.at(idx));
@@ -76,7 +83,8 @@ Result<RegionCode> build_timed(const PatchSet& set, const Region& region, uint64
                      : entry_body(body, s, timed.events, id, cap);
       if (!b) return b.error();
       GOTAP_TRY(put(region.body[k], *b));
-      if (p.short_check) continue;  // its jump goes to its stub, in the other region
+      // Its jump goes to its stub, in another region.
+      if (p.short_check || p.wide()) continue;
       if (p.ret) {
         if (slot != one_byte_jump_place(s.at, orig))
           return make_error("a RET's stub at {:#x}, not at its place", slot);
@@ -211,10 +219,10 @@ WriteTally write_jumps(ptrace::TraceeMemory& mem, std::vector<LiveSite>& sites,
   return t;
 }
 
-void note_uprobes(pid_t pid, std::vector<LiveSite>& sites) {
-  // One iovec per page with sites (from its first site to its last), 1,024 pages a call:
+void note_uprobes(pid_t pid, std::vector<LiveSite>& sites, const std::function<void()>& between) {
+  // One iovec per page with sites (from its first site to its last), 256 pages a call:
   // an iovec a site cost 9 ms a look on a whole caddy, a page's most of that cost.
-  constexpr size_t kBatch = 1024;
+  constexpr size_t kBatch = 256;
   constexpr uint64_t kPage = 4096;
   struct Run {
     uint64_t lo = 0, hi = 0;
@@ -234,6 +242,7 @@ void note_uprobes(pid_t pid, std::vector<LiveSite>& sites) {
   std::vector<uint8_t> buf(kBatch * kPage);
   std::vector<iovec> local, remote;
   for (size_t b = 0; b < runs.size(); b += kBatch) {
+    if (b && between) between();
     const size_t n = std::min(kBatch, runs.size() - b);
     local.clear();
     remote.clear();

@@ -105,5 +105,86 @@ TEST(TrampolineLayout, OverlappingPlacesLeaveTheLaterOut) {
   }
 }
 
+// A timed run's layout: the narrow RETs' stubs at their places in the first region, every
+// body after them and the ring; each wide RET's stub (a frame of 128 bytes or more) at its
+// own place, in a cluster region of at most 1 MiB, clear of the others and within a rel32
+// of its body. A function is left out whole when one of its stubs has no region.
+TEST(TrampolineLayout, TimedRegionsPutEveryStubAtItsPlace) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 20; ++round) {
+    const uint64_t bias = round % 2 ? 0 : (0x555555554000ull + (rng() % 4096) * 4096);
+    PatchSet set;
+    std::set<uint64_t> entries;
+    while (entries.size() < 400) entries.insert(0x401000 + (rng() % ((8 << 20) / 64)) * 64);
+    int f = 0;
+    for (uint64_t entry : entries) {
+      Patch e;
+      e.func = f;
+      e.site.at = entry;
+      e.site.len = 6;
+      e.site.branch_len = 6;
+      e.site.branch_to = entry + 0x30;
+      set.patches.push_back(e);
+      Patch r;
+      r.func = f++;
+      r.ret = true;
+      r.site.at = entry + 0x20;
+      if (rng() % 2) {  // add rsp, N (imm8); pop rbp; ret
+        const uint8_t b[] = {0x48, 0x83, 0xc4, uint8_t(8 + rng() % 100), 0x5d, 0xc3};
+        std::copy(std::begin(b), std::end(b), r.orig.begin());
+        r.site.len = sizeof b;
+      } else {  // add rsp, N (imm32, 128 to 4 KiB); pop rbp; ret
+        const uint32_t n = 128 + rng() % 4000;
+        const uint8_t b[] = {0x48, 0x81, 0xc4, uint8_t(n), uint8_t(n >> 8), 0, 0, 0x5d, 0xc3};
+        std::copy(std::begin(b), std::end(b), r.orig.begin());
+        r.site.len = sizeof b;
+      }
+      set.patches.push_back(r);
+    }
+    drop_crowded(set);
+    const std::vector<Region> regions = lay_out_timed(set, bias);
+    ASSERT_FALSE(regions.empty());
+    const Region& e = regions[0];
+    ASSERT_TRUE(e.ring);
+    ASSERT_EQ(e.patches.size(), set.patches.size()) << "every body in the first region";
+    std::vector<const Region*> all;
+    std::vector<std::pair<uint64_t, uint64_t>> spans;
+    size_t wide = 0, clustered = 0;
+    for (const Region& r : regions) {
+      all.push_back(&r);
+      EXPECT_EQ(r.base % 4096, 0u);
+      spans.emplace_back(r.base, r.base + r.code_size() + r.counter_size());
+      if (&r == &e) continue;
+      EXPECT_FALSE(r.ring);
+      EXPECT_LE(r.code_size(), (1u << 20) + 3 * 4096) << "a cluster of 1 MiB at most";
+      for (size_t k = 0; k < r.patches.size(); ++k) {
+        const Patch& p = set.patches[r.patches[k]];
+        ASSERT_TRUE(p.wide());
+        ++clustered;
+        const uint64_t place = one_byte_jump_place(p.site.at + bias, Bytes(p.orig.data(), 5));
+        EXPECT_EQ(r.base + r.at[k], place);
+        EXPECT_GE(r.at[k], kHeaderSize);
+        const int64_t reach = int64_t(e.base + e.body[r.patches[k]]) - int64_t(place + 5);
+        EXPECT_TRUE(reach >= INT32_MIN && reach <= INT32_MAX);
+      }
+    }
+    for (size_t k = 0; k < e.patches.size(); ++k) {
+      const Patch& p = set.patches[e.patches[k]];
+      wide += p.wide();
+      if (!p.ret || p.wide()) continue;
+      EXPECT_EQ(e.base + e.at[k], one_byte_jump_place(p.site.at + bias, Bytes(p.orig.data(), 5)));
+    }
+    std::sort(spans.begin(), spans.end());
+    for (size_t k = 1; k < spans.size(); ++k)
+      ASSERT_LE(spans[k - 1].second, spans[k].first) << "two regions overlap";
+    EXPECT_GT(wide, 0u);
+    // Every wide stub is in a cluster, or its function is left out.
+    const std::vector<int> out = stubless_functions(set, all);
+    EXPECT_EQ(clustered + out.size(), wide) << "each stubless function has one wide RET here";
+    // Without the clusters, every function with a wide RET is.
+    EXPECT_EQ(stubless_functions(set, {&e}).size(), wide);
+  }
+}
+
 }  // namespace
 }  // namespace gotap::trampoline
