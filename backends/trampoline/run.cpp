@@ -145,7 +145,10 @@ void Run::wait(uint64_t t0) {
   for (;;) {
     if (stop_due(t0)) return;
     if (const uint64_t now = now_ns(); now - looked >= every) {
-      for (auto& m : mapped_) note_uprobes(pid_, m->sites);
+      for (auto& m : mapped_) {
+        note_uprobes(pid_, m->sites, [this] { drain(); });
+        drain();
+      }
       looked = now_ns();
       every = std::max<uint64_t>(100'000'000, 100 * (looked - now));
     }

@@ -84,8 +84,11 @@ struct WriteTally {
 // tracer's uprobe, which takes their calls while it is there. When it goes, the kernel puts
 // back the file's first byte, which is the jno's own: nothing at the restore would tell that
 // it came. (A short check's one-byte jump is undone by that write, which the restore sees.)
-// Read with process_vm_readv, the program running, 1,024 sites a call.
-void note_uprobes(pid_t pid, std::vector<LiveSite>& sites);
+// Read with process_vm_readv, the program running, 256 pages a call, `between` called
+// between two (a timed run's reader drains its ring there: a whole binary's look takes tens
+// of milliseconds, in which a busy program fills a ring).
+void note_uprobes(pid_t pid, std::vector<LiveSite>& sites,
+                  const std::function<void()>& between = nullptr);
 
 // Who placed the region of trampolines whose code starts at `code`: the owner its header
 // names (build_trampolines), or nullopt when it has none (not a gotap's, or unreadable).

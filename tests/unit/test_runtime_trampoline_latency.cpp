@@ -347,7 +347,7 @@ TEST_F(TrampolineLatency, AWholeStrippedServerTimesItsRequestsExactly) {
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << err;
   const json l = latency_of(out, "net/http.serverHandler.ServeHTTP");
   ASSERT_TRUE(l.is_object()) << err;
-  EXPECT_EQ(l["count"].get<uint64_t>(), uint64_t(requests));
+  EXPECT_EQ(l["count"].get<uint64_t>(), uint64_t(requests)) << err;
   EXPECT_EQ(summary_of(out).value("lost", 1), 0);
   TextCompare text = compare_text(srv.pid);
   EXPECT_GT(text.bytes, 0u);
