@@ -129,6 +129,65 @@ TEST_F(TrampolineTrace, BurnCallsCarryTheProgramsGoroutinesArgumentsAndResults) 
   EXPECT_GT(traced, 0u) << "no fixture of Go 1.21 or later built";
 }
 
+// Every release and flavour: main.describe(id int, name string, ok bool, k int8) string, a
+// frame of 128 bytes or more (its RETs' jumps are wide: trampoline_code.h). With DWARF each
+// call's arguments and its result, strings included (empty, with spaces, not ASCII), are the
+// ones the program printed, in order; stripped, its first word is the id.
+TEST_F(TrampolineTrace, DescribeCallsCarryTheProgramsStrings) {
+  std::vector<Fixture> fx;
+  for (const Fixture& f : all_fixtures("latency"))
+    if (traced_release(f)) fx.push_back(f);
+  if (fx.empty()) GTEST_SKIP() << "no latency fixtures of Go 1.21 or later built";
+  for (const Fixture& f : fx) {
+    SCOPED_TRACE(f.label());
+    RunResult r = run_command({gotap_binary(), "trace", "--backend", "trampoline", "--json",
+                               "main.describe", "--", f.path, "args", "20"},
+                              120);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    struct Call {
+      long long id = 0, k = 0;
+      std::string name, ok, result;
+    };
+    std::vector<Call> want;
+    std::istringstream in(r.out);
+    for (std::string l; std::getline(in, l);) {
+      const std::string head = "GT main.describe ";
+      if (l.rfind(head, 0) != 0) continue;
+      if (l.rfind(head + "-> \"", 0) == 0) {
+        ASSERT_FALSE(want.empty());
+        want.back().result = l.substr(head.size() + 4, l.size() - head.size() - 5);
+        continue;
+      }
+      Call c;
+      const size_t n0 = l.find(" name=\""), n1 = l.rfind("\" ok=");
+      ASSERT_TRUE(n0 != std::string::npos && n1 != std::string::npos) << l;
+      c.name = l.substr(n0 + 7, n1 - n0 - 7);
+      char ok[8] = {};
+      ASSERT_EQ(sscanf(l.c_str(), "GT main.describe id=%lld", &c.id), 1) << l;
+      ASSERT_EQ(sscanf(l.c_str() + n1, "\" ok=%5s k=%lld", ok, &c.k), 2) << l;
+      c.ok = ok;
+      want.push_back(c);
+    }
+    ASSERT_EQ(want.size(), 20u) << r.out;
+    const auto entries = events_in(r.out, "entry"), returns = events_in(r.out, "return");
+    ASSERT_EQ(entries.size(), want.size()) << r.out;
+    ASSERT_EQ(returns.size(), want.size()) << r.out;
+    for (size_t i = 0; i < want.size(); ++i) {
+      SCOPED_TRACE(i);
+      const json& a = entries[i]["args"];
+      EXPECT_EQ(int_arg(a, "id", 0), want[i].id) << entries[i];
+      if (stripped(f)) continue;
+      ASSERT_EQ(a.size(), 4u) << entries[i];
+      EXPECT_EQ(a[1]["value"], want[i].name) << entries[i];
+      EXPECT_EQ(a[2]["value"].dump(), want[i].ok) << entries[i];
+      EXPECT_EQ(a[3]["value"].get<long long>(), want[i].k) << entries[i];
+      ASSERT_EQ(returns[i]["results"].size(), 1u) << returns[i];
+      EXPECT_EQ(returns[i]["results"][0]["value"], want[i].result) << returns[i];
+    }
+    EXPECT_EQ(summary_of(r.out).value("lost", 1), 0);
+  }
+}
+
 // The hostile mode (latency fixture): SIGPROF at 500 Hz, async preemption, locked threads,
 // runtime.GC and runtime.Stack in a loop, main.hop's recursion copying the stack under open
 // calls, panics unwinding them. The program ends as it does untraced, and each of hop's
