@@ -1,5 +1,8 @@
 #include "core/plan/jump_site.h"
 
+#include <cstring>
+#include <utility>
+
 #include "core/plan/zydis_decoder.h"
 
 namespace gotap {
@@ -150,6 +153,70 @@ JumpSite stack_check_short_site(Bytes code, uint64_t entry, const CodeBlocks& bl
   return s;
 }
 
+namespace {
+
+// The bytes of an `add rsp, N` at b (n of them there): its length and N, or 0.
+std::pair<size_t, uint32_t> add_rsp(const uint8_t* b, size_t n) {
+  if (n >= 4 && b[0] == 0x48 && b[1] == 0x83 && b[2] == 0xc4 && b[3] < 0x80) return {4, b[3]};
+  if (n >= 7 && b[0] == 0x48 && b[1] == 0x81 && b[2] == 0xc4) {
+    uint32_t v = 0;
+    std::memcpy(&v, b + 3, 4);
+    return {7, v};
+  }
+  return {0, 0};
+}
+
+// The length of a `mov rbp, [rsp+D]` at b, or 0.
+size_t restore_rbp(const uint8_t* b, size_t n) {
+  if (n < 4 || b[0] != 0x48 || b[1] != 0x8b || b[3] != 0x24) return 0;
+  if (b[2] == 0x2c) return 4;  // mov rbp, [rsp]: the next byte (the add's REX) ends the rel32
+  if (b[2] == 0x6c && n >= 5) return 5;
+  if (b[2] == 0xac && n >= 8) return 8;
+  return 0;
+}
+
+// Go 1.17-1.20's epilogue before the RET, ok() or refused with a reason; neither (empty
+// refusal) when there is no `add rsp, N` right before the RET.
+JumpSite restore_epilogue_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t ret) {
+  for (const size_t add_len : {size_t{4}, size_t{7}}) {
+    if (ret < entry + add_len) continue;
+    const uint64_t add = ret - add_len;
+    const auto [len, n] = add_rsp(code.data() + (add - entry), add_len);
+    if (len != add_len || blocks.index_of(add) < 0) continue;
+    for (const size_t mov_len : {size_t{4}, size_t{5}, size_t{8}}) {
+      if (add < entry + mov_len) continue;
+      const uint64_t mov = add - mov_len;
+      const uint8_t* b = code.data() + (mov - entry);
+      if (blocks.index_of(mov) < 0 || restore_rbp(b, mov_len) != mov_len) continue;
+      (void)n;
+      JumpSite s;
+      s.at = mov;
+      s.len = static_cast<uint8_t>(ret + 1 - mov);
+      return s;
+    }
+    return refuse(add, "no `mov rbp, [rsp+D]` before the RET's `add rsp, N`");
+  }
+  return JumpSite{};
+}
+
+}  // namespace
+
+std::optional<RetEpilogue> ret_epilogue_form(Bytes o) {
+  if (o.size() < 6) return std::nullopt;
+  // Go 1.21: add rsp, N (or sub rsp, -128); pop rbp.
+  if (o[0] == 0x48 && o[1] == 0x83 && o[4] == kPopRbp &&
+      ((o[2] == 0xc4 && o[3] < 0x80) || (o[2] == 0xec && o[3] == 0x80)))
+    return RetEpilogue{5, 0, false};
+  if (o.size() >= 9 && o[0] == 0x48 && o[1] == 0x81 && o[2] == 0xc4 && o[7] == kPopRbp)
+    return RetEpilogue{8, 0, true};
+  // Go 1.17-1.20: mov rbp, [rsp+D]; add rsp, N.
+  const size_t mov = restore_rbp(o.data(), o.size());
+  if (!mov) return std::nullopt;
+  const auto [add, n] = add_rsp(o.data() + mov, o.size() - mov);
+  if (!add) return std::nullopt;
+  return RetEpilogue{static_cast<uint8_t>(mov), n, true};
+}
+
 JumpSite ret_epilogue_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t ret) {
   if (!blocks.complete) return refuse(ret, "the function did not decode whole");
   if (ret >= entry + code.size()) return refuse(ret, "no epilogue before the RET");
@@ -160,15 +227,18 @@ JumpSite ret_epilogue_site(Bytes code, uint64_t entry, const CodeBlocks& blocks,
   if (pop < entry + 4) return refuse(ret, "no epilogue before the RET");
   const uint64_t at = pop - 4;
   const uint8_t* b = code.data() + (at - entry);
-  if (blocks.index_of(pop) < 0 || b[4] != kPopRbp)
-    return refuse(at, "a RET with no `pop rbp` before it (no frame, or Go before 1.21)");
+  if (blocks.index_of(pop) < 0 || b[4] != kPopRbp) {
+    // Go before 1.21: mov rbp, [rsp+D]; add rsp, N; ret.
+    const JumpSite old = restore_epilogue_site(code, entry, blocks, ret);
+    if (old.ok() || !old.refused.empty()) return old;
+    return refuse(at, "a RET with no `pop rbp` or `mov rbp, [rsp+D]` before it (no frame)");
+  }
   // add rsp, imm32 (REX.W 81 /0, ModRM C4): a frame of 128 bytes or more. The jump's
   // displacement is 81 C4 and the frame's two low bytes: under 32 KiB, a place 8 MiB to 2
-  // GiB past the site; from 32 KiB, one below it, where a non-PIE's image begins: refused.
+  // GiB past the site; else one below it, which lay_out_timed keeps only where it can be.
   if (pop >= entry + 7 && blocks.index_of(pop - 7) >= 0 && b[-3] == 0x48 && b[-2] == 0x81 &&
       b[-1] == 0xc4) {
-    if (b[1] >= 0x80 || b[2] || b[3] || code[ret - entry] != 0xc3)
-      return refuse(pop - 7, "a frame of 32 KiB or more (its RET's jump would go backwards)");
+    if (code[ret - entry] != 0xc3) return refuse(pop - 7, "no RET after the `pop rbp`");
     JumpSite s;
     s.at = pop - 7;
     s.len = static_cast<uint8_t>(ret + 1 - s.at);

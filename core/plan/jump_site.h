@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/binary/elf_file.h"
@@ -77,9 +78,9 @@ constexpr uint8_t kShortJbe = 0x76;
 
 // A RET whose epilogue is Go 1.21's `add rsp, N; pop rbp; ret` with N below 128 (the 4-byte
 // imm8 form), or with a one-byte `nop` before the RET (Go 1.26): the range is those, 6 or 7
-// bytes from the add. A frame of 128 bytes to 32 KiB has the 7-byte imm32 form (9 or 10
+// bytes from the add. A frame of 128 bytes or more has the 7-byte imm32 form (9 or 10
 // bytes), whose stub's place is site + 5 + (N's two low bytes << 16 | 0xC481): 8 MiB to 2
-// GiB past the site (a wide epilogue: wide_epilogue()). Only the add's first byte (the
+// GiB past the site under 32 KiB, below it from there. Only the add's first byte (the
 // REX 0x48) changes, to a `jmp rel32` whose displacement is the add's other three bytes and
 // the `pop rbp` (0x5D): its stub's place is fixed, 0x5D00C488 to 0x5D7FC488 bytes past the
 // site. Every pc of the original code there stays an instruction boundary with its own byte:
@@ -87,11 +88,25 @@ constexpr uint8_t kShortJbe = 0x76;
 // was, and a thread at the add itself takes the jump. A uprobe on the add steps the file's
 // add and lands on the pop; when it goes, it puts back the file's byte: the code is the
 // file's again, never half a jump. So no jump-target or parked-goroutine check is needed.
+//
+// Go 1.17 to 1.20 end a frame with `mov rbp, [rsp+D]; add rsp, N; ret` instead: the same one
+// byte changes at the mov (`48 8B 6C 24 D`, or `48 8B AC 24` and a 32-bit D, or `48 8B 2C
+// 24` for D 0, the add's REX after it), whose other bytes make the displacement: its stub's
+// place is site + 5 + (D's low byte << 24 | 0x246C8B, or 0x24AC8B; 0x48242C8B): up to 2 GiB
+// past the site, or (D's low byte 0x80 or more) below it, which only a PIE has room for. The
+// trampoline runs the mov alone and jumps back to the add.
 JumpSite ret_epilogue_site(Bytes code, uint64_t entry, const CodeBlocks& blocks, uint64_t ret);
-// Whether a RET site's bytes (from its add) are the imm32 form: its `add rsp, N` is 7 bytes.
-inline bool wide_epilogue(Bytes original) {
-  return original.size() >= 8 && original[0] == 0x48 && original[1] == 0x81;
-}
+
+// A RET site's bytes (from its first, ret_epilogue_site's range), as its trampoline runs
+// them: the bytes it copies and runs (the add and the pop; or the old form's mov), and how
+// far RSP still is below where it is at the RET once they ran (the old form's N; else 0).
+struct RetEpilogue {
+  uint8_t runs = 0;
+  uint32_t rsp_below = 0;
+  // Not the imm8 form of Go 1.21: its stub is not in the window 1.45 GiB past the site.
+  bool far = false;
+};
+std::optional<RetEpilogue> ret_epilogue_form(Bytes original);
 constexpr uint8_t kPopRbp = 0x5d;
 
 }  // namespace gotap

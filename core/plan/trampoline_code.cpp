@@ -191,7 +191,8 @@ bool append_capture(std::vector<uint8_t>& out, const EventTarget& t, const Recor
     if (w.reg >= sizeof kX86Reg) return false;
     const uint8_t x = kX86Reg[w.reg];
     if (x == kRsp) {
-      out.insert(out.end(), {0x48, 0x8d, 0x44, 0x24, static_cast<uint8_t>(pushed)});  // lea
+      out.insert(out.end(), {0x48, 0x8d, 0x84, 0x24});  // lea rax, [rsp + pushed]: the RET's
+      put_disp32(out, pushed);
       store_rax(to);
     } else if (const int at = saved_at(x); at >= 0) {
       out.insert(out.end(),
@@ -266,7 +267,7 @@ bool append_capture(std::vector<uint8_t>& out, const EventTarget& t, const Recor
 // fill the record, write its seq last. Registers kept, flags clobbered. With `cap`, a trace
 // record: rdi is kept too, and the record's rest filled (append_capture).
 bool append_record(std::vector<uint8_t>& out, uint64_t at, const EventTarget& t, uint32_t id,
-                   const RecordCapture* cap) {
+                   const RecordCapture* cap, uint32_t rsp_below = 0) {
   const uint64_t head = t.ring + kRingHead, tail = t.ring + kRingTail,
                  dropped = t.ring + kRingDropped, records = t.ring + kRingRecords;
   auto imm32 = [&](uint32_t v) { put32(out, static_cast<int32_t>(v)); };
@@ -318,12 +319,18 @@ bool append_record(std::vector<uint8_t>& out, uint64_t at, const EventTarget& t,
   out.insert(out.end(), {0x48, 0x89, 0x42, 0x10,  // mov [rdx+16], rax
                          0x49, 0x8b, 0x86});      // mov rax, [r14+stack.hi]
   imm32(t.stack_hi_off);
-  out.insert(out.end(), {0x48, 0x29, 0xe0,    // sub rax, rsp
-                         0xc7, 0x42, 0x18});  // mov dword [rdx+24], id
+  out.insert(out.end(), {0x48, 0x29, 0xe0});  // sub rax, rsp
+  // Go before 1.21 records its RET before its `add rsp, N`: the depth is the RET's.
+  if (rsp_below) {
+    out.insert(out.end(), {0x48, 0x2d});  // sub rax, N
+    imm32(rsp_below);
+  }
+  out.insert(out.end(), {0xc7, 0x42, 0x18});  // mov dword [rdx+24], id
   imm32(id);
   out.insert(out.end(), {0x89, 0x42, 0x1c});  // mov [rdx+28], eax
   // The depth above is measured below the pushes, at a return and at an entry alike.
-  if (cap && !append_capture(out, t, *cap, 40, static_cast<uint32_t>(t.shape.record_size())))
+  if (cap &&
+      !append_capture(out, t, *cap, 40 + rsp_below, static_cast<uint32_t>(t.shape.record_size())))
     return false;
   out.insert(out.end(), {0x48, 0x89, 0x0a,  // mov [rdx], rcx: the seq, last
                          0xeb, 0x00});      // jmp done (patched below)
@@ -371,15 +378,14 @@ Result<std::vector<uint8_t>> short_stub(uint64_t at, const JumpSite& site, Bytes
 
 Result<std::vector<uint8_t>> ret_body(uint64_t at, const JumpSite& site, Bytes original,
                                       const EventTarget& t, uint32_t id, const RecordCapture* cap) {
-  // The add is 4 bytes (imm8) or 7 (imm32: a wide epilogue), then pop rbp, [nop,] ret.
-  const size_t add = wide_epilogue(original) ? 7 : 4;
-  if (!site.ok() || (site.len != add + 2 && site.len != add + 3) || original.size() != site.len ||
-      original[add] != kPopRbp)
+  // add rsp, N; pop rbp; [nop;] ret (Go 1.21), or mov rbp, [rsp+D]; add rsp, N; ret.
+  const auto form = ret_epilogue_form(original);
+  if (!site.ok() || !form || original.size() != site.len || site.len <= form->runs)
     return make_error("{:#x} is no RET epilogue", site.at);
-  std::vector<uint8_t> out(original.begin(), original.begin() + add + 1);  // add rsp, N; pop rbp
-  if (!append_record(out, at, t, id, cap))
+  std::vector<uint8_t> out(original.begin(), original.begin() + form->runs);
+  if (!append_record(out, at, t, id, cap, form->rsp_below))
     return make_error("the event ring is out of reach of {:#x}, or a capture past its record", at);
-  if (!with_rel32(out, at, {kJmpRel32}, site.at + add + 1))
+  if (!with_rel32(out, at, {kJmpRel32}, site.at + form->runs))
     return make_error("site {:#x} is out of reach of {:#x}", site.at, at);
   if (!cap && out.size() > kBodyMax) return make_error("a body of {} bytes", out.size());
   return out;

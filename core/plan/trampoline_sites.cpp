@@ -2,6 +2,7 @@
 
 #include "core/plan/disasm.h"
 #include "core/plan/inline_mark.h"
+#include "core/plan/trampoline_code.h"
 
 namespace gotap {
 
@@ -35,7 +36,19 @@ TrampolineSites trampoline_sites(const ElfFile* elf, const FuncPlan& f) {
   }
   if (f.ret_sites.empty()) t.untimed = "it never returns (no RET)";
   for (uint64_t ret : f.ret_sites) {
-    t.rets.push_back(ret_epilogue_site(t.code, f.entry, blocks, ret));
+    JumpSite r = ret_epilogue_site(t.code, f.entry, blocks, ret);
+    // A program loaded where it was linked (not PIE): a stub's place below the first MiB, or
+    // wrapped past 0 (a displacement going back further than the site), can never be mapped.
+    if (r.ok() && elf && !elf->is_pie()) {
+      const uint64_t place =
+          one_byte_jump_place(r.at, Bytes(t.code.data() + (r.at - f.entry), r.len));
+      if (place < (1u << 20) || place >= (uint64_t{1} << 47)) {
+        r = JumpSite{};
+        r.at = ret;
+        r.refused = "its RET's trampoline would be below the program (a non-PIE's frame)";
+      }
+    }
+    t.rets.push_back(r);
     if (!t.rets.back().ok() && t.untimed.empty()) t.untimed = t.rets.back().refused;
   }
   return t;

@@ -57,6 +57,24 @@ const std::vector<uint8_t> kFramedWide = {
     0xeb, 0xd2,                                      // 0x2c jmp 0x00
 };
 constexpr uint64_t kWideRet = 0x1e;
+// The same as Go 1.17 to 1.20 lay it out: the frame's rbp saved at its top and restored with
+// `mov rbp, [rsp+0x10]` before `add rsp, 0x18`: the RET's jump is over the mov, whose stub is
+// 0x10246C8B + 5 bytes past it, and the record is made 0x18 bytes below the RET's RSP.
+const std::vector<uint8_t> kFramedOld = {
+    0x49, 0x3b, 0x66, 0x10,                          // 0x00 cmp rsp,[r14+0x10]
+    0x76, 0x1d,                                      // 0x04 jbe 0x23
+    0x48, 0x83, 0xec, 0x18,                          // 0x06 sub rsp,0x18
+    0x48, 0x89, 0x6c, 0x24, 0x10,                    // 0x0a mov [rsp+0x10],rbp
+    0x48, 0x8d, 0x6c, 0x24, 0x10,                    // 0x0f lea rbp,[rsp+0x10]
+    0x48, 0x8d, 0x44, 0x7f, 0x01,                    // 0x14 lea rax,[rdi+rdi*2+1]
+    0x48, 0x8b, 0x6c, 0x24, 0x10,                    // 0x19 mov rbp,[rsp+0x10]
+    0x48, 0x83, 0xc4, 0x18,                          // 0x1e add rsp,0x18
+    0xc3,                                            // 0x22 ret
+    0x49, 0xc7, 0x46, 0x10, 0x00, 0x00, 0x00, 0x00,  // 0x23 mov qword [r14+0x10],0
+    0xf0, 0x49, 0xff, 0x46, 0x18,                    // 0x2b lock inc qword [r14+0x18]
+    0xeb, 0xce,                                      // 0x30 jmp 0x00
+};
+constexpr uint64_t kOldRet = 0x22;
 // At 0x40: push r14; mov r14,rsi; call 0x00; pop r14; ret.
 const std::vector<uint8_t> kCallWithG = {0x41, 0x56, 0x49, 0x89, 0xf6, 0xe8, 0xb6,
                                          0xff, 0xff, 0xff, 0x41, 0x5e, 0xc3};
@@ -172,6 +190,13 @@ class Timed {
   std::string error_ = "a fixed place is taken in this process";
 };
 
+template <class T>
+T at(const uint8_t* p, size_t off) {
+  T v;
+  std::memcpy(&v, p + off, sizeof v);
+  return v;
+}
+
 uint64_t stack_hi_of(FakeG& g, std::vector<uint8_t>& stack) {
   g.lo = reinterpret_cast<uint64_t>(stack.data());
   g.hi = g.lo + stack.size();
@@ -236,6 +261,38 @@ TEST(TrampolineEvents, AWideEpilogueIsTimedAsANarrowOne) {
   trampoline::CallTimer timer({0}, 1);
   EXPECT_EQ(timer.drain(t.ring()), size_t(2 * calls));
   EXPECT_EQ(timer.latencies()[0].count, uint64_t(calls));
+}
+
+// Go before 1.21: the RET's trampoline runs the mov alone and records before the frame is
+// freed. Its depth, its RSP and the slot at it (the return address) are the RET's all the
+// same, as at the entry; rbp comes back as it was.
+TEST(TrampolineEvents, ARetBeforeGo121IsRecordedAsAtItsRet) {
+  RecordCapture in, out;
+  in.words = {{CaptureWord::Reg, 15, 0}, {CaptureWord::Stack, 0, 0}};
+  out.words = {{CaptureWord::Reg, 0, 0}, {CaptureWord::Reg, 15, 0}, {CaptureWord::Stack, 0, 0}};
+  Timed t(&in, &out, kFramedOld, kOldRet);
+  if (!t.ok()) GTEST_SKIP() << t.why();
+  std::vector<uint8_t> stack(1 << 16);
+  FakeG g;
+  FakeM m;
+  g.m = &m;
+  stack_hi_of(g, stack);
+  const int calls = 200;
+  for (int x = 0; x < calls; ++x) {
+    g.guard = x % 9 == 0 ? UINT64_MAX : 0;
+    ASSERT_EQ(t.fn()(uint64_t(x), &g), uint64_t(3 * x + 1));
+  }
+  for (int x = 0; x < calls; ++x) {
+    SCOPED_TRACE(x);
+    const uint8_t* e = t.record(2 * x);
+    const uint8_t* r = t.record(2 * x + 1);
+    ASSERT_EQ(at<uint64_t>(r, 0), uint64_t(2 * x + 2));
+    EXPECT_EQ(at<uint32_t>(e, 28), at<uint32_t>(r, 28)) << "depth";
+    EXPECT_EQ(at<uint64_t>(r, kTraceWords), uint64_t(3 * x + 1));
+    EXPECT_EQ(at<uint64_t>(r, kTraceWords + 8), at<uint64_t>(e, kTraceWords)) << "RSP";
+    EXPECT_EQ(at<uint64_t>(e, kTraceWords + 8), t.return_address());
+    EXPECT_EQ(at<uint64_t>(r, kTraceWords + 16), t.return_address());
+  }
 }
 
 TEST(TrampolineEvents, ThreadsShareTheRingWithNoRecordLostWhileItIsRead) {
@@ -313,13 +370,6 @@ TEST(TrampolineEvents, ARecordNeverFinishedIsCountedAndHoldsNothingBackAtTheEnd)
   EXPECT_EQ(timer.finish(t.ring()), 20u);
   EXPECT_EQ(timer.latencies()[0].count, 11u);
   EXPECT_EQ(timer.dropped(t.ring()), 1u);
-}
-
-template <class T>
-T at(const uint8_t* p, size_t off) {
-  T v;
-  std::memcpy(&v, p + off, sizeof v);
-  return v;
 }
 
 // A trace record holds what the function was really called with and returned: registers
