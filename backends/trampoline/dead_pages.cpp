@@ -85,8 +85,8 @@ size_t take_back_jumps_into(ptrace::TraceeMemory& mem, const ElfFile& elf, uint6
   for (const auto& seg : elf.segments()) {
     if (seg.type != 1 /* PT_LOAD */ || !(seg.flags & 1 /* PF_X */)) continue;
     for (uint64_t at = seg.vaddr; at < seg.vaddr + seg.filesz; at += kChunk) {
-      // 8 bytes more, for a jump (and a wide epilogue's pop) that starts at the chunk's end.
-      const uint64_t n = std::min<uint64_t>(kChunk + 8, seg.vaddr + seg.filesz - at);
+      // 16 bytes more, for a jump (and the epilogue it is in) that starts at the chunk's end.
+      const uint64_t n = std::min<uint64_t>(kChunk + 16, seg.vaddr + seg.filesz - at);
       const Bytes file = elf.read(at, n);
       live.resize(n);
       if (file.size() != n || !mem.read(at + bias, live.data(), n)) {
@@ -98,12 +98,12 @@ size_t take_back_jumps_into(ptrace::TraceeMemory& mem, const ElfFile& elf, uint6
         const uint64_t pc = at + i + bias;
         size_t len = 0;
         uint64_t to = 0;
-        const bool wide = i + 8 <= n && file[i] == 0x48 && file[i + 1] == 0x81 &&
-                          file[i + 2] == 0xc4 && file[i + 7] == kPopRbp;
-        if (live[i] == 0xe9 && i + 5 <= n &&
-            (file[i + 4] == kShortJbe || (file[i] == 0x48 && file[i + 4] == kPopRbp) || wide) &&
+        const bool epilogue =
+            file[i] == 0x48 &&
+            ret_epilogue_form(Bytes(&file[i], std::min<uint64_t>(n - i, 16))).has_value();
+        if (live[i] == 0xe9 && i + 5 <= n && (file[i + 4] == kShortJbe || epilogue) &&
             std::memcmp(&live[i + 1], &file[i + 1], 4) == 0) {
-          len = 1;  // a short check's jump, or a RET epilogue's (imm8 or imm32)
+          len = 1;  // a short check's jump, or a RET epilogue's (any form)
           to = pc + 5 + static_cast<int64_t>(rel_at(&file[i + 1]));
         } else if (live[i] == 0x0f && i + 6 <= n && live[i + 1] == 0x81 && file[i] == 0x0f &&
                    file[i + 1] == 0x86) {

@@ -124,7 +124,7 @@ std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias,
   std::vector<std::pair<uint64_t, size_t>> wide;  // (place, patch)
   for (size_t i = 0; i < set.patches.size(); ++i) {
     const Patch& p = set.patches[i];
-    if (p.wide())
+    if (p.clustered())
       wide.emplace_back(fixed_place(p, bias).first, i);
     else if (p.ret)
       stubs.patches.push_back(i);
@@ -137,7 +137,7 @@ std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias,
     e.base = stubs.base;
     bodies = stubs.size;
   } else {
-    // Every RET wide: the bodies where the stubs of narrow ones would be, 1.46 GiB past the
+    // Every RET clustered: the bodies where the stubs of narrow ones would be, 1.46 GiB past the
     // first site (their header in the page before).
     e.base = ((set.patches[0].site.at + bias + 0x5d400000) & ~(kPage - 1)) - kPage;
   }
@@ -148,12 +148,12 @@ std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias,
     const Patch& p = set.patches[i];
     e.patches.push_back(i);
     e.body.push_back(body);
-    e.at.push_back(p.ret && !p.wide() ? stubs.at[k++] : body);
+    e.at.push_back(p.ret && !p.clustered() ? stubs.at[k++] : body);
     // 16-byte aligned, as a function's code
     body += i < body_len.size() ? (body_len[i] + 15) & ~size_t{15} : kBodyMax;
   }
   e.size = page_up(body);
-  // Where each body is (the wide stubs jump there), before the region moves.
+  // Where each body is (the clustered stubs jump there), before the region moves.
   std::vector<uint64_t> body_at(set.patches.size());
   for (size_t k = 0; k < e.patches.size(); ++k) body_at[e.patches[k]] = e.base + e.body[k];
   const uint64_t first_end = e.base + e.code_size() + e.counter_size();
@@ -164,7 +164,7 @@ std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias,
     if (first_end > far.base) return {};
     out.push_back(std::move(far));
   }
-  // The wide RETs' stubs, by place, in clusters of at most 1 MiB split where 64 KiB are
+  // The clustered RETs' stubs, by place, in clusters of at most 1 MiB split where 64 KiB are
   // free: a cluster whose place is taken (the program's own image may be there) costs only
   // its functions. Left out: a stub in the first two regions' pages, or out of reach.
   std::sort(wide.begin(), wide.end());
@@ -187,7 +187,9 @@ std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias,
   };
   for (const auto& [at, i] : wide) {
     const int64_t reach = static_cast<int64_t>(body_at[i]) - static_cast<int64_t>(at + kJumpLen);
-    if (!clear_of(at) || reach < INT32_MIN || reach > INT32_MAX) continue;
+    // A place below the site may be below the first page the kernel maps (or wrap past 0).
+    const bool mappable = at >= (1u << 20) && at < (uint64_t{1} << 47);
+    if (!mappable || !clear_of(at) || reach < INT32_MIN || reach > INT32_MAX) continue;
     if (!cluster.patches.empty() && (at - lo > (1u << 20) || at - last > (64u << 10))) flush();
     if (cluster.patches.empty()) lo = at;
     last = at;
@@ -203,9 +205,9 @@ std::vector<int> stubless_functions(const PatchSet& set,
   for (const Region* r : regions)
     for (size_t i : r->patches) {
       const Patch& p = set.patches[i];
-      // The bodies' region holds the stubs of the RETs that are not wide; the others hold
-      // stubs alone.
-      if (!r->ring || (p.ret && !p.wide())) stub[i] = true;
+      // The bodies' region holds the stubs of the RETs that are not clustered; the others
+      // hold stubs alone.
+      if (!r->ring || (p.ret && !p.clustered())) stub[i] = true;
     }
   std::set<int> out;
   for (size_t i = 0; i < set.patches.size(); ++i)

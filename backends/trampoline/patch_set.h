@@ -38,9 +38,14 @@ struct Patch {
   bool ret = false;                // a RET's epilogue (ret_epilogue_site), timed runs only
   // Its jump is one byte, whose place is fixed by the file's bytes after it.
   bool one_byte() const { return short_check || ret; }
-  // A RET of `add rsp, imm32` (a frame of 128 bytes or more): its stub's place is 8 MiB to 2
-  // GiB past it, in a region of its own (lay_out_timed).
-  bool wide() const { return ret && orig[1] == 0x81; }
+  // A RET whose stub is not in the window of Go 1.21's imm8 epilogues (ret_epilogue_form):
+  // a frame of 128 bytes or more, or Go before 1.21. Its stub's place is 8 MiB to 2 GiB past
+  // it, in a cluster region of its own (lay_out_timed).
+  bool clustered() const {
+    if (!ret) return false;
+    const auto form = ret_epilogue_form(Bytes(orig.data(), site.len));
+    return form && form->far;
+  }
 };
 
 struct PatchSet {
@@ -81,12 +86,12 @@ struct Region {
 // trampolines are ever written: the rest costs no memory.
 std::vector<Region> lay_out(const PatchSet& set, uint64_t bias);
 
-// A timed run's regions: one that holds the RETs' stubs at their fixed places, every
-// patch's body after them and the event ring, then the short checks' stubs at theirs (as
-// lay_out), then the wide RETs' stubs (Patch::wide) in clusters of 1 MiB at most, each a
-// region at its place. Empty when the first's span would reach the second's window. A
-// wide RET whose stub would fall in the first two regions, or out of its body's reach, is in
-// none: Run leaves its function out (stubless_functions). `body_len`: each
+// A timed run's regions: one that holds the narrow RETs' stubs at their fixed places,
+// every patch's body after them and the event ring; then the short checks' stubs at theirs
+// (as lay_out); then the other RETs' stubs (Patch::clustered) in clusters of 1 MiB at most,
+// each a region at its place. Empty when the first's span would reach the second's window.
+// A clustered RET whose stub would fall in the first two regions, or out of its body's
+// reach, is in none: Run leaves its function out (stubless_functions). `body_len`: each
 // patch's body's length (empty: kBodyMax each); `shape`: the ring's.
 std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias,
                                   const std::vector<size_t>& body_len = {},

@@ -93,9 +93,9 @@ Result<void> Run::check_request() const {
   const char* no = nullptr;
   if (opts_.mode == Mode::Goroutines)
     no = "has no goroutine events yet (gotap goroutines needs ptrace or ebpf)";
-  else if (opts_.mode != Mode::Count && (!plan_.regabi || !plan_.go.at_least(1, 21)))
-    no = "times and traces calls of Go 1.21 and later only (its RET sites need 1.21's "
-         "epilogue)";
+  else if (opts_.mode != Mode::Count && !plan_.regabi)
+    no = "times and traces calls of Go 1.17 and later only (its records read g from R14, "
+         "the register ABI's)";
   else if (opts_.mode == Mode::Trace && opts_.rate_per_s)
     no = "takes no --rate yet";
   else if (opts_.condition)

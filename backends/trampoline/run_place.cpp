@@ -203,8 +203,8 @@ Result<void> Run::place() {
         no_room_why));
   if (timed_ && stubless_)
     fmt::print(stderr,
-               "gotap: warning: {} function{} not {}: the fixed place of a trampoline {} "
-               "is taken{}\n",
+               "gotap: warning: {} function{} not {}: a trampoline {} has no room at its "
+               "fixed place (taken, or out of the address space or of reach){}\n",
                stubless_, stubless_ == 1 ? " is" : "s are", traced_ ? "traced" : "timed",
                stubless_ == 1 ? "it needs" : "they need",
                no_room_why.empty() ? "" : " (" + no_room_why + ")");

@@ -62,7 +62,7 @@ Result<RegionCode> build_timed(const PatchSet& set, const Region& region, uint64
     const uint64_t slot = code + region.at[k];
     LiveSite l = live_site(p, bias);
     Result<std::vector<uint8_t>> jump = std::vector<uint8_t>{};
-    if (!region.ring && p.ret) {  // a wide RET's stub
+    if (!region.ring && p.ret) {  // a clustered RET's stub
       if (slot != one_byte_jump_place(s.at, orig))
         return make_error("a RET's stub at {:#x}, not at its place", slot);
       auto stub = jump_to(slot, timed.bodies.at(idx));
@@ -84,7 +84,7 @@ Result<RegionCode> build_timed(const PatchSet& set, const Region& region, uint64
       if (!b) return b.error();
       GOTAP_TRY(put(region.body[k], *b));
       // Its jump goes to its stub, in another region.
-      if (p.short_check || p.wide()) continue;
+      if (p.short_check || p.clustered()) continue;
       if (p.ret) {
         if (slot != one_byte_jump_place(s.at, orig))
           return make_error("a RET's stub at {:#x}, not at its place", slot);

@@ -159,7 +159,7 @@ TEST(TrampolineLayout, TimedRegionsPutEveryStubAtItsPlace) {
       EXPECT_LE(r.code_size(), (1u << 20) + 3 * 4096) << "a cluster of 1 MiB at most";
       for (size_t k = 0; k < r.patches.size(); ++k) {
         const Patch& p = set.patches[r.patches[k]];
-        ASSERT_TRUE(p.wide());
+        ASSERT_TRUE(p.clustered());
         ++clustered;
         const uint64_t place = one_byte_jump_place(p.site.at + bias, Bytes(p.orig.data(), 5));
         EXPECT_EQ(r.base + r.at[k], place);
@@ -170,8 +170,8 @@ TEST(TrampolineLayout, TimedRegionsPutEveryStubAtItsPlace) {
     }
     for (size_t k = 0; k < e.patches.size(); ++k) {
       const Patch& p = set.patches[e.patches[k]];
-      wide += p.wide();
-      if (!p.ret || p.wide()) continue;
+      wide += p.clustered();
+      if (!p.ret || p.clustered()) continue;
       EXPECT_EQ(e.base + e.at[k], one_byte_jump_place(p.site.at + bias, Bytes(p.orig.data(), 5)));
     }
     std::sort(spans.begin(), spans.end());
