@@ -14,7 +14,7 @@
 //     "command": ["trace", "--json", "main.(*memStore).Put"],   // "--backend B" goes after [0]
 //     "argv": [],                            // the fixture's arguments (after "--" BINARY)
 //     "backends": ["ptrace", "ebpf"],        // optional; default both; "trampoline" runs
-//                                            // only the fixtures of Go 1.21 and later
+//                                            // only the fixtures of Go 1.17 and later
 //     "timeout_s": 120,                      // optional; per gotap run
 //     "expect": { ... },                     // what every backend must show
 //     "per_backend": {"ebpf": { ... }},      // optional; merged (JSON merge patch) into
@@ -102,8 +102,8 @@ struct Case {
       e.merge_patch(doc["per_backend"][backend]);
     return e;
   }
-  // The built fixture binaries the case selects; for "trampoline", those of Go 1.21 and
-  // later (earlier epilogues have no place for a RET's jump: refused in one line).
+  // The built fixture binaries the case selects; for "trampoline", those of Go 1.17 and
+  // later (its records read g from R14, the register ABI's).
   std::vector<Fixture> fixtures(const std::string& backend = "") const {
     auto flavours = strings("flavours"), versions = strings("go_versions");
     auto wanted = [](const std::vector<std::string>& set, const std::string& v) {
@@ -113,7 +113,7 @@ struct Case {
       if (backend != "trampoline") return true;
       unsigned major = 0, minor = 0;
       return sscanf(f.go_version.c_str(), "%u.%u", &major, &minor) == 2 &&
-             (major > 1 || minor >= 21);
+             (major > 1 || minor >= 17);
     };
     std::vector<Fixture> out;
     for (auto& f : all_fixtures(doc.value("fixture", "")))
@@ -870,7 +870,7 @@ TEST_P(RuntimeCase, MeetsExpectations) {
   const json expect = c.expect(backend);
   const int attempts = std::max(1, expect.value("attempts", 1));
   const auto fixtures = c.fixtures(backend);
-  if (fixtures.empty()) GTEST_SKIP() << "no fixture of Go 1.21 or later built for " << backend;
+  if (fixtures.empty()) GTEST_SKIP() << "no fixture of Go 1.17 or later built for " << backend;
   for (const Fixture& f : fixtures) {
     SCOPED_TRACE(c.name + " " + backend + " " + f.label());
     // Every run but the last is checked quietly; the last one reports what it misses.
@@ -1062,7 +1062,7 @@ TEST_P(RuntimeParity, BackendsAgree) {
   const size_t min_compared = parity.is_object() ? parity.value("min_compared", size_t{1}) : 1;
   const std::string a = trampoline ? "ebpf" : "ptrace", b = trampoline ? "trampoline" : "ebpf";
   const auto fixtures = c.fixtures(b);
-  if (fixtures.empty()) GTEST_SKIP() << "no fixture of Go 1.21 or later built for " << b;
+  if (fixtures.empty()) GTEST_SKIP() << "no fixture of Go 1.17 or later built for " << b;
   size_t compared = 0;
   for (const Fixture& f : fixtures) {
     SCOPED_TRACE(c.name + " " + f.label());

@@ -178,7 +178,7 @@ std::string without(const std::string& tree, const std::set<std::string>& gone) 
   return out;
 }
 
-// The trampoline backend (Go 1.21 and later): the tree of the functions it can patch. The
+// The trampoline backend (Go 1.17 and later): the tree of the functions it can patch. The
 // fixture's leaf and parse have no stack check, which it says it leaves out; each goroutine's
 // tree is the one the program printed without them.
 TEST(GraphTrampoline, EachGoroutineShowsTheTreeOfTheFunctionsItPatched) {
@@ -188,7 +188,7 @@ TEST(GraphTrampoline, EachGoroutineShowsTheTreeOfTheFunctionsItPatched) {
   for (const Fixture& fx : all_fixtures("graph")) {
     if (fx.flavour != "default" && fx.flavour != "stripped") continue;
     unsigned major = 0, minor = 0;
-    if (sscanf(fx.go_version.c_str(), "%u.%u", &major, &minor) != 2 || (major == 1 && minor < 21))
+    if (sscanf(fx.go_version.c_str(), "%u.%u", &major, &minor) != 2 || (major == 1 && minor < 17))
       continue;
     SCOPED_TRACE(fx.label());
     auto r = run_command(
@@ -207,7 +207,7 @@ TEST(GraphTrampoline, EachGoroutineShowsTheTreeOfTheFunctionsItPatched) {
     EXPECT_NE(r.out.find(" 0 lost, backend trampoline"), std::string::npos) << r.out;
     ++checked;
   }
-  if (!checked) GTEST_SKIP() << "no graph fixture of Go 1.21 or later built";
+  if (!checked) GTEST_SKIP() << "no graph fixture of Go 1.17 or later built";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Graph, ::testing::Values("ebpf", "ptrace"),
