@@ -31,6 +31,7 @@ uint64_t Region::ring_offset() const {
 }
 
 uint64_t Region::counter_size() const {
+  if (stubs_only) return kPage;
   return ring_offset() + (ring ? ring_shape.bytes() : 0);
 }
 
@@ -164,9 +165,10 @@ std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias,
     if (first_end > far.base) return {};
     out.push_back(std::move(far));
   }
-  // The clustered RETs' stubs, by place, in clusters of at most 1 MiB split where 64 KiB are
-  // free: a cluster whose place is taken (the program's own image may be there) costs only
-  // its functions. Left out: a stub in the first two regions' pages, or out of reach.
+  // The clustered RETs' stubs, by place, in clusters split where 64 KiB are free (or, past
+  // 1 MiB, three pages): a cluster whose place is taken (the program's own image may be
+  // there) costs only its functions. Left out: a stub in the first two regions' pages, or out of
+  // reach.
   std::sort(wide.begin(), wide.end());
   const size_t fixed = out.size();
   auto clear_of = [&](uint64_t at) {
@@ -181,6 +183,7 @@ std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias,
   uint64_t lo = 0, last = 0;
   auto flush = [&]() {
     if (cluster.patches.empty()) return;
+    cluster.stubs_only = true;
     place_fixed(set, bias, cluster);
     out.push_back(std::move(cluster));
     cluster = Region{};
@@ -190,7 +193,11 @@ std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias,
     // A place below the site may be below the first page the kernel maps (or wrap past 0).
     const bool mappable = at >= (1u << 20) && at < (uint64_t{1} << 47);
     if (!mappable || !clear_of(at) || reach < INT32_MIN || reach > INT32_MAX) continue;
-    if (!cluster.patches.empty() && (at - lo > (1u << 20) || at - last > (64u << 10))) flush();
+    // Split where 64 KiB are free, or past 1 MiB where three pages are: a cluster's pages
+    // run from the page before its first stub (its header) to the page after its last.
+    if (!cluster.patches.empty() &&
+        (at - last > (64u << 10) || (at - lo > (1u << 20) && at - last >= 3 * kPage)))
+      flush();
     if (cluster.patches.empty()) lo = at;
     last = at;
     cluster.patches.push_back(i);

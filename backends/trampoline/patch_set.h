@@ -75,6 +75,9 @@ struct Region {
   std::vector<uint64_t> body;
   bool ring = false;
   RingShape ring_shape = kTimedRing;
+  // A cluster of RET stubs (lay_out_timed): jumps alone, no counter; its shared mapping is
+  // one page, the least there is.
+  bool stubs_only = false;
   uint64_t code_size() const { return size; }
   uint64_t counter_size() const;
   uint64_t ring_offset() const;  // from the counters' start
@@ -88,11 +91,12 @@ std::vector<Region> lay_out(const PatchSet& set, uint64_t bias);
 
 // A timed run's regions: one that holds the narrow RETs' stubs at their fixed places,
 // every patch's body after them and the event ring; then the short checks' stubs at theirs
-// (as lay_out); then the other RETs' stubs (Patch::clustered) in clusters of 1 MiB at most,
-// each a region at its place. Empty when the first's span would reach the second's window.
-// A clustered RET whose stub would fall in the first two regions, or out of its body's
-// reach, is in none: Run leaves its function out (stubless_functions). `body_len`: each
-// patch's body's length (empty: kBodyMax each); `shape`: the ring's.
+// (as lay_out); then the other RETs' stubs (Patch::clustered) in clusters (split where 64
+// KiB are free, or past 1 MiB where three pages are), each a region at its place. Empty when the
+// first's span would reach the second's window. A clustered RET whose stub would fall in the first
+// two regions, or out of its body's reach, is in none: Run leaves its function out
+// (stubless_functions). `body_len`: each patch's body's length (empty: kBodyMax each); `shape`: the
+// ring's.
 std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias,
                                   const std::vector<size_t>& body_len = {},
                                   RingShape shape = kTimedRing);
