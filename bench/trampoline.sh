@@ -15,8 +15,9 @@
 #   ptrace_latency      gotap latency --backend=ptrace (two stops per call), on fewer calls
 # and traced calls (each entry with its argument, each return with its result):
 #   trampoline_trace    gotap trace --backend=trampoline (two trace records into the ring), on
-#                       4,000 calls: the ring holds all their records, so every one is written
-#                       (on longer loops no reader keeps up, and a dropped record costs less)
+#                       4,000 calls once gotap is ready: the ring holds all their records, so
+#                       every one is written (on longer loops no reader keeps up, and a
+#                       dropped record costs less)
 #   ebpf_trace          gotap trace --backend=ebpf, on fewer calls
 #   ptrace_trace        gotap trace --backend=ptrace, on fewer calls
 # Each figure is the median of $RUNS runs, interleaved so machine noise hits all alike, in ns
@@ -57,7 +58,9 @@ for _ in $(seq "$runs"); do
   run trampoline_latency "$gotap" latency -o /dev/null --backend trampoline main.work -- "$bin" bench "$calls"
   run ebpf_latency "$gotap" latency -o /dev/null --backend ebpf main.work -- "$bin" bench "$few"
   run ptrace_latency "$gotap" latency -o /dev/null --backend ptrace main.work -- "$bin" bench "$few"
-  run trampoline_trace "$gotap" trace -o /dev/null --backend trampoline main.work -- "$bin" bench "$trace_calls"
+  # The loop waits for a line on stdin (-wait): 4,000 calls take under a millisecond, which
+  # gotap's own start (its decoder built as the program starts) would otherwise share.
+  run trampoline_trace sh -c "(sleep 0.5; echo) | '$gotap' trace -o /dev/null --backend trampoline main.work -- '$bin' bench $trace_calls -wait"
   run ebpf_trace "$gotap" trace -o /dev/null --backend ebpf main.work -- "$bin" bench "$few"
   run ptrace_trace "$gotap" trace -o /dev/null --backend ptrace main.work -- "$bin" bench "$few"
 done
