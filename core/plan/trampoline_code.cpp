@@ -2,6 +2,8 @@
 
 #include "core/plan/event_ring.h"
 
+#include <cpuid.h>
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -133,6 +135,15 @@ bool with_rel32(std::vector<uint8_t>& out, uint64_t at, std::initializer_list<ui
   put32(out, *r);
   out.insert(out.end(), after);
   return true;
+}
+
+// Whether this CPU (the traced program's too) has PREFETCHW: CPUID 0x80000001, ECX bit 8.
+bool cpu_has_prefetchw() {
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 8));
+  }();
+  return has;
 }
 
 // The x86 encoding of a CaptureWord's register.
@@ -306,10 +317,12 @@ bool append_record(std::vector<uint8_t>& out, uint64_t at, const EventTarget& t,
     // new ones each time (512 bytes apart, too far for the hardware's prefetch), and the next
     // record's lock cmpxchg waits for this one's stores to reach them: without this, each
     // record waited for memory (about 180 ns a record, against 50 with it). A prefetch never
-    // faults, past the ring's end too.
+    // faults, past the ring's end too. A CPU without PREFETCHW (which it could fault on)
+    // gets prefetcht0, which every x86-64 has.
+    const uint8_t op = cpu_has_prefetchw() ? 0x0d : 0x18;  // both /1: ModRM 10 001 010
     const uint32_t used = cap->copy_at(cap->copies.size());
     for (uint32_t line = 0; line < used && line < 256; line += 64) {
-      out.insert(out.end(), {0x0f, 0x0d, 0x8a});
+      out.insert(out.end(), {0x0f, op, 0x8a});
       put_disp32(out, static_cast<uint32_t>(8 * t.shape.record_size()) + line);
     }
   }
