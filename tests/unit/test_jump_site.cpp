@@ -389,7 +389,9 @@ TEST(JumpSite, AgreesWithGoObjdumpOnEveryFunction) {
         const auto add = first, pop = at(e.at + add_len), ret = at(e.at + e.len - 1);
         ASSERT_NE(pop, f.insns.end());
         ASSERT_NE(ret, f.insns.end());
-        if (e.len == add_len + 3) EXPECT_EQ(at(e.at + add_len + 1)->text, "NOPL");
+        if (e.len == add_len + 3) {
+          EXPECT_EQ(at(e.at + add_len + 1)->text, "NOPL");
+        }
         EXPECT_EQ(add->len, add_len) << add->text;
         if (add->text == "SUBQ $-0x80, SP") {
           EXPECT_FALSE(wide);

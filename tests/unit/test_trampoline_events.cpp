@@ -256,7 +256,9 @@ TEST(TrampolineEvents, AWideEpilogueIsTimedAsANarrowOne) {
   for (int k = 0; k < 2 * calls; ++k) {
     ASSERT_EQ(r[k].seq, uint64_t(k + 1)) << k;
     EXPECT_EQ(r[k].id, uint32_t(k % 2));
-    if (k % 2) EXPECT_EQ(r[k].depth, r[k - 1].depth);
+    if (k % 2) {
+      EXPECT_EQ(r[k].depth, r[k - 1].depth);
+    }
   }
   trampoline::CallTimer timer({0}, 1);
   EXPECT_EQ(timer.drain(t.ring()), size_t(2 * calls));
@@ -442,7 +444,9 @@ TEST(TrampolineEvents, ATraceRecordHoldsTheCallsRegistersStackSlotsAndCopies) {
               text.substr(0, want));
     // The itab's type word, or nothing for a nil itab.
     EXPECT_EQ(at<uint16_t>(e, kTraceCopyLen + 2), x == 1 ? 0u : 8u);
-    if (x != 1) EXPECT_EQ(at<uint64_t>(e, in.copy_at(1)), 0xabcdef12u);
+    if (x != 1) {
+      EXPECT_EQ(at<uint64_t>(e, in.copy_at(1)), 0xabcdef12u);
+    }
     EXPECT_EQ(at<uint16_t>(e, kTraceCopyLen + 4), 0u) << "a data word that is no address";
     EXPECT_EQ(at<uint16_t>(e, kTraceCopyLen + 6), 0u);
     // The result, at the RET.
