@@ -121,52 +121,17 @@ class Timed {
   explicit Timed(const RecordCapture* entry_cap = nullptr, const RecordCapture* ret_cap = nullptr,
                  const std::vector<uint8_t>& fn = kFramed, uint64_t ret_at = kRet)
       : shape_(entry_cap ? kTraceRing : kTimedRing) {
-    fn_ = static_cast<uint8_t*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
-                                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    if (fn_ == MAP_FAILED) {
-      fn_ = nullptr;
-      return;
+    // Anywhere first; then, where the stubs' fixed places are taken (an ASan build's memory
+    // is dense), at addresses of the 47-bit space that neither a process nor ASan's shadow
+    // uses.
+    for (uint64_t k = 0; k < 9 && !ok_; ++k) {
+      if (try_at(k ? 0x300000000000ull + (k - 1) * (64ull << 30) : 0, entry_cap, ret_cap, fn,
+                 ret_at))
+        break;
+      release();
     }
-    std::memcpy(fn_, fn.data(), fn.size());
-    std::memcpy(fn_ + 0x40, kCallWithG.data(), kCallWithG.size());
-    const uint64_t base = reinterpret_cast<uint64_t>(fn_);
-    const Bytes code(fn.data(), fn.size());
-    const CodeBlocks blocks = decode_blocks(code, base, false);
-    entry_ = stack_check_short_site(code, base, blocks, base, base + kJbe);
-    ret_ = ret_epilogue_site(code, base, blocks, base + ret_at);
-    if (!entry_.ok() || !ret_.ok()) return;
-    const Bytes ret_orig(fn_ + (ret_.at - base), ret_.len), entry_orig(fn_, entry_.len);
-    const uint64_t ret_stub = one_byte_jump_place(ret_.at, ret_orig);
-    const uint64_t short_stub_at = short_site_trampoline(entry_, entry_orig);
-    far_len_ = 2 * 4096 + shape_.bytes();
-    far_ = map_at(ret_stub & ~uint64_t(4095), far_len_);
-    short_page_ = map_at(short_stub_at & ~uint64_t(4095), 4096);
-    if (!far_ || !short_page_) return;
-    const uint64_t far = reinterpret_cast<uint64_t>(far_);
-    ring_ = far_ + 2 * 4096;
-    const EventTarget t{far + 2 * 4096, kGoidOff, 8, shape_, kMOff, kProcidOff};
-    const uint64_t entry_body_at = far + 4096, ret_body_at = far + 4096 + 2048;
-    auto eb = entry_body(entry_body_at, entry_, t, 0, entry_cap);
-    auto rb = ret_body(ret_body_at, ret_, ret_orig, t, 1, ret_cap);
-    auto rs = jump_to(ret_stub, ret_body_at);
-    auto ss = short_stub(short_stub_at, entry_, entry_orig, entry_body_at);
-    if (!eb || !rb || !rs || !ss) {
-      error_ = !eb ? eb.error().what() : !rb ? rb.error().what() : "a stub";
-      return;
-    }
-    std::memcpy(far_ + 4096, eb->data(), eb->size());
-    std::memcpy(far_ + 4096 + 2048, rb->data(), rb->size());
-    std::memcpy(far_ + (ret_stub - far), rs->data(), rs->size());
-    std::memcpy(short_page_ + (short_stub_at & 4095), ss->data(), ss->size());
-    // The two one-byte jumps: all the function's bytes that change.
-    fn_[0] = fn_[ret_.at - base] = 0xe9;
-    ok_ = true;
   }
-  ~Timed() {
-    if (fn_) munmap(fn_, 4096);
-    if (far_) munmap(far_, far_len_);
-    if (short_page_) munmap(short_page_, 4096);
-  }
+  ~Timed() { release(); }
   bool ok() const { return ok_; }
   std::string why() const { return error_; }
   FnWithG fn() const { return reinterpret_cast<FnWithG>(fn_ + 0x40); }
@@ -182,6 +147,61 @@ class Timed {
   }
 
  private:
+  // The function at `want` (0: anywhere), its stubs at their places: true when done (ok_, or
+  // an error that another place would not mend).
+  bool try_at(uint64_t want, const RecordCapture* entry_cap, const RecordCapture* ret_cap,
+              const std::vector<uint8_t>& fn, uint64_t ret_at) {
+    fn_ = want ? map_at(want, 4096)
+               : static_cast<uint8_t*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+                                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (fn_ == MAP_FAILED) fn_ = nullptr;
+    if (!fn_) return false;
+    std::memcpy(fn_, fn.data(), fn.size());
+    std::memcpy(fn_ + 0x40, kCallWithG.data(), kCallWithG.size());
+    const uint64_t base = reinterpret_cast<uint64_t>(fn_);
+    const Bytes code(fn.data(), fn.size());
+    const CodeBlocks blocks = decode_blocks(code, base, false);
+    entry_ = stack_check_short_site(code, base, blocks, base, base + kJbe);
+    ret_ = ret_epilogue_site(code, base, blocks, base + ret_at);
+    if (!entry_.ok() || !ret_.ok()) {
+      error_ = "no site: " + entry_.refused + ret_.refused;
+      return true;
+    }
+    const Bytes ret_orig(fn_ + (ret_.at - base), ret_.len), entry_orig(fn_, entry_.len);
+    const uint64_t ret_stub = one_byte_jump_place(ret_.at, ret_orig);
+    const uint64_t short_stub_at = short_site_trampoline(entry_, entry_orig);
+    far_len_ = 2 * 4096 + shape_.bytes();
+    far_ = map_at(ret_stub & ~uint64_t(4095), far_len_);
+    short_page_ = map_at(short_stub_at & ~uint64_t(4095), 4096);
+    if (!far_ || !short_page_) return false;
+    const uint64_t far = reinterpret_cast<uint64_t>(far_);
+    ring_ = far_ + 2 * 4096;
+    const EventTarget t{far + 2 * 4096, kGoidOff, 8, shape_, kMOff, kProcidOff};
+    const uint64_t entry_body_at = far + 4096, ret_body_at = far + 4096 + 2048;
+    auto eb = entry_body(entry_body_at, entry_, t, 0, entry_cap);
+    auto rb = ret_body(ret_body_at, ret_, ret_orig, t, 1, ret_cap);
+    auto rs = jump_to(ret_stub, ret_body_at);
+    auto ss = short_stub(short_stub_at, entry_, entry_orig, entry_body_at);
+    if (!eb || !rb || !rs || !ss) {
+      error_ = !eb ? eb.error().what() : !rb ? rb.error().what() : "a stub";
+      return true;
+    }
+    std::memcpy(far_ + 4096, eb->data(), eb->size());
+    std::memcpy(far_ + 4096 + 2048, rb->data(), rb->size());
+    std::memcpy(far_ + (ret_stub - far), rs->data(), rs->size());
+    std::memcpy(short_page_ + (short_stub_at & 4095), ss->data(), ss->size());
+    // The two one-byte jumps: all the function's bytes that change.
+    fn_[0] = fn_[ret_.at - base] = 0xe9;
+    ok_ = true;
+    return true;
+  }
+  void release() {
+    if (fn_) munmap(fn_, 4096);
+    if (far_) munmap(far_, far_len_);
+    if (short_page_) munmap(short_page_, 4096);
+    fn_ = far_ = short_page_ = ring_ = nullptr;
+  }
+
   RingShape shape_;
   uint8_t *fn_ = nullptr, *far_ = nullptr, *short_page_ = nullptr, *ring_ = nullptr;
   size_t far_len_ = 0;
