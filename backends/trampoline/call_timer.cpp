@@ -54,14 +54,12 @@ uint64_t TscClock::ns(uint64_t ticks) const {
 }
 
 size_t CallTimer::drain(uint8_t* ring) {
-  return reader_.drain(ring, [this](const uint8_t* r) {
-    RingRecord rec;
-    std::memcpy(&rec, r, sizeof rec);
-    add(rec);
-  });
+  return reader_.drain(ring, [this](const uint8_t* r) { add(r); });
 }
 
-void CallTimer::add(const RingRecord& rec) {
+void CallTimer::add(const uint8_t* record) {
+  RingRecord rec;
+  std::memcpy(&rec, record, sizeof rec);
   const size_t patch = rec.id >> 1;
   if (patch >= funcs_.size()) return;
   const int func = funcs_[patch];
@@ -103,11 +101,7 @@ bool CallTimer::take(const Key& k, Open& out) {
 }
 
 size_t CallTimer::finish(uint8_t* ring) {
-  return reader_.finish(ring, [this](const uint8_t* r) {
-    RingRecord rec;
-    std::memcpy(&rec, r, sizeof rec);
-    add(rec);
-  });
+  return reader_.finish(ring, [this](const uint8_t* r) { add(r); });
 }
 
 uint64_t RingReader::dropped(const uint8_t* ring) const {

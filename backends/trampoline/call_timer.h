@@ -32,6 +32,19 @@ class TscClock {
   double ns_per_tick_ = 0;
 };
 
+// A call in flight: its goroutine and g.stack.hi - RSP, the same at its entry and its return
+// (a stack copy moves both), different between nested calls.
+struct CallKey {
+  uint64_t goid;
+  uint32_t depth;
+  bool operator==(const CallKey&) const = default;
+};
+struct CallKeyHash {
+  size_t operator()(const CallKey& k) const {
+    return (k.goid * 0x9e3779b97f4a7c15ull ^ k.depth * 0xc2b2ae3d27d4eb4full) >> 17;
+  }
+};
+
 // Reads a ring's records in position order (event_ring.h), each while its seq is the one
 // expected, and frees their slots.
 class RingReader {
@@ -102,16 +115,8 @@ class CallTimer {
   TscClock& clock() { return clock_; }
 
  private:
-  struct Key {
-    uint64_t goid;
-    uint32_t depth;
-    bool operator==(const Key&) const = default;
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const {
-      return (k.goid * 0x9e3779b97f4a7c15ull ^ k.depth * 0xc2b2ae3d27d4eb4full) >> 17;
-    }
-  };
+  using Key = CallKey;
+  using KeyHash = CallKeyHash;
   struct Open {
     int func;
     uint64_t tsc;
@@ -126,7 +131,7 @@ class CallTimer {
   static constexpr size_t kSlots = 4096;
   Slot& slot(const Key& k) { return slots_[KeyHash{}(k) % kSlots]; }
   bool take(const Key& k, Open& out);
-  void add(const RingRecord& rec);
+  void add(const uint8_t* record);
   RingReader reader_;
   std::vector<int> funcs_;
   std::vector<LatencySummary> lat_;

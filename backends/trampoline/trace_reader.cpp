@@ -31,7 +31,7 @@ void TraceReader::add(const uint8_t* record) {
   const uint32_t patch = r.id >> 1;
   if (patch >= sites_.probe.size()) return;
   const int func = static_cast<int>(sites_.cfg.sites[sites_.probe[patch]].func_id);
-  const Key key{r.goid, r.depth};
+  const CallKey key{r.goid, r.depth};
   const uint64_t ts = clock_.at(r.tsc);
   std::optional<uint64_t> duration;
   if (!(r.id & 1)) {

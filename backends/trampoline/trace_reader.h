@@ -39,16 +39,6 @@ class TraceReader {
 
  private:
   void add(const uint8_t* record);
-  struct Key {
-    uint64_t goid;
-    uint32_t depth;
-    bool operator==(const Key&) const = default;
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const {
-      return (k.goid * 0x9e3779b97f4a7c15ull ^ k.depth * 0xc2b2ae3d27d4eb4full) >> 17;
-    }
-  };
   struct Open {
     int func;
     uint64_t tsc;
@@ -61,7 +51,7 @@ class TraceReader {
   std::unique_ptr<ebpf::EventDecoder> decoder_;
   RingReader reader_{kTraceRing};
   TscClock clock_;
-  std::unordered_map<Key, Open, KeyHash> open_;
+  std::unordered_map<CallKey, Open, CallKeyHash> open_;
   std::vector<uint64_t> calls_;
   uint64_t events_ = 0, unmatched_ = 0;
   std::unique_ptr<gotap_event> ev_ = std::make_unique<gotap_event>();
