@@ -54,8 +54,6 @@ std::optional<Ranges> every_dead_region(const std::vector<sys::Mapping>& maps,
 std::optional<Ranges> dead_pages_in(const std::vector<sys::Mapping>& maps,
                                     ptrace::TraceeMemory& mem, uint64_t lo, uint64_t hi,
                                     const std::vector<pid_t>& stopped, const IsOurs& dead) {
-  auto dead_code = [&](size_t i) { return trampoline::dead_code(maps, i, dead); };
-  auto counters_of = [&](size_t i) { return trampoline::counters_of(maps, i); };
   Ranges out;
   size_t last = SIZE_MAX;  // the last code mapping taken
   for (size_t i = 0; i < maps.size(); ++i) {
@@ -63,15 +61,15 @@ std::optional<Ranges> dead_pages_in(const std::vector<sys::Mapping>& maps,
     if (m.end <= lo || m.start >= hi || (last != SIZE_MAX && i == last + 1)) continue;
     // A dead region's code, or its counters (whose code may lie below lo).
     size_t code = i;
-    if (!dead_code(i)) {
-      if (i == 0 || !dead_code(i - 1) || !counters_of(i - 1)) return std::nullopt;
+    if (!dead_code(maps, i, dead)) {
+      if (i == 0 || !dead_code(maps, i - 1, dead) || !counters_of(maps, i - 1)) return std::nullopt;
       code = i - 1;
     }
     if (code == last) continue;
     for (pid_t t : stopped)
       if (ptrace::may_return_into(t, mem, maps[code].start, maps[code].end)) return std::nullopt;
     out.emplace_back(maps[code].start, maps[code].end);
-    if (counters_of(code)) out.emplace_back(maps[code + 1].start, maps[code + 1].end);
+    if (counters_of(maps, code)) out.emplace_back(maps[code + 1].start, maps[code + 1].end);
     last = code;
   }
   return out;
