@@ -30,17 +30,14 @@ Result<void> Run::run() {
   traced_ = opts_.mode == Mode::Trace;
   timed_ = opts_.mode == Mode::Latency || traced_;
   set_ = plan_patches(plan_, timed_);
-  const char* verb = traced_ ? "trace" : timed_ ? "time" : "count";
-  const std::string refused = refused_summary(set_, plan_,
-                                              traced_  ? "traced"
-                                              : timed_ ? "timed"
-                                                       : "counted");
+  const char* verb = this->verb();
+  const std::string refused = refused_summary(set_, plan_, done());
   if (set_.patches.empty())
     return make_error("--backend=trampoline: nothing to {}: {}; --backend=ebpf {}s them", verb,
                       refused, verb);
   if (!refused.empty())
     fmt::print(stderr, "gotap: warning: {}; --backend=ebpf {}s them\n", refused, verb);
-  if (traced_ && !set_.patches.empty()) {
+  if (traced_) {
     auto t = trace_sites(plan_, set_, opts_.max_str);
     if (!t) return t.error();
     trace_sites_ = std::make_unique<TraceSites>(std::move(*t));
@@ -158,8 +155,7 @@ void Run::wait(uint64_t t0) {
     uint64_t wait_ns = timed_ ? 2'000'000 : 50'000'000;
     if (timed_ && drained_) {
       const uint64_t since = std::max<uint64_t>(now_ns() - drained_at_, 1);
-      const uint64_t capacity = traced_ ? kTraceRing.capacity() : kTimedRing.capacity();
-      wait_ns = std::min<uint64_t>(wait_ns, capacity / 8 * since / drained_);
+      wait_ns = std::min<uint64_t>(wait_ns, ring_shape().capacity() / 8 * since / drained_);
     }
     const timespec ts{0, static_cast<long>(wait_ns)};
     pollfd p[2] = {{pidfd_.get(), POLLIN, 0}, {exec_.fd(), POLLIN, 0}};

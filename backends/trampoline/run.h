@@ -65,6 +65,10 @@ class Run {
   // `trace` and `graph`: timed_ too, with records that hold the arguments and results
   // (trace_capture.h), read by reader_.
   bool traced_ = false;
+  // What this run does to a function ("count", "time", "trace"), and its records' ring.
+  const char* verb() const { return traced_ ? "trace" : timed_ ? "time" : "count"; }
+  const char* done() const { return traced_ ? "traced" : timed_ ? "timed" : "counted"; }
+  RingShape ring_shape() const { return traced_ ? kTraceRing : kTimedRing; }
   std::unique_ptr<TraceSites> trace_sites_;
   std::unique_ptr<TraceReader> reader_;
   uint8_t* ring_ = nullptr;

@@ -104,8 +104,7 @@ Result<void> Run::place() {
                                : entry_body_size(p.site, cap));
     }
   std::vector<Region> regions =
-      timed_ ? lay_out_timed(set_, bias_, body_len, traced_ ? kTraceRing : kTimedRing)
-             : lay_out(set_, bias_);
+      timed_ ? lay_out_timed(set_, bias_, body_len, ring_shape()) : lay_out(set_, bias_);
   if (regions.empty())
     return give_up(
         runtime_error("the text of pid {} is too large for the timed trampolines' "
@@ -205,15 +204,16 @@ Result<void> Run::place() {
     fmt::print(stderr,
                "gotap: warning: {} function{} not {}: a trampoline {} has no room at its "
                "fixed place (taken, or out of the address space or of reach){}\n",
-               stubless_, stubless_ == 1 ? " is" : "s are", traced_ ? "traced" : "timed",
+               stubless_, stubless_ == 1 ? " is" : "s are", done(),
                stubless_ == 1 ? "it needs" : "they need",
                no_room_why.empty() ? "" : " (" + no_room_why + ")");
-  for (const auto& m : pending) {
-    if (timed_) break;  // said above, by function
-    no_room = m->region.patches.size();
-    fmt::print(stderr, "gotap: warning: {} short function{} not counted: {}\n", no_room,
-               no_room == 1 ? " is" : "s are", no_room_why);
-  }
+  // A timed run said it above, by function.
+  if (!timed_)
+    for (const auto& m : pending) {
+      no_room = m->region.patches.size();
+      fmt::print(stderr, "gotap: warning: {} short function{} not counted: {}\n", no_room,
+                 no_room == 1 ? " is" : "s are", no_room_why);
+    }
   if (proc_->exec_seen()) return exec_refusal();
   // Nothing was written: the pages stay (no thread is held to unmap them), unused. A
   // launched program ends with its trace, as ever.
