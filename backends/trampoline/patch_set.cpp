@@ -190,9 +190,7 @@ std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias,
   };
   for (const auto& [at, i] : wide) {
     const int64_t reach = static_cast<int64_t>(body_at[i]) - static_cast<int64_t>(at + kJumpLen);
-    // A place below the site may be below the first page the kernel maps (or wrap past 0).
-    const bool mappable = at >= (1u << 20) && at < (uint64_t{1} << 47);
-    if (!mappable || !clear_of(at) || reach < INT32_MIN || reach > INT32_MAX) continue;
+    if (!mappable_place(at) || !clear_of(at) || reach < INT32_MIN || reach > INT32_MAX) continue;
     // Split where 64 KiB are free, or past 1 MiB where three pages are: a cluster's pages
     // run from the page before its first stub (its header) to the page after its last.
     if (!cluster.patches.empty() &&

@@ -166,6 +166,14 @@ std::pair<size_t, uint32_t> add_rsp(const uint8_t* b, size_t n) {
   return {0, 0};
 }
 
+// The site [at, ret]: an epilogue's range, its RET last.
+JumpSite range_to_ret(uint64_t at, uint64_t ret) {
+  JumpSite s;
+  s.at = at;
+  s.len = static_cast<uint8_t>(ret + 1 - at);
+  return s;
+}
+
 // The length of a `mov rbp, [rsp+D]` at b, or 0.
 size_t restore_rbp(const uint8_t* b, size_t n) {
   if (n < 4 || b[0] != 0x48 || b[1] != 0x8b || b[3] != 0x24) return 0;
@@ -181,18 +189,14 @@ JumpSite restore_epilogue_site(Bytes code, uint64_t entry, const CodeBlocks& blo
   for (const size_t add_len : {size_t{4}, size_t{7}}) {
     if (ret < entry + add_len) continue;
     const uint64_t add = ret - add_len;
-    const auto [len, n] = add_rsp(code.data() + (add - entry), add_len);
-    if (len != add_len || blocks.index_of(add) < 0) continue;
+    if (add_rsp(code.data() + (add - entry), add_len).first != add_len || blocks.index_of(add) < 0)
+      continue;
     for (const size_t mov_len : {size_t{4}, size_t{5}, size_t{8}}) {
       if (add < entry + mov_len) continue;
       const uint64_t mov = add - mov_len;
       const uint8_t* b = code.data() + (mov - entry);
       if (blocks.index_of(mov) < 0 || restore_rbp(b, mov_len) != mov_len) continue;
-      (void)n;
-      JumpSite s;
-      s.at = mov;
-      s.len = static_cast<uint8_t>(ret + 1 - mov);
-      return s;
+      return range_to_ret(mov, ret);
     }
     return refuse(add, "no `mov rbp, [rsp+D]` before the RET's `add rsp, N`");
   }
@@ -236,26 +240,22 @@ JumpSite ret_epilogue_site(Bytes code, uint64_t entry, const CodeBlocks& blocks,
   // add rsp, imm32 (REX.W 81 /0, ModRM C4): a frame of 128 bytes or more. The jump's
   // displacement is 81 C4 and the frame's two low bytes: under 32 KiB, a place 8 MiB to 2
   // GiB past the site; else one below it, which lay_out_timed keeps only where it can be.
-  if (pop >= entry + 7 && blocks.index_of(pop - 7) >= 0 && b[-3] == 0x48 && b[-2] == 0x81 &&
-      b[-1] == 0xc4) {
-    if (code[ret - entry] != 0xc3) return refuse(pop - 7, "no RET after the `pop rbp`");
-    JumpSite s;
-    s.at = pop - 7;
-    s.len = static_cast<uint8_t>(ret + 1 - s.at);
-    return s;
+  if (pop >= entry + 7 && blocks.index_of(pop - 7) >= 0) {
+    const auto wide = ret_epilogue_form(Bytes(code.data() + (pop - 7 - entry), ret + 8 - pop));
+    if (wide && wide->runs == 8) {
+      if (code[ret - entry] != 0xc3) return refuse(pop - 7, "no RET after the `pop rbp`");
+      return range_to_ret(pop - 7, ret);
+    }
   }
   if (blocks.index_of(at) < 0 || blocks.index_of(ret) < 0)
     return refuse(at, "no `add rsp, N` before the RET's `pop rbp`");
   // add rsp, imm8 (REX.W 83 /0, ModRM C4) with a positive imm8, or a frame of exactly 128
   // bytes as Go's assembler writes it: sub rsp, -128 (83 /5, ModRM EC, imm8 0x80), whose
   // place is 0x5D80EC88 past the site, just after the others'.
-  const bool add8 = b[2] == 0xc4 && b[3] < 0x80, sub128 = b[2] == 0xec && b[3] == 0x80;
-  if (b[0] != 0x48 || b[1] != 0x83 || !(add8 || sub128) || code[ret - entry] != 0xc3)
+  const auto form = ret_epilogue_form(Bytes(b, ret + 1 - at));
+  if (!form || form->runs != 5 || code[ret - entry] != 0xc3)
     return refuse(at, "no `add rsp, N` before the RET's `pop rbp`");
-  JumpSite s;
-  s.at = at;
-  s.len = static_cast<uint8_t>(ret + 1 - at);
-  return s;
+  return range_to_ret(at, ret);
 }
 
 }  // namespace gotap

@@ -131,6 +131,11 @@ Result<std::vector<uint8_t>> jump_to(uint64_t at, uint64_t to);
 // Where a one-byte jump (E9 over the site's first byte, its displacement the next four of
 // the file's) lands: site + 5 + those bytes as a rel32.
 uint64_t one_byte_jump_place(uint64_t site, Bytes original);
+// Whether such a place can be mapped at all: past the first MiB, and in the 47-bit user
+// space (a place below its site may wrap past 0).
+constexpr bool mappable_place(uint64_t at) {
+  return at >= (1u << 20) && at < (uint64_t{1} << 47);
+}
 // The longest body without a capture: what a slot for one holds.
 constexpr size_t kBodyMax = 160;
 // A body's length, which its address does not change.

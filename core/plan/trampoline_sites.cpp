@@ -42,7 +42,7 @@ TrampolineSites trampoline_sites(const ElfFile* elf, const FuncPlan& f) {
     if (r.ok() && elf && !elf->is_pie()) {
       const uint64_t place =
           one_byte_jump_place(r.at, Bytes(t.code.data() + (r.at - f.entry), r.len));
-      if (place < (1u << 20) || place >= (uint64_t{1} << 47)) {
+      if (!mappable_place(place)) {
         r = JumpSite{};
         r.at = ret;
         r.refused = "its RET's trampoline would be below the program (a non-PIE's frame)";
