@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -216,6 +217,16 @@ std::set<std::string> keys_of(const nlohmann::json& j) {
   std::set<std::string> k;
   for (auto it = j.begin(); it != j.end(); ++it) k.insert(it.key());
   return k;
+}
+
+nlohmann::json summary_in(const std::string& text) {
+  auto s = events_in(text, "summary");
+  return s.empty() ? nlohmann::json() : s.back();
+}
+
+bool Fixture::go_at_least(unsigned minor) const {
+  unsigned major = 0, m = 0;
+  return sscanf(go_version.c_str(), "%u.%u", &major, &m) == 2 && (major > 1 || m >= minor);
 }
 
 }  // namespace gotap::testing

@@ -24,6 +24,8 @@ struct Fixture {
   std::string program;     // "basic", "signatures", ...
   std::string path;        // the binary
   std::string label() const { return go_version + "/" + flavour + "/" + program; }
+  // Whether it was built by Go 1.`minor` or later.
+  bool go_at_least(unsigned minor) const;
 };
 
 std::string fixtures_dir();
@@ -61,6 +63,8 @@ std::string gotap_binary();
 std::vector<nlohmann::json> events_in(const std::string& text, const std::string& kind = "");
 // The keys of a JSON object.
 std::set<std::string> keys_of(const nlohmann::json& j);
+// The last `summary` event in a command's output, or null.
+nlohmann::json summary_in(const std::string& text);
 
 // Every key of `want` is in `got` with an equal value (recursively; extra keys such as "addr"
 // are allowed); map entries compare as sets; numbers compare numerically. A gtest failure

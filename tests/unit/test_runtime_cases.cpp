@@ -109,12 +109,7 @@ struct Case {
     auto wanted = [](const std::vector<std::string>& set, const std::string& v) {
       return set.empty() || std::find(set.begin(), set.end(), v) != set.end();
     };
-    auto runs = [&](const Fixture& f) {
-      if (backend != "trampoline") return true;
-      unsigned major = 0, minor = 0;
-      return sscanf(f.go_version.c_str(), "%u.%u", &major, &minor) == 2 &&
-             (major > 1 || minor >= 17);
-    };
+    auto runs = [&](const Fixture& f) { return backend != "trampoline" || f.go_at_least(17); };
     std::vector<Fixture> out;
     for (auto& f : all_fixtures(doc.value("fixture", "")))
       if (wanted(flavours, f.flavour) && wanted(versions, f.go_version) && runs(f))

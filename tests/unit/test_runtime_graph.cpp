@@ -187,9 +187,7 @@ TEST(GraphTrampoline, EachGoroutineShowsTheTreeOfTheFunctionsItPatched) {
   int checked = 0;
   for (const Fixture& fx : all_fixtures("graph")) {
     if (fx.flavour != "default" && fx.flavour != "stripped") continue;
-    unsigned major = 0, minor = 0;
-    if (sscanf(fx.go_version.c_str(), "%u.%u", &major, &minor) != 2 || (major == 1 && minor < 17))
-      continue;
+    if (!fx.go_at_least(17)) continue;
     SCOPED_TRACE(fx.label());
     auto r = run_command(
         {gotap_binary(), "graph", "--backend", "trampoline", "main.handle", "--", fx.path});

@@ -58,11 +58,6 @@ std::map<std::string, uint64_t> counts_of(const std::string& out) {
   return m;
 }
 
-json summary_of(const std::string& out) {
-  auto s = events_in(out, "summary");
-  return s.empty() ? json() : s.back();
-}
-
 // The stress fixture, launched: its output is the untraced run's, and its functions' counts
 // are the calls tests/fixtures/stress/main.go makes with these flags (as in PtraceTrace's
 // StressOutputUnchanged): grow(1500) is 1501 calls, goroutine g calls grow(g%50) (g%50+1
@@ -95,7 +90,7 @@ TEST_F(Trampoline, CountsEveryCallOfTheStressFixture) {
     EXPECT_EQ(c["main.grow"], grows);
     EXPECT_EQ(c["main.mayPanic"], 30u);
     EXPECT_EQ(c["main.main.func1"], uint64_t(goroutines));
-    const json s = summary_of(r.out);
+    const json s = summary_in(r.out);
     EXPECT_EQ(s.value("backend", ""), "trampoline");
     EXPECT_EQ(s.value("ended_by", ""), "exit");
     EXPECT_EQ(s.value("exit_code", -1), 0);
@@ -219,7 +214,7 @@ TEST_F(Trampoline, AttachedProgramGetsExactlyTheCallsMadeWhilePatched) {
     std::string out;
     EXPECT_EQ(g.end(SIGINT, &out), 0) << g.err;
     EXPECT_EQ(counts_of(out)["main.work"], 7345u) << out;
-    const json s = summary_of(out);
+    const json s = summary_in(out);
     EXPECT_EQ(s.value("ended_by", ""), "stop");
     EXPECT_EQ(s["pages_kept"], false);
     // Nothing of gotap is left: the text is the file's, the mappings are those it had, and
@@ -253,7 +248,7 @@ TEST_F(Trampoline, AWholeStrippedServerCountsItsRequestsExactly) {
   auto c = counts_of(out);
   EXPECT_EQ(c["net/http.(*conn).serve"], uint64_t(kRequests));
   EXPECT_GT(c.size(), 100u) << "the rest of the server's work is counted too";
-  const json s = summary_of(out);
+  const json s = summary_in(out);
   EXPECT_GT(s.value("probes", 0), 10000) << s;
   EXPECT_EQ(s["pages_kept"], false);
   TextCompare text = compare_text(srv.pid());
@@ -611,7 +606,7 @@ TEST_F(Trampoline, UprobesOnThePatchedCodeKeepTheProgramRightAndTheirInt3s) {
   EXPECT_GT(on_entry.hits(), 0u);
   auto c = counts_of(out);
   EXPECT_GT(c["main.processOrder"], 0u) << "counted until the uprobe came";
-  EXPECT_EQ(summary_of(out).value("taken_by_uprobes", 0), 2) << out;
+  EXPECT_EQ(summary_in(out).value("taken_by_uprobes", 0), 2) << out;
   EXPECT_NE(g.err.find("were not counted"), std::string::npos) << g.err;
   // Under each int3, the file's bytes again.
   std::vector<uint8_t> want = unhex(po[1].second);
@@ -685,7 +680,7 @@ TEST_F(Trampoline, UprobesRemovedDuringTheTraceLeaveEveryJumpWhole) {
   }
   // Both: the jno's uprobe, there for 300 ms, was seen (note_uprobes) though it left the
   // jump as it was; the short check's left the file's byte.
-  EXPECT_EQ(summary_of(out).value("taken_by_uprobes", 0), 2) << out;
+  EXPECT_EQ(summary_in(out).value("taken_by_uprobes", 0), 2) << out;
   TextCompare text = compare_text(prog);
   EXPECT_GT(text.bytes, 0u);
   EXPECT_EQ(text.differing, 0u) << text.first;
@@ -714,7 +709,7 @@ TEST_F(Trampoline, ExecEndsTheTraceAndTheNewProgramRunsUntouched) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("done 3"), std::string::npos) << r.out;
   EXPECT_EQ(counts_of(r.out)["main.main"], 1u) << r.out << r.err;
-  EXPECT_EQ(summary_of(r.out).value("ended_by", ""), "exec") << r.out;
+  EXPECT_EQ(summary_in(r.out).value("ended_by", ""), "exec") << r.out;
 }
 
 // Children forked with raw system calls inherit the jumps and the trampolines: each runs and

@@ -40,19 +40,10 @@ class TrampolineLatency : public ::testing::Test {
   }
 };
 
-bool timed_release(const Fixture& f) {
-  return f.go_version != "1.16" && f.go_version != "1.15";
-}
-
 json latency_of(const std::string& out, const std::string& func) {
   for (const json& e : events_in(out, "latency"))
     if (e["func"] == func && !e.contains("interval")) return e;
   return json();
-}
-
-json summary_of(const std::string& out) {
-  auto s = events_in(out, "summary");
-  return s.empty() ? json() : s.back();
 }
 
 // The RETs of `func` as go tool objdump lists the fixture (its .objdump beside it; a
@@ -120,7 +111,7 @@ TEST_F(TrampolineLatency, ParkCallsLieInsideTheirCallersWindowsOnEveryRelease) {
     RunResult r = run_command({gotap_binary(), "latency", "--backend", "trampoline", "--json",
                                "main.park", "--", f.path, "park", "3", "4"},
                               120);
-    if (!timed_release(f)) {
+    if (!f.go_at_least(17)) {
       EXPECT_EQ(r.exit_code, 2) << r.err;
       EXPECT_NE(r.err.find("times and traces calls of Go 1.17 and later only"), std::string::npos)
           << r.err;
@@ -139,7 +130,7 @@ TEST_F(TrampolineLatency, ParkCallsLieInsideTheirCallersWindowsOnEveryRelease) {
     const uint64_t sum = l["avg_ns"].get<uint64_t>() * w.calls;
     EXPECT_LE(sum, w.sum_ns);
     EXPECT_GE(sum + w.calls * 1'000'000, w.sum_ns);
-    const json s = summary_of(r.out);
+    const json s = summary_in(r.out);
     EXPECT_EQ(s.value("backend", ""), "trampoline");
     EXPECT_EQ(s.value("lost", 1), 0);
     EXPECT_EQ(s.value("open_calls", 1), 0);
@@ -206,7 +197,7 @@ std::string burn_differs(const Fixture& f) {
 TEST_F(TrampolineLatency, BurnCallsLastWhatTheProgramsClockSays) {
   std::vector<Fixture> fx;
   for (const Fixture& f : all_fixtures("latency"))
-    if (timed_release(f) && f.flavour == "default") fx.push_back(f);
+    if (f.go_at_least(17) && f.flavour == "default") fx.push_back(f);
   if (fx.empty()) GTEST_SKIP() << "no latency fixtures of Go 1.17 or later built";
   for (const Fixture& f : {fx.front(), fx.back()}) {
     SCOPED_TRACE(f.label());
@@ -223,7 +214,7 @@ TEST_F(TrampolineLatency, BurnCallsLastWhatTheProgramsClockSays) {
 TEST_F(TrampolineLatency, TheStressFixtureRunsAsUntraced) {
   std::vector<Fixture> fx;
   for (const Fixture& f : all_fixtures("stress"))
-    if (timed_release(f) && (f.flavour == "default" || f.flavour == "pie")) fx.push_back(f);
+    if (f.go_at_least(17) && (f.flavour == "default" || f.flavour == "pie")) fx.push_back(f);
   if (fx.empty()) GTEST_SKIP() << "no stress fixtures of Go 1.17 or later built";
   for (const Fixture& f : fx) {
     SCOPED_TRACE(f.label());
@@ -243,7 +234,7 @@ TEST_F(TrampolineLatency, TheStressFixtureRunsAsUntraced) {
     const json l = latency_of(r.out, "main.mayPanic");
     ASSERT_TRUE(l.is_object()) << r.out << r.err;
     EXPECT_EQ(l["count"].get<uint64_t>(), 30u);
-    const json s = summary_of(r.out);
+    const json s = summary_in(r.out);
     // A goroutine's last return may be mid-record when main exits (its wg.Done came first):
     // one such record a thread at most, counted.
     EXPECT_LE(s.value("lost", uint64_t(99)), 8u);
@@ -261,7 +252,7 @@ TEST_F(TrampolineLatency, TheStressFixtureRunsAsUntraced) {
 TEST_F(TrampolineLatency, TheRuntimesSignalsScansAndPanicsLeaveEveryCallExact) {
   std::vector<Fixture> fx;
   for (const Fixture& f : all_fixtures("latency"))
-    if (timed_release(f)) fx.push_back(f);
+    if (f.go_at_least(17)) fx.push_back(f);
   if (fx.empty()) GTEST_SKIP() << "no latency fixtures of Go 1.17 or later built";
   for (const Fixture& f : fx) {
     SCOPED_TRACE(f.label());
@@ -281,7 +272,7 @@ TEST_F(TrampolineLatency, TheRuntimesSignalsScansAndPanicsLeaveEveryCallExact) {
       EXPECT_GT(panics, 0u);
       EXPECT_EQ(samples, 1u) << "the CPU profile got samples";
       EXPECT_NE(r.out.find("\ndone\n"), std::string::npos);
-      const json s = summary_of(r.out);
+      const json s = summary_in(r.out);
       EXPECT_EQ(s.value("exit_code", -1), 0);
       if (cmd == "latency") {
         const json l = latency_of(r.out, "main.hop");
@@ -347,7 +338,7 @@ TEST_F(TrampolineLatency, AWholeStrippedServerTimesItsRequestsExactly) {
   const json l = latency_of(out, "net/http.serverHandler.ServeHTTP");
   ASSERT_TRUE(l.is_object()) << err;
   EXPECT_EQ(l["count"].get<uint64_t>(), uint64_t(requests)) << err;
-  EXPECT_EQ(summary_of(out).value("lost", 1), 0);
+  EXPECT_EQ(summary_in(out).value("lost", 1), 0);
   TextCompare text = compare_text(srv.pid);
   EXPECT_GT(text.bytes, 0u);
   EXPECT_EQ(text.differing, 0u) << text.first;
@@ -364,7 +355,7 @@ TEST_F(TrampolineLatency, AWholeStrippedServerTimesItsRequestsExactly) {
 TEST_F(TrampolineLatency, AnAttachedProgramGetsExactlyTheCallsMadeWhilePatched) {
   std::vector<Fixture> fx;
   for (const Fixture& f : all_fixtures("latency"))
-    if (timed_release(f) &&
+    if (f.go_at_least(17) &&
         (f.flavour == "default" || f.flavour == "pie-stripped" || f.flavour == "stripped"))
       fx.push_back(f);
   if (fx.empty()) GTEST_SKIP() << "no latency fixtures of Go 1.17 or later built";
@@ -389,7 +380,7 @@ TEST_F(TrampolineLatency, AnAttachedProgramGetsExactlyTheCallsMadeWhilePatched) 
     const json l = latency_of(out, "main.work");
     ASSERT_TRUE(l.is_object()) << out << err;
     EXPECT_EQ(l["count"].get<uint64_t>(), 7345u);
-    EXPECT_EQ(summary_of(out).value("lost", 1), 0);
+    EXPECT_EQ(summary_in(out).value("lost", 1), 0);
     TextCompare text = compare_text(prog.pid());
     EXPECT_GT(text.bytes, 0u);
     EXPECT_EQ(text.differing, 0u) << text.first;
@@ -406,7 +397,7 @@ TEST_F(TrampolineLatency, AnAttachedProgramGetsExactlyTheCallsMadeWhilePatched) 
 TEST_F(TrampolineLatency, AKilledGotapsJumpsAndPagesAreTakenBackByTheNext) {
   std::vector<Fixture> fx;
   for (const Fixture& f : all_fixtures("latency"))
-    if (timed_release(f) && (f.flavour == "default" || f.flavour == "pie")) fx.push_back(f);
+    if (f.go_at_least(17) && (f.flavour == "default" || f.flavour == "pie")) fx.push_back(f);
   if (fx.empty()) GTEST_SKIP() << "no latency fixtures of Go 1.17 or later built";
   for (const Fixture& f : fx) {
     SCOPED_TRACE(f.label());

@@ -36,22 +36,8 @@ class TrampolineTrace : public ::testing::Test {
   }
 };
 
-bool release_from(const Fixture& f, unsigned from) {
-  unsigned major = 0, minor = 0;
-  return sscanf(f.go_version.c_str(), "%u.%u", &major, &minor) == 2 && (major > 1 || minor >= from);
-}
-
-bool traced_release(const Fixture& f) {
-  return release_from(f, 17);
-}
-
 bool stripped(const Fixture& f) {
   return f.flavour.find("stripped") != std::string::npos;
-}
-
-json summary_of(const std::string& out) {
-  auto s = events_in(out, "summary");
-  return s.empty() ? json() : s.back();
 }
 
 // An argument's integer: by name with DWARF, else the raw word at `index` (a stripped
@@ -79,7 +65,7 @@ TEST_F(TrampolineTrace, BurnCallsCarryTheProgramsGoroutinesArgumentsAndResults) 
     RunResult r = run_command({gotap_binary(), "trace", "--backend", "trampoline", "--json",
                                "main.burn", "--", f.path, "burn", "2", "12"},
                               120);
-    if (!traced_release(f)) {
+    if (!f.go_at_least(17)) {
       EXPECT_EQ(r.exit_code, 2) << r.err;
       EXPECT_NE(r.err.find("traces calls of Go 1.17 and later only"), std::string::npos) << r.err;
       continue;
@@ -125,7 +111,7 @@ TEST_F(TrampolineTrace, BurnCallsCarryTheProgramsGoroutinesArgumentsAndResults) 
     }
     EXPECT_EQ(seen.size(), want.size());
     if (!stripped(f)) EXPECT_EQ(results, want.size());
-    const json s = summary_of(r.out);
+    const json s = summary_in(r.out);
     EXPECT_EQ(s.value("lost", 1), 0) << s;
     EXPECT_EQ(s.value("backend", ""), "trampoline");
     EXPECT_TRUE(events_in(r.out, "unfinished").empty()) << r.out;
@@ -142,14 +128,14 @@ TEST_F(TrampolineTrace, BurnCallsCarryTheProgramsGoroutinesArgumentsAndResults) 
 TEST_F(TrampolineTrace, DescribeCallsCarryTheProgramsStrings) {
   std::vector<Fixture> fx;
   for (const Fixture& f : all_fixtures("latency"))
-    if (traced_release(f)) fx.push_back(f);
+    if (f.go_at_least(17)) fx.push_back(f);
   if (fx.empty()) GTEST_SKIP() << "no latency fixtures built";
   for (const Fixture& f : fx) {
     SCOPED_TRACE(f.label());
     RunResult r = run_command({gotap_binary(), "trace", "--backend", "trampoline", "--json",
                                "main.describe", "--", f.path, "args", "20"},
                               120);
-    if (!release_from(f, 21)) {
+    if (!f.go_at_least(21)) {
       if (f.flavour.find("pie") == std::string::npos) {
         EXPECT_NE(r.exit_code, 0);
         EXPECT_NE(r.err.find("its RET's trampoline would be below the program"), std::string::npos)
@@ -198,7 +184,7 @@ TEST_F(TrampolineTrace, DescribeCallsCarryTheProgramsStrings) {
       ASSERT_EQ(returns[i]["results"].size(), 1u) << returns[i];
       EXPECT_EQ(returns[i]["results"][0]["value"], want[i].result) << returns[i];
     }
-    EXPECT_EQ(summary_of(r.out).value("lost", 1), 0);
+    EXPECT_EQ(summary_in(r.out).value("lost", 1), 0);
   }
 }
 
@@ -210,7 +196,7 @@ TEST_F(TrampolineTrace, DescribeCallsCarryTheProgramsStrings) {
 TEST_F(TrampolineTrace, TheRuntimesSignalsScansAndPanicsLeaveEveryRecordAccountedFor) {
   std::vector<Fixture> fx;
   for (const Fixture& f : all_fixtures("latency"))
-    if (traced_release(f) && (f.flavour == "default" || f.flavour == "pie-stripped"))
+    if (f.go_at_least(17) && (f.flavour == "default" || f.flavour == "pie-stripped"))
       fx.push_back(f);
   if (fx.empty()) GTEST_SKIP() << "no latency fixtures of Go 1.17 or later built";
   for (const Fixture& f : fx) {
@@ -235,7 +221,7 @@ TEST_F(TrampolineTrace, TheRuntimesSignalsScansAndPanicsLeaveEveryRecordAccounte
       EXPECT_TRUE(n >= 0 && n < 300) << e;
     }
     returns = events_in(r.out, "return").size();
-    const json s = summary_of(r.out);
+    const json s = summary_in(r.out);
     const uint64_t lost = s.value("lost", uint64_t(0));
     EXPECT_EQ(entries + returns + lost, calls + returned)
         << entries << " entries, " << returns << " returns, " << lost << " lost";
@@ -250,7 +236,7 @@ TEST_F(TrampolineTrace, TheRuntimesSignalsScansAndPanicsLeaveEveryRecordAccounte
 TEST_F(TrampolineTrace, AFullRingCountsWhatItLoses) {
   std::string path;
   for (const Fixture& f : all_fixtures("latency"))
-    if (traced_release(f) && f.flavour == "default") path = f.path;
+    if (f.go_at_least(17) && f.flavour == "default") path = f.path;
   if (path.empty()) GTEST_SKIP() << "no latency fixture of Go 1.17 or later built";
   const uint64_t calls = 300'000;
   RunResult r = run_command({gotap_binary(), "trace", "--backend", "trampoline", "--json",
@@ -260,7 +246,7 @@ TEST_F(TrampolineTrace, AFullRingCountsWhatItLoses) {
   ASSERT_NE(r.out.find("ns_per_call"), std::string::npos) << r.out;
   const size_t entries = events_in(r.out, "entry").size(),
                returns = events_in(r.out, "return").size();
-  const json s = summary_of(r.out);
+  const json s = summary_in(r.out);
   const uint64_t lost = s.value("lost", uint64_t(0));
   EXPECT_EQ(entries + returns + lost, 2 * calls) << entries << " " << returns << " " << lost;
   EXPECT_GT(entries, 0u);
@@ -278,7 +264,7 @@ TEST_F(TrampolineTrace, AFullRingCountsWhatItLoses) {
 TEST_F(TrampolineTrace, EveryWayGotapEndsLeavesTheProgramAsItWas) {
   std::string path;
   for (const Fixture& f : all_fixtures("latency"))
-    if (traced_release(f) && f.flavour == "default") path = f.path;
+    if (f.go_at_least(17) && f.flavour == "default") path = f.path;
   if (path.empty()) GTEST_SKIP() << "no latency fixture of Go 1.17 or later built";
   const std::vector<std::pair<std::string, int>> ends = {{"SIGINT", SIGINT},
                                                          {"SIGTERM", SIGTERM},
