@@ -551,8 +551,9 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   // From the look at the sites to the last uprobe registered, no other gotap looks at or
   // writes a site of this file: a ptrace gotap that looked at once would find no int3 here,
   // and its int3 under this trace's uprobes would blind both (core/sys/image_lock.h).
-  auto lock =
-      sys::ImageLock::take(path, bin.path(), sys::ImageLock::kPlaceWaitMs, &stop_requested());
+  auto lock = eo.image_locked ? Result<sys::ImageLock>(sys::ImageLock())
+                              : sys::ImageLock::take(path, bin.path(), sys::ImageLock::kPlaceWaitMs,
+                                                     &stop_requested());
   if (!lock) {
     target.terminate();
     return lock.error();
@@ -821,21 +822,23 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   // the batches of records) goes back to the system for the length of the trace.
   malloc_trim(0);
   sys::timing_mark("ebpf: armed");
-  if (!eo.quiet) {
+  if (!eo.quiet && eo.banner) {
     std::cerr << tracing_banner(cfg.funcs.size(), cfg.probe_count(), "ebpf",
                                 target_text(opts, filter_pid, bin.path()), goroutines)
               << std::endl;
   }
+  if (eo.on_live) eo.on_live(cfg.probe_count(), filter_pid);
   if (auto r = target.release(); !r) {
     target.terminate();
     return r.error();
   }
+  auto stopping = [&eo] { return stop_requested().load() || (eo.stop && eo.stop->load()); };
 
   // Until the target exits, the duration ends or a stop is requested.
   const auto t_start = Clock::now();
   bool target_exited = false, target_execd = false;
   uint64_t flushed = 0;
-  while (!stop_requested().load()) {
+  while (!stopping()) {
     if (opts.duration_s > 0 &&
         std::chrono::duration<double>(Clock::now() - t_start).count() >= opts.duration_s)
       break;
@@ -846,6 +849,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
       // while each event reaches the output within ~20 ms (docs/cli.md).
       // After a turn cut short, records are waiting: no poll's wait.
       session.bounded = true;
+      const uint64_t read_at = sys::monotonic_ns();
       if (!session.yielded) ring_buffer__poll(rb.get(), 20);
       session.yielded = false;
       ring_buffer__consume(rb.get());
@@ -856,6 +860,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
         sink.flush();
         flushed = session.samples;
       }
+      if (eo.on_read) eo.on_read(read_at);
     } else {
       poll(nullptr, 0, 50);
     }
@@ -941,7 +946,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   // A launched program that replaced itself runs untraced, but it is still the trace's, ended
   // with it (as ptrace's end_launched does).
   if (target_execd && target.launched())
-    while (!stop_requested().load() && !target.exited() &&
+    while (!stopping() && !target.exited() &&
            !(opts.duration_s > 0 &&
              std::chrono::duration<double>(Clock::now() - t_start).count() >= opts.duration_s))
       poll(nullptr, 0, 20);

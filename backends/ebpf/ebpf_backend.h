@@ -3,8 +3,10 @@
 // events through a ring buffer.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/backend.h"
@@ -27,6 +29,19 @@ struct EbpfOptions {
   size_t ringbuf_bytes = 16u << 20;  // GOTAP_EBPF_RINGBUF_KB: a power of two >= 4 KiB
   EventCut cut = EventCut::None;
   bool quiet = false;  // no "Tracing ..." line
+  // A session inside another backend's run (the trampoline backend's fallback,
+  // backends/trampoline/fallback.h): no "Tracing ..." line of its own (its warnings stay),
+  // ended by `*stop` as by a stop request, `on_live` called once its probes are live (with
+  // how many, and the process's pid),
+  // and, with `image_locked`, the caller holding the executable's lock (core/sys/image_lock.h)
+  // for it while it places its probes.
+  bool banner = true;
+  const std::atomic<bool>* stop = nullptr;
+  std::function<void(size_t probes, int pid)> on_live;
+  // Trace: after each read of the ring buffer, the time it began (every event of a probe
+  // that had run by then has been read and emitted, but for one still being written).
+  std::function<void(uint64_t)> on_read;
+  bool image_locked = false;
 };
 
 // Runs one trace session of the plan's binary (plan.binary_view). Used by EbpfBackend::run and
