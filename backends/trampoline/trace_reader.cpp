@@ -39,13 +39,13 @@ void TraceReader::add(const uint8_t* record) {
     if (auto it = open_.find(key); it != open_.end()) {
       CallUnfinished u(CallSite{ts, pid_, int(it->second.tid), int64_t(r.goid),
                                 plan_.funcs[it->second.func].name},
-                       clock_.at(it->second.tsc));
+                       it->second.ts);
       sink_.emit_unfinished(u);
       ++events_;
     }
     uint32_t tid = 0;
     std::memcpy(&tid, record + kTraceTid, 4);
-    open_[key] = Open{func, r.tsc, tid};
+    open_[key] = Open{func, r.tsc, tid, ts};
     ++calls_[func];
   } else if (auto it = open_.find(key); it != open_.end() && it->second.func == func) {
     duration = clock_.ns(r.tsc > it->second.tsc ? r.tsc - it->second.tsc : 0);
@@ -72,7 +72,7 @@ std::vector<CallUnfinished> TraceReader::open_calls(uint64_t now_ns) const {
   std::vector<CallUnfinished> out;
   for (const auto& [k, o] : open_)
     out.emplace_back(CallSite{now_ns, pid_, int(o.tid), int64_t(k.goid), plan_.funcs[o.func].name},
-                     clock_.at(o.tsc));
+                     o.ts);
   return out;
 }
 

@@ -43,6 +43,9 @@ class TraceReader {
     int func;
     uint64_t tsc;
     uint32_t tid;
+    // The entry event's ts_ns, kept: the clock's rate is measured again as the trace goes,
+    // and an unfinished call's entry_ts_ns must be its entry event's to the ns.
+    uint64_t ts;
   };
   const ProbePlan& plan_;
   const TraceSites& sites_;
