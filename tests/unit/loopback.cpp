@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -241,6 +242,37 @@ TextCompare compare_text(pid_t pid) {
   std::fclose(mem);
   std::fclose(file);
   return out;
+}
+
+std::vector<std::string> maps_of(pid_t pid) {
+  std::vector<std::string> out;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+size_t anonymous_code(const std::vector<std::string>& maps) {
+  static const std::regex re(R"(^\S+ r-xp \S+ 00:00 0\s*$)");
+  size_t n = 0;
+  for (const auto& m : maps) n += std::regex_match(m, re);
+  return n;
+}
+
+bool Background::tracing(int timeout_ms) {
+  err += read_until(c.err, "Tracing ", timeout_ms);
+  return err.find("Tracing ") != std::string::npos;
+}
+
+int Background::end(int sig, std::string* out) {
+  kill(c.pid, sig);
+  std::string o = read_all(c.out);
+  err += read_all(c.err);
+  int st = 0;
+  waitpid(c.pid, &st, 0);
+  close(c.out);
+  close(c.err);
+  if (out) *out = o;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 }  // namespace gotap::testing

@@ -42,6 +42,23 @@ struct TextCompare {
 };
 TextCompare compare_text(pid_t pid);
 
+// The lines of /proc/PID/maps, for a before-and-after.
+std::vector<std::string> maps_of(pid_t pid);
+
+// How many executable mappings with no file `maps` has: where trampolines live.
+size_t anonymous_code(const std::vector<std::string>& maps);
+
+// A gotap started in the background, its stderr read until the banner.
+struct Background {
+  explicit Background(Child child) : c(child) {}
+  Child c;
+  std::string err;
+  // Whether the "Tracing ..." banner came within `timeout_ms`.
+  bool tracing(int timeout_ms = 60000);
+  // Ends it with `sig`; its exit status (-1 when a signal ended it), and what it wrote.
+  int end(int sig, std::string* out);
+};
+
 // The latency fixture (PATH) in spin mode, for the life of the object: ask(n) has it call
 // main.work n times and waits for its "did n"; the destructor kills and reaps it.
 class Spin {

@@ -134,45 +134,6 @@ TEST_F(Trampoline, CountsEqualTheGroundTruthAndEbpfOnEveryRelease) {
   }
 }
 
-// The lines of /proc/PID/maps, for a before-and-after.
-std::vector<std::string> maps_of(pid_t pid) {
-  std::vector<std::string> out;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
-// An executable mapping with no file: where trampolines live.
-size_t anonymous_code(const std::vector<std::string>& maps) {
-  static const std::regex re(R"(^\S+ r-xp \S+ 00:00 0\s*$)");
-  size_t n = 0;
-  for (const auto& m : maps) n += std::regex_match(m, re);
-  return n;
-}
-
-// A gotap started in the background, its stderr read until the banner.
-struct Background {
-  explicit Background(Child child) : c(child) {}
-  Child c;
-  std::string err;
-  bool tracing(int timeout_ms = 60000) {
-    err += read_until(c.err, "Tracing ", timeout_ms);
-    return err.find("Tracing ") != std::string::npos;
-  }
-  // Ends it with `sig`; its exit status (-1 when a signal ended it), and what it wrote.
-  int end(int sig, std::string* out) {
-    kill(c.pid, sig);
-    std::string o = read_all(c.out);
-    err += read_all(c.err);
-    int st = 0;
-    waitpid(c.pid, &st, 0);
-    close(c.out);
-    close(c.err);
-    if (out) *out = o;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  }
-};
-
 std::vector<std::pair<uint64_t, std::string>> objdump_head(const std::string& listing,
                                                            const std::string& func);
 
