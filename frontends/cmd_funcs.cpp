@@ -74,16 +74,17 @@ namespace {
 
 // The trampoline backend's way in at each site of f (core/plan/trampoline_sites.h), spliced
 // into f's JSON line before its closing brace: "probe_via":{"entry":"jump",
-// "ret_sites":["jump","none"],"why":"..."}. "jump" at the entry is what `count` needs;
-// `latency` needs it at every RET too. No fallback yet: a "none" leaves the function out.
+// "ret_sites":["jump","uprobe"],"why":"..."}. "jump" at the entry is what `count` needs;
+// `latency` and `trace` need it at every RET too. A site that takes no jump takes a kernel
+// uprobe (backends/trampoline/fallback.h), and with it its function's other sites.
 void add_probe_via(std::string& out, const ElfFile* elf, const FuncPlan& f) {
   const TrampolineSites t = trampoline_sites(elf, f);
   const bool entry = t.refused.empty();
   nlohmann::ordered_json v;
-  v["entry"] = entry ? "jump" : "none";
+  v["entry"] = entry ? "jump" : "uprobe";
   nlohmann::ordered_json rets = nlohmann::ordered_json::array();
   for (size_t k = 0; k < f.ret_sites.size(); ++k)
-    rets.push_back(entry && k < t.rets.size() && t.rets[k].ok() ? "jump" : "none");
+    rets.push_back(entry && k < t.rets.size() && t.rets[k].ok() ? "jump" : "uprobe");
   v["ret_sites"] = std::move(rets);
   if (!t.untimed.empty()) v["why"] = t.untimed;
   // Before the line's "}\n".
@@ -98,7 +99,7 @@ int cmd_funcs(const Args& args) {
   desc.add_options()("help,h", "show this help")("json", "one JSON object per function")(
       "no-inline", "do not plan probes at inlined call sites")(
       "backend", po::value<std::string>(),
-      "with --json, trampoline: each site's probe_via (a jump, or none and why)");
+      "with --json, trampoline: each site's probe_via (a jump, or a uprobe and why)");
   add_debuginfo_options(desc);
   auto vm = parse_options(args, desc, "args");
   if (!vm) return report_error(vm.error());

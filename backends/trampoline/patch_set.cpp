@@ -256,7 +256,15 @@ PatchSet plan_patches(const ProbePlan& plan, bool timed) {
   return set;
 }
 
-std::string refused_summary(const PatchSet& set, const ProbePlan& plan, const char* done) {
+std::vector<int> refused_functions(const PatchSet& set) {
+  std::vector<int> out;
+  for (const auto& [why, funcs] : set.refused) out.insert(out.end(), funcs.begin(), funcs.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string refused_summary(const PatchSet& set, const ProbePlan& plan, const char* done,
+                            const char* instead) {
   size_t n = 0;
   for (const auto& [why, funcs] : set.refused) n += funcs.size();
   if (!n) return "";
@@ -268,9 +276,10 @@ std::string refused_summary(const PatchSet& set, const ProbePlan& plan, const ch
     if (funcs.size() > 3) names += ", ...";
     parts += fmt::format("{}{} {}: {}", parts.empty() ? "" : "; ", funcs.size(), why, names);
   }
-  return fmt::format("{} of {} function{} {} no trampoline site and {} not {} ({})", n,
+  return fmt::format("{} of {} function{} {} no trampoline site and {} {}{}{} ({})", n,
                      plan.funcs.size(), plan.funcs.size() == 1 ? "" : "s", n == 1 ? "has" : "have",
-                     n == 1 ? "is" : "are", done, parts);
+                     n == 1 ? "is" : "are", instead ? "" : "not ", done,
+                     instead ? fmt::format(" on {}", instead) : "", parts);
 }
 
 }  // namespace gotap::trampoline

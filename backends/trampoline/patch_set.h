@@ -112,7 +112,11 @@ uint64_t short_trampoline(const Patch& p, uint64_t bias);
 // "2 of 5 functions have no trampoline site and are not counted (1 a short function: ...:
 // main.a; 1 ...: main.b)", or "" when every function has one; `done` says what they are not
 // ("timed", "traced"). At most 3 names a reason.
+// With `instead` ("kernel uprobes (eBPF)"): "... and are counted on kernel uprobes (eBPF) (...)".
 std::string refused_summary(const PatchSet& set, const ProbePlan& plan,
-                            const char* done = "counted");
+                            const char* done = "counted", const char* instead = nullptr);
+
+// The functions `set` refused, by plan index, in order.
+std::vector<int> refused_functions(const PatchSet& set);
 
 }  // namespace gotap::trampoline

@@ -19,6 +19,9 @@ namespace gotap::trampoline {
 
 using ptrace::Process;
 
+// How late a record may be read after its time: one whose writer was preempted mid-record.
+constexpr uint64_t kMergeSlackNs = 1'000'000;
+
 uint64_t now_ns() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -32,10 +35,22 @@ Result<void> Run::run() {
   set_ = plan_patches(plan_, timed_);
   const char* verb = this->verb();
   const std::string refused = refused_summary(set_, plan_, done());
-  if (set_.patches.empty())
-    return make_error("--backend=trampoline: nothing to {}: {}; --backend=ebpf {}s them", verb,
-                      refused, verb);
-  if (!refused.empty())
+  const char* no_fallback = getenv("GOTAP_TRAMPOLINE_NO_FALLBACK");
+  falls_back_ = !(no_fallback && std::string(no_fallback) == "1");
+  if (set_.patches.empty()) {
+    if (!falls_back_)
+      return make_error("--backend=trampoline: nothing to {}: {}; --backend=ebpf {}s them", verb,
+                        refused, verb);
+    // No jump at all: the whole run is on uprobes (fallback.h).
+    fmt::print(stderr, "gotap: {}\n",
+               refused_summary(set_, plan_, done(), "kernel uprobes (eBPF) instead"));
+    return run_all_on_uprobes(plan_, opts_, sink_);
+  }
+  // What no jump takes goes on kernel uprobes in the same run (fallback.h), a trace's events
+  // merged with the ring's in time order. GOTAP_TRAMPOLINE_NO_FALLBACK=1 (read above) leaves
+  // them out (tests, bench/trampoline.sh's rows of jumps alone).
+  if (traced_ && falls_back_) merge_ = std::make_unique<TimeMerge>(sink_, 2);
+  if (!refused.empty() && !falls_back_)
     fmt::print(stderr, "gotap: warning: {}; --backend=ebpf {}s them\n", refused, verb);
   if (traced_) {
     auto t = trace_sites(plan_, set_, opts_.max_str);
@@ -46,27 +61,39 @@ Result<void> Run::run() {
     for (const Patch& p : set_.patches) funcs.push_back(p.func);
     timer_ = std::make_unique<CallTimer>(std::move(funcs), plan_.funcs.size());
   }
+  // Inlined copies have no return: `latency` times none on any backend. With the fallback,
+  // count and trace take them on uprobes (start_fallback says so).
   size_t inlined = 0;
   for (const Patch& p : set_.patches)
-    if (plan_.funcs[p.func].inline_probed) inlined += plan_.funcs[p.func].inline_sites.size();
-  if (inlined)
+    if (!p.ret && plan_.funcs[p.func].inline_probed)
+      inlined += plan_.funcs[p.func].inline_sites.size();
+  if (inlined && !falls_back_ && (!timed_ || traced_))
     fmt::print(stderr,
                "gotap: warning: the trampoline backend {}s calls of the functions' own "
                "code, not their {} inlined cop{} (--backend=ebpf {}s those too)\n",
                verb, inlined, inlined == 1 ? "y" : "ies", verb);
   GOTAP_TRY(place());
+  if (merge_ && !fallback_) merge_.reset();
   if (trace_sites_)
-    reader_ =
-        std::make_unique<TraceReader>(plan_, *trace_sites_, bias_, pid_, opts_.max_str, sink_);
+    reader_ = std::make_unique<TraceReader>(plan_, *trace_sites_, bias_, pid_, opts_.max_str,
+                                            merge_ ? merge_->source(0) : sink_);
   const uint64_t t0 = now_ns();
+  const size_t fell_back = fallback_ ? fallback_->functions() : 0;
   fmt::print(stderr, "{}\n",
-             tracing_banner(timed_ ? funcs_placed_ : set_.patches.size(), placed_, "trampoline",
+             tracing_banner((timed_ ? funcs_placed_ : set_.patches.size()) + fell_back,
+                            placed_ + (fallback_ ? fallback_->probes() : 0), "trampoline",
                             fmt::format("pid {}", pid_)));
   std::fflush(stderr);
   if (opts_.metrics) opts_.metrics->begin(pid_, [this](MetricsSnapshot& s) { read_metrics(s); });
   wait(t0);
   const uint64_t ended = now_ns();
   sys::timing_mark("trampoline: traced");
+  // Its uprobes go first; its rows wait for emit().
+  if (fallback_) {
+    fallback_->finish();
+    if (!fallback_->error().empty())
+      fallback_error_ = "the kernel uprobes' part failed: " + fallback_->error();
+  }
   if (ended_by_ == "stop") {
     remove();
     sys::timing_mark("trampoline: detached");
@@ -79,7 +106,12 @@ Result<void> Run::run() {
     if (timer_) timer_->finish(ring_);
     if (reader_) reader_->finish(ring_);
   }
+  // Both sources are done: what the merge holds goes out before the calls left open.
+  if (merge_) merge_->close();
   emit(ended);
+  if (fallback_ && !fallback_error_.empty())
+    return runtime_error("the trace failed after the probes were placed (they are removed): {}",
+                         fallback_error_);
   if (!remove_error_.empty())
     return runtime_error("the trampolines stay in pid {}, where they go on counting: {}", pid_,
                          remove_error_);
@@ -141,6 +173,8 @@ void Run::wait(uint64_t t0) {
   uint64_t looked = 0, every = 100'000'000;
   for (;;) {
     if (stop_due(t0)) return;
+    // A fallback that failed (not one that saw the program end) ends the run.
+    if (fallback_ && fallback_->ended() && !fallback_->error().empty()) return;
     if (const uint64_t now = now_ns(); now - looked >= every) {
       for (auto& m : mapped_) {
         note_uprobes(pid_, m->sites, [this] { drain(); });
@@ -217,8 +251,15 @@ void Run::drain() {
   const uint64_t at = now_ns();
   drained_ = timer_ ? timer_->drain(ring_) : reader_->drain(ring_);
   drained_at_ = at;  // the read took what came in until then
-  // A live trace is live: what was read reaches the output now.
-  if (reader_ && drained_) sink_.flush();
+  // A live trace is live: what was read reaches the output now. Merged with the fallback's,
+  // a record is read by then unless its body was still writing it (a thread preempted
+  // there): the ring's mark leaves 1 ms for that.
+  if (merge_) {
+    merge_->mark(0, at - std::min<uint64_t>(at, kMergeSlackNs));
+    merge_->source(0).flush();
+  } else if (reader_ && drained_) {
+    sink_.flush();
+  }
   if (const uint64_t now = now_ns(); now - clock_at_ >= 100'000'000) {
     (timer_ ? timer_->clock() : reader_->clock()).update();
     clock_at_ = now;
@@ -268,22 +309,39 @@ void Run::read_metrics(MetricsSnapshot& s) const {
 void Run::emit(uint64_t ended) {
   std::vector<FuncCount> counts;
   for (auto [f, n] : this->counts()) counts.push_back({plan_.funcs[f].name, n, std::nullopt});
-  uint64_t events = 0;
-  for (auto& ev : count_events(std::move(counts))) {
-    sink_.emit(std::move(ev));
-    ++events;
-  }
+  std::vector<Event> rows = count_events(std::move(counts));
   uint64_t dropped = 0;
   if (timer_) {
     std::vector<FuncLatency> lat;
     const auto& all = timer_->latencies();
     for (size_t f = 0; f < all.size(); ++f)
       if (all[f].count) lat.push_back({plan_.funcs[f].name, all[f], std::nullopt});
-    for (auto& ev : latency_events(std::move(lat))) {
-      sink_.emit(std::move(ev));
-      ++events;
-    }
+    rows = latency_events(std::move(lat));
     dropped = ring_ ? timer_->dropped(ring_) : 0;
+  }
+  // The fallback's rows in the same table, in the same order (by name).
+  const Event none;
+  const Event& fell = fallback_ ? fallback_->summary() : none;
+  if (fallback_) {
+    rows.insert(rows.end(), fallback_->rows().begin(), fallback_->rows().end());
+    std::stable_sort(rows.begin(), rows.end(), [](const Event& a, const Event& b) {
+      return a.value("func", "") < b.value("func", "");
+    });
+    // A function's own calls (a jump's) and its inlined copies' (uprobes'): one row.
+    std::vector<Event> merged;
+    for (Event& ev : rows)
+      if (!merged.empty() && ev.value("event", "") == "count" &&
+          merged.back().value("func", "") == ev.value("func", ""))
+        merged.back()["count"] =
+            merged.back()["count"].get<uint64_t>() + ev["count"].get<uint64_t>();
+      else
+        merged.push_back(std::move(ev));
+    rows = std::move(merged);
+  }
+  uint64_t events = 0;
+  for (const Event& ev : rows) {
+    sink_.emit(ev);
+    ++events;
   }
   if (reader_) {
     for (const auto& ev : unfinished_events(reader_->open_calls(ended))) {
@@ -301,6 +359,12 @@ void Run::emit(uint64_t ended) {
   sum.events = events;
   // A count's every pass adds to its counter; a timed run's events find the ring full.
   sum.lost = dropped;
+  if (fell.is_object()) {
+    sum.probes += fell.value("probes", uint64_t(0));
+    sum.lost += fell.value("lost", uint64_t(0));
+    // Its rows are counted above already.
+    sum.events += fell.value("events", uint64_t(0)) - fallback_->rows().size();
+  }
   sum.pid = pid_;
   sum.ended_by = ended_by_;
   sum.exit_code = exit_code_;
@@ -312,6 +376,20 @@ void Run::emit(uint64_t ended) {
     sum.extra["returns_before_entries"] = timer_->unmatched_returns();
   }
   if (reader_) sum.extra["returns_before_entries"] = reader_->unmatched_returns();
+  if (merge_) sum.extra["out_of_order"] = merge_->out_of_order();
+  // What went on kernel uprobes: how many functions and probes, and how they were attached.
+  if (fallback_) {
+    Event f = {{"backend", "ebpf"},
+               {"functions", fallback_->functions()},
+               {"inlined_copies", fallback_->inlined_copies()},
+               {"probes", fell.value("probes", uint64_t(0))}};
+    if (fell.is_object())
+      for (const char* k : {"attach", "skipped_sites", "unmatched_returns"})
+        if (fell.contains(k)) f[k] = fell[k];
+    sum.extra["uprobes"] = std::move(f);
+  } else if (!fallback_error_.empty()) {
+    sum.extra["uprobes_error"] = fallback_error_;
+  }
   sink_.emit(to_event(sum));
   sink_.flush();
 }

@@ -18,6 +18,7 @@
 #include "backends/ptrace/process.h"
 #include "backends/trampoline/call_timer.h"
 #include "backends/trampoline/exec_watch.h"
+#include "backends/trampoline/fallback.h"
 #include "backends/trampoline/patch_set.h"
 #include "backends/trampoline/program_pages.h"
 #include "backends/trampoline/site_patches.h"
@@ -25,6 +26,7 @@
 #include "core/backend.h"
 #include "core/binary/elf_file.h"
 #include "core/events/live_metrics.h"
+#include "core/events/time_merge.h"
 #include "core/sys/fd.h"
 #include "core/sys/image_lock.h"
 
@@ -70,6 +72,16 @@ class Run {
   const char* done() const { return traced_ ? "traced" : timed_ ? "timed" : "counted"; }
   RingShape ring_shape() const { return traced_ ? kTraceRing : kTimedRing; }
   std::unique_ptr<TraceSites> trace_sites_;
+  // `count` and `latency`: the functions no jump takes (refused, or stubless), on kernel
+  // uprobes in the same run (fallback.h); null when there are none or they could not be placed.
+  bool falls_back_ = false;
+  std::vector<int> stubless_funcs_;
+  std::unique_ptr<Fallback> fallback_;
+  std::string fallback_error_;  // why it could not start, or why it failed
+  // `trace` with a fallback: its events and the ring's, in time order (source 0 the ring's).
+  std::unique_ptr<TimeMerge> merge_;
+  // Starts the fallback for the refused and stubless functions; says what became of them.
+  void start_fallback(bool image_locked);
   std::unique_ptr<TraceReader> reader_;
   uint8_t* ring_ = nullptr;
   TimedCode timed_code_;

@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -156,6 +157,7 @@ Result<void> Run::place() {
   WriteTally t;
   const IsOurs ours = left_by_a_gotap();  // the maps again: with the threads stopped
   size_t taken_back = 0;
+  std::vector<int> out_of_place;
   proc_->detach_all(ptrace::trap_unchanged, held, [&](const std::vector<pid_t>& stopped) {
     all_held = true;
     for (auto& m : pending) {
@@ -177,6 +179,7 @@ Result<void> Run::place() {
       std::vector<const Region*> placed;
       for (const auto& m : mapped_) placed.push_back(&m->region);
       const std::vector<int> out = stubless_functions(set_, placed);
+      out_of_place = out;
       stubless_ = out.size();
       drop_functions(std::set<int>(out.begin(), out.end()));
       t.foreign += drop_held_functions(ours);
@@ -188,8 +191,13 @@ Result<void> Run::place() {
       t.failed += w.failed;
       t.replaced += w.replaced;
     }
+    // A launched program runs its first instruction only once the uprobes are live too:
+    // placed under this run's lock of the file.
+    if (timed_) stubless_funcs_ = out_of_place;
+    if (launched_ && t.written) start_fallback(true);
   });
   lock.release();
+  if (!launched_ && all_held && t.written && !proc_->exec_seen()) start_fallback(false);
   sys::timing_mark("trampoline: jumps written");
   if (taken_back)
     fmt::print(stderr,
@@ -200,7 +208,7 @@ Result<void> Run::place() {
     return end_unpatched(runtime_error(
         "the place of the RETs' trampolines in pid {} is taken ({}); nothing was patched", pid_,
         no_room_why));
-  if (timed_ && stubless_)
+  if (timed_ && stubless_ && !fallback_)
     fmt::print(stderr,
                "gotap: warning: {} function{} not {}: a trampoline {} has no room at its "
                "fixed place (taken, or out of the address space or of reach){}\n",
@@ -244,6 +252,64 @@ Result<void> Run::place() {
                       pid_, t.foreign, t.failed));
   pidfd_ = sys::Fd(static_cast<int>(syscall(SYS_pidfd_open, pid_, 0)));
   return {};
+}
+
+void Run::start_fallback(bool image_locked) {
+  if (!falls_back_) return;
+  std::vector<int> funcs = refused_functions(set_);
+  funcs.insert(funcs.end(), stubless_funcs_.begin(), stubless_funcs_.end());
+  std::sort(funcs.begin(), funcs.end());
+  // The inlined copies of the functions the jumps take (not timed: they have no return).
+  std::vector<int> copies;
+  if (!timed_ || traced_)
+    for (const Patch& p : set_.patches) {
+      const FuncPlan& f = plan_.funcs[p.func];
+      if (!p.ret && f.inline_probed && !f.inline_sites.empty() &&
+          !std::binary_search(funcs.begin(), funcs.end(), p.func))
+        copies.push_back(p.func);
+    }
+  if (funcs.empty() && copies.empty()) return;
+  std::function<void(uint64_t)> on_read;
+  if (merge_)
+    on_read = [m = merge_.get()](uint64_t t) {
+      m->mark(1, t);
+      m->source(1).flush();
+    };
+  auto f = Fallback::start(plan_, funcs, copies, opts_, pid_, image_locked,
+                           merge_ ? merge_->source(1) : sink_, std::move(on_read));
+  const size_t n = stubless_funcs_.size();
+  // "3 of 10 functions have no trampoline site and are timed ... (why: which)", and the
+  // functions whose stub had no room, which lay_out_timed found only now.
+  const auto said = [&](const char* instead) {
+    const std::string no_room =
+        fmt::format("{} function{} whose trampoline{} no room at {} fixed place", n,
+                    n == 1 ? "" : "s", n == 1 ? " has" : "s have", n == 1 ? "its" : "their");
+    if (set_.refused.empty())
+      return fmt::format("{} {} {}{}", no_room, n == 1 ? "is" : "are", instead ? "" : "not ",
+                         instead ? fmt::format("{} on {}", done(), instead) : done());
+    std::string s = refused_summary(set_, plan_, done(), instead);
+    return n ? s + fmt::format(", and so {} {}", n == 1 ? "is" : "are", no_room) : s;
+  };
+  if (!f) {
+    fallback_error_ = f.error().what();
+    if (!funcs.empty())
+      fmt::print(stderr, "gotap: warning: {}: kernel uprobes could not take them: {}\n",
+                 said(nullptr), fallback_error_);
+    if (!copies.empty())
+      fmt::print(stderr,
+                 "gotap: warning: the inlined copies of {} function{} are not {}: kernel uprobes "
+                 "could not take them: {}\n",
+                 copies.size(), copies.size() == 1 ? "" : "s", done(), fallback_error_);
+    return;
+  }
+  fallback_ = std::move(*f);
+  if (!funcs.empty()) fmt::print(stderr, "gotap: {}\n", said("kernel uprobes (eBPF) instead"));
+  if (const size_t n = fallback_->inlined_copies())
+    fmt::print(stderr,
+               "gotap: the {} inlined cop{} of {} function{} the jumps take {} {} on kernel "
+               "uprobes (eBPF)\n",
+               n, n == 1 ? "y" : "ies", copies.size(), copies.size() == 1 ? "" : "s",
+               n == 1 ? "is" : "are", done());
 }
 
 Result<void> Run::write_trampolines(Mapped& m, bool empty) {

@@ -115,6 +115,8 @@ TEST(FuncsProbeVia, EverySiteAgreesWithGoObjdump) {
       const json& via = e["probe_via"];
       SCOPED_TRACE(e["func"].get<std::string>());
       const bool entry = via["entry"] == "jump";
+      // A site no jump takes falls back to a kernel uprobe, and says so.
+      EXPECT_TRUE(entry || via["entry"] == "uprobe") << via;
       if (entry) EXPECT_TRUE(stack_check(it->second));
       if (via.value("why", "") == "no stack check (a small leaf, or NOSPLIT)")
         EXPECT_FALSE(stack_check(it->second));
@@ -122,6 +124,7 @@ TEST(FuncsProbeVia, EverySiteAgreesWithGoObjdump) {
       for (size_t k = 0; k < e["ret_sites"].size(); ++k) {
         const uint64_t ret = std::stoull(e["ret_sites"][k].get<std::string>(), nullptr, 16);
         const bool jump = via["ret_sites"][k] == "jump";
+        EXPECT_TRUE(jump || via["ret_sites"][k] == "uprobe") << via;
         ++rets;
         jumps += jump;
         // The default flavour is no PIE: a stub below its image cannot be.

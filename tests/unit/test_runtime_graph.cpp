@@ -178,32 +178,46 @@ std::string without(const std::string& tree, const std::set<std::string>& gone) 
   return out;
 }
 
-// The trampoline backend (Go 1.17 and later): the tree of the functions it can patch. The
-// fixture's leaf and parse have no stack check, which it says it leaves out; each goroutine's
-// tree is the one the program printed without them.
-TEST(GraphTrampoline, EachGoroutineShowsTheTreeOfTheFunctionsItPatched) {
+// The trampoline backend (Go 1.17 and later). The fixture's leaf and parse have no stack
+// check: no jump takes them, and kernel uprobes do (backends/trampoline/fallback.h), in the
+// same run, their events merged with the trampolines' in time order; each goroutine's tree is
+// then the one the program printed, a uprobe's call nested in a jump's. With the fallback
+// off (GOTAP_TRAMPOLINE_NO_FALLBACK=1), it says it leaves them out, and each tree is the
+// program's without them.
+TEST(GraphTrampoline, EachGoroutineShowsTheProgramsTreeJumpsAndUprobesTogether) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace)";
   if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
   int checked = 0;
-  for (const Fixture& fx : all_fixtures("graph")) {
-    if (fx.flavour != "default" && fx.flavour != "stripped") continue;
-    if (!fx.go_at_least(17)) continue;
-    SCOPED_TRACE(fx.label());
-    auto r = run_command(
-        {gotap_binary(), "graph", "--backend", "trampoline", "main.handle", "--", fx.path});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_NE(r.err.find("no stack check (a small leaf, or NOSPLIT): main.leaf, main.parse"),
-              std::string::npos)
-        << r.err;
-    std::map<int64_t, std::vector<std::string>> want;
-    std::regex gt(R"(gt goid=(\d+) tree=(\S+))");
-    for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), gt);
-         it != std::sregex_iterator(); ++it)
-      want[std::stoll((*it)[1])].push_back(without((*it)[2], {"main.leaf", "main.parse"}));
-    ASSERT_EQ(want.size(), 4u) << r.out;
-    EXPECT_EQ(trees_of(r.out), want) << r.out;
-    EXPECT_NE(r.out.find(" 0 lost, backend trampoline"), std::string::npos) << r.out;
-    ++checked;
+  for (const bool fallback : {true, false}) {
+    for (const Fixture& fx : all_fixtures("graph")) {
+      if (fx.flavour != "default" && fx.flavour != "stripped") continue;
+      if (!fx.go_at_least(17)) continue;
+      SCOPED_TRACE(fx.label() + (fallback ? "" : " without the fallback"));
+      if (!fallback) setenv("GOTAP_TRAMPOLINE_NO_FALLBACK", "1", 1);
+      auto r = run_command(
+          {gotap_binary(), "graph", "--backend", "trampoline", "main.handle", "--", fx.path});
+      unsetenv("GOTAP_TRAMPOLINE_NO_FALLBACK");
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_NE(r.err.find(fallback ? "are traced on kernel uprobes (eBPF) instead ("
+                                    : "are not traced ("),
+                std::string::npos)
+          << r.err;
+      EXPECT_NE(r.err.find("2 no stack check (a small leaf, or NOSPLIT): main.leaf, main.parse"),
+                std::string::npos)
+          << r.err;
+      std::map<int64_t, std::vector<std::string>> want;
+      std::regex gt(R"(gt goid=(\d+) tree=(\S+))");
+      for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), gt);
+           it != std::sregex_iterator(); ++it) {
+        const std::string tree = (*it)[2];
+        want[std::stoll((*it)[1])].push_back(fallback ? tree
+                                                      : without(tree, {"main.leaf", "main.parse"}));
+      }
+      ASSERT_EQ(want.size(), 4u) << r.out;
+      EXPECT_EQ(trees_of(r.out), want) << r.out;
+      EXPECT_NE(r.out.find(" 0 lost, backend trampoline"), std::string::npos) << r.out;
+      ++checked;
+    }
   }
   if (!checked) GTEST_SKIP() << "no graph fixture of Go 1.17 or later built";
 }

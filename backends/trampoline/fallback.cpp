@@ -1,0 +1,157 @@
+// The eBPF session for what the trampolines cannot take (fallback.h).
+#include "backends/trampoline/fallback.h"
+
+#include <condition_variable>
+#include <iostream>
+
+#include "backends/ebpf/ebpf_backend.h"
+#include "core/events/typed_events.h"
+
+namespace gotap::trampoline {
+
+// Passes the session's call events on; keeps its rows and its summary, which the run merges
+// into its own.
+class Fallback::Sink : public EventSink {
+ public:
+  Sink(Fallback& f, EventSink& out) : f_(f), out_(out) {}
+  void emit(const Event& ev) override {
+    const std::string kind = ev.value("event", "");
+    if (kind == "count" || kind == "latency") {
+      f_.rows_.push_back(ev);
+    } else if (kind == "summary") {
+      f_.summary_ = ev;
+    } else {
+      out_.emit(ev);
+    }
+  }
+  void emit_entry(const CallEntry& e) override { out_.emit_entry(e); }
+  void emit_return(const CallReturn& r) override { out_.emit_return(r); }
+  void emit_unfinished(const CallUnfinished& u) override { out_.emit_unfinished(u); }
+  void flush() override { out_.flush(); }
+
+ private:
+  Fallback& f_;
+  EventSink& out_;
+};
+
+Result<std::unique_ptr<Fallback>> Fallback::start(const ProbePlan& plan,
+                                                  const std::vector<int>& funcs,
+                                                  const std::vector<int>& inlined_only,
+                                                  const TraceOptions& opts, pid_t pid,
+                                                  bool image_locked, EventSink& out,
+                                                  std::function<void(uint64_t)> on_read) {
+  std::unique_ptr<Fallback> f(new Fallback());
+  f->plan_ = plan;
+  f->plan_.funcs.clear();
+  for (int i : funcs) f->plan_.funcs.push_back(plan.funcs[i]);
+  f->whole_ = funcs.size();
+  // A function with no code of its own to probe, as one that exists only inlined is.
+  for (int i : inlined_only) {
+    FuncPlan c = plan.funcs[i];
+    c.entry = c.end = c.entry_probe = c.morestack_call = 0;
+    c.ret_sites.clear();
+    c.tail_jumps.clear();
+    f->copies_ += c.inline_sites.size();
+    f->plan_.funcs.push_back(std::move(c));
+  }
+  // The run's own end ends it: no duration, no target of its own but the process.
+  f->opts_ = opts;
+  f->opts_.target = Target{};
+  f->opts_.target.pid = pid;
+  f->opts_.duration_s = 0;
+  // The trampolines count no failures; neither do their fallback's rows, which stand in the
+  // same table. --prometheus publishes the trampolines' functions only (docs/cli.md).
+  f->opts_.count_failed = false;
+  f->opts_.metrics = nullptr;
+  f->opts_.max_overhead_pct = 0;
+  f->sink_ = std::make_unique<Sink>(*f, out);
+  Fallback* self = f.get();
+  f->thread_ = std::thread([self, image_locked, on_read = std::move(on_read)] {
+    ebpf::EbpfOptions eo;
+    eo.on_read = on_read;
+    eo.banner = false;
+    eo.stop = &self->stop_;
+    eo.image_locked = image_locked;
+    eo.on_live = [self](size_t probes, int) {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->live_ = true;
+      self->probes_ = probes;
+      self->live_cv_.notify_all();
+    };
+    auto r = ebpf::run_session(self->plan_, self->opts_, *self->sink_, eo);
+    std::lock_guard<std::mutex> lock(self->mu_);
+    if (!r) self->error_ = r.error().what();
+    self->ended_ = true;
+    self->live_cv_.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(f->mu_);
+  f->live_cv_.wait(lock, [&] { return f->live_ || f->ended_; });
+  if (!f->live_) {
+    const std::string why = f->error_;
+    lock.unlock();
+    f->thread_.join();
+    return runtime_error("{}", why.empty() ? "the session ended before its probes were live" : why);
+  }
+  return f;
+}
+
+void Fallback::finish() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+Fallback::~Fallback() {
+  finish();
+}
+
+namespace {
+
+// The eBPF session's events as the trampoline backend's run: its summary names the backend
+// that was asked for, and says that every function went on uprobes.
+class AllOnUprobes : public EventSink {
+ public:
+  explicit AllOnUprobes(EventSink& out) : out_(out) {}
+  void emit(const Event& ev) override {
+    if (ev.value("event", "") != "summary") return out_.emit(ev);
+    Event s = ev;
+    s["backend"] = "trampoline";
+    Event u = {{"backend", "ebpf"},
+               {"functions", ev.value("functions", uint64_t(0))},
+               {"inlined_copies", 0},
+               {"probes", ev.value("probes", uint64_t(0))}};
+    for (const char* k : {"attach", "skipped_sites", "unmatched_returns"})
+      if (s.contains(k)) {
+        u[k] = s[k];
+        s.erase(k);
+      }
+    s["uprobes"] = std::move(u);
+    s["not_patched"] = ev.value("functions", uint64_t(0));
+    s["pages_kept"] = false;
+    out_.emit(s);
+  }
+  void emit_entry(const CallEntry& e) override { out_.emit_entry(e); }
+  void emit_return(const CallReturn& r) override { out_.emit_return(r); }
+  void emit_unfinished(const CallUnfinished& u) override { out_.emit_unfinished(u); }
+  void flush() override { out_.flush(); }
+
+ private:
+  EventSink& out_;
+};
+
+}  // namespace
+
+Result<void> run_all_on_uprobes(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink) {
+  TraceOptions o = opts;
+  o.count_failed = false;  // as the trampolines' rows
+  AllOnUprobes out(sink);
+  ebpf::EbpfOptions eo;
+  eo.banner = false;
+  eo.on_live = [&plan](size_t probes, int pid) {
+    std::cerr << tracing_banner(plan.funcs.size(), probes, "trampoline",
+                                pid > 0 ? "pid " + std::to_string(pid) : "every process")
+              << std::endl;
+  };
+  return ebpf::run_session(plan, o, out, eo);
+}
+
+}  // namespace gotap::trampoline
