@@ -24,8 +24,9 @@ void Run::remove() {
   proc_.reset();
   auto p = Process::attach(pid_, nullptr);
   if (!p) {
-    // Gone meanwhile: nothing is left to remove.
-    if (::kill(pid_, 0) != 0) {
+    // Gone meanwhile, or going (a zombie leader: ptrace takes no exiting process): nothing
+    // is left to remove.
+    if (::kill(pid_, 0) != 0 || exiting()) {
       ended_by_ = "exit";
       return;
     }
