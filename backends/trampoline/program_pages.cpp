@@ -107,9 +107,11 @@ Result<void> ProgramPages::open_view(ptrace::Process& proc, pid_t tid, uint64_t 
 
 bool ProgramPages::unmap(ptrace::Process& proc, pid_t tid, uint64_t syscall_at) {
   if (!code_) return true;
-  auto a = proc.inject_syscall(tid, syscall_at, SYS_munmap, {code_, code_size_});
-  auto b = proc.inject_syscall(tid, syscall_at, SYS_munmap, {counters_, counter_size_});
-  const bool ok = a && !syscall_failed(*a) && b && !syscall_failed(*b);
+  // One call for both mappings, which are adjacent: a gotap killed meanwhile leaves both or
+  // neither, never the counters without the code whose header says whose they are (the
+  // next gotap could neither take nor use their place).
+  auto a = proc.inject_syscall(tid, syscall_at, SYS_munmap, {code_, code_size_ + counter_size_});
+  const bool ok = a && !syscall_failed(*a);
   if (ok) code_ = counters_ = 0;
   return ok;
 }

@@ -73,6 +73,10 @@ Result<void> Run::run() {
                "code, not their {} inlined cop{} (--backend=ebpf {}s those too)\n",
                verb, inlined, inlined == 1 ? "y" : "ies", verb);
   GOTAP_TRY(place());
+  if (all_on_uprobes_) {
+    merge_.reset();
+    return run_all_on_uprobes(plan_, opts_, sink_);
+  }
   if (merge_ && !fallback_) merge_.reset();
   if (trace_sites_)
     reader_ = std::make_unique<TraceReader>(plan_, *trace_sites_, bias_, pid_, opts_.max_str,

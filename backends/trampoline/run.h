@@ -75,6 +75,7 @@ class Run {
   // `count` and `latency`: the functions no jump takes (refused, or stubless), on kernel
   // uprobes in the same run (fallback.h); null when there are none or they could not be placed.
   bool falls_back_ = false;
+  bool all_on_uprobes_ = false;  // place() found no room for any timed function's bodies
   std::vector<int> stubless_funcs_;
   std::unique_ptr<Fallback> fallback_;
   std::string fallback_error_;  // why it could not start, or why it failed

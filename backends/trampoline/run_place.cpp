@@ -45,6 +45,9 @@ Result<void> Run::place() {
     proc_ = std::move(*p);
     held = proc_->threads().count(pid_) ? pid_ : *proc_->threads().begin();
   }
+  // Test hook (test_runtime_inject_death.cpp): a gotap killed at any step of the system
+  // calls it runs in the program (mmap, madvise, munmap) leaves it running as before.
+  proc_->set_inject_phase("attach");
   // Whatever fails from here lets the program go as it was: a launched one is killed (it
   // has not run), an attached one detached.
   auto give_up = [&](Error e) -> Error {
@@ -204,10 +207,18 @@ Result<void> Run::place() {
                "gotap: took back {} jump{} left in pid {} by a gotap that was killed, and its "
                "pages, whose place this one's trampolines take\n",
                taken_back, taken_back == 1 ? "" : "s", pid_);
-  if (no_bodies)
-    return end_unpatched(runtime_error(
+  if (no_bodies) {
+    const std::string why = fmt::format(
         "the place of the RETs' trampolines in pid {} is taken ({}); nothing was patched", pid_,
-        no_room_why));
+        no_room_why);
+    // An attached program's functions all go on uprobes instead (a mapping there that no
+    // header names: one a gotap killed while it mapped its pages left, or the program's own).
+    if (!falls_back_ || launched_) return end_unpatched(runtime_error("{}", why));
+    fmt::print(stderr, "gotap: warning: {}: every function on kernel uprobes (eBPF) instead\n",
+               why);
+    all_on_uprobes_ = true;
+    return {};
+  }
   if (timed_ && stubless_ && !fallback_)
     fmt::print(stderr,
                "gotap: warning: {} function{} not {}: a trampoline {} has no room at its "

@@ -34,6 +34,7 @@ void Run::remove() {
     return;
   }
   proc_ = std::move(*p);
+  proc_->set_inject_phase("detach");
   if (proc_->threads().empty()) return;
   const pid_t held = proc_->threads().count(pid_) ? pid_ : *proc_->threads().begin();
   if (auto r = proc_->interrupt_and_wait(held); !r) {

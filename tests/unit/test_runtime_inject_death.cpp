@@ -5,7 +5,10 @@
 // making the safety net the SIGTRAP handler) and at detach (putting the program's handler
 // back), for every N until the injections of that phase have no Nth step. After every death
 // the server answers right pages, and goes on answering; no request of the load fails; its
-// code equals its file's. Only the ptrace backend injects system calls, so only it is run.
+// code equals its file's. The ptrace backend injects system calls (the scratch page, the
+// safety net), and so does the trampoline backend (its pages: mmap, madvise, munmap), whose
+// jumps are written after its attach's injections and taken back before its detach's: both
+// are run.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,7 +30,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-class InjectionDeath : public ::testing::Test {
+class InjectionDeath : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach)";
@@ -51,7 +54,7 @@ class InjectionDeath : public ::testing::Test {
   bool trial(const std::string& phase, int n) {
     const std::string die_at = phase + ":" + std::to_string(n);
     setenv("GOTAP_TEST_DIE_AT", die_at.c_str(), 1);
-    Child tap = spawn({gotap_binary(), "trace", "--backend", "ptrace", "--json", "-p",
+    Child tap = spawn({gotap_binary(), "trace", "--backend", GetParam(), "--json", "-p",
                        std::to_string(srv_.pid()), "net/http.serverHandler.ServeHTTP",
                        "net/http.(*response).finishRequest"});
     unsetenv("GOTAP_TEST_DIE_AT");
@@ -129,15 +132,25 @@ class InjectionDeath : public ::testing::Test {
   std::atomic<int> load_ok_{0}, load_failed_{0};
 };
 
-TEST_F(InjectionDeath, AtEveryStepOfAttach) {
-  // Mapping the scratch page and the data page, reading and setting the handler: 4 syscalls.
-  every_step("attach", 32, 40);
+TEST_P(InjectionDeath, AtEveryStepOfAttach) {
+  // ptrace: mapping the scratch page and the data page, reading and setting the handler: 4
+  // syscalls. trampoline: mapping its regions and faulting in the ring's pages.
+  if (GetParam() == "ptrace")
+    every_step("attach", 32, 40);
+  else
+    every_step("attach", 12, 60);
 }
 
-TEST_F(InjectionDeath, AtEveryStepOfDetach) {
-  // Reading and setting the handler: 2 syscalls.
-  every_step("detach", 16, 40);
+TEST_P(InjectionDeath, AtEveryStepOfDetach) {
+  // ptrace: reading and setting the handler: 2 syscalls. trampoline: unmapping its regions.
+  if (GetParam() == "ptrace")
+    every_step("detach", 16, 40);
+  else
+    every_step("detach", 12, 60);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, InjectionDeath, ::testing::Values("ptrace", "trampoline"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace gotap::testing
