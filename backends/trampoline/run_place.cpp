@@ -197,10 +197,10 @@ Result<void> Run::place() {
     // A launched program runs its first instruction only once the uprobes are live too:
     // placed under this run's lock of the file.
     if (timed_) stubless_funcs_ = out_of_place;
-    if (launched_ && t.written) start_fallback(true);
+    if (launched_) start_fallback(true);
   });
   lock.release();
-  if (!launched_ && all_held && t.written && !proc_->exec_seen()) start_fallback(false);
+  if (!launched_ && all_held && !no_bodies && !proc_->exec_seen()) start_fallback(false);
   sys::timing_mark("trampoline: jumps written");
   if (taken_back)
     fmt::print(stderr,
@@ -256,7 +256,9 @@ Result<void> Run::place() {
                "gotap: warning: {} of {} sites are another tracer's (a uprobe or a debugger's "
                "int3 there): left to it, not counted\n",
                t.foreign, site_count());
-  if (!placed_)
+  // With no jump, the uprobes may still trace all there is (every function needed a stub
+  // with no room).
+  if (!placed_ && !fallback_)
     return end_unpatched(
         runtime_error("no site of pid {} could be patched ({} another tracer's, {} not "
                       "written)",
