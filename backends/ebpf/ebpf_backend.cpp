@@ -860,7 +860,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
         sink.flush();
         flushed = session.samples;
       }
-      if (eo.on_read) eo.on_read(read_at);
+      // A turn cut short left records of before read_at unread: no mark until they are read.
+      if (eo.on_read && !session.yielded) eo.on_read(read_at);
     } else {
       poll(nullptr, 0, 50);
     }

@@ -60,6 +60,12 @@ class RingReader {
   size_t finish(uint8_t* ring, F&& on);
   // Records the ring had no room for, and those finish() skipped.
   uint64_t dropped(const uint8_t* ring) const;
+  // Whether a position before the writers' head is still unread after a drain: a record a
+  // thread is still writing (one preempted mid-record) holds back those after it.
+  bool behind(const uint8_t* ring) const {
+    return __atomic_load_n(reinterpret_cast<const uint64_t*>(ring + kRingHead), __ATOMIC_RELAXED) >
+           next_;
+  }
   const RingShape& shape() const { return shape_; }
 
  private:

@@ -2,6 +2,7 @@
 #include "backends/trampoline/fallback.h"
 
 #include <condition_variable>
+#include <cstdint>
 #include <iostream>
 
 #include "backends/ebpf/ebpf_backend.h"
@@ -78,9 +79,19 @@ Result<std::unique_ptr<Fallback>> Fallback::start(const ProbePlan& plan,
       self->probes_ = probes;
       self->live_cv_.notify_all();
     };
-    auto r = ebpf::run_session(self->plan_, self->opts_, *self->sink_, eo);
+    // An exception here would end gotap without its probes removed: it is the session's
+    // failure instead, which ends the run as one (Run::wait).
+    std::string error;
+    try {
+      auto r = ebpf::run_session(self->plan_, self->opts_, *self->sink_, eo);
+      if (!r) error = r.error().what();
+      // Whatever it delivered is out: the other source's events need not wait for it.
+      if (on_read) on_read(UINT64_MAX);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
     std::lock_guard<std::mutex> lock(self->mu_);
-    if (!r) self->error_ = r.error().what();
+    self->error_ = error;
     self->ended_ = true;
     self->live_cv_.notify_all();
   });

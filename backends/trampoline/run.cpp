@@ -256,10 +256,11 @@ void Run::drain() {
   drained_ = timer_ ? timer_->drain(ring_) : reader_->drain(ring_);
   drained_at_ = at;  // the read took what came in until then
   // A live trace is live: what was read reaches the output now. Merged with the fallback's,
-  // a record is read by then unless its body was still writing it (a thread preempted
-  // there): the ring's mark leaves 1 ms for that.
+  // a record is read by then unless its body was still writing it: the ring's mark leaves
+  // 1 ms for that, and does not move while a record before the head is unread (its writer
+  // preempted mid-record holds back those after it).
   if (merge_) {
-    merge_->mark(0, at - std::min<uint64_t>(at, kMergeSlackNs));
+    if (!reader_->behind(ring_)) merge_->mark(0, at - std::min<uint64_t>(at, kMergeSlackNs));
     merge_->source(0).flush();
   } else if (reader_ && drained_) {
     sink_.flush();
@@ -386,7 +387,7 @@ void Run::emit(uint64_t ended) {
     Event f = {{"backend", "ebpf"},
                {"functions", fallback_->functions()},
                {"inlined_copies", fallback_->inlined_copies()},
-               {"probes", fell.value("probes", uint64_t(0))}};
+               {"probes", fell.is_object() ? fell.value("probes", uint64_t(0)) : 0}};
     if (fell.is_object())
       for (const char* k : {"attach", "skipped_sites", "unmatched_returns"})
         if (fell.contains(k)) f[k] = fell[k];

@@ -38,6 +38,11 @@ class Run {
  public:
   Run(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink)
       : plan_(plan), opts_(opts), sink_(sink) {}
+  // The fallback's thread is joined before any member it reaches (merge_) goes, on every
+  // way out of run().
+  ~Run() {
+    if (fallback_) fallback_->finish();
+  }
   Result<void> run();
 
  private:

@@ -196,7 +196,13 @@ Result<void> Run::place() {
     }
     // A launched program runs its first instruction only once the uprobes are live too:
     // placed under this run's lock of the file.
-    if (timed_) stubless_funcs_ = out_of_place;
+    // And count's short functions whose region has no room at its place.
+    if (timed_) {
+      stubless_funcs_ = out_of_place;
+    } else {
+      for (const auto& m : pending)
+        for (size_t k : m->region.patches) stubless_funcs_.push_back(set_.patches[k].func);
+    }
     if (launched_) start_fallback(true);
   });
   lock.release();
@@ -227,7 +233,7 @@ Result<void> Run::place() {
                stubless_ == 1 ? "it needs" : "they need",
                no_room_why.empty() ? "" : " (" + no_room_why + ")");
   // A timed run said it above, by function.
-  if (!timed_)
+  if (!timed_ && !fallback_)
     for (const auto& m : pending) {
       no_room = m->region.patches.size();
       fmt::print(stderr, "gotap: warning: {} short function{} not counted: {}\n", no_room,

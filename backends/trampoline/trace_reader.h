@@ -29,6 +29,7 @@ class TraceReader {
   size_t drain(uint8_t* ring);
   size_t finish(uint8_t* ring);
   uint64_t dropped(const uint8_t* ring) const { return reader_.dropped(ring); }
+  bool behind(const uint8_t* ring) const { return reader_.behind(ring); }
   // The calls still open, as `unfinished` at `now_ns`.
   std::vector<CallUnfinished> open_calls(uint64_t now_ns) const;
   uint64_t events() const { return events_; }

@@ -21,7 +21,7 @@ uint64_t monotonic_now() {
 class TimeMerge::Source : public EventSink {
  public:
   explicit Source(TimeMerge& m) : m_(m) {}
-  // An event with no time of its own (a warning's) goes out as soon as what came before it.
+  // An event with no time of its own (a warning's) goes out at once, ahead of what is held.
   void emit(const Event& ev) override { m_.add(ev.value("ts_ns", uint64_t(0)), ev); }
   void emit_entry(const CallEntry& e) override { m_.add(e.ts_ns, e); }
   void emit_return(const CallReturn& r) override { m_.add(r.ts_ns, r); }
@@ -51,12 +51,14 @@ void TimeMerge::add(uint64_t ts, Item item) {
   // An event with no time (none of a trace's has none) goes out at once.
   if (ts == 0) {
     send(item);
+    out_.flush();
     return;
   }
   if (ts < sent_ts_) {
     // Behind what went out already: late, but not lost.
     ++out_of_order_;
     send(item);
+    out_.flush();
     return;
   }
   held_.push(Held{ts, seq_++, std::move(item)});
