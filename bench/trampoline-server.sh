@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A served request's time with every function of a Go 1.21+ server timed (issue 38's goal:
 # `latency 're:.'` at most 2x a request's untraced time), side by side: untraced, gotap
-# latency --backend trampoline and --backend ebpf, each attached by pid to the same server:
+# latency --backend trampoline (with and without its kernel uprobes for what no jump takes)
+# and --backend ebpf, each attached by pid to the same server:
 # esbuild (npm's, Go 1.26) serving a directory on loopback (tests/tools/fetch-real-binaries.sh
 # puts it in build/fixtures/real/esbuild). Each figure is the median of REQUESTS sequential
 # requests' time_total as curl measures it, in microseconds; RUNS rounds, interleaved.
@@ -38,13 +39,16 @@ requests_us() {
   done | awk '{print $1 * 1e6}' | sort -g | awk '{a[NR]=$1} END {printf "%.0f", a[int((NR+1)/2)]}'
 }
 
-# Run in a subshell ($(...)): what it probed goes to a file.
+# Run in a subshell ($(...)): what it probed goes to a file. trampoline_jumps is the
+# trampoline backend without its kernel uprobes for what no jump takes
+# (GOTAP_TRAMPOLINE_NO_FALLBACK=1): those functions left out.
 traced_us() {
-  local backend=$1 log="$dir/$1.err"
-  "$gotap" latency --backend "$backend" -o "$dir/$backend.out" -p "$srv" "$pattern" 2> "$log" &
+  local row=$1 backend=$1 log="$dir/$1.err" env=()
+  if [ "$row" = trampoline_jumps ]; then backend=trampoline; env=(GOTAP_TRAMPOLINE_NO_FALLBACK=1); fi
+  env "${env[@]}" "$gotap" latency --backend "$backend" -o "$dir/$row.out" -p "$srv" "$pattern" 2> "$log" &
   local g=$!
   for _ in $(seq 600); do grep -q '^Tracing ' "$log" && break; sleep 0.1; done
-  grep -o '^Tracing [0-9]* functions ([0-9]* probes)' "$log" > "$dir/$backend.probes" || true
+  grep -o '^Tracing [0-9]* functions ([0-9]* probes)' "$log" > "$dir/$row.probes" || true
   requests_us
   kill -INT "$g"
   wait "$g" || true
@@ -53,13 +57,14 @@ traced_us() {
 for _ in $(seq "$runs"); do
   res["untraced"]="${res["untraced"]:-} $(requests_us)"
   res["trampoline"]="${res["trampoline"]:-} $(traced_us trampoline)"
+  res["trampoline_jumps"]="${res["trampoline_jumps"]:-} $(traced_us trampoline_jumps)"
   res["ebpf"]="${res["ebpf"]:-} $(traced_us ebpf)"
 done
 kill -0 "$srv" || { echo "trampoline-server.sh: the server died" >&2; exit 1; }
 
-printf '%-12s %14s %12s  %s\n' what us/request "x untraced" probes
+printf '%-16s %14s %12s  %s\n' what us/request "x untraced" probes
 u=$(echo "${res[untraced]}" | median)
-for k in untraced trampoline ebpf; do
+for k in untraced trampoline trampoline_jumps ebpf; do
   m=$(echo "${res[$k]}" | median)
-  printf '%-12s %14s %12s  %s\n' "$k" "$m" "$(awk -v a="$m" -v b="$u" 'BEGIN {printf "%.2f", a / b}')" "$(cat "$dir/$k.probes" 2>/dev/null || true)"
+  printf '%-16s %14s %12s  %s\n' "$k" "$m" "$(awk -v a="$m" -v b="$u" 'BEGIN {printf "%.2f", a / b}')" "$(cat "$dir/$k.probes" 2>/dev/null || true)"
 done
