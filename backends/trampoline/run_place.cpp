@@ -273,6 +273,9 @@ Result<void> Run::place() {
   return {};
 }
 
+// From how many functions and inlined copies on uprobes start_fallback warns of their cost.
+constexpr size_t kManyUprobes = 100;
+
 void Run::start_fallback(bool image_locked) {
   if (!falls_back_) return;
   std::vector<int> funcs = refused_functions(set_);
@@ -329,6 +332,14 @@ void Run::start_fallback(bool image_locked) {
                "uprobes (eBPF)\n",
                n, n == 1 ? "y" : "ies", copies.size(), copies.size() == 1 ? "" : "s",
                n == 1 ? "is" : "are", done());
+  // Many uprobes cost a whole binary most of what eBPF would (docs/benchmarks.md): said,
+  // with the way to leave them out.
+  if (const size_t n = funcs.size() + fallback_->inlined_copies(); n >= kManyUprobes)
+    fmt::print(stderr,
+               "gotap: warning: {} functions and inlined copies on kernel uprobes cost what "
+               "eBPF's probes cost, most of this trace's cost when they are hot "
+               "(GOTAP_TRAMPOLINE_NO_FALLBACK=1 leaves them out)\n",
+               n);
 }
 
 Result<void> Run::write_trampolines(Mapped& m, bool empty) {
