@@ -121,7 +121,7 @@ namespace {
 // that was asked for, and says that every function went on uprobes.
 class AllOnUprobes : public EventSink {
  public:
-  explicit AllOnUprobes(EventSink& out) : out_(out) {}
+  AllOnUprobes(EventSink& out, const char* reason) : out_(out), reason_(reason) {}
   void emit(const Event& ev) override {
     if (ev.value("event", "") != "summary") return out_.emit(ev);
     Event s = ev;
@@ -135,6 +135,7 @@ class AllOnUprobes : public EventSink {
         u[k] = s[k];
         s.erase(k);
       }
+    if (reason_) u["reason"] = std::string("the trampoline backend ") + reason_;
     s["uprobes"] = std::move(u);
     s["not_patched"] = ev.value("functions", uint64_t(0));
     s["pages_kept"] = false;
@@ -147,19 +148,23 @@ class AllOnUprobes : public EventSink {
 
  private:
   EventSink& out_;
+  const char* reason_;
 };
 
 }  // namespace
 
-Result<void> run_all_on_uprobes(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink) {
+Result<void> run_all_on_uprobes(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink,
+                                const char* reason) {
   TraceOptions o = opts;
-  o.count_failed = false;  // as the trampolines' rows
-  AllOnUprobes out(sink);
+  // As the trampolines' rows, when the jumps could have taken the request.
+  if (!reason) o.count_failed = false;
+  AllOnUprobes out(sink, reason);
   ebpf::EbpfOptions eo;
   eo.banner = false;
   eo.on_live = [&plan](size_t probes, int pid) {
     std::cerr << tracing_banner(plan.funcs.size(), probes, "trampoline",
-                                pid > 0 ? "pid " + std::to_string(pid) : "every process")
+                                pid > 0 ? "pid " + std::to_string(pid) : "every process",
+                                plan.goroutines.status != 0)
               << std::endl;
   };
   return ebpf::run_session(plan, o, out, eo);

@@ -73,7 +73,10 @@ class Fallback {
 };
 
 // A run in which no function takes a jump: all of it on kernel uprobes, its banner and
-// summary the trampoline backend's (the summary's `uprobes` says so).
-Result<void> run_all_on_uprobes(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink);
+// summary the trampoline backend's (the summary's `uprobes` says so). `reason`: why the
+// jumps cannot take the request at all (Run::jumpless_request), in the summary's
+// `uprobes.reason`; null when they could, but no function had a place for one.
+Result<void> run_all_on_uprobes(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink,
+                                const char* reason = nullptr);
 
 }  // namespace gotap::trampoline

@@ -30,13 +30,23 @@ uint64_t now_ns() {
 
 Result<void> Run::run() {
   GOTAP_TRY(check_request());
+  const char* no_fallback = getenv("GOTAP_TRAMPOLINE_NO_FALLBACK");
+  falls_back_ = !(no_fallback && std::string(no_fallback) == "1");
+  // What the jumps do not do yet, the request takes whole on uprobes: the same events as
+  // --backend=ebpf's, at its cost, said on stderr and in the summary.
+  if (const char* no = jumpless_request()) {
+    if (!falls_back_) return make_error("--backend=trampoline {}", no);
+    fmt::print(stderr,
+               "gotap: the trampoline backend {}: every probe goes on kernel uprobes "
+               "(eBPF) instead\n",
+               no);
+    return run_all_on_uprobes(plan_, opts_, sink_, no);
+  }
   traced_ = opts_.mode == Mode::Trace;
   timed_ = opts_.mode == Mode::Latency || traced_;
   set_ = plan_patches(plan_, timed_);
   const char* verb = this->verb();
   const std::string refused = refused_summary(set_, plan_, done());
-  const char* no_fallback = getenv("GOTAP_TRAMPOLINE_NO_FALLBACK");
-  falls_back_ = !(no_fallback && std::string(no_fallback) == "1");
   if (set_.patches.empty()) {
     if (!falls_back_)
       return make_error("--backend=trampoline: nothing to {}: {}; --backend=ebpf {}s them", verb,
@@ -124,28 +134,33 @@ Result<void> Run::run() {
 
 Result<void> Run::check_request() const {
   const char* no = nullptr;
-  if (opts_.mode == Mode::Goroutines)
-    no = "has no goroutine events yet (gotap goroutines needs ptrace or ebpf)";
-  else if (opts_.mode != Mode::Count && !plan_.regabi)
-    no = "times and traces calls of Go 1.17 and later only (its records read g from R14, "
-         "the register ABI's)";
-  else if (opts_.mode == Mode::Trace && opts_.rate_per_s)
-    no = "takes no --rate yet";
-  else if (opts_.condition)
-    no = "takes no --if, --slower or --errors yet";
-  else if (plan_.goroutines.status || plan_.goroutines.walk)
-    no = "has no goroutine events or --why yet";
-  else if (!plan_.reads_g || !plan_.binary_view.pclntab)
-    no = "needs a program built by gc (gccgo has no stack check it can use)";
-  else if (opts_.target.all || opts_.target.library)
-    no = "takes one process: -p PID or -- CMD";
-  else if (opts_.target.pid <= 0 && opts_.target.argv.empty())
+  if (opts_.target.pid <= 0 && opts_.target.argv.empty() && !opts_.target.all &&
+      !opts_.target.library)
     no = "needs a target: -p PID or -- CMD ARGS";
-  else if (opts_.stack_depth > 0)
-    no = "has no --stack";
   if (no) return make_error("--backend=trampoline {}", no);
   if (!plan_.binary_view.elf) return make_error("the plan names no binary (GoBinary::plan)");
   return {};
+}
+
+const char* Run::jumpless_request() const {
+  if (opts_.mode == Mode::Goroutines)
+    return "has no jumps for goroutine events (the runtime's status changes are in nosplit "
+           "functions, which have no stack check to jump from)";
+  if (plan_.goroutines.status || plan_.goroutines.walk)
+    return "has no jumps for goroutine events or --why yet (the per-call accounting of --why "
+           "is in the kernel)";
+  if (opts_.mode != Mode::Count && !plan_.regabi)
+    return "times and traces with jumps calls of Go 1.17 and later only (its records read g "
+           "from R14, the register ABI's)";
+  if (opts_.mode == Mode::Trace && opts_.rate_per_s) return "has no jumps for --rate yet";
+  if (opts_.condition) return "has no jumps for --if, --slower or --errors yet";
+  if (!plan_.reads_g || !plan_.binary_view.pclntab)
+    return "has jumps for programs built by gc only (gccgo's functions have no stack check it "
+           "can use)";
+  if (opts_.target.all || opts_.target.library)
+    return "jumps in one process only (-p PID or -- CMD)";
+  if (opts_.stack_depth > 0) return "has no jumps for --stack yet";
+  return nullptr;
 }
 
 Result<sys::ImageLock> Run::lock_image(int wait_ms, bool abortable) const {

@@ -104,6 +104,9 @@ class Run {
   ExecWatch exec_;
 
   Result<void> check_request() const;
+  // Why the jumps cannot take this request (goroutine events, --why, conditions, ...): a
+  // phrase after "the trampoline backend"; null when they can.
+  const char* jumpless_request() const;
 
   // The executable's lock, which every gotap holds while it looks at sites and writes them
   // (core/sys/image_lock.h); `abortable`: a stop request ends the wait.

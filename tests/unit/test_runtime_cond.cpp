@@ -390,28 +390,31 @@ TEST(ConditionsPtraceOnly, IndexingAndFloatsSelectTheGroundTruthCalls) {
       EXPECT_EQ(got, want);
       ++compared;
     }
-    // eBPF: the part it cannot evaluate, named, and nothing launched.
+    // eBPF (and the trampoline backend, whose conditions run on eBPF): the part it cannot
+    // evaluate, named, and nothing launched.
     for (const auto& [expr, col, what] : std::vector<std::tuple<std::string, int, std::string>>{
              {"i == 1 || sl[0] == 10", 11, "sl[..] indexes a slice"},
              {"m[\"a\"] == 1", 1, "m[..] looks up a map"},
              {"f > 0", 1, "f is a float"}}) {
-      SCOPED_TRACE(fx.label() + ": ebpf: " + expr);
-      RunResult r = run_command({gotap_binary(), "trace", "--backend", "ebpf", "--json", "--if",
-                                 expr, "main.Acceptance", "--", fx.path},
-                                120);
-      EXPECT_EQ(r.exit_code, 2);
-      EXPECT_NE(r.err.find("column " + std::to_string(col) + ": " + what +
-                           ", which eBPF cannot read; use --backend=ptrace"),
-                std::string::npos)
-          << r.err;
-      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-      EXPECT_EQ(r.out.find("\"gt\""), std::string::npos) << r.out;
+      for (const char* backend : {"ebpf", "trampoline"}) {
+        SCOPED_TRACE(fx.label() + ": " + backend + ": " + expr);
+        RunResult r = run_command({gotap_binary(), "trace", "--backend", backend, "--json", "--if",
+                                   expr, "main.Acceptance", "--", fx.path},
+                                  120);
+        EXPECT_EQ(r.exit_code, 2);
+        EXPECT_NE(r.err.find("column " + std::to_string(col) + ": " + what +
+                             ", which eBPF cannot read; use --backend=ptrace"),
+                  std::string::npos)
+            << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        EXPECT_EQ(r.out.find("\"gt\""), std::string::npos) << r.out;
+      }
     }
   }
   EXPECT_GT(compared, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Conditions, ::testing::Values("ebpf", "ptrace"),
+INSTANTIATE_TEST_SUITE_P(Backends, Conditions, ::testing::Values("ebpf", "ptrace", "trampoline"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

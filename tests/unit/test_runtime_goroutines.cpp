@@ -299,7 +299,7 @@ TEST_P(Goroutines, BlockingReadShowsAsSyscallForItsTime) {
   if (checked == 0) GTEST_SKIP() << "no default build of goroutines before Go 1.26";
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Goroutines, ::testing::Values("ebpf", "ptrace"),
+INSTANTIATE_TEST_SUITE_P(Backends, Goroutines, ::testing::Values("ebpf", "ptrace", "trampoline"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -166,7 +166,7 @@ TEST_P(Stacks, TextFramesCarryFileAndLine) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Stacks, ::testing::Values("ebpf", "ptrace"),
+INSTANTIATE_TEST_SUITE_P(Backends, Stacks, ::testing::Values("ebpf", "ptrace", "trampoline"),
                          [](const auto& info) { return info.param; });
 
 TEST(StacksParity, BackendsGiveTheSameFrames) {

@@ -690,9 +690,11 @@ TEST_F(Trampoline, ForkedChildrenRunAsBefore) {
   }
 }
 
-// What the backend does not do is refused in one line, exit status 2, before any process is
-// touched.
-TEST_F(Trampoline, RefusesWhatItDoesNotDo) {
+// What the jumps do not do yet goes whole on kernel uprobes, said on stderr and in the
+// summary (tests/unit/test_runtime_{cond,goroutines,why,stacks}.cpp hold those runs to the
+// programs' ground truth). With the fallback off (GOTAP_TRAMPOLINE_NO_FALLBACK=1) it is
+// refused in one line, exit status 2, before any process is touched.
+TEST_F(Trampoline, WhatJumpsDoNotDoGoesOnUprobesOrIsRefused) {
   auto fx = all_fixtures("basic");
   if (fx.empty()) GTEST_SKIP() << "no basic fixtures built";
   const std::string bin = fx.back().path;
@@ -700,22 +702,45 @@ TEST_F(Trampoline, RefusesWhatItDoesNotDo) {
     std::vector<std::string> args;
     std::string says;
   };
-  for (const Want& w : std::vector<Want>{
-           {{"goroutines"}, "has no goroutine events yet"},
-           {{"trace", "--goroutines", "main.add"}, "has no goroutine events or --why yet"},
-           {{"trace", "--why", "main.add"}, "has no goroutine events or --why yet"},
-           {{"trace", "--rate", "10", "main.add"}, "takes no --rate yet"},
-           {{"latency", "--slower", "1ms", "main.add"}, "takes no --if, --slower"},
-           {{"count", "--if", "goid > 0", "main.add"}, "takes no --if"},
-           {{"count", "--stack", "2", "main.add"}, "has no --stack"},
-       }) {
-    std::vector<std::string> cmd = {gotap_binary(), w.args[0], "--backend", "trampoline"};
-    cmd.insert(cmd.end(), w.args.begin() + 1, w.args.end());
-    cmd.insert(cmd.end(), {"--", bin});
-    RunResult r = run_command(cmd, 60);
-    EXPECT_EQ(r.exit_code, 2) << w.args[0] << ": " << r.err;
-    EXPECT_NE(r.err.find(w.says), std::string::npos) << r.err;
-    EXPECT_EQ(r.out.find("done"), std::string::npos) << "the program never ran";
+  for (bool fallback : {true, false}) {
+    for (const Want& w : std::vector<Want>{
+             {{"goroutines"}, "has no jumps for goroutine events"},
+             {{"trace", "--goroutines", "main.add"}, "has no jumps for goroutine events or --why"},
+             {{"trace", "--why", "main.add"}, "has no jumps for goroutine events or --why"},
+             {{"trace", "--rate", "10", "main.add"}, "has no jumps for --rate"},
+             {{"latency", "--slower", "1ms", "main.add"}, "has no jumps for --if, --slower"},
+             {{"count", "--if", "goid > 0", "main.add"}, "has no jumps for --if"},
+             {{"count", "--stack", "2", "main.add"}, "has no jumps for --stack"},
+         }) {
+      SCOPED_TRACE(w.args[0] + (fallback ? " with the fallback" : " without it"));
+      std::vector<std::string> cmd = {gotap_binary(), w.args[0], "--backend", "trampoline",
+                                      "--json"};
+      cmd.insert(cmd.end(), w.args.begin() + 1, w.args.end());
+      cmd.insert(cmd.end(), {"--", bin});
+      if (!fallback) setenv("GOTAP_TRAMPOLINE_NO_FALLBACK", "1", 1);
+      RunResult r = run_command(cmd, 60);
+      unsetenv("GOTAP_TRAMPOLINE_NO_FALLBACK");
+      EXPECT_NE(r.err.find(w.says), std::string::npos) << r.err;
+      if (!fallback) {
+        EXPECT_EQ(r.exit_code, 2) << r.err;
+        EXPECT_EQ(r.out.find("done"), std::string::npos) << "the program never ran";
+        continue;
+      }
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_NE(r.err.find("every probe goes on kernel uprobes"), std::string::npos) << r.err;
+      const auto sum = events_in(r.out, "summary");
+      ASSERT_EQ(sum.size(), 1u) << r.out;
+      EXPECT_EQ(sum[0].value("backend", ""), "trampoline");
+      ASSERT_TRUE(sum[0].contains("uprobes")) << sum[0];
+      EXPECT_NE(sum[0]["uprobes"].value("reason", "").find(w.says), std::string::npos) << sum[0];
+      // main.add's calls, as the program printed them.
+      if (w.args[0] == "count") {
+        size_t gt = 0;
+        for (size_t at = 0; (at = r.out.find("GT main.add a=", at)) != std::string::npos; ++at)
+          ++gt;
+        EXPECT_EQ(counts_of(r.out)["main.add"], gt) << r.out;
+      }
+    }
   }
 }
 

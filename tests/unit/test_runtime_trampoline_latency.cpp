@@ -111,12 +111,9 @@ TEST_F(TrampolineLatency, ParkCallsLieInsideTheirCallersWindowsOnEveryRelease) {
     RunResult r = run_command({gotap_binary(), "latency", "--backend", "trampoline", "--json",
                                "main.park", "--", f.path, "park", "3", "4"},
                               120);
-    if (!f.go_at_least(17)) {
-      EXPECT_EQ(r.exit_code, 2) << r.err;
-      EXPECT_NE(r.err.find("times and traces calls of Go 1.17 and later only"), std::string::npos)
-          << r.err;
-      continue;
-    }
+    // Before the register ABI the records cannot read g: the run is on uprobes.
+    if (!f.go_at_least(17))
+      EXPECT_NE(r.err.find("calls of Go 1.17 and later only"), std::string::npos) << r.err;
     ++timed;
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const Windows w = windows_of(r.out);
