@@ -18,6 +18,10 @@ const volatile __u32 why_kernel = 0;
  * with a traced call open are wanted, and the goroutine probes' work for any other ends at
  * the lookup in why_goids (its creation and its end still go, which name goroutines). */
 const volatile __u32 why_only = 0;
+/* The traced calls' entries and returns are not this program's to see (the trampoline
+ * backend's jumps take them, backends/trampoline/fallback.h): every goroutine counts as one
+ * with a traced call open, so that the thread running it is followed. */
+const volatile __u32 why_every = 0;
 
 /* include/linux/sched.h: a thread stopped by a signal or a tracer (ptrace) is off the CPU
  * by no choice of the scheduler's, and not for lack of a CPU. */
@@ -63,6 +67,7 @@ static __always_inline void why_leaves(__u32 tid, __u64 goid) {
 
 /* A traced call's entry on thread tid, run by goid. */
 static __always_inline void why_call_entry(__u32 tid, __u64 goid) {
+  if (why_every) return;
   __u32* n = bpf_map_lookup_elem(&why_goids, &goid);
   if (n) {
     *n += 1;
@@ -75,6 +80,7 @@ static __always_inline void why_call_entry(__u32 tid, __u64 goid) {
 
 /* A traced call's return whose entry was seen. */
 static __always_inline void why_call_return(__u32 tid, __u64 goid) {
+  if (why_every) return;
   __u32* n = bpf_map_lookup_elem(&why_goids, &goid);
   if (!n) return;
   if (*n > 1) {
@@ -100,7 +106,7 @@ static __always_inline int why_status(struct pt_regs* ctx, __u32 tid, __u64* goi
   /* Unread, it is not dropped: user space counts what it cannot read. */
   if (!gp || bpf_probe_read_user(&goid, sizeof(goid), (void*)(gp + g_goid_off))) return 1;
   *goid_out = goid;
-  int inside = bpf_map_lookup_elem(&why_goids, &goid) != 0;
+  int inside = why_every || bpf_map_lookup_elem(&why_goids, &goid) != 0;
   if (leaves) {
     why_leaves(tid, goid);
   } else if (runs && inside) {

@@ -136,7 +136,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   std::string why;
   auto backend = make_backend(req.backend, &why);
   if (!backend) return report_error(backend.error());
-  // The trampoline backend's conditions and --why run in its eBPF session (jumpless_request).
+  // The trampoline backend's conditions run in its eBPF session (Run::jumpless_request).
   const bool in_bpf = (*backend)->name() == "ebpf" || (*backend)->name() == "trampoline";
   if (opts.condition && in_bpf && !condition->ebpf_problem.empty())
     return usage_error(condition->ebpf_problem);
@@ -146,7 +146,8 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   // and --prometheus's scrapes read the sums. Elsewhere, and where each call's split must
   // reach user space (--record, --goroutines), the backend traces the calls and the latencies
   // are made from their returns (core/why/why_latency.h).
-  if (req.why && opts.mode == Mode::Latency && (!in_bpf || req.record || req.goroutines))
+  if (req.why && opts.mode == Mode::Latency &&
+      ((*backend)->name() != "ebpf" || req.record || req.goroutines))
     opts.mode = Mode::Trace;
 
   auto pipeline = assemble_pipeline(req, *plan, root, opts);

@@ -140,7 +140,9 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
   const bool why_agg = why_in_kernel(plan, mode);
   const bool why_kernel = plan.goroutines.walk && (mode == Mode::Trace || why_agg);
   ro->why_kernel = why_kernel ? 1 : 0;
-  ro->why_only = why_kernel && (why_agg || !plan.goroutines.all_changes) ? 1 : 0;
+  // The trampoline backend's goroutine probes: its calls are not seen here (why_every).
+  ro->why_every = why_kernel && eo.why_every_goroutine ? 1 : 0;
+  ro->why_only = why_kernel && !ro->why_every && (why_agg || !plan.goroutines.all_changes) ? 1 : 0;
   ro->why_agg = why_agg ? 1 : 0;
   ro->g_waitreason_off = plan.offsets.g_waitreason;
   ro->why_reason_park_only = wait_reason_only_from_park(plan.go) ? 1 : 0;

@@ -42,6 +42,9 @@ struct EbpfOptions {
   // that had run by then has been read and emitted, but for one still being written).
   std::function<void(uint64_t)> on_read;
   bool image_locked = false;
+  // --why whose traced calls another backend sees (the trampoline backend's jumps): the
+  // kernel follows every goroutine's thread, and sends every status change (bpf/why_kernel.h).
+  bool why_every_goroutine = false;
 };
 
 // Runs one trace session of the plan's binary (plan.binary_view). Used by EbpfBackend::run and

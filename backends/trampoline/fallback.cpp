@@ -73,6 +73,8 @@ Result<std::unique_ptr<Fallback>> Fallback::start(const ProbePlan& plan,
     eo.banner = false;
     eo.stop = &self->stop_;
     eo.image_locked = image_locked;
+    // --why: the jumps take the traced calls, which this session does not see.
+    eo.why_every_goroutine = self->plan_.goroutines.walk;
     eo.on_live = [self](size_t probes, int) {
       std::lock_guard<std::mutex> lock(self->mu_);
       self->live_ = true;

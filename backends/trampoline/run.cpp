@@ -42,6 +42,11 @@ Result<void> Run::run() {
                no);
     return run_all_on_uprobes(plan_, opts_, sink_, no);
   }
+  goroutine_probes_ = plan_.goroutines.status || plan_.goroutines.walk;
+  if (goroutine_probes_ && !falls_back_)
+    return make_error(
+        "--backend=trampoline takes the goroutine probes of --why and --goroutines on kernel "
+        "uprobes, which GOTAP_TRAMPOLINE_NO_FALLBACK=1 leaves out");
   traced_ = opts_.mode == Mode::Trace;
   timed_ = opts_.mode == Mode::Latency || traced_;
   set_ = plan_patches(plan_, timed_);
@@ -87,6 +92,13 @@ Result<void> Run::run() {
     merge_.reset();
     return run_all_on_uprobes(plan_, opts_, sink_);
   }
+  if (goroutine_probes_ && !fallback_) {
+    // Without them --why's splits and the goroutine events would be wrong, not just absent.
+    remove();
+    return end_unpatched(
+        runtime_error("the goroutine probes could not be placed (the trampolines are removed): {}",
+                      fallback_error_.empty() ? "the trace ended first" : fallback_error_));
+  }
   if (merge_ && !fallback_) merge_.reset();
   if (trace_sites_)
     reader_ = std::make_unique<TraceReader>(plan_, *trace_sites_, bias_, pid_, opts_.max_str,
@@ -96,7 +108,7 @@ Result<void> Run::run() {
   fmt::print(stderr, "{}\n",
              tracing_banner((timed_ ? funcs_placed_ : set_.patches.size()) + fell_back,
                             placed_ + (fallback_ ? fallback_->probes() : 0), "trampoline",
-                            fmt::format("pid {}", pid_)));
+                            fmt::format("pid {}", pid_), plan_.goroutines.status != 0));
   std::fflush(stderr);
   if (opts_.metrics) opts_.metrics->begin(pid_, [this](MetricsSnapshot& s) { read_metrics(s); });
   wait(t0);
@@ -146,9 +158,6 @@ const char* Run::jumpless_request() const {
   if (opts_.mode == Mode::Goroutines)
     return "has no jumps for goroutine events (the runtime's status changes are in nosplit "
            "functions, which have no stack check to jump from)";
-  if (plan_.goroutines.status || plan_.goroutines.walk)
-    return "has no jumps for goroutine events or --why yet (the per-call accounting of --why "
-           "is in the kernel)";
   if (opts_.mode != Mode::Count && !plan_.regabi)
     return "times and traces with jumps calls of Go 1.17 and later only (its records read g "
            "from R14, the register ABI's)";
@@ -160,6 +169,9 @@ const char* Run::jumpless_request() const {
   if (opts_.target.all || opts_.target.library)
     return "jumps in one process only (-p PID or -- CMD)";
   if (opts_.stack_depth > 0) return "has no jumps for --stack yet";
+  // latency --why reaches a backend other than eBPF as trace (cmd_trace.cpp).
+  if ((plan_.goroutines.status || plan_.goroutines.walk) && opts_.mode != Mode::Trace)
+    return "has jumps for --why and --goroutines in trace, graph and latency only";
   return nullptr;
 }
 
@@ -406,6 +418,11 @@ void Run::emit(uint64_t ended) {
     if (fell.is_object())
       for (const char* k : {"attach", "skipped_sites", "unmatched_returns"})
         if (fell.contains(k)) f[k] = fell[k];
+    if (goroutine_probes_) f["goroutine_probes"] = true;
+    // --why's own counts (why_threads_full, why_unmeasured, ...) are the session's.
+    if (fell.is_object())
+      for (const auto& [k, v] : fell.items())
+        if (k.rfind("why_", 0) == 0) sum.extra[k] = v;
     sum.extra["uprobes"] = std::move(f);
   } else if (!fallback_error_.empty()) {
     sum.extra["uprobes_error"] = fallback_error_;

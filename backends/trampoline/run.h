@@ -81,6 +81,10 @@ class Run {
   // uprobes in the same run (fallback.h); null when there are none or they could not be placed.
   bool falls_back_ = false;
   bool all_on_uprobes_ = false;  // place() found no room for any timed function's bodies
+  // trace --why or --goroutines: the goroutine probes (runtime.casgstatus, ...: nosplit, no
+  // jump) and --why's kernel side run in the fallback's session, their events merged with
+  // the ring's; the run fails when it cannot start.
+  bool goroutine_probes_ = false;
   std::vector<int> stubless_funcs_;
   std::unique_ptr<Fallback> fallback_;
   std::string fallback_error_;  // why it could not start, or why it failed

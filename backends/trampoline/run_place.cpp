@@ -290,7 +290,8 @@ void Run::start_fallback(bool image_locked) {
           !std::binary_search(funcs.begin(), funcs.end(), p.func))
         copies.push_back(p.func);
     }
-  if (funcs.empty() && copies.empty()) return;
+  // --why and --goroutines: the goroutine probes are this session's (goroutine_probes_).
+  if (funcs.empty() && copies.empty() && !goroutine_probes_) return;
   std::function<void(uint64_t)> on_read;
   if (merge_)
     on_read = [m = merge_.get()](uint64_t t) {
@@ -314,6 +315,7 @@ void Run::start_fallback(bool image_locked) {
   };
   if (!f) {
     fallback_error_ = f.error().what();
+    if (goroutine_probes_) return;  // run() ends the run: its request cannot be met
     if (!funcs.empty())
       fmt::print(stderr, "gotap: warning: {}: kernel uprobes could not take them: {}\n",
                  said(nullptr), fallback_error_);

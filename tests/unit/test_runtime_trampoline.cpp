@@ -691,9 +691,10 @@ TEST_F(Trampoline, ForkedChildrenRunAsBefore) {
 }
 
 // What the jumps do not do yet goes whole on kernel uprobes, said on stderr and in the
-// summary (tests/unit/test_runtime_{cond,goroutines,why,stacks}.cpp hold those runs to the
+// summary (tests/unit/test_runtime_{cond,goroutines,stacks}.cpp hold those runs to the
 // programs' ground truth). With the fallback off (GOTAP_TRAMPOLINE_NO_FALLBACK=1) it is
-// refused in one line, exit status 2, before any process is touched.
+// refused in one line, exit status 2, before any process is touched, and so are --why and
+// --goroutines, whose goroutine probes are uprobes.
 TEST_F(Trampoline, WhatJumpsDoNotDoGoesOnUprobesOrIsRefused) {
   auto fx = all_fixtures("basic");
   if (fx.empty()) GTEST_SKIP() << "no basic fixtures built";
@@ -705,8 +706,6 @@ TEST_F(Trampoline, WhatJumpsDoNotDoGoesOnUprobesOrIsRefused) {
   for (bool fallback : {true, false}) {
     for (const Want& w : std::vector<Want>{
              {{"goroutines"}, "has no jumps for goroutine events"},
-             {{"trace", "--goroutines", "main.add"}, "has no jumps for goroutine events or --why"},
-             {{"trace", "--why", "main.add"}, "has no jumps for goroutine events or --why"},
              {{"trace", "--rate", "10", "main.add"}, "has no jumps for --rate"},
              {{"latency", "--slower", "1ms", "main.add"}, "has no jumps for --if, --slower"},
              {{"count", "--if", "goid > 0", "main.add"}, "has no jumps for --if"},
@@ -741,6 +740,18 @@ TEST_F(Trampoline, WhatJumpsDoNotDoGoesOnUprobesOrIsRefused) {
         EXPECT_EQ(counts_of(r.out)["main.add"], gt) << r.out;
       }
     }
+  }
+  for (const char* flag : {"--why", "--goroutines"}) {
+    SCOPED_TRACE(flag);
+    setenv("GOTAP_TRAMPOLINE_NO_FALLBACK", "1", 1);
+    RunResult r = run_command(
+        {gotap_binary(), "trace", "--backend", "trampoline", "--json", flag, "main.add", "--", bin},
+        60);
+    unsetenv("GOTAP_TRAMPOLINE_NO_FALLBACK");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("which GOTAP_TRAMPOLINE_NO_FALLBACK=1 leaves out"), std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out.find("done"), std::string::npos) << "the program never ran";
   }
 }
 

@@ -236,7 +236,7 @@ TEST_P(WhyGoTrace, PartsAgreeWithGoExecutionTrace) {
   EXPECT_NEAR(syscall, go_syscall, agree(go_syscall) + late) << "system calls";
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, WhyGoTrace, ::testing::Values("ebpf", "ptrace"),
+INSTANTIATE_TEST_SUITE_P(Backends, WhyGoTrace, ::testing::Values("ebpf", "ptrace", "trampoline"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -276,7 +276,7 @@ TEST_P(WhyViews, HeldCallsWithGoroutineEventsKeepTheirParts) {
   EXPECT_GT(states, 0) << "a --goroutines record's json view has its status changes";
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, WhyViews, ::testing::Values("ebpf", "ptrace"),
+INSTANTIATE_TEST_SUITE_P(Backends, WhyViews, ::testing::Values("ebpf", "ptrace", "trampoline"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
