@@ -7,6 +7,10 @@
 # puts it in build/fixtures/real/esbuild). Each figure is the median of REQUESTS sequential
 # requests' time_total as curl measures it, in microseconds; RUNS rounds, interleaved.
 #
+# WHY=1: `latency --why` instead (each call's time split, docs/cli.md): the trampoline backend's
+# calls on jumps with the goroutine probes on uprobes, against eBPF's; no trampoline_jumps row
+# (--why needs those uprobes).
+#
 # usage: bench/trampoline-server.sh [GOTAP] [ESBUILD]   (root)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,6 +19,8 @@ esbuild=${2:-$here/build/fixtures/real/esbuild/esbuild}
 runs=${RUNS:-3}
 requests=${REQUESTS:-300}
 pattern=${PATTERN:-re:.}
+why=()
+[ "${WHY:-0}" = 1 ] && why=(--why)
 [ -x "$gotap" ] || { echo "trampoline-server.sh: no gotap at $gotap" >&2; exit 2; }
 [ -x "$esbuild" ] || { echo "trampoline-server.sh: no esbuild at $esbuild" >&2; exit 2; }
 # shellcheck source=bench/lib.sh
@@ -45,10 +51,10 @@ requests_us() {
 traced_us() {
   local row=$1 backend=$1 log="$dir/$1.err" env=()
   if [ "$row" = trampoline_jumps ]; then backend=trampoline; env=(GOTAP_TRAMPOLINE_NO_FALLBACK=1); fi
-  env "${env[@]}" "$gotap" latency --backend "$backend" -o "$dir/$row.out" -p "$srv" "$pattern" 2> "$log" &
+  env "${env[@]}" "$gotap" latency "${why[@]}" --backend "$backend" -o "$dir/$row.out" -p "$srv" "$pattern" 2> "$log" &
   local g=$!
   for _ in $(seq 600); do grep -q '^Tracing ' "$log" && break; sleep 0.1; done
-  grep -o '^Tracing [0-9]* functions ([0-9]* probes)' "$log" > "$dir/$row.probes" || true
+  grep -o '^Tracing [a-z ]*[0-9]* functions\? ([0-9]* probes\?)' "$log" > "$dir/$row.probes" || true
   requests_us
   kill -INT "$g"
   wait "$g" || true
@@ -57,7 +63,7 @@ traced_us() {
 for _ in $(seq "$runs"); do
   res["untraced"]="${res["untraced"]:-} $(requests_us)"
   res["trampoline"]="${res["trampoline"]:-} $(traced_us trampoline)"
-  res["trampoline_jumps"]="${res["trampoline_jumps"]:-} $(traced_us trampoline_jumps)"
+  [ ${#why[@]} = 0 ] && res["trampoline_jumps"]="${res["trampoline_jumps"]:-} $(traced_us trampoline_jumps)"
   res["ebpf"]="${res["ebpf"]:-} $(traced_us ebpf)"
 done
 kill -0 "$srv" || { echo "trampoline-server.sh: the server died" >&2; exit 1; }
@@ -65,6 +71,7 @@ kill -0 "$srv" || { echo "trampoline-server.sh: the server died" >&2; exit 1; }
 printf '%-16s %14s %12s  %s\n' what us/request "x untraced" probes
 u=$(echo "${res[untraced]}" | median)
 for k in untraced trampoline trampoline_jumps ebpf; do
+  [ -n "${res[$k]:-}" ] || continue
   m=$(echo "${res[$k]}" | median)
   printf '%-16s %14s %12s  %s\n' "$k" "$m" "$(awk -v a="$m" -v b="$u" 'BEGIN {printf "%.2f", a / b}')" "$(cat "$dir/$k.probes" 2>/dev/null || true)"
 done
