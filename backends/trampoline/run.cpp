@@ -102,7 +102,7 @@ Result<void> Run::run() {
   if (merge_ && !fallback_) merge_.reset();
   if (trace_sites_)
     reader_ = std::make_unique<TraceReader>(plan_, *trace_sites_, bias_, pid_, opts_.max_str,
-                                            merge_ ? merge_->source(0) : sink_);
+                                            merge_ ? merge_->source(0) : sink_, opts_.rate_per_s);
   const uint64_t t0 = now_ns();
   const size_t fell_back = fallback_ ? fallback_->functions() : 0;
   fmt::print(stderr, "{}\n",
@@ -161,7 +161,6 @@ const char* Run::jumpless_request() const {
   if (opts_.mode != Mode::Count && !plan_.regabi)
     return "times and traces with jumps calls of Go 1.17 and later only (its records read g "
            "from R14, the register ABI's)";
-  if (opts_.mode == Mode::Trace && opts_.rate_per_s) return "has no jumps for --rate yet";
   if (opts_.condition) return "has no jumps for --if, --slower or --errors yet";
   if (!plan_.reads_g || !plan_.binary_view.pclntab)
     return "has jumps for programs built by gc only (gccgo's functions have no stack check it "
@@ -324,6 +323,7 @@ void Run::read_metrics(MetricsSnapshot& s) const {
       FuncMetrics m;
       m.func = plan_.funcs[f].name;
       m.calls = calls[f];
+      if (opts_.rate_per_s) m.rate_limited = reader_->rate_limited(f);
       s.funcs.push_back(std::move(m));
     }
     s.lost = ring_ ? reader_->dropped(ring_) : 0;
@@ -408,6 +408,11 @@ void Run::emit(uint64_t ended) {
     sum.extra["returns_before_entries"] = timer_->unmatched_returns();
   }
   if (reader_) sum.extra["returns_before_entries"] = reader_->unmatched_returns();
+  // The jumps' calls --rate left out, and the uprobes' (each limits its own functions).
+  if (reader_ && opts_.rate_per_s)
+    sum.extra["rate_limited"] =
+        reader_->rate_limited() +
+        (fell.is_object() ? fell.value("rate_limited", uint64_t(0)) : uint64_t(0));
   if (merge_) sum.extra["out_of_order"] = merge_->out_of_order();
   // What went on kernel uprobes: how many functions and probes, and how they were attached.
   if (fallback_) {

@@ -4,6 +4,8 @@
 // (call_timer.h): by goroutine and g.stack.hi - RSP. A return whose entry was not seen has
 // no duration; an entry replaced by another at the same depth of its goroutine (a panic
 // unwound it) is `unfinished` then, and those still open at the end are `unfinished` too.
+// --rate N: each call takes its token at its entry (a return whose entry was not seen, at the
+// return); a call refused is neither reported nor `unfinished`, only counted.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include "backends/trampoline/call_timer.h"
 #include "backends/trampoline/trace_capture.h"
 #include "core/events/events.h"
+#include "core/events/rate_limit.h"
 #include "core/events/typed_events.h"
 #include "core/plan/plan.h"
 
@@ -24,7 +27,7 @@ class TraceReader {
  public:
   // `sites` by PatchSet index; `bias`: where pid loaded the binary minus its link address.
   TraceReader(const ProbePlan& plan, const TraceSites& sites, uint64_t bias, int pid, int max_str,
-              EventSink& sink);
+              EventSink& sink, uint32_t rate_per_s = 0);
   ~TraceReader();
   size_t drain(uint8_t* ring);
   size_t finish(uint8_t* ring);
@@ -34,6 +37,8 @@ class TraceReader {
   std::vector<CallUnfinished> open_calls(uint64_t now_ns) const;
   uint64_t events() const { return events_; }
   uint64_t unmatched_returns() const { return unmatched_; }
+  uint64_t rate_limited() const { return rate_.dropped_total(); }
+  uint64_t rate_limited(size_t func) const { return rate_.dropped(func); }
   // Calls entered, by plan index.
   const std::vector<uint64_t>& calls() const { return calls_; }
   TscClock& clock() { return clock_; }
@@ -47,6 +52,7 @@ class TraceReader {
     // The entry event's ts_ns, kept: the clock's rate is measured again as the trace goes,
     // and an unfinished call's entry_ts_ns must be its entry event's to the ns.
     uint64_t ts;
+    bool reported;  // --rate let it through
   };
   const ProbePlan& plan_;
   const TraceSites& sites_;
@@ -59,6 +65,7 @@ class TraceReader {
   std::vector<uint64_t> calls_;
   uint64_t events_ = 0, unmatched_ = 0;
   std::unique_ptr<gotap_event> ev_ = std::make_unique<gotap_event>();
+  RateLimit rate_;
 };
 
 }  // namespace gotap::trampoline
