@@ -1,6 +1,7 @@
 // The eBPF session for what the trampolines cannot take (fallback.h).
 #include "backends/trampoline/fallback.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <iostream>
@@ -61,9 +62,10 @@ Result<std::unique_ptr<Fallback>> Fallback::start(const ProbePlan& plan,
   f->opts_.target.pid = pid;
   f->opts_.duration_s = 0;
   // The trampolines count no failures; neither do their fallback's rows, which stand in the
-  // same table. --prometheus publishes the trampolines' functions only (docs/cli.md).
+  // same table. Its counters reach --prometheus and -i through the run's (read_metrics).
   f->opts_.count_failed = false;
-  f->opts_.metrics = nullptr;
+  if (opts.metrics) f->metrics_ = std::make_unique<LiveMetrics>();
+  f->opts_.metrics = f->metrics_.get();
   f->opts_.max_overhead_pct = 0;
   f->sink_ = std::make_unique<Sink>(*f, out);
   Fallback* self = f.get();
@@ -106,6 +108,20 @@ Result<std::unique_ptr<Fallback>> Fallback::start(const ProbePlan& plan,
     return runtime_error("{}", why.empty() ? "the session ended before its probes were live" : why);
   }
   return f;
+}
+
+void Fallback::read_metrics(MetricsSnapshot& s) const {
+  if (!metrics_) return;
+  const MetricsSnapshot own = metrics_->read();
+  for (const FuncMetrics& m : own.funcs) {
+    auto it = std::find_if(s.funcs.begin(), s.funcs.end(),
+                           [&m](const FuncMetrics& o) { return o.func == m.func; });
+    if (it == s.funcs.end())
+      s.funcs.push_back(m);
+    else
+      it->calls += m.calls;  // an inlined copy's calls (count, trace): no duration
+  }
+  s.lost += own.lost;
 }
 
 void Fallback::finish() {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/events/live_metrics.h"
 
 namespace gotap::trampoline {
 
@@ -54,6 +55,9 @@ class Fallback {
   const std::vector<Event>& rows() const { return rows_; }
   // Its summary event (null when it failed before it).
   const Event& summary() const { return summary_; }
+  // With --prometheus or -i: adds its functions' counters to `s` (a function's inlined
+  // copies' calls to that function's row), and its losses; the final values once it ended.
+  void read_metrics(MetricsSnapshot& s) const;
 
  private:
   class Sink;
@@ -70,6 +74,8 @@ class Fallback {
   std::string error_;
   std::vector<Event> rows_;
   Event summary_;
+  // The session's own metrics (opts.metrics), read by read_metrics; null without them.
+  std::unique_ptr<LiveMetrics> metrics_;
 };
 
 // A run in which no function takes a jump: all of it on kernel uprobes, its banner and

@@ -300,6 +300,7 @@ void Run::drain() {
 void Run::read_metrics(MetricsSnapshot& s) const {
   s.pid = pid_;
   s.funcs.clear();
+  s.lost = 0;
   if (timer_) {
     std::lock_guard<std::mutex> lock(timer_mu_);
     const auto& lat = timer_->latencies();
@@ -313,9 +314,7 @@ void Run::read_metrics(MetricsSnapshot& s) const {
       s.funcs.push_back(std::move(m));
     }
     s.lost = ring_ ? timer_->dropped(ring_) : 0;
-    return;
-  }
-  if (reader_) {
+  } else if (reader_) {
     std::lock_guard<std::mutex> lock(timer_mu_);
     const auto& calls = reader_->calls();
     for (size_t f = 0; f < calls.size(); ++f) {
@@ -327,15 +326,16 @@ void Run::read_metrics(MetricsSnapshot& s) const {
       s.funcs.push_back(std::move(m));
     }
     s.lost = ring_ ? reader_->dropped(ring_) : 0;
-    return;
+  } else {
+    for (auto [f, n] : counts()) {
+      FuncMetrics m;
+      m.func = plan_.funcs[f].name;
+      m.calls = n;
+      s.funcs.push_back(std::move(m));
+    }
   }
-  for (auto [f, n] : counts()) {
-    FuncMetrics m;
-    m.func = plan_.funcs[f].name;
-    m.calls = n;
-    s.funcs.push_back(std::move(m));
-  }
-  s.lost = 0;
+  // The functions on uprobes, and the inlined copies' calls added to their function's.
+  if (fallback_) fallback_->read_metrics(s);
 }
 
 void Run::emit(uint64_t ended) {

@@ -86,6 +86,33 @@ TEST_F(TrampolineFallback, CountsAndTimesEveryCallOfFunctionsNoJumpTakes) {
   if (!checked) GTEST_SKIP() << "no oneret fixture of Go 1.17 or later built";
 }
 
+// -i's intervals (and so --prometheus, which reads the same counters) hold the functions on
+// uprobes too: each function's intervals add up to the calls the program made. Before, they
+// held the jumps' functions alone.
+TEST_F(TrampolineFallback, IntervalsHoldTheFunctionsOnUprobes) {
+  int checked = 0;
+  for (const Fixture& fx : all_fixtures("oneret")) {
+    if (fx.flavour != "default" || !fx.go_at_least(17)) continue;
+    for (const std::string mode : {"count", "latency"}) {
+      SCOPED_TRACE(fx.label() + " " + mode);
+      auto r = run_command({gotap_binary(), mode, "--backend", "trampoline", "--json", "-i", "0.02",
+                            "main.nop", "main.ident", "main.(*nopSink).Post", "main.run", "--",
+                            fx.path});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      const auto made = made_of(r.out);
+      ASSERT_EQ(made.size(), 3u) << r.out;
+      std::map<std::string, uint64_t> summed;
+      for (const json& e : events_in(r.out, mode))
+        if (e.contains("interval")) summed[e["func"]] += e["count"].get<uint64_t>();
+      for (const auto& [func, n] : made)
+        EXPECT_EQ(summed.count(func) ? summed.at(func) : 0, n) << func << "\n" << r.out;
+      EXPECT_EQ(summed["main.run"], 2u) << "two goroutines, on a jump";
+      ++checked;
+    }
+  }
+  if (!checked) GTEST_SKIP() << "no oneret fixture of Go 1.17 or later built";
+}
+
 std::vector<Fixture> spin_fixtures() {
   std::vector<Fixture> out;
   for (const Fixture& f : all_fixtures("latency"))
