@@ -64,6 +64,17 @@ Result<std::unique_ptr<Fallback>> Fallback::start(const ProbePlan& plan,
   // The trampolines count no failures; neither do their fallback's rows, which stand in the
   // same table. Its counters reach --prometheus and -i through the run's (read_metrics).
   f->opts_.count_failed = false;
+  // A condition's programs are by plan index: the session's functions are numbered anew.
+  if (opts.condition) {
+    f->cond_ = std::make_unique<cond::Condition>();
+    f->cond_->spec = opts.condition->spec;
+    f->cond_->ebpf_problem = opts.condition->ebpf_problem;
+    if (!opts.condition->funcs.empty()) {
+      for (int i : funcs) f->cond_->funcs.push_back(opts.condition->funcs.at(size_t(i)));
+      for (int i : inlined_only) f->cond_->funcs.push_back(opts.condition->funcs.at(size_t(i)));
+    }
+    f->opts_.condition = f->cond_.get();
+  }
   if (opts.metrics) f->metrics_ = std::make_unique<LiveMetrics>();
   f->opts_.metrics = f->metrics_.get();
   f->opts_.max_overhead_pct = 0;

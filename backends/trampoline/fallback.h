@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/cond/condition.h"
 #include "core/events/live_metrics.h"
 
 namespace gotap::trampoline {
@@ -74,6 +75,8 @@ class Fallback {
   std::string error_;
   std::vector<Event> rows_;
   Event summary_;
+  // The condition's programs of its functions, by the session's indexes (opts.condition).
+  std::unique_ptr<cond::Condition> cond_;
   // The session's own metrics (opts.metrics), read by read_metrics; null without them.
   std::unique_ptr<LiveMetrics> metrics_;
 };

@@ -64,7 +64,11 @@ Result<void> Run::run() {
   // What no jump takes goes on kernel uprobes in the same run (fallback.h), a trace's events
   // merged with the ring's in time order. GOTAP_TRAMPOLINE_NO_FALLBACK=1 (read above) leaves
   // them out (tests, bench/trampoline.sh's rows of jumps alone).
-  if (traced_ && falls_back_) merge_ = std::make_unique<TimeMerge>(sink_, 2);
+  // Held entries go out at their return, behind later events: with a condition the merge
+  // only serializes the two sources (as eBPF's own output, entries come with their returns).
+  if (traced_ && falls_back_)
+    merge_ = opts_.condition ? std::make_unique<TimeMerge>(sink_, 2, 0)
+                             : std::make_unique<TimeMerge>(sink_, 2);
   if (!refused.empty() && !falls_back_)
     fmt::print(stderr, "gotap: warning: {}; --backend=ebpf {}s them\n", refused, verb);
   if (traced_) {
@@ -102,7 +106,8 @@ Result<void> Run::run() {
   if (merge_ && !fallback_) merge_.reset();
   if (trace_sites_)
     reader_ = std::make_unique<TraceReader>(plan_, *trace_sites_, bias_, pid_, opts_.max_str,
-                                            merge_ ? merge_->source(0) : sink_, opts_.rate_per_s);
+                                            merge_ ? merge_->source(0) : sink_, opts_.rate_per_s,
+                                            filter());
   const uint64_t t0 = now_ns();
   const size_t fell_back = fallback_ ? fallback_->functions() : 0;
   fmt::print(stderr, "{}\n",
@@ -154,6 +159,11 @@ Result<void> Run::check_request() const {
   return {};
 }
 
+ReturnFilter Run::filter() const {
+  if (!opts_.condition) return {};
+  return {opts_.condition->spec.slower_ns, opts_.condition->spec.errors};
+}
+
 const char* Run::jumpless_request() const {
   if (opts_.mode == Mode::Goroutines)
     return "has no jumps for goroutine events (the runtime's status changes are in nosplit "
@@ -161,7 +171,9 @@ const char* Run::jumpless_request() const {
   if (opts_.mode != Mode::Count && !plan_.regabi)
     return "times and traces with jumps calls of Go 1.17 and later only (its records read g "
            "from R14, the register ABI's)";
-  if (opts_.condition) return "has no jumps for --if, --slower or --errors yet";
+  // --slower and --errors of trace the reader decides at each return (TraceReader).
+  if (opts_.condition && (opts_.mode != Mode::Trace || !opts_.condition->spec.expr.empty()))
+    return "has no jumps for --if, or for --slower and --errors of count and latency, yet";
   if (!plan_.reads_g || !plan_.binary_view.pclntab)
     return "has jumps for programs built by gc only (gccgo's functions have no stack check it "
            "can use)";
@@ -413,7 +425,7 @@ void Run::emit(uint64_t ended) {
     sum.extra["rate_limited"] =
         reader_->rate_limited() +
         (fell.is_object() ? fell.value("rate_limited", uint64_t(0)) : uint64_t(0));
-  if (merge_) sum.extra["out_of_order"] = merge_->out_of_order();
+  if (merge_ && !opts_.condition) sum.extra["out_of_order"] = merge_->out_of_order();
   // What went on kernel uprobes: how many functions and probes, and how they were attached.
   if (fallback_) {
     Event f = {{"backend", "ebpf"},

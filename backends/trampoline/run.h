@@ -111,6 +111,8 @@ class Run {
   // Why the jumps cannot take this request (goroutine events, --why, conditions, ...): a
   // phrase after "the trampoline backend"; null when they can.
   const char* jumpless_request() const;
+  // trace --slower / --errors, which its reader decides (jumpless_request leaves it the rest).
+  ReturnFilter filter() const;
 
   // The executable's lock, which every gotap holds while it looks at sites and writes them
   // (core/sys/image_lock.h); `abortable`: a stop request ends the wait.

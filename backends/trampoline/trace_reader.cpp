@@ -5,13 +5,14 @@
 namespace gotap::trampoline {
 
 TraceReader::TraceReader(const ProbePlan& plan, const TraceSites& sites, uint64_t bias, int pid,
-                         int max_str, EventSink& sink, uint32_t rate_per_s)
+                         int max_str, EventSink& sink, uint32_t rate_per_s, ReturnFilter filter)
     : plan_(plan),
       sites_(sites),
       pid_(pid),
       sink_(sink),
       calls_(plan.funcs.size()),
-      rate_(rate_per_s, plan.funcs.size()) {
+      rate_(rate_per_s, plan.funcs.size()),
+      filter_(filter) {
   const BinaryView& bin = plan.binary_view;
   auto func_name = [&bin, bias](uint64_t pc) {
     return pc >= bias ? bin.func_name(pc - bias) : std::string();
@@ -39,10 +40,13 @@ void TraceReader::add(const uint8_t* record) {
   const CallKey key{r.goid, r.depth};
   const uint64_t ts = clock_.at(r.tsc);
   std::optional<uint64_t> duration;
+  std::optional<CallEntry> held;
   bool reported = true;
+  const bool filtered = filter_.active();
   if (!(r.id & 1)) {
-    // A call left open at the same depth of the same goroutine is over (a panic unwound it).
-    if (auto it = open_.find(key); it != open_.end() && it->second.reported) {
+    // A call left open at the same depth of the same goroutine is over (a panic unwound it);
+    // a held one was never reported, and its return will not decide it now.
+    if (auto it = open_.find(key); it != open_.end() && it->second.reported && !filtered) {
       CallUnfinished u(CallSite{ts, pid_, int(it->second.tid), int64_t(r.goid),
                                 plan_.funcs[it->second.func].name},
                        it->second.ts);
@@ -51,25 +55,41 @@ void TraceReader::add(const uint8_t* record) {
     }
     uint32_t tid = 0;
     std::memcpy(&tid, record + kTraceTid, 4);
-    reported = rate_.allow(size_t(func), ts);
-    open_[key] = Open{func, r.tsc, tid, ts, reported};
-    ++calls_[func];
+    // Under a filter the call takes its --rate token once selected, at its return.
+    reported = filtered || rate_.allow(size_t(func), ts);
+    open_[key] = Open{func, r.tsc, tid, ts, reported, std::nullopt};
+    if (!filtered) ++calls_[func];
   } else if (auto it = open_.find(key); it != open_.end() && it->second.func == func) {
     duration = clock_.ns(r.tsc > it->second.tsc ? r.tsc - it->second.tsc : 0);
     reported = it->second.reported;
+    held = std::move(it->second.held);
     open_.erase(it);
   } else {
     ++unmatched_;
+    // Nothing to decide a filter on: neither a duration nor, for the text, an entry.
+    if (filtered) return;
     reported = rate_.allow(size_t(func), ts);
   }
   if (!reported) return;
   const size_t size = to_ebpf_event(record, sites_, patch, pid_, ts, duration, *ev_);
   switch (decoder_->decode_call(ev_.get(), size)) {
     case ebpf::EventDecoder::Kind::Entry:
+      if (filtered) {
+        open_[key].held = decoder_->entry();
+        break;
+      }
       sink_.emit_entry(decoder_->entry());
       ++events_;
       break;
     case ebpf::EventDecoder::Kind::Return:
+      if (filtered) {
+        if (!selected(decoder_->ret(), duration) || !rate_.allow(size_t(func), ts)) break;
+        ++calls_[func];
+        if (held) {
+          sink_.emit_entry(*held);
+          ++events_;
+        }
+      }
       sink_.emit_return(decoder_->ret());
       ++events_;
       break;
@@ -78,10 +98,20 @@ void TraceReader::add(const uint8_t* record) {
   }
 }
 
+bool TraceReader::selected(const CallReturn& r, std::optional<uint64_t> duration) const {
+  if (filter_.slower_ns && !(duration && *duration > *filter_.slower_ns)) return false;
+  if (!filter_.errors) return true;
+  // The last result of type error, as --errors picks it (core/cond/compile.cpp): nil is a
+  // null value (its type word was 0).
+  for (auto it = r.results.rbegin(); it != r.results.rend(); ++it)
+    if (it->type == "error") return !it->value.is_null();
+  return false;
+}
+
 std::vector<CallUnfinished> TraceReader::open_calls(uint64_t now_ns) const {
   std::vector<CallUnfinished> out;
   for (const auto& [k, o] : open_)
-    if (o.reported)
+    if (o.reported && !filter_.active())
       out.emplace_back(
           CallSite{now_ns, pid_, int(o.tid), int64_t(k.goid), plan_.funcs[o.func].name}, o.ts);
   return out;

@@ -6,10 +6,14 @@
 // unwound it) is `unfinished` then, and those still open at the end are `unfinished` too.
 // --rate N: each call takes its token at its entry (a return whose entry was not seen, at the
 // return); a call refused is neither reported nor `unfinished`, only counted.
+// --slower and --errors (ReturnFilter) are decided at the return: each entry is held until
+// then, and goes out just before its return when the call is selected (and --rate lets it
+// through); a call not selected, not returned, or whose entry was not seen is not reported.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -23,11 +27,18 @@
 
 namespace gotap::trampoline {
 
+// The conditions the reader decides itself, at the return: --slower and --errors without --if.
+struct ReturnFilter {
+  std::optional<uint64_t> slower_ns;
+  bool errors = false;
+  bool active() const { return slower_ns || errors; }
+};
+
 class TraceReader {
  public:
   // `sites` by PatchSet index; `bias`: where pid loaded the binary minus its link address.
   TraceReader(const ProbePlan& plan, const TraceSites& sites, uint64_t bias, int pid, int max_str,
-              EventSink& sink, uint32_t rate_per_s = 0);
+              EventSink& sink, uint32_t rate_per_s = 0, ReturnFilter filter = {});
   ~TraceReader();
   size_t drain(uint8_t* ring);
   size_t finish(uint8_t* ring);
@@ -52,8 +63,11 @@ class TraceReader {
     // The entry event's ts_ns, kept: the clock's rate is measured again as the trace goes,
     // and an unfinished call's entry_ts_ns must be its entry event's to the ns.
     uint64_t ts;
-    bool reported;  // --rate let it through
+    bool reported;                  // --rate let it through
+    std::optional<CallEntry> held;  // a ReturnFilter's: out only if the return is selected
   };
+  // Whether a return passes filter_ (the entry was seen when duration is set).
+  bool selected(const CallReturn& r, std::optional<uint64_t> duration) const;
   const ProbePlan& plan_;
   const TraceSites& sites_;
   int pid_;
@@ -66,6 +80,7 @@ class TraceReader {
   uint64_t events_ = 0, unmatched_ = 0;
   std::unique_ptr<gotap_event> ev_ = std::make_unique<gotap_event>();
   RateLimit rate_;
+  ReturnFilter filter_;
 };
 
 }  // namespace gotap::trampoline

@@ -62,6 +62,7 @@ Result<Condition> build_condition(const ConditionSpec& spec, const ProbePlan& pl
     root = both(std::move(root), std::move(c));
   }
   Condition out;
+  out.spec = spec;
   // No condition: no program per function (nearly 1 KB each: 43 MB for a whole binary).
   if (!root) return out;
   out.funcs.resize(plan.funcs.size());

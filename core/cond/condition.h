@@ -22,6 +22,7 @@ struct ConditionSpec {
 };
 
 struct Condition {
+  ConditionSpec spec;              // as given (the trampoline backend decides some itself)
   std::vector<FuncProgram> funcs;  // per plan function
   // The first part eBPF cannot evaluate, as a one-line error ("" when it can run it all).
   std::string ebpf_problem;
