@@ -82,7 +82,9 @@ void CallTimer::add(const uint8_t* record) {
     ++unmatched_;
     return;
   }
-  lat_[func].add(clock_.ns(rec.tsc > o.tsc ? rec.tsc - o.tsc : 0));
+  const uint64_t ns = clock_.ns(rec.tsc > o.tsc ? rec.tsc - o.tsc : 0);
+  if (slower_ns_ && ns <= *slower_ns_) return;
+  lat_[func].add(ns);
 }
 
 bool CallTimer::take(const Key& k, Open& out) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -108,7 +109,9 @@ size_t RingReader::finish(uint8_t* ring, F&& on) {
 class CallTimer {
  public:
   // `funcs`: the function of each patch index (PatchSet order).
-  CallTimer(std::vector<int> funcs, size_t nfuncs) : funcs_(std::move(funcs)), lat_(nfuncs) {}
+  // `slower_ns` (latency --slower): only calls that took longer are timed.
+  CallTimer(std::vector<int> funcs, size_t nfuncs, std::optional<uint64_t> slower_ns = {})
+      : funcs_(std::move(funcs)), lat_(nfuncs), slower_ns_(slower_ns) {}
   // Reads what the ring at `ring` (gotap's view of it) holds now and moves its tail on.
   // How many records were read.
   size_t drain(uint8_t* ring);
@@ -145,6 +148,7 @@ class CallTimer {
   size_t in_slots_ = 0;
   std::unordered_map<Key, Open, KeyHash> open_;
   uint64_t unmatched_ = 0;
+  std::optional<uint64_t> slower_ns_;
   TscClock clock_;
 };
 

@@ -78,7 +78,7 @@ Result<void> Run::run() {
   } else if (timed_) {
     std::vector<int> funcs;
     for (const Patch& p : set_.patches) funcs.push_back(p.func);
-    timer_ = std::make_unique<CallTimer>(std::move(funcs), plan_.funcs.size());
+    timer_ = std::make_unique<CallTimer>(std::move(funcs), plan_.funcs.size(), filter().slower_ns);
   }
   // Inlined copies have no return: `latency` times none on any backend. With the fallback,
   // count and trace take them on uprobes (start_fallback says so).
@@ -171,9 +171,12 @@ const char* Run::jumpless_request() const {
   if (opts_.mode != Mode::Count && !plan_.regabi)
     return "times and traces with jumps calls of Go 1.17 and later only (its records read g "
            "from R14, the register ABI's)";
-  // --slower and --errors of trace the reader decides at each return (TraceReader).
-  if (opts_.condition && (opts_.mode != Mode::Trace || !opts_.condition->spec.expr.empty()))
-    return "has no jumps for --if, or for --slower and --errors of count and latency, yet";
+  // --slower and --errors of trace the reader decides at each return (TraceReader), and
+  // --slower of latency the timer (CallTimer).
+  if (const cond::Condition* c = opts_.condition;
+      c && (!c->spec.expr.empty() || opts_.mode == Mode::Count ||
+            (opts_.mode == Mode::Latency && c->spec.errors)))
+    return "has no jumps for --if, for conditions of count, or for latency --errors, yet";
   if (!plan_.reads_g || !plan_.binary_view.pclntab)
     return "has jumps for programs built by gc only (gccgo's functions have no stack check it "
            "can use)";
