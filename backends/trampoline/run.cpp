@@ -64,11 +64,11 @@ Result<void> Run::run() {
   // What no jump takes goes on kernel uprobes in the same run (fallback.h), a trace's events
   // merged with the ring's in time order. GOTAP_TRAMPOLINE_NO_FALLBACK=1 (read above) leaves
   // them out (tests, bench/trampoline.sh's rows of jumps alone).
-  // Held entries go out at their return, behind later events: with a condition the merge
-  // only serializes the two sources (as eBPF's own output, entries come with their returns).
-  if (traced_ && falls_back_)
-    merge_ = opts_.condition ? std::make_unique<TimeMerge>(sink_, 2, 0)
-                             : std::make_unique<TimeMerge>(sink_, 2);
+  // With a condition, held entries go out at their return, behind later events (as on
+  // eBPF), which the merge lets pass at once; everything else stays in time order, so that
+  // the goroutine probes' changes and the kernel's intervals inside a call reach --why
+  // before the call's return does.
+  if (traced_ && falls_back_) merge_ = std::make_unique<TimeMerge>(sink_, 2);
   if (!refused.empty() && !falls_back_)
     fmt::print(stderr, "gotap: warning: {}; --backend=ebpf {}s them\n", refused, verb);
   if (traced_) {
@@ -428,6 +428,7 @@ void Run::emit(uint64_t ended) {
     sum.extra["rate_limited"] =
         reader_->rate_limited() +
         (fell.is_object() ? fell.value("rate_limited", uint64_t(0)) : uint64_t(0));
+  // With a condition, the held entries are late by design: not counted.
   if (merge_ && !opts_.condition) sum.extra["out_of_order"] = merge_->out_of_order();
   // What went on kernel uprobes: how many functions and probes, and how they were attached.
   if (fallback_) {
