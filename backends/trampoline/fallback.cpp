@@ -1,10 +1,10 @@
 // The eBPF session for what the trampolines cannot take (fallback.h).
 #include "backends/trampoline/fallback.h"
 
-#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <iostream>
+#include <unordered_map>
 
 #include "backends/ebpf/ebpf_backend.h"
 #include "core/events/typed_events.h"
@@ -124,13 +124,15 @@ Result<std::unique_ptr<Fallback>> Fallback::start(const ProbePlan& plan,
 void Fallback::read_metrics(MetricsSnapshot& s) const {
   if (!metrics_) return;
   const MetricsSnapshot own = metrics_->read();
+  // By name, once per read: a whole binary has thousands of rows on each side.
+  std::unordered_map<std::string, size_t> row;
+  row.reserve(s.funcs.size());
+  for (size_t i = 0; i < s.funcs.size(); ++i) row.emplace(s.funcs[i].func, i);
   for (const FuncMetrics& m : own.funcs) {
-    auto it = std::find_if(s.funcs.begin(), s.funcs.end(),
-                           [&m](const FuncMetrics& o) { return o.func == m.func; });
-    if (it == s.funcs.end())
-      s.funcs.push_back(m);
+    if (auto it = row.find(m.func); it != row.end())
+      s.funcs[it->second].calls += m.calls;  // an inlined copy's calls (count, trace)
     else
-      it->calls += m.calls;  // an inlined copy's calls (count, trace): no duration
+      s.funcs.push_back(m);
   }
   s.lost += own.lost;
 }
