@@ -150,11 +150,9 @@ Result<void> Run::run() {
 }
 
 Result<void> Run::check_request() const {
-  const char* no = nullptr;
   if (opts_.target.pid <= 0 && opts_.target.argv.empty() && !opts_.target.all &&
       !opts_.target.library)
-    no = "needs a target: -p PID or -- CMD ARGS";
-  if (no) return make_error("--backend=trampoline {}", no);
+    return make_error("--backend=trampoline needs a target: -p PID or -- CMD ARGS");
   if (!plan_.binary_view.elf) return make_error("the plan names no binary (GoBinary::plan)");
   return {};
 }
@@ -436,14 +434,14 @@ void Run::emit(uint64_t ended) {
                {"functions", fallback_->functions()},
                {"inlined_copies", fallback_->inlined_copies()},
                {"probes", fell.is_object() ? fell.value("probes", uint64_t(0)) : 0}};
-    if (fell.is_object())
+    if (goroutine_probes_) f["goroutine_probes"] = true;
+    if (fell.is_object()) {
       for (const char* k : {"attach", "skipped_sites", "unmatched_returns"})
         if (fell.contains(k)) f[k] = fell[k];
-    if (goroutine_probes_) f["goroutine_probes"] = true;
-    // --why's own counts (why_threads_full, why_unmeasured, ...) are the session's.
-    if (fell.is_object())
+      // --why's own counts (why_threads_full, why_unmeasured, ...) are the session's.
       for (const auto& [k, v] : fell.items())
         if (k.rfind("why_", 0) == 0) sum.extra[k] = v;
+    }
     sum.extra["uprobes"] = std::move(f);
   } else if (!fallback_error_.empty()) {
     sum.extra["uprobes_error"] = fallback_error_;
