@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/plan/disasm.h"
+#include "core/plan/gccgo_g.h"
 #include "core/plan/pattern.h"
 #include "core/plan/sysv_abi.h"
 
@@ -210,6 +211,7 @@ Result<ProbePlan> GccgoBinary::plan(const std::vector<std::string>& patterns) co
   plan.pie = elf_->is_pie();
   plan.regabi = false;
   plan.reads_g = false;
+  plan.gccgo_g = place_gccgo_g(*elf_, facts_, dwarf_ ? gnu_go_major(dwarf_->producer) : 0);
   plan.binary_view.elf = elf_.get();
   plan.binary_view.types = &types_.graph();
   plan.binary_view.rt.gccgo = true;  // an interface's dynamic type is a libgo descriptor

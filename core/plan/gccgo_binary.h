@@ -1,7 +1,7 @@
 // A gccgo executable (or libgo itself): functions from the ELF symbol tables with gccgo's
 // mangling undone, their code's entry and RET sites, and with DWARF their parameters and
 // results placed by the System V ABI. What `info` and `funcs` show, and the plan `count`,
-// `trace` and `latency` run; nothing reads libgo's g (ProbePlan::reads_g).
+// `trace` and `latency` run; of libgo's g only the goroutine id is read (ProbePlan::gccgo_g).
 #pragma once
 
 #include <memory>

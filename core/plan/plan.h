@@ -97,6 +97,21 @@ struct GoroutineProbes {
   std::vector<std::string> warnings;  // once each, for the user
 };
 
+// Where a gccgo program keeps its current g: libgo's thread-local variable `runtime.g`
+// (core/plan/gccgo_g.h). Only the goroutine id is read from that g.
+struct GccgoG {
+  enum class Tls : uint8_t {
+    None,    // no goid is read: why_not says why
+    Exec,    // libgo linked in: local-exec TLS, the g pointer at FS base + fs_offset
+    Module,  // in libgo.so: its TLS block, found per process through the thread's DTV
+  };
+  Tls tls = Tls::None;
+  int64_t fs_offset = 0;
+  std::string libgo;  // Module: the soname of the libgo.so that defines it ("libgo.so.21")
+  uint32_t g_goid = 0;
+  std::string why_not;
+};
+
 struct ProbePlan {
   std::string binary;
   GoVersion go;
@@ -109,9 +124,13 @@ struct ProbePlan {
   // How the backends find the current g: R14 (ABIInternal code) or the TLS slot at
   // FS_base + tls_g_offset (ABI0 / cgo / Go < 1.17).
   int64_t tls_g_offset = -8;
-  // False for a gccgo program: libgo's g is not gc's, so the backends read no g at all.
-  // Calls pair by stack pointer alone and events carry no goid (kNoGoid).
+  // False for a gccgo program: libgo's g is not gc's, so the backends read no gc g. Its
+  // goroutine ids come from gccgo_g; without them calls pair by stack pointer alone and
+  // events carry no goid (kNoGoid).
   bool reads_g = true;
+  // A gccgo program's goroutine ids (with reads_g false).
+  GccgoG gccgo_g;
+  bool has_goids() const { return reads_g || gccgo_g.tls != GccgoG::Tls::None; }
   std::vector<FuncPlan> funcs;
   GoroutineProbes goroutines;
   std::vector<std::string> warnings;  // e.g. inlined sites not probed

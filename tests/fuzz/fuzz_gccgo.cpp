@@ -1,7 +1,7 @@
 // libFuzzer target: gccgo recognition (DT_NEEDED / DT_SONAME), the symbol tables read by
 // hand, the demangler over every name, gccgo's DWARF and the System V assignment of what
-// comes out, the type graph built from its type names, and morestack_ret over each
-// function's bytes.
+// comes out, the type graph built from its type names, morestack_ret over each
+// function's bytes, and where runtime.g is (its TLS relocations, PT_TLS).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -10,6 +10,7 @@
 #include "core/binary/gccgo_dwarf.h"
 #include "core/binary/gccgo_symbols.h"
 #include "core/plan/gccgo_binary.h"
+#include "core/plan/gccgo_g.h"
 #include "core/plan/gccgo_types.h"
 #include "core/plan/sysv_abi.h"
 
@@ -27,6 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const gotap::ElfFile& e = **elf;
   gotap::GccgoFacts facts = gotap::detect_gccgo(e);
   sink = sink + facts.gccgo + facts.needed.size() + facts.soname.size();
+  if (auto slot = gotap::tls_module_slot(e, "runtime.g")) sink = sink + *slot;
+  for (int major : {0, 12}) sink = sink + gotap::place_gccgo_g(e, facts, major).fs_offset;
   gotap::GccgoSymbols syms = gotap::read_function_symbols(e);
   for (const auto& s : syms.funcs) {
     std::string name = gotap::gccgo_demangle(s.symbol);
