@@ -19,9 +19,15 @@ const volatile __u32 mode = GOTAP_MODE_TRACE;
 const volatile __u32 g_goid_off = 152;
 const volatile __u32 g_stack_hi_off = 8;
 const volatile __s64 tls_g_off = -8;
-/* A gccgo program: libgo's g is not gc's, so none is read; calls pair by RSP alone (a
- * goroutine keeps its stack, split stacks aside) and events carry goid 0. */
+/* A gccgo program: libgo's g is not gc's, so no gc g is read; calls pair by RSP (a goroutine
+ * keeps its stack, split stacks aside), and events carry goid 0 unless gccgo_g reads it. */
 const volatile __u32 no_g = 0;
+/* A gccgo program's goroutine ids (core/plan/gccgo_g.h): libgo's g pointer is at FS base +
+ * tls_g_off (GOTAP_GCCGO_G_EXEC), or at gccgo_dtpoff in the TLS block dtv[gccgo_modid] of
+ * the thread's DTV, *(FS base + 8) (GOTAP_GCCGO_G_DTV). Only g_goid_off is read from it. */
+const volatile __u32 gccgo_g = 0;
+const volatile __u64 gccgo_modid = 0;
+const volatile __u64 gccgo_dtpoff = 0;
 const volatile __u64 wake_bytes = 1 << 20; /* wake the reader past this much pending data */
 /* --prometheus in trace and latency modes: also count calls in `counts` and (trace) time them
  * in `lat_stats`/`lat_hist`, so that a scrape reads exact numbers from the maps even when
@@ -118,6 +124,19 @@ static __always_inline void load_regs(struct pt_regs* ctx, __u64* r) {
 
 /* The current goroutine's g: R14 in ABIInternal code, else the TLS slot below FS base. */
 static __always_inline __u64 current_g(struct pt_regs* ctx, __u8 flags) {
+  if (gccgo_g) {
+    struct task_struct* t = bpf_get_current_task_btf();
+    __u64 fs = BPF_CORE_READ(t, thread.fsbase), dtv = 0, slot = fs + tls_g_off, g = 0;
+    if (!fs) return 0;
+    if (gccgo_g == GOTAP_GCCGO_G_DTV) {
+      if (bpf_probe_read_user(&dtv, sizeof(dtv), (void*)(fs + 8)) || !dtv ||
+          bpf_probe_read_user(&slot, sizeof(slot), (void*)(dtv + gccgo_modid * 16)) || !slot)
+        return 0;
+      slot += gccgo_dtpoff;
+    }
+    if (bpf_probe_read_user(&g, sizeof(g), (void*)slot)) return 0;
+    return g;
+  }
   if (no_g) return 0;
   if (!(flags & GOTAP_PROBE_TLS_G)) return ctx->r14;
   struct task_struct* t = bpf_get_current_task_btf();
@@ -325,8 +344,14 @@ static __noinline int probe_hit(struct pt_regs* ctx, __u64 cookie, __u64 at) {
   __u64 now = at ? at : bpf_ktime_get_ns();
   __u64 g = current_g(ctx, flags);
   __u64 goid = 0, hi = 0;
-  if (!no_g && (!g || bpf_probe_read_user(&goid, sizeof(goid), (void*)(g + g_goid_off)) ||
-                bpf_probe_read_user(&hi, sizeof(hi), (void*)(g + g_stack_hi_off)))) {
+  if (gccgo_g) {
+    /* libgo's g has no stack bounds: the key's frame is -RSP, as without a g. */
+    if (!g || bpf_probe_read_user(&goid, sizeof(goid), (void*)(g + g_goid_off))) {
+      bump(GOTAP_CNT_READ_ERR);
+      goid = 0;
+    }
+  } else if (!no_g && (!g || bpf_probe_read_user(&goid, sizeof(goid), (void*)(g + g_goid_off)) ||
+                       bpf_probe_read_user(&hi, sizeof(hi), (void*)(g + g_stack_hi_off)))) {
     bump(GOTAP_CNT_READ_ERR);
     goid = 0;
     hi = 0;

@@ -29,6 +29,7 @@
 #include "backends/ebpf/call_limits.h"
 #include "backends/ebpf/cond_maps.h"
 #include "backends/ebpf/event_decoder.h"
+#include "backends/ebpf/gccgo_goids.h"
 #include "backends/ebpf/held_detach.h"
 #include "backends/ebpf/insn_filter.h"
 #include "backends/ebpf/map_writer.h"
@@ -109,7 +110,8 @@ Result<void> write_probes(int fd, const ProbeConfig& cfg) {
 
 Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode mode, int tgid,
                            bool multi, bool live, uint32_t rate, int stack, const EbpfOptions& eo,
-                           const cond::Condition* cond, bool measure_cost) {
+                           const cond::Condition* cond, bool measure_cost,
+                           const std::optional<GccgoGAt>& gccgo) {
   libbpf_log().clear();
   Skel skel(gotap_bpf__open());
   if (!skel) return errno_error(ErrorKind::Runtime, "cannot open the BPF object");
@@ -122,6 +124,13 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
   ro->g_stack_hi_off = plan.offsets.g_stack_hi;
   ro->tls_g_off = plan.tls_g_offset;
   ro->no_g = plan.reads_g ? 0 : 1;
+  if (gccgo) {
+    ro->gccgo_g = gccgo->dtv ? GOTAP_GCCGO_G_DTV : GOTAP_GCCGO_G_EXEC;
+    ro->tls_g_off = gccgo->fs_offset;
+    ro->gccgo_modid = gccgo->modid;
+    ro->gccgo_dtpoff = gccgo->dtpoff;
+    ro->g_goid_off = gccgo->g_goid;
+  }
   ro->wake_bytes = eo.ringbuf_bytes / 4;
   ro->live_metrics = live ? 1 : 0;
   ro->bench_no_submit = eo.cut == EventCut::NoSubmit ? 1 : 0;
@@ -523,6 +532,14 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     return make_error("no target: give a pid, a command or --all");
   }
 
+  // A gccgo program's goroutine ids, once ld.so has placed libgo's TLS (a launched child runs
+  // that far first).
+  const std::optional<GccgoGAt> gccgo =
+      gccgo_goids(plan, target, eo.quiet || (mode == Mode::Count && !opts.condition));
+  if (!plan.reads_g) cfg.no_goid = !gccgo;
+  if (!plan.reads_g && target.launched() && target.exited())
+    return runtime_error("{} exited before it could be traced", bin.path());
+
   // uprobe_multi first: one link for every site. Kernels before 6.6 refuse it; then one
   // perf-event uprobe per site. The sites are read and checked on the second CPU while the
   // BPF object loads here (neither needs the other; the future joins on every way out).
@@ -539,7 +556,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   std::optional<Result<Skel>> multi_skel;
   if (!eo.force_per_site)
     multi_skel = open_and_load(plan, cfg, mode, filter_pid, true, live, opts.rate_per_s,
-                               opts.stack_depth, eo, opts.condition, measure_cost);
+                               opts.stack_depth, eo, opts.condition, measure_cost, gccgo);
   auto split = splitting.get();
   if (!split) {
     target.terminate();
@@ -633,7 +650,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   }
   if (!skel) {
     auto s = open_and_load(plan, cfg, mode, filter_pid, false, live, opts.rate_per_s,
-                           opts.stack_depth, eo, opts.condition, measure_cost);
+                           opts.stack_depth, eo, opts.condition, measure_cost, gccgo);
     if (!s) {
       target.terminate();
       return s.error();

@@ -35,6 +35,7 @@ TargetProcess& TargetProcess::operator=(TargetProcess&& o) noexcept {
     stopped_ = std::exchange(o.stopped_, false);
     exited_ = o.exited_;
     exit_status_ = o.exit_status_;
+    pending_signal_ = o.pending_signal_;
   }
   return *this;
 }
@@ -83,9 +84,35 @@ Result<TargetProcess> TargetProcess::attach(int pid) {
   return t;
 }
 
+Result<bool> TargetProcess::run_syscalls_until(const std::function<bool()>& done, int max_stops) {
+  if (!launched_ || !stopped_) return done();
+  // Syscall stops then read SIGTRAP|0x80, told apart from a real SIGTRAP.
+  if (ptrace(PTRACE_SETOPTIONS, pid_, nullptr, PTRACE_O_TRACESYSGOOD) != 0)
+    return errno_error(ErrorKind::Runtime, "ptrace options of pid {}", pid_);
+  for (int i = 0; i < max_stops; ++i) {
+    if (done()) return true;
+    if (ptrace(PTRACE_SYSCALL, pid_, nullptr, reinterpret_cast<void*>(intptr_t(pending_signal_))))
+      return errno_error(ErrorKind::Runtime, "resume pid {}", pid_);
+    pending_signal_ = 0;
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0)
+      if (errno != EINTR) return errno_error(ErrorKind::Runtime, "waitpid {}", pid_);
+    if (WIFEXITED(status) || WIFSIGNALED(status)) {
+      exited_ = true;
+      stopped_ = false;
+      exit_status_ = status;
+      return runtime_error("pid {} exited before its first instruction", pid_);
+    }
+    // A signal that stopped it is its own: passed on with the next resume.
+    if (WIFSTOPPED(status) && WSTOPSIG(status) != (SIGTRAP | 0x80))
+      pending_signal_ = WSTOPSIG(status);
+  }
+  return done();
+}
+
 Result<void> TargetProcess::release() {
   if (!launched_ || !stopped_) return {};
-  if (ptrace(PTRACE_DETACH, pid_, nullptr, nullptr) != 0)
+  if (ptrace(PTRACE_DETACH, pid_, nullptr, reinterpret_cast<void*>(intptr_t(pending_signal_))) != 0)
     return errno_error(ErrorKind::Runtime, "resume pid {}", pid_);
   stopped_ = false;
   return {};

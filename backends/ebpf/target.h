@@ -2,6 +2,7 @@
 // after exec until the probes are live), or none (--all).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ class TargetProcess {
 
   int pid() const { return pid_; }
   bool launched() const { return launched_; }
+  // Lets a launched child, stopped, run from system call to system call until `done` says
+  // so, or max_stops went by (false then; an attached process: done() alone). For what
+  // ld.so does before the program's first instruction (libgo's TLS module id): no
+  // instruction of the program runs meanwhile.
+  Result<bool> run_syscalls_until(const std::function<bool()>& done, int max_stops);
   // Lets a launched child run (ends the ptrace stop); nothing for an attached process.
   Result<void> release();
   // True once the process has exited (reaps a launched child).
@@ -43,6 +49,7 @@ class TargetProcess {
   bool stopped_ = false;
   bool exited_ = false;
   int exit_status_ = 0;
+  int pending_signal_ = 0;  // seen at a stop of run_syscalls_until: delivered at release()
 };
 
 }  // namespace gotap::ebpf
