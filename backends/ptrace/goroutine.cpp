@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
 namespace gotap::ptrace {
 
 std::optional<GInfo> GoroutineReader::read_g(uint64_t g, uint64_t sp) {
@@ -22,9 +24,34 @@ std::optional<GInfo> GoroutineReader::read_g(uint64_t g, uint64_t sp) {
   return gi;
 }
 
+bool GoroutineReader::goids() {
+  if (plan_.reads_g) return true;
+  if (plan_.gccgo_g.tls == GccgoG::Tls::None || pid_ <= 0) return false;
+  if (!gccgo_tried_) {
+    gccgo_tried_ = true;
+    auto at = locate_gccgo_g(plan_.gccgo_g, pid_);
+    if (at)
+      gccgo_ = *at;
+    else
+      fmt::print(stderr, "gotap: warning: goroutine ids are not read: {}\n", at.error().message);
+  }
+  return gccgo_.has_value();
+}
+
+std::optional<GInfo> GoroutineReader::gccgo_current(const user_regs_struct& regs) {
+  if (!goids()) return std::nullopt;
+  auto read = [&](uint64_t at, uint64_t* v) { return mem_.read(at, v, 8); };
+  uint64_t slot = gccgo_g_slot(*gccgo_, regs.fs_base, read), g = 0;
+  GInfo gi;
+  if (!slot || !read(slot, &g) || !g || !mem_.read(g + gccgo_->g_goid, &gi.goid, 8))
+    return std::nullopt;
+  gi.g = g;
+  return gi;
+}
+
 std::optional<GInfo> GoroutineReader::current(const user_regs_struct& regs, bool abi_internal) {
-  // libgo's g is not gc's: nothing is read as one.
-  if (!plan_.reads_g) return std::nullopt;
+  // libgo's g is not gc's: only its goid is read.
+  if (!plan_.reads_g) return gccgo_current(regs);
   if (abi_internal) {
     if (auto gi = read_g(regs.r14, regs.rsp)) return gi;
   }

@@ -266,14 +266,14 @@ class Tracer {
   std::unordered_map<int64_t, Held> held_;
   // The goroutine of the hit being handled, once on_entry or on_return read it.
   std::optional<int64_t> trap_goid_;
-  // The goid of a call site: kNoGoid when the plan reads no g (gccgo).
+  // The goid of a call site: kNoGoid when none is read (gccgo without libgo's g).
   int64_t site_goid(const std::optional<GInfo>& gi) const {
-    return !plan_.reads_g ? kNoGoid : gi ? gi->goid : 0;
+    return !gr_->goids() ? kNoGoid : gi ? gi->goid : 0;
   }
   // held_'s key for a call of goroutine `goid` on thread `tid`: without goids (gccgo), the
   // thread's, so that one thread's holds are not taken from another's calls.
   int64_t held_key(int64_t goid, pid_t tid) const {
-    return plan_.reads_g ? goid : -2 - int64_t(tid);
+    return gr_->goids() ? goid : -2 - int64_t(tid);
   }
   // When the threads really stopped and ran again (stop_clock.h); trap_at_ns_: the trap of
   // the hit being handled, which durations are measured from.

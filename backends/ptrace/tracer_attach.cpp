@@ -266,7 +266,7 @@ void Tracer::prepare_decoding() {
     live_env.stop = &stop_requested();
     dec_ = std::make_unique<ValueDecoder>(hit_->mem(), live_env, lim);
   }
-  gr_ = std::make_unique<GoroutineReader>(hit_->mem(), plan_);
+  gr_ = std::make_unique<GoroutineReader>(hit_->mem(), plan_, proc_->pid());
   // Count times nothing, unless a condition asks for `duration`.
   if (opts_.mode != Mode::Count || opts_.condition)
     stop_clock_ = std::make_unique<StopClock>(proc_->pid(), plan_.goroutines.walk);
