@@ -5,7 +5,8 @@
 // System V places (rdx as an argument and as a second result, a string, a slice on the
 // stack, a pointer) equal the program's print, and counts are exact. The stripped build
 // (.dynsym only: main.main is its one Go function) traces by name alone, without values.
-// What reads libgo's g is refused.
+// Every call's goroutine id is the one the program's own traceback gives. What reads libgo's
+// goroutine states is refused.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,6 +41,8 @@ std::string fixture(const std::string& flavour) {
 struct Truth {
   std::map<std::string, uint64_t> counts;  // "calls F N"
   std::multiset<std::string> calls;        // "F ARGS -> RESULTS"
+  // "goroutine main ID" (rounds 0 to N-1), "goroutine worker ID" (rounds N to 2N-1)
+  int64_t main_goid = -1, worker_goid = -1;
 };
 
 Truth truth_of(const std::string& out) {
@@ -47,6 +50,8 @@ Truth truth_of(const std::string& out) {
   std::istringstream lines(out);
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("call ", 0) == 0) t.calls.insert(line.substr(5));
+    if (line.rfind("goroutine main ", 0) == 0) t.main_goid = std::stoll(line.substr(15));
+    if (line.rfind("goroutine worker ", 0) == 0) t.worker_goid = std::stoll(line.substr(17));
     if (line.rfind("calls ", 0) == 0) {
       std::istringstream w(line.substr(6));
       std::string f;
@@ -165,32 +170,41 @@ TEST_P(Gccgo, FailedCallsOfAnErrorReturnedInMemory) {
   EXPECT_EQ(counts[0].value("failed", 0ull), failed) << r.out;
 }
 
-// Entries and returns pair by thread here: the fixture's functions are leaves, which gccgo
-// never preempts, so a call begins and ends on one thread.
+// Each call's goroutine is the one that made it, as libgo's traceback names it: main.Add's
+// first argument is the round, which tells the goroutine. Entries and returns pair by
+// goroutine, the fixture's functions being leaves.
 TEST_P(Gccgo, TracedCallsAreTheProgramsOwn) {
   RunResult r = gotap("trace");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Truth t = truth_of(r.out);
   ASSERT_EQ(t.calls.size(), kFuncs.size() * 2 * kRounds) << r.out;
-  std::map<int, std::vector<json>> open;  // by tid
+  ASSERT_GT(t.main_goid, 0) << r.out;
+  ASSERT_GT(t.worker_goid, 0) << r.out;
+  ASSERT_NE(t.main_goid, t.worker_goid);
+  std::map<int64_t, std::vector<json>> open;  // by goid
   std::multiset<std::string> got;
   std::map<std::string, uint64_t> entries, returns;
+  std::map<int64_t, uint64_t> adds;  // main.Add's calls by goid
   for (const auto& e : events_in(r.out)) {
     const std::string kind = e.value("event", "");
     if (kind != "entry" && kind != "return") continue;
-    // No goroutine id is read from a gccgo program: none is shown.
-    EXPECT_FALSE(e.contains("goid")) << e.dump();
+    const int64_t goid = e.value("goid", int64_t(-1));
+    ASSERT_TRUE(goid == t.main_goid || goid == t.worker_goid) << e.dump();
     const std::string f = e.value("func", "");
-    const int tid = e.value("tid", 0);
     if (kind == "entry") {
       ++entries[f];
-      open[tid].push_back(e);
+      open[goid].push_back(e);
+      if (f == "main.Add") {
+        const int64_t round = e["args"][0].value("value", int64_t(-1));
+        EXPECT_EQ(goid, round < kRounds ? t.main_goid : t.worker_goid) << e.dump();
+        ++adds[goid];
+      }
       continue;
     }
     ++returns[f];
-    ASSERT_FALSE(open[tid].empty()) << "a return without its entry: " << e.dump();
-    json entry = open[tid].back();
-    open[tid].pop_back();
+    ASSERT_FALSE(open[goid].empty()) << "a return without its entry: " << e.dump();
+    json entry = open[goid].back();
+    open[goid].pop_back();
     ASSERT_EQ(entry.value("func", ""), f) << e.dump();
     EXPECT_TRUE(e.contains("duration_ns")) << "not paired with its entry: " << e.dump();
     got.insert(f + " " + joined(entry["args"]) + " -> " + joined(e["results"]));
@@ -199,10 +213,51 @@ TEST_P(Gccgo, TracedCallsAreTheProgramsOwn) {
     EXPECT_EQ(entries[f], t.counts[f]) << f;
     EXPECT_EQ(returns[f], t.counts[f]) << f;
   }
+  EXPECT_EQ(adds[t.main_goid], uint64_t(kRounds));
+  EXPECT_EQ(adds[t.worker_goid], uint64_t(kRounds));
   EXPECT_TRUE(events_in(r.out, "unfinished").empty()) << r.out;
   std::multiset<std::string> want;
   for (const auto& c : t.calls) want.insert(backend() == "ebpf" ? ebpf_view(c) : c);
   EXPECT_EQ(got, want);
+}
+
+// Attached by pid: libgo is loaded by then, its TLS module id read from the process (linked
+// against libgo.so) or the offset from the file (libgo linked in). Each call's goroutine is
+// the program's own.
+TEST_P(Gccgo, GoroutineIdsWhenAttachedByPid) {
+  const std::string go = "/tmp/gotap-gccgo-goid-" + std::to_string(getpid());
+  unlink(go.c_str());
+  Child p = spawn({fixture(flavour()), std::to_string(kRounds), "wait", go});
+  ASSERT_GT(p.pid, 0);
+  ASSERT_NE(read_until(p.out, "waiting", 30'000).find("waiting"), std::string::npos);
+  Child g = spawn({gotap_binary(), "trace", "--backend", backend(), "--json", "-p",
+                   std::to_string(p.pid), "main.Add"});
+  ASSERT_GT(g.pid, 0);
+  const std::string started = read_until(g.err, "Tracing", 60'000);
+  std::FILE* f = std::fopen(go.c_str(), "w");
+  if (f) std::fclose(f);
+  const std::string pout = read_all(p.out);
+  waitpid(p.pid, nullptr, 0);
+  const std::string out = read_all(g.out), err = started + read_all(g.err);
+  int st = 0;
+  waitpid(g.pid, &st, 0);
+  for (int fd : {p.out, p.err, g.out, g.err}) close(fd);
+  unlink(go.c_str());
+  ASSERT_NE(started.find("Tracing"), std::string::npos) << started;
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << err;
+  EXPECT_EQ(err.find("warning"), std::string::npos) << err;
+  Truth t = truth_of(pout);
+  ASSERT_GT(t.main_goid, 0) << pout;
+  ASSERT_GT(t.worker_goid, 0) << pout;
+  std::map<int64_t, uint64_t> adds;
+  for (const auto& e : events_in(out, "entry")) {
+    const int64_t round = e["args"][0].value("value", int64_t(-1));
+    EXPECT_EQ(e.value("goid", int64_t(-1)), round < kRounds ? t.main_goid : t.worker_goid)
+        << e.dump();
+    ++adds[e.value("goid", int64_t(-1))];
+  }
+  EXPECT_EQ(adds[t.main_goid], uint64_t(kRounds)) << out;
+  EXPECT_EQ(adds[t.worker_goid], uint64_t(kRounds)) << out;
 }
 
 // An error result: nil when the program's was; otherwise, on ptrace, the dynamic type and
@@ -316,7 +371,11 @@ TEST_P(GccgoStripped, TracedByNameAlone) {
   EXPECT_TRUE(entries[0]["args"].empty()) << entries[0].dump();
   EXPECT_TRUE(returns[0]["results"].empty()) << returns[0].dump();
   EXPECT_TRUE(returns[0].contains("duration_ns")) << returns[0].dump();
-  EXPECT_FALSE(entries[0].contains("goid")) << entries[0].dump();
+  // libgo.so, which the program needs, has its symbols: main.main runs on the main goroutine.
+  const Truth t = truth_of(r.out);
+  ASSERT_GT(t.main_goid, 0) << r.out;
+  EXPECT_EQ(entries[0].value("goid", int64_t(-1)), t.main_goid) << entries[0].dump();
+  EXPECT_EQ(returns[0].value("goid", int64_t(-1)), t.main_goid) << returns[0].dump();
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, GccgoStripped,

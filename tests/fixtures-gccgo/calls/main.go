@@ -3,12 +3,15 @@
 // an argument and as a second result, a string, a slice on the stack, a pointer, results
 // sharing a register, results in the caller's memory), from the
 // main goroutine and from a second one at the same time. Each call prints its own truth:
-// "call FUNC ARGS -> RESULTS", values as %v prints them; then "calls FUNC COUNT".
+// "call FUNC ARGS -> RESULTS", values as %v prints them; then "calls FUNC COUNT". Each of
+// the two goroutines says its id first, as libgo's traceback prints it: "goroutine main ID"
+// makes rounds 0 to N-1, "goroutine worker ID" rounds N to 2N-1.
 package main
 
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,6 +102,14 @@ func Evens(n int) []int {
 	return xs
 }
 
+// The calling goroutine's id, from the first line of its own traceback ("goroutine 7
+// [running]:"): libgo has no other way to tell it.
+func goid() string {
+	var buf [64]byte
+	n := runtime.Stack(buf[:], false)
+	return strings.Fields(string(buf[:n]))[1]
+}
+
 func round(i int) {
 	a := Add(i, 2*i+1)
 	record("main.Add", fmt.Sprintf("%d %d", i, 2*i+1), fmt.Sprint(a))
@@ -158,8 +169,10 @@ func main() {
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
+	fmt.Printf("goroutine main %s\n", goid())
 	go func() {
 		defer wg.Done()
+		fmt.Printf("goroutine worker %s\n", goid())
 		for i := n; i < 2*n; i++ {
 			round(i)
 		}
