@@ -72,12 +72,14 @@ Result<std::string> graph_root(const GoBinary& bin, const std::string& root) {
                     names.size(), some, names.size() > 3 ? ", ..." : "");
 }
 
-// What a gccgo program cannot be traced with yet (docs/cli.md, gccgo): what reads libgo's
-// g, and the views built on gc's pclntab. "" when the request is fine.
+// What a gccgo program cannot be traced with yet (docs/cli.md, gccgo): what needs libgo's
+// goroutine states, and the views built on gc's pclntab. "" when the request is fine.
 std::string gccgo_refusal(const std::string& command, const TraceRequest& req) {
   if (command == "goroutines" || req.goroutines)
-    return "goroutines are not supported for gccgo programs yet (libgo's g is not read)";
-  if (req.why) return "--why is not supported for gccgo programs yet (libgo's g is not read)";
+    return "goroutines are not supported for gccgo programs yet (libgo's goroutine states are not "
+           "read)";
+  if (req.why)
+    return "--why is not supported for gccgo programs yet (libgo's goroutine states are not read)";
   if (command == "graph") return "graph is not supported for gccgo programs yet";
   if (req.opts.stack_depth > 0) return "--stack is not supported for gccgo programs yet";
   return "";

@@ -498,14 +498,16 @@ TEST(GccgoFixture, StrippedListsDynsymNamesOnly) {
   EXPECT_EQ(funcs["main.main"]["args_source"], "none");
 }
 
-// Tracing works (test_runtime_gccgo.cpp); what reads libgo's g is refused before it runs.
+// Tracing works (test_runtime_gccgo.cpp); what needs libgo's goroutine states is refused
+// before it runs.
 TEST(GccgoFixture, GoroutinesRefusedClearly) {
   NEED_GCCGO_FIXTURES();
   const std::string path = gccgo_fixture("default");
   auto r = testing::run_command({testing::gotap_binary(), "goroutines", "--", path});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err,
-            "gotap: goroutines are not supported for gccgo programs yet (libgo's g is not read)\n");
+            "gotap: goroutines are not supported for gccgo programs yet (libgo's goroutine states "
+            "are not read)\n");
 }
 
 // A gccgo binary cut short, or with its symbol table overwritten: one clear line, exit 2 or
