@@ -221,6 +221,17 @@ TEST_P(Gccgo, TracedCallsAreTheProgramsOwn) {
   EXPECT_EQ(got, want);
 }
 
+// --if on the goroutine id: exactly the main goroutine's calls (libgo numbers it 1, as its
+// traceback says), counted in the kernel (eBPF) or at the stop (ptrace).
+TEST_P(Gccgo, ConditionOnTheGoroutine) {
+  RunResult r = gotap("count", {"--if", "goid == 1", "main.Add"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(truth_of(r.out).main_goid, 1) << r.out;
+  auto counts = events_in(r.out, "count");
+  ASSERT_EQ(counts.size(), 1u) << r.out;
+  EXPECT_EQ(counts[0].value("count", 0ull), uint64_t(kRounds)) << r.out;
+}
+
 // Attached by pid: libgo is loaded by then, its TLS module id read from the process (linked
 // against libgo.so) or the offset from the file (libgo linked in). Each call's goroutine is
 // the program's own.
