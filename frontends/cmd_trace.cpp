@@ -51,17 +51,24 @@ std::string package_of(const std::string& func) {
 // graph's ROOT as one function's name: the name itself, or the one function a pattern
 // matches (the functions and inlined-only callees a plan can name). A pattern matching none or
 // several is refused: the graph starts beneath one function.
-Result<std::string> graph_root(const GoBinary& bin, const std::string& root) {
-  if (!bin.pclntab().lookup(root).empty()) return root;  // generic names hold brackets
+// A gccgo program's (gccgo set, bin null) are its symbols' Go names.
+Result<std::string> graph_root(const GoBinary* bin, const GccgoBinary* gccgo,
+                               const std::string& root) {
+  if (bin && !bin->pclntab().lookup(root).empty()) return root;  // generic names hold brackets
   auto pat = Pattern::parse(root);
   if (!pat) return pat.error();
   if (pat->is_exact()) return root;  // the plan says when it names nothing
   std::set<std::string_view> names;
-  for (const auto& f : bin.pclntab().all_funcs())
-    if (!f.is_wrapper && !f.name.empty() && !f.name.starts_with("go:") && pat->matches(f.name))
-      names.insert(f.name);
-  for (const auto& n : bin.inline_nodes())
-    if (pat->matches(n.callee)) names.insert(n.callee);
+  if (bin) {
+    for (const auto& f : bin->pclntab().all_funcs())
+      if (!f.is_wrapper && !f.name.empty() && !f.name.starts_with("go:") && pat->matches(f.name))
+        names.insert(f.name);
+    for (const auto& n : bin->inline_nodes())
+      if (pat->matches(n.callee)) names.insert(n.callee);
+  }
+  if (gccgo)
+    for (const auto& f : gccgo->funcs())
+      if (pat->matches(f.name)) names.insert(f.name);
   if (names.size() == 1) return std::string(*names.begin());
   if (names.empty()) return make_error("graph's ROOT '{}' matches no function", printable(root));
   std::string some;  // the first three, by name
@@ -80,7 +87,6 @@ std::string gccgo_refusal(const std::string& command, const TraceRequest& req) {
            "read)";
   if (req.why)
     return "--why is not supported for gccgo programs yet (libgo's goroutine states are not read)";
-  if (command == "graph") return "graph is not supported for gccgo programs yet";
   if (req.opts.stack_depth > 0) return "--stack is not supported for gccgo programs yet";
   return "";
 }
@@ -109,7 +115,7 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   // graph ROOT [PATTERN...]: the calls beneath ROOT; by default those of ROOT's package.
   std::string root;
   if (command == "graph") {
-    auto r = graph_root(**bin, req.patterns[0]);
+    auto r = graph_root(bin ? bin->get() : nullptr, gccgo.get(), req.patterns[0]);
     if (!r) return report_error(r.error());
     root = req.patterns[0] = *r;
     if (req.patterns.size() == 1) req.patterns.push_back(package_of(root) + ".*");

@@ -221,6 +221,37 @@ TEST_P(Gccgo, TracedCallsAreTheProgramsOwn) {
   EXPECT_EQ(got, want);
 }
 
+// graph: per goroutine, each of the program's rounds beneath its own main.round, the calls it
+// makes one level down. The goroutines are the ones the program names.
+TEST_P(Gccgo, GraphNestsEachRoundUnderItsGoroutine) {
+  std::vector<std::string> argv = {
+      gotap_binary(), "graph", "--backend",        backend(),
+      "main.round",   "--",    fixture(flavour()), std::to_string(kRounds)};
+  RunResult r = run_command(argv, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Truth t = truth_of(r.out);
+  ASSERT_GT(t.main_goid, 0) << r.out;
+  ASSERT_GT(t.worker_goid, 0) << r.out;
+  // "             [     1] | main.round() {", "   21.3 us [     1] |   main.Add();"
+  std::map<int64_t, int> rounds, adds;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t open = line.find('['), bar = line.find("] | ");
+    if (line.rfind('#', 0) == 0 || open == std::string::npos || bar == std::string::npos ||
+        bar < open)
+      continue;
+    const int64_t goid = std::stoll(line.substr(open + 1, bar - open - 1));
+    const std::string call = line.substr(bar + 4);
+    if (call == "main.round() {") ++rounds[goid];
+    if (call == "  main.Add();") ++adds[goid];
+  }
+  for (int64_t g : {t.main_goid, t.worker_goid}) {
+    EXPECT_EQ(rounds[g], kRounds) << "goroutine " << g << "\n" << r.out;
+    EXPECT_EQ(adds[g], kRounds) << "goroutine " << g;
+  }
+  EXPECT_EQ(rounds.size(), 2u) << r.out;
+}
+
 // --if on the goroutine id: exactly the main goroutine's calls (libgo numbers it 1, as its
 // traceback says), counted in the kernel (eBPF) or at the stop (ptrace).
 TEST_P(Gccgo, ConditionOnTheGoroutine) {
@@ -560,8 +591,7 @@ TEST(GccgoRefusals, GoroutinesAndWhy) {
            {gotap_binary(), "goroutines", "--", bin, "1"},
            {gotap_binary(), "trace", "--goroutines", "main.Add", "--", bin, "1"},
            {gotap_binary(), "trace", "--why", "main.Add", "--", bin, "1"},
-           {gotap_binary(), "trace", "--stack", "4", "main.Add", "--", bin, "1"},
-           {gotap_binary(), "graph", "main.Add", "--", bin, "1"}}) {
+           {gotap_binary(), "trace", "--stack", "4", "main.Add", "--", bin, "1"}}) {
     RunResult r = run_command(argv, 30);
     SCOPED_TRACE(argv[1] + " " + argv[2]);
     EXPECT_EQ(r.exit_code, 2) << r.err;
