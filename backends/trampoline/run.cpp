@@ -166,6 +166,10 @@ const char* Run::jumpless_request() const {
   if (opts_.mode == Mode::Goroutines)
     return "has no jumps for goroutine events (the runtime's status changes are in nosplit "
            "functions, which have no stack check to jump from)";
+  // gccgo first: its plans have no register ABI either, which is not what keeps them off.
+  if (!plan_.reads_g || !plan_.binary_view.pclntab)
+    return "has jumps for programs built by gc only (gccgo's functions have no stack check it "
+           "can use)";
   if (opts_.mode != Mode::Count && !plan_.regabi)
     return "times and traces with jumps calls of Go 1.17 and later only (its records read g "
            "from R14, the register ABI's)";
@@ -175,9 +179,6 @@ const char* Run::jumpless_request() const {
       c && (!c->spec.expr.empty() || opts_.mode == Mode::Count ||
             (opts_.mode == Mode::Latency && c->spec.errors)))
     return "has no jumps for --if, for conditions of count, or for latency --errors, yet";
-  if (!plan_.reads_g || !plan_.binary_view.pclntab)
-    return "has jumps for programs built by gc only (gccgo's functions have no stack check it "
-           "can use)";
   if (opts_.target.all || opts_.target.library)
     return "jumps in one process only (-p PID or -- CMD)";
   if (opts_.stack_depth > 0) return "has no jumps for --stack yet";
