@@ -21,6 +21,7 @@ class ElfFile;
 class TypeNames;
 class Pclntab;
 struct PclnFunc;
+struct GccgoFunc;
 
 // One source frame at a pc; an inlined call is a frame of its own.
 struct SourceFrame {
@@ -37,6 +38,8 @@ struct BinaryView {
   bool dwarf = false;                     // `types` is DWARF's (every type the binary has)
   RtypeEnv rt;                            // the type descriptors (link-time), for dynamic types
   const TypeNames* type_names = nullptr;  // every descriptor by name (built on first use)
+  // A gccgo program's functions, by entry (no pclntab): func_name's names.
+  const std::vector<GccgoFunc>* gccgo_funcs = nullptr;
 
   const std::string& path() const;
   // Lookups by link-time pc (a running PIE's pc minus its load bias).

@@ -1,8 +1,11 @@
 #include "core/plan/gccgo_binary.h"
 
+#include <elf.h>
+
 #include <algorithm>
 #include <cstring>
 
+#include "core/binary/wait_reason_table.h"
 #include "core/plan/disasm.h"
 #include "core/plan/gccgo_g.h"
 #include "core/plan/pattern.h"
@@ -198,6 +201,41 @@ FuncPlan GccgoBinary::plan_func(const GccgoFunc& f) const {
   return p;
 }
 
+std::optional<RuntimeOffsets> GccgoBinary::libgo_offsets(int gcc_major) {
+  auto goid = libgo_goid_offset(gcc_major);
+  if (!goid) return std::nullopt;
+  // GCC 12's libgo `struct g` (its DWARF, checked by test_gccgo_g.cpp): atomicstatus 48,
+  // goid 56, waitreason (uint8) 80, gopc 200, startpc 216. No parentGoid (Go 1.18).
+  RuntimeOffsets o;
+  o.g_atomicstatus = 48;
+  o.g_goid = *goid;
+  o.g_waitreason = 80;
+  o.g_gopc = 200;
+  o.g_startpc = 216;
+  return o;
+}
+
+Result<GoroutineProbes> GccgoBinary::goroutine_probes() const {
+  if (!facts_.libgo.empty())
+    return make_error(
+        "goroutine states of a gccgo program linked against {} need probes in {}, which gotap "
+        "does not place yet (build it with -static-libgo)",
+        facts_.libgo, facts_.libgo);
+  GoroutineProbes g;
+  g.sysv = true;
+  g.create_gp_arg = g.create_pc_arg = GoroutineProbes::kNoArg;
+  for (const auto& f : funcs_)
+    if (f.name == "runtime.casgstatus") g.status = f.entry;
+  // __go_go has no Go name (no dot): it is not among funcs_.
+  if (const ElfSymbol* s = elf_->symbol("__go_go"); s && s->type == STT_FUNC && s->size) {
+    g.create = s->value;
+    g.created = plan_func({"__go_go", "__go_go", s->value, s->size, true}).ret_sites;
+  }
+  if (!g.status || !g.create || g.created.empty())
+    return make_error("{} has no runtime.casgstatus or __go_go to probe (stripped?)", elf_->path());
+  return g;
+}
+
 Result<ProbePlan> GccgoBinary::plan(const std::vector<std::string>& patterns) const {
   std::vector<Pattern> pats;
   for (const auto& t : patterns) {
@@ -211,10 +249,18 @@ Result<ProbePlan> GccgoBinary::plan(const std::vector<std::string>& patterns) co
   plan.pie = elf_->is_pie();
   plan.regabi = false;
   plan.reads_g = false;
-  plan.gccgo_g = place_gccgo_g(*elf_, facts_, dwarf_ ? gnu_go_major(dwarf_->producer) : 0);
+  const int gcc_major = dwarf_ ? gnu_go_major(dwarf_->producer) : 0;
+  plan.gccgo_g = place_gccgo_g(*elf_, facts_, gcc_major);
+  // The offsets goroutine events read, of the libgo the program runs with.
+  const std::string& lib = !facts_.libgo.empty() ? facts_.libgo : facts_.soname;
+  if (auto o = libgo_offsets(lib.empty() ? gcc_major : libgo_gcc_major(lib))) {
+    plan.offsets = *o;
+    plan.wait_reasons = read_wait_reason_table(*elf_);
+  }
   plan.binary_view.elf = elf_.get();
   plan.binary_view.types = &types_.graph();
   plan.binary_view.rt.gccgo = true;  // an interface's dynamic type is a libgo descriptor
+  plan.binary_view.gccgo_funcs = &funcs_;
   plan.warnings = warnings_;
   for (const auto& f : funcs_) {
     std::string_view clone = gcc_clone_suffix(f.symbol);

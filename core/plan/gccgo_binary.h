@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,13 @@ class GccgoBinary {
   // names the first pattern matching nothing. The plan's binary_view points into this
   // object: valid while it lives.
   Result<ProbePlan> plan(const std::vector<std::string>& patterns) const;
+  // libgo's status changes (runtime.casgstatus) and creations (__go_go, libgo's newproc) when
+  // libgo is linked in; BadInput naming what is missing otherwise (a program linked against
+  // libgo.so has them in libgo's image, which gotap does not probe yet).
+  Result<GoroutineProbes> goroutine_probes() const;
+  // libgo's g offsets gotap reads for goroutine events (goid, status, waitreason, gopc,
+  // startpc), for a GCC release it knows.
+  static std::optional<RuntimeOffsets> libgo_offsets(int gcc_major);
 
  private:
   GccgoBinary() = default;

@@ -94,6 +94,11 @@ struct GoroutineProbes {
   // without casgstatus: the entries of runtime.entersyscall and runtime.exitsyscall stand for
   // its running -> syscall and syscall -> running changes (0: not probed).
   uint64_t sys_enter = 0, sys_exit = 0;
+  // gccgo's libgo (GccgoBinary::goroutine_probes): casgstatus(gp, old, new) takes System V
+  // arguments (RDI, ESI, EDX), and creation is __go_go(fn, arg) *g: fn (RDI) is the start
+  // function's code, the parent is the goroutine running it, and the go statement is at its
+  // return address. create_gp_arg and create_pc_arg do not apply.
+  bool sysv = false;
   std::vector<std::string> warnings;  // once each, for the user
 };
 
