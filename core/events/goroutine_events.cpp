@@ -102,6 +102,9 @@ void GoroutineEvents::on_status(uint64_t ts, int tid, uint64_t goid, uint32_t fr
   // syscall is a cgo callback borrowing an extra M's g. Neither is a goroutine starting or
   // ending.
   if (from == kGIdle || to == kGIdle) return;
+  // No change: libgo's syscall -> exiting syscall, once the backend named both a system call
+  // (libgo_status).
+  if (from == to) return;
   if (from == kGDead) {
     auto it = creating_.find(tid);
     if (it != creating_.end() && !it->second.status_seen) {

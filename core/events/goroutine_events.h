@@ -32,6 +32,11 @@ enum GStatus : uint32_t {
 };
 // "running", "waiting", ...; "status_N" for a value this version of gotap does not know.
 std::string gstatus_name(uint32_t status);
+// A libgo status as gc's: libgo's own _Gexitingsyscall (10, between syscall and runnable in
+// exitsyscall0) is still in the system call; gc's 10 is Go 1.26's leaked.
+inline uint32_t libgo_status(uint32_t s) {
+  return s == 10 ? kGSyscall : s;
+}
 
 // Where a goroutine came from, as its g records it: read when gotap first sees a goroutine
 // that was created before the trace started.

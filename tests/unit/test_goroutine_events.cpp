@@ -705,3 +705,23 @@ TEST(GoroutineTable, BorrowedCgoGoroutineIsNotAlive) {
 
 }  // namespace
 }  // namespace gotap
+
+namespace gotap {
+namespace {
+
+// libgo's exitsyscall0 goes syscall -> exiting syscall (10) -> runnable: its 10 is still the
+// system call (gc's 10 is Go 1.26's leaked), so the first change is none, and the second
+// leaves the system call.
+TEST_F(GoroutineEventsTest, LibgoExitingSyscallIsStillTheSystemCall) {
+  EXPECT_EQ(libgo_status(10), uint32_t(kGSyscall));
+  EXPECT_EQ(libgo_status(kGWaiting), uint32_t(kGWaiting));
+  ge.on_status(1 * kMs, 7, 5, kGRunning, kGSyscall);
+  ge.on_status(2 * kMs, 7, 5, libgo_status(kGSyscall), libgo_status(10));
+  ge.on_status(3 * kMs, 7, 5, libgo_status(10), libgo_status(kGRunnable));
+  ASSERT_EQ(sink.events.size(), 2u);
+  EXPECT_EQ(sink.events[0], gstate(1 * kMs, 7, 5, "running", "syscall"));
+  EXPECT_EQ(sink.events[1], gstate(3 * kMs, 7, 5, "syscall", "runnable"));
+}
+
+}  // namespace
+}  // namespace gotap
