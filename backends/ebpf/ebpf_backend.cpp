@@ -288,10 +288,17 @@ bool on_goroutine_sample(Session& s, const void* data, size_t size) {
         stacks->pcs.push_back(pc);
       }
     }
-    s.goroutines->on_status(ev.ts_ns, int(ev.tid), cap[0], uint32_t(ev.words[1]),
-                            uint32_t(ev.words[2]), good(rc) ? int(cap[rc] & 0xff) : -1,
-                            origin ? &*origin : nullptr, ev.nwords >= 4 ? ev.words[3] : 0,
-                            stacks ? &*stacks : nullptr);
+    uint32_t from = uint32_t(ev.words[1]), to = uint32_t(ev.words[2]);
+    if (s.plan.goroutines.sysv) {
+      from = libgo_status(from);
+      to = libgo_status(to);
+    }
+    s.goroutines->on_status(ev.ts_ns, int(ev.tid), cap[0], from, to,
+                            good(rc) ? int(cap[rc] & 0xff) : -1, origin ? &*origin : nullptr,
+                            ev.nwords >= 4 ? ev.words[3] : 0, stacks ? &*stacks : nullptr);
+  } else if (ev.func_id == GOTAP_FUNC_GCREATE && s.plan.goroutines.sysv && ev.nwords >= 4) {
+    // libgo's __go_go: the start function's code, the running goroutine, the return address.
+    s.goroutines->on_create(ev.ts_ns, int(ev.tid), ev.goid, ev.words[0], ev.words[3]);
   } else if (ev.func_id == GOTAP_FUNC_GCREATE && ok[0] && ev.nwords >= 3) {
     // Without a known newproc1 signature there is no parent to read (probe_config.cpp).
     const bool known = s.plan.goroutines.create_gp_arg != GoroutineProbes::kNoArg;

@@ -280,8 +280,11 @@ void add_goroutine_sites(ProbeConfig& cfg, const ProbePlan& plan) {
     return c;
   };
   const uint32_t goid = plan.offsets.g_goid;
+  // libgo's casgstatus takes System V arguments (GoroutineProbes::sysv).
+  const bool sysv = plan.goroutines.sysv;
   if (plan.goroutines.status) {
-    gotap_probe p = site(GOTAP_FUNC_GSTATUS);
+    gotap_probe p = sysv ? site(GOTAP_FUNC_GSTATUS, {GOTAP_RDI, GOTAP_RSI, GOTAP_RDX})
+                         : site(GOTAP_FUNC_GSTATUS);
     // Word 3: the return address, which tells who made the change.
     Builder{p, 0, nullptr}.add_word({GOTAP_SRC_STACK, 0, 0, plan.goroutines.status_sp_delta});
     deref(p, 0, goid);
@@ -294,7 +297,13 @@ void add_goroutine_sites(ProbeConfig& cfg, const ProbePlan& plan) {
       cfg.gstatus_origin_cap = deref(p, 0, o.offset, static_cast<int>(o.size));
     cfg.add_site(plan.goroutines.status, p);
   }
-  if (plan.goroutines.create) {
+  if (plan.goroutines.create && sysv) {
+    // __go_go(fn, arg): word 0 the start function's code, word 3 the return address (the go
+    // statement); the parent is the event's own goroutine.
+    gotap_probe p = site(GOTAP_FUNC_GCREATE, {GOTAP_RDI, GOTAP_RDI, GOTAP_RDI});
+    Builder{p, 0, nullptr}.add_word({GOTAP_SRC_STACK, 0, 0, 0});
+    cfg.add_site(plan.goroutines.create, p);
+  } else if (plan.goroutines.create) {
     // Go 1.17's newproc1(fn, argp, narg, callergp, callerpc) has them in RDI and RSI. An
     // unknown signature reads RAX into both, and the backend ignores them (no parent).
     const GoroutineProbes& g = plan.goroutines;
