@@ -282,8 +282,13 @@ void Tracer::on_goroutine(const SiteRole& role, const user_regs_struct& r, pid_t
   if (!goroutines_) return;
   const uint64_t goid_off = plan_.offsets.g_goid;
   uint64_t goid = 0;
+  // libgo's casgstatus and __go_go take System V arguments (GoroutineProbes::sysv).
+  const bool sysv = plan_.goroutines.sysv;
   if (role.kind == SiteRole::GStatus) {
-    if (!r.rax || !proc_->mem().read(r.rax + goid_off, &goid, 8)) {
+    const uint64_t gp = sysv ? r.rdi : r.rax;
+    const uint32_t from = sysv ? libgo_status(uint32_t(r.rsi)) : uint32_t(r.rbx),
+                   to = sysv ? libgo_status(uint32_t(r.rdx)) : uint32_t(r.rcx);
+    if (!gp || !proc_->mem().read(gp + goid_off, &goid, 8)) {
       ++goid_read_errors_;
       return;
     }
@@ -291,8 +296,8 @@ void Tracer::on_goroutine(const SiteRole& role, const user_regs_struct& r, pid_t
     int reason = -1;
     uint8_t wr = 0;
     uint64_t caller = 0;
-    if (uint32_t(r.rcx) == kGWaiting && plan_.offsets.g_waitreason &&
-        proc_->mem().read(r.rax + plan_.offsets.g_waitreason, &wr, 1)) {
+    if (to == kGWaiting && plan_.offsets.g_waitreason &&
+        proc_->mem().read(gp + plan_.offsets.g_waitreason, &wr, 1)) {
       reason = wr;
       proc_->mem().read(r.rsp + plan_.goroutines.status_sp_delta, &caller, 8);
     }
@@ -302,14 +307,26 @@ void Tracer::on_goroutine(const SiteRole& role, const user_regs_struct& r, pid_t
       const OriginSpan span = origin_span(plan_.offsets);
       uint8_t buf[64];
       if (span.size && span.size <= sizeof buf &&
-          proc_->mem().read(r.rax + span.offset, buf, span.size))
+          proc_->mem().read(gp + span.offset, buf, span.size))
         origin = parse_origin(plan_.offsets, buf, span.size);
     }
     std::optional<StatusStacks> stacks;
-    if (plan_.goroutines.walk) stacks = status_stacks(r, uint32_t(r.rbx), uint32_t(r.rcx));
-    goroutines_->on_status(ts, tid, goid, uint32_t(r.rbx), uint32_t(r.rcx), reason,
-                           origin ? &*origin : nullptr, caller, stacks ? &*stacks : nullptr);
-    note_runs(tid, int64_t(goid), uint32_t(r.rbx), uint32_t(r.rcx));
+    if (plan_.goroutines.walk) stacks = status_stacks(r, from, to);
+    goroutines_->on_status(ts, tid, goid, from, to, reason, origin ? &*origin : nullptr, caller,
+                           stacks ? &*stacks : nullptr);
+    note_runs(tid, int64_t(goid), from, to);
+    return;
+  }
+  if (role.kind == SiteRole::GCreate && sysv) {
+    // __go_go(fn, arg): fn is the start function's code; the parent is the goroutine running
+    // it, and the go statement is at its return address.
+    auto gi = gr_->current(r, false);
+    uint64_t caller = 0;
+    if (!gi || !proc_->mem().read(r.rsp, &caller, 8)) {
+      ++goid_read_errors_;
+      return;
+    }
+    goroutines_->on_create(ts, tid, uint64_t(gi->goid), r.rdi, caller);
     return;
   }
   if (role.kind == SiteRole::GSysEnter || role.kind == SiteRole::GSysExit) {
