@@ -79,14 +79,11 @@ Result<std::string> graph_root(const GoBinary* bin, const GccgoBinary* gccgo,
                     names.size(), some, names.size() > 3 ? ", ..." : "");
 }
 
-// What a gccgo program cannot be traced with yet (docs/cli.md, gccgo): what needs libgo's
-// goroutine states, and the views built on gc's pclntab. "" when the request is fine.
+// What a gccgo program cannot be traced with yet (docs/cli.md, gccgo): --why (libgo's stacks
+// and scheduler are not walked) and --stack. "" when the request is fine.
 std::string gccgo_refusal(const std::string& command, const TraceRequest& req) {
-  if (command == "goroutines" || req.goroutines)
-    return "goroutines are not supported for gccgo programs yet (libgo's goroutine states are not "
-           "read)";
   if (req.why)
-    return "--why is not supported for gccgo programs yet (libgo's goroutine states are not read)";
+    return "--why is not supported for gccgo programs yet (libgo's stacks are not walked)";
   if (req.opts.stack_depth > 0) return "--stack is not supported for gccgo programs yet";
   return "";
 }
@@ -131,7 +128,8 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   if (req.condition.any()) opts.condition = &*condition;
   if (req.goroutines || req.why) {
     // Go 1.26+'s fast system-call path skips casgstatus: --why probes it apart.
-    auto g = (*bin)->goroutine_probes(req.why && plan->go.at_least(1, 26));
+    auto g = gccgo ? gccgo->goroutine_probes()
+                   : (*bin)->goroutine_probes(req.why && plan->go.at_least(1, 26));
     if (!g) return report_error(g.error());
     plan->goroutines = *g;
     plan->goroutines.walk = req.why;

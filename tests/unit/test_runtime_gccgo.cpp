@@ -589,7 +589,61 @@ TEST(GccgoPeer, CountsEqualBpftracesAndTheProgramsOwn) {
   }
 }
 
-// What would read libgo's g as gc's is refused before anything is probed: one line, exit 2.
+// libgo linked in: `goroutines` follows each goroutine's life from libgo's own runtime. The
+// worker the program starts is created by main.main on the main goroutine (the ids its
+// tracebacks print), runs, and exits; every goroutine's changes chain (each leaves the state
+// the one before entered).
+class GccgoGoroutines : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GccgoGoroutines, LifeCyclesAreTheProgramsOwn) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace and BPF)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  if (!file_exists(fixture("static"))) GTEST_SKIP() << "no gccgo fixtures (gccgo-12 absent)";
+  RunResult r = run_command({gotap_binary(), "goroutines", "--backend", GetParam(), "--json", "--",
+                             fixture("static"), std::to_string(kRounds)},
+                            60);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Truth t = truth_of(r.out);
+  ASSERT_GT(t.main_goid, 0) << r.out;
+  ASSERT_GT(t.worker_goid, 0) << r.out;
+  std::map<int64_t, std::string> state;  // each goroutine's last state
+  bool created = false, exited = false;
+  int worker_changes = 0;
+  for (const auto& e : events_in(r.out)) {
+    const std::string kind = e.value("event", "");
+    const int64_t goid = e.value("goid", int64_t(-1));
+    if (kind == "gcreate") {
+      state[goid] = "dead";
+      if (goid == t.worker_goid) {
+        created = true;
+        EXPECT_EQ(e.value("parent_goid", int64_t(-1)), t.main_goid) << e.dump();
+        EXPECT_EQ(e.value("created_by", ""), "main.main") << e.dump();
+      }
+    } else if (kind == "gstate") {
+      auto it = state.find(goid);
+      if (it != state.end())
+        EXPECT_EQ(e.value("from", ""), it->second) << "goroutine " << goid << ": " << e.dump();
+      state[goid] = e.value("to", "");
+      if (goid == t.worker_goid) ++worker_changes;
+    } else if (kind == "gexit" && goid == t.worker_goid) {
+      exited = true;
+    }
+  }
+  EXPECT_TRUE(created) << r.out;
+  EXPECT_TRUE(exited) << r.out;
+  // dead -> runnable -> running, and running -> dead at least.
+  EXPECT_GE(worker_changes, 3) << r.out;
+  EXPECT_TRUE(state.count(t.main_goid)) << "the main goroutine was never seen";
+  if (GetParam() == "trampoline")
+    EXPECT_NE(r.err.find("every probe goes on kernel uprobes"), std::string::npos) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, GccgoGoroutines,
+                         ::testing::Values("ebpf", "ptrace", "trampoline"),
+                         [](const auto& info) { return info.param; });
+
+// What needs libgo's stacks, or goroutine states in libgo.so, is refused before anything is
+// probed: one line, exit 2.
 TEST(GccgoRefusals, GoroutinesAndWhy) {
   if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
   if (!file_exists(fixture("default"))) GTEST_SKIP() << "no gccgo fixtures (gccgo-12 absent)";
