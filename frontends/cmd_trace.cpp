@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/backend.h"
+#include "core/binary/wait_reason_table.h"
 #include "core/model/go_quote.h"
 #include "core/output/value_text.h"
 #include "core/plan/gccgo_binary.h"
@@ -128,10 +129,18 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
   if (req.condition.any()) opts.condition = &*condition;
   if (req.goroutines || req.why) {
     // Go 1.26+'s fast system-call path skips casgstatus: --why probes it apart.
-    auto g = gccgo ? gccgo->goroutine_probes()
+    auto g = gccgo ? gccgo->goroutine_probes(opts.target.pid)
                    : (*bin)->goroutine_probes(req.why && plan->go.at_least(1, 26));
     if (!g) return report_error(g.error());
+    // libgo.so's probes go into one process's copy: the one traced.
+    if (g->image && opts.target.all)
+      return usage_error(
+          "goroutine states of a gccgo program linked against libgo.so are followed in one "
+          "process (-p PID or -- CMD), not with --all");
     plan->goroutines = *g;
+    // libgo.so's runtime names its own wait reasons.
+    if (g->image && plan->wait_reasons.empty())
+      plan->wait_reasons = read_wait_reason_table(*g->image);
     plan->goroutines.walk = req.why;
     plan->goroutines.all_changes = req.goroutines;
     plan->warnings.insert(plan->warnings.end(), g->warnings.begin(), g->warnings.end());

@@ -1,7 +1,5 @@
 #include "core/plan/binary_view.h"
 
-#include <algorithm>
-
 #include "core/binary/elf_file.h"
 #include "core/binary/pclntab.h"
 #include "core/plan/gccgo_binary.h"
@@ -19,13 +17,7 @@ const PclnFunc* BinaryView::func_at(uint64_t pc) const {
 }
 
 std::string BinaryView::func_name(uint64_t pc) const {
-  if (gccgo_funcs) {
-    auto it = std::upper_bound(gccgo_funcs->begin(), gccgo_funcs->end(), pc,
-                               [](uint64_t v, const GccgoFunc& f) { return v < f.entry; });
-    if (it == gccgo_funcs->begin()) return "";
-    --it;
-    return pc < it->entry + it->size ? it->name : std::string();
-  }
+  if (gccgo_funcs) return gccgo_func_name(*gccgo_funcs, pc);
   const PclnFunc* f = func_at(pc);
   return f ? std::string(f->name) : std::string();
 }

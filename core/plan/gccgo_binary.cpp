@@ -1,6 +1,7 @@
 #include "core/plan/gccgo_binary.h"
 
 #include <elf.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "core/plan/gccgo_g.h"
 #include "core/plan/pattern.h"
 #include "core/plan/sysv_abi.h"
+#include "core/sys/proc_maps.h"
 
 namespace gotap {
 
@@ -68,6 +70,35 @@ uint64_t morestack_ret(Bytes code, uint64_t entry, uint64_t* call) {
   return 0;
 }
 
+std::vector<GccgoFunc> gccgo_functions(const GccgoSymbols& syms) {
+  std::vector<GccgoFunc> funcs;
+  for (const auto& s : syms.funcs) {
+    std::string_view base =
+        std::string_view(s.symbol).substr(0, s.symbol.size() - gcc_clone_suffix(s.symbol).size());
+    if (base.find('.') == std::string_view::npos || base.front() == '.') continue;
+    funcs.push_back({gccgo_demangle(s.symbol), s.symbol, s.value, s.size, s.global});
+  }
+  // One function per address: the symbol table may list an alias twice (.symtab has both
+  // a global and a local name for some libgo functions); the global one stays.
+  std::stable_sort(funcs.begin(), funcs.end(), [](const GccgoFunc& x, const GccgoFunc& y) {
+    return x.entry != y.entry ? x.entry < y.entry : x.global > y.global;
+  });
+  funcs.erase(std::unique(funcs.begin(), funcs.end(),
+                          [](const GccgoFunc& x, const GccgoFunc& y) {
+                            return x.entry == y.entry && x.name == y.name;
+                          }),
+              funcs.end());
+  return funcs;
+}
+
+std::string gccgo_func_name(const std::vector<GccgoFunc>& funcs, uint64_t pc) {
+  auto it = std::upper_bound(funcs.begin(), funcs.end(), pc,
+                             [](uint64_t v, const GccgoFunc& f) { return v < f.entry; });
+  if (it == funcs.begin()) return "";
+  --it;
+  return pc < it->entry + it->size ? it->name : std::string();
+}
+
 bool GccgoBinary::is_gccgo(const std::string& path) {
   auto elf = ElfFile::open(path);
   return elf && detect_gccgo(**elf).gccgo;
@@ -83,22 +114,7 @@ Result<std::unique_ptr<GccgoBinary>> GccgoBinary::open(const std::string& path) 
   GccgoSymbols syms = read_function_symbols(*b->elf_);
   b->table_ = syms.table;
   if (!syms.error.empty()) b->warnings_.push_back(syms.error);
-  for (auto& s : syms.funcs) {
-    std::string_view base =
-        std::string_view(s.symbol).substr(0, s.symbol.size() - gcc_clone_suffix(s.symbol).size());
-    if (base.find('.') == std::string_view::npos || base.front() == '.') continue;
-    b->funcs_.push_back({gccgo_demangle(s.symbol), s.symbol, s.value, s.size, s.global});
-  }
-  // One function per address: the symbol table may list an alias twice (.symtab has both
-  // a global and a local name for some libgo functions); the global one stays.
-  std::stable_sort(b->funcs_.begin(), b->funcs_.end(), [](const GccgoFunc& x, const GccgoFunc& y) {
-    return x.entry != y.entry ? x.entry < y.entry : x.global > y.global;
-  });
-  b->funcs_.erase(std::unique(b->funcs_.begin(), b->funcs_.end(),
-                              [](const GccgoFunc& x, const GccgoFunc& y) {
-                                return x.entry == y.entry && x.name == y.name;
-                              }),
-                  b->funcs_.end());
+  b->funcs_ = gccgo_functions(syms);
   auto dw = read_gccgo_dwarf(*b->elf_);
   if (!dw)
     b->warnings_.push_back(dw.error().message);
@@ -215,24 +231,90 @@ std::optional<RuntimeOffsets> GccgoBinary::libgo_offsets(int gcc_major) {
   return o;
 }
 
-Result<GoroutineProbes> GccgoBinary::goroutine_probes() const {
-  if (!facts_.libgo.empty())
-    return make_error(
-        "goroutine states of a gccgo program linked against {} need probes in {}, which gotap "
-        "does not place yet (build it with -static-libgo)",
-        facts_.libgo, facts_.libgo);
+namespace {
+
+// The RET sites of a function of `elf`, the split-stack path's second RET left out.
+std::vector<uint64_t> return_sites(const ElfFile& elf, uint64_t entry, uint64_t size) {
+  std::vector<uint64_t> out;
+  Bytes code = elf.read(entry, size);
+  if (code.empty() || code.size() != size) return out;
+  uint64_t call = 0;
+  const uint64_t skip = morestack_ret(code, entry, &call);
+  for (uint64_t r : analyze_function(code, entry).rets)
+    if (r != skip) out.push_back(r);
+  return out;
+}
+
+// Where ld.so would find `soname` for this program, in the order it looks (DT_RUNPATH and
+// ld.so.cache aside): LD_LIBRARY_PATH, then the multiarch and default directories. A traced
+// process's own mapping is used instead when there is one (libgo_in).
+std::string find_library(const std::string& soname) {
+  std::vector<std::string> dirs;
+  if (const char* env = getenv("LD_LIBRARY_PATH")) {
+    std::string_view all(env);
+    for (size_t at = 0; at <= all.size();) {
+      size_t colon = all.find(':', at);
+      if (colon == std::string_view::npos) colon = all.size();
+      if (colon > at) dirs.emplace_back(all.substr(at, colon - at));
+      at = colon + 1;
+    }
+  }
+  for (const char* d : {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64",
+                        "/usr/lib64", "/lib", "/usr/lib"})
+    dirs.emplace_back(d);
+  for (const auto& d : dirs) {
+    std::string path = d + "/" + soname;
+    if (access(path.c_str(), R_OK) == 0) return path;
+  }
+  return "";
+}
+
+// The copy of `soname` process pid maps, as /proc/PID/map_files names it ("" when none).
+std::string libgo_in(int pid, const std::string& soname) {
+  for (const auto& m : sys::read_maps(pid)) {
+    std::string_view base(m.path);
+    if (auto slash = base.rfind('/'); slash != std::string_view::npos)
+      base = base.substr(slash + 1);
+    if (m.offset == 0 && base.rfind(soname, 0) == 0 &&
+        (base.size() == soname.size() || base[soname.size()] == '.'))
+      return fmt::format("/proc/{}/map_files/{:x}-{:x}", pid, m.start, m.end);
+  }
+  return "";
+}
+
+}  // namespace
+
+Result<GoroutineProbes> GccgoBinary::goroutine_probes(int pid) const {
+  const ElfFile* image = elf_.get();
   GoroutineProbes g;
+  if (!facts_.libgo.empty()) {
+    // In libgo.so: its own file, the one the process maps when there is one.
+    std::string path = pid > 0 ? libgo_in(pid, facts_.libgo) : find_library(facts_.libgo);
+    if (path.empty())
+      return make_error("cannot find {}{}: goroutine states need probes in it", facts_.libgo,
+                        pid > 0 ? fmt::format(" in pid {}", pid) : std::string());
+    auto lib = ElfFile::open(path);
+    if (!lib) return lib.error();
+    libgo_ = std::move(*lib);
+    image = libgo_.get();
+    g.image = image;
+    // Its functions, for the names of the pcs the probes see there (wait reasons are told
+    // by their caller, runtime.park_m).
+    libgo_funcs_ = gccgo_functions(read_function_symbols(*libgo_));
+    g.image_funcs = &libgo_funcs_;
+  }
   g.sysv = true;
   g.create_gp_arg = g.create_pc_arg = GoroutineProbes::kNoArg;
-  for (const auto& f : funcs_)
-    if (f.name == "runtime.casgstatus") g.status = f.entry;
+  if (const ElfSymbol* s = image->symbol("runtime.casgstatus"); s && s->type == STT_FUNC)
+    g.status = s->value;
   // __go_go has no Go name (no dot): it is not among funcs_.
-  if (const ElfSymbol* s = elf_->symbol("__go_go"); s && s->type == STT_FUNC && s->size) {
+  if (const ElfSymbol* s = image->symbol("__go_go"); s && s->type == STT_FUNC && s->size) {
     g.create = s->value;
-    g.created = plan_func({"__go_go", "__go_go", s->value, s->size, true}).ret_sites;
+    g.created = return_sites(*image, s->value, s->size);
   }
   if (!g.status || !g.create || g.created.empty())
-    return make_error("{} has no runtime.casgstatus or __go_go to probe (stripped?)", elf_->path());
+    return make_error("{} has no runtime.casgstatus or __go_go to probe (stripped?)",
+                      image->path());
   return g;
 }
 

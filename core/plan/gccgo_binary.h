@@ -55,10 +55,11 @@ class GccgoBinary {
   // names the first pattern matching nothing. The plan's binary_view points into this
   // object: valid while it lives.
   Result<ProbePlan> plan(const std::vector<std::string>& patterns) const;
-  // libgo's status changes (runtime.casgstatus) and creations (__go_go, libgo's newproc) when
-  // libgo is linked in; BadInput naming what is missing otherwise (a program linked against
-  // libgo.so has them in libgo's image, which gotap does not probe yet).
-  Result<GoroutineProbes> goroutine_probes() const;
+  // libgo's status changes (runtime.casgstatus) and creations (__go_go, libgo's newproc): in
+  // the program when libgo is linked in, else in the libgo.so that process `pid` maps (or,
+  // without one, the one ld.so would load), opened here and kept (GoroutineProbes::image).
+  // BadInput naming what is missing.
+  Result<GoroutineProbes> goroutine_probes(int pid = 0) const;
   // libgo's g offsets gotap reads for goroutine events (goid, status, waitreason, gopc,
   // startpc), for a GCC release it knows.
   static std::optional<RuntimeOffsets> libgo_offsets(int gcc_major);
@@ -75,7 +76,14 @@ class GccgoBinary {
   std::vector<GccgoFunc> funcs_;
   std::string table_;
   std::vector<std::string> warnings_;
+  mutable std::unique_ptr<ElfFile> libgo_;  // goroutine_probes' libgo.so
+  mutable std::vector<GccgoFunc> libgo_funcs_;
 };
+
+// The Go functions of a symbol table (names demangled, one per address, by entry).
+std::vector<GccgoFunc> gccgo_functions(const GccgoSymbols& syms);
+// The function of `funcs` (by entry) that holds pc; "" when none.
+std::string gccgo_func_name(const std::vector<GccgoFunc>& funcs, uint64_t pc);
 
 // The RET that follows the CALL to __morestack on the split-stack path of a function whose
 // code is `code` (at `entry`): after a stack switch, the body returns into __morestack and

@@ -99,7 +99,11 @@ struct GoroutineProbes {
   // function's code, the parent is the goroutine running it, and the go statement is at its
   // return address. create_gp_arg and create_pc_arg do not apply.
   bool sysv = false;
-  std::vector<std::string> warnings;  // once each, for the user
+  // The file these probes go into when it is not the planned binary's: libgo.so for a gccgo
+  // program linked against it. Owned by the GccgoBinary that made them.
+  const ElfFile* image = nullptr;
+  const std::vector<GccgoFunc>* image_funcs = nullptr;  // its functions, by entry
+  std::vector<std::string> warnings;                    // once each, for the user
 };
 
 // Where a gccgo program keeps its current g: libgo's thread-local variable `runtime.g`

@@ -31,6 +31,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto slot = gotap::tls_module_slot(e, "runtime.g")) sink = sink + *slot;
   for (int major : {0, 12}) sink = sink + gotap::place_gccgo_g(e, facts, major).fs_offset;
   gotap::GccgoSymbols syms = gotap::read_function_symbols(e);
+  {
+    // The names of pcs (goroutine probes' callers in libgo.so).
+    auto funcs = gotap::gccgo_functions(syms);
+    for (const auto& f : funcs) sink = sink + gotap::gccgo_func_name(funcs, f.entry + 1).size();
+  }
   for (const auto& s : syms.funcs) {
     std::string name = gotap::gccgo_demangle(s.symbol);
     sink = sink + name.size() + gotap::pointer_method_name(s.symbol, name).size() +
