@@ -48,6 +48,7 @@
 #include "core/events/typed_events.h"
 #include "core/model/go_quote.h"
 #include "core/model/wait_reasons.h"
+#include "core/plan/gccgo_binary.h"
 #include "core/plan/probe_detour.h"
 #include "core/sys/fd.h"
 #include "core/sys/image_lock.h"
@@ -459,8 +460,9 @@ std::string target_text(const TraceOptions& opts, int pid, const std::string& pa
 // given back once checked.
 struct SplitSites {
   std::vector<Site> sites, refused;
+  std::vector<Site> lib_sites;  // in GoroutineProbes::image (libgo.so)
 };
-Result<SplitSites> split_sites(const BinaryView& bin, const ProbeConfig& cfg) {
+Result<SplitSites> split_sites(const BinaryView& bin, const ProbeConfig& cfg, const ElfFile* lib) {
   SplitSites out;
   out.sites.reserve(cfg.sites.size());
   std::vector<bool> can(cfg.sites.size());
@@ -472,13 +474,23 @@ Result<SplitSites> split_sites(const BinaryView& bin, const ProbeConfig& cfg) {
   for (size_t lo = 0; lo < by_addr.size(); lo += kBatch) {
     const size_t hi = std::min(by_addr.size(), lo + kBatch);
     for (size_t k = lo; k < hi; ++k)
-      can[by_addr[k]] = uprobe_can_probe(bin.elf->read(cfg.sites[by_addr[k]].addr, 16));
+      if (!cfg.sites[by_addr[k]].lib)
+        can[by_addr[k]] = uprobe_can_probe(bin.elf->read(cfg.sites[by_addr[k]].addr, 16));
     if (by_addr.size() >= kBatch) {
       const uint64_t from = cfg.sites[by_addr[lo]].addr;
       bin.elf->release(from, cfg.sites[by_addr[hi - 1]].addr + 16 - from);
     }
   }
   for (uint32_t i = 0; i < cfg.sites.size(); ++i) {
+    if (cfg.sites[i].lib) {
+      // A few goroutine probes, looked at one by one.
+      const SiteConfig& s = cfg.sites[i];
+      auto off = lib ? lib->vaddr_to_offset(s.addr) : std::nullopt;
+      if (!off) return make_error("probe address {} is not in {}", hex(s.addr), lib->path());
+      const bool ok = uprobe_can_probe(lib->read(s.addr, 16));
+      (ok ? out.lib_sites : out.refused).push_back({*off, gotap_cookie(i, s.flags, s.func_id)});
+      continue;
+    }
     auto off = bin.elf->vaddr_to_offset(cfg.sites[i].addr);
     if (!off) return make_error("probe address {} is not in the file", hex(cfg.sites[i].addr));
     const SiteConfig& s = cfg.sites[i];
@@ -551,7 +563,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   // perf-event uprobe per site. The sites are read and checked on the second CPU while the
   // BPF object loads here (neither needs the other; the future joins on every way out).
   const auto t_attach = Clock::now();
-  auto splitting = std::async(std::launch::async, [&] { return split_sites(bin, cfg); });
+  const ElfFile* lib = plan.goroutines.image;
+  auto splitting = std::async(std::launch::async, [&] { return split_sites(bin, cfg, lib); });
   Skel skel;
   Attachment attachment;
   std::string multi_error;
@@ -571,6 +584,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   }
   std::vector<Site> sites = std::move(split->sites);
   std::vector<Site> refused = std::move(split->refused);
+  const std::vector<Site> lib_sites = std::move(split->lib_sites);
   // Test only: the process may exec between the plan and the attach.
   if (opts.target.argv.empty()) sys::test_delay("GOTAP_TEST_ATTACH_DELAY_MS", "attaching");
 
@@ -674,6 +688,26 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     skel = std::move(*s);
     attachment = std::move(*a);
   }
+  // libgo.so's goroutine probes, through gotap's own descriptor of the file planned, in the
+  // traced process alone; proven below to be the copy it maps.
+  Attachment lib_attachment;
+  std::optional<PlannedImage> lib_planned;
+  if (!lib_sites.empty()) {
+    auto img = PlannedImage::of(*lib);
+    bpf_program* prog = eo.empty_program ? skel->progs.gotap_empty : skel->progs.gotap_probe;
+    auto a = !img ? Result<Attachment>(img.error())
+             : std::string_view(attachment.method()) == "uprobe_multi"
+                 ? Attachment::multi(prog, img->attach_path, lib_sites, filter_pid)
+                 : Attachment::per_site(prog, img->attach_path, lib_sites, filter_pid);
+    if (!a) {
+      attachment.detach();
+      target.terminate();
+      return runtime_error("cannot probe {} for goroutine states: {}", printable(lib->path()),
+                           a.error().what());
+    }
+    lib_attachment = std::move(*a);
+    lib_planned = *img;
+  }
   // Best effort: without it the summary has no exit status, as with --all.
   if (opts.target.pid > 0) skel->links.gotap_exit = bpf_program__attach(skel->progs.gotap_exit);
   // Before the process is proven to run the plan's file: an exec after that is seen.
@@ -726,6 +760,15 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
           filter_pid);
     }
     bias = *proven;
+    if (lib_planned && !proven_bias(*lib, *lib_planned, filter_pid)) {
+      lib_attachment.detach();
+      attachment.detach();
+      target.terminate();
+      return runtime_error(
+          "pid {} does not map the {} gotap read for its goroutine probes: nothing was traced "
+          "and no probe is left",
+          filter_pid, printable(lib->path()));
+    }
   }
   lock->release();
   // The interface types' keys are link-time addresses (value_chain.h).
@@ -767,8 +810,15 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
 
   Session session{bin, plan, opts, sink, cfg, nullptr, nullptr};
   session.cut = eo.cut;
-  auto func_name = [&bin, bias](uint64_t pc) {
-    return pc >= bias ? bin.func_name(pc - bias) : std::string();
+  // A pc in libgo.so (its goroutine probes' callers) is named from that file's symbols.
+  const std::optional<uint64_t> lib_bias =
+      lib_planned ? proven_bias(*lib, *lib_planned, filter_pid) : std::nullopt;
+  const std::vector<GccgoFunc>* lib_funcs = plan.goroutines.image_funcs;
+  auto func_name = [&bin, bias, lib_bias, lib_funcs](uint64_t pc) {
+    std::string name = pc >= bias ? bin.func_name(pc - bias) : std::string();
+    if (name.empty() && lib_bias && lib_funcs && pc >= *lib_bias)
+      name = gccgo_func_name(*lib_funcs, pc - *lib_bias);
+    return name;
   };
   session.decoder = std::make_unique<EventDecoder>(cfg, bin.types, bin.elf, bin.rt, bias,
                                                    opts.max_str, func_name);
@@ -956,13 +1006,17 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
                 << "\n";
     const size_t placed = cfg.probe_count() - std::min(refused.size(), cfg.probe_count());
     if (filter_pid > 0 && placed >= kHoldSites && !target_exited && !target_execd) {
-      held_detach = detach_holding_threads(filter_pid, [&] { attachment.detach(); });
+      held_detach = detach_holding_threads(filter_pid, [&] {
+        attachment.detach();
+        lib_attachment.detach();
+      });
       if (!held_detach->held && !eo.quiet)
         std::cerr << "gotap: warning: removing " << placed
                   << " probes with the program running (slow under load): " << held_detach->why_not
                   << "\n";
     } else {
       attachment.detach();
+      lib_attachment.detach();
     }
   }
   sys::timing_mark("ebpf: detached");

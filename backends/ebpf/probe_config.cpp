@@ -329,6 +329,10 @@ void add_goroutine_sites(ProbeConfig& cfg, const ProbePlan& plan) {
     deref(p, 0, goid);
     cfg.add_site(ret, p);
   }
+  // libgo.so's: their addresses are that file's.
+  if (plan.goroutines.image)
+    for (SiteConfig& s : cfg.sites)
+      if (s.func_id >= GOTAP_FUNC_GSTATUS) s.lib = true;
 }
 
 }  // namespace gotap::ebpf

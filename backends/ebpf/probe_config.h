@@ -51,6 +51,8 @@ struct SiteConfig {
   // An entry that is also its function's RET: no uprobe of its own, the next site's (flagged
   // GOTAP_PROBE_ALSO_ENTRY) runs it first.
   bool folded = false;
+  // A goroutine probe in libgo.so (GoroutineProbes::image), not in the planned binary.
+  bool lib = false;
 };
 
 struct FuncConfig {
