@@ -6,6 +6,7 @@
 #include "backends/ptrace/register.h"
 #include "backends/ptrace/tracer.h"
 #include "core/backend.h"
+#include "core/binary/elf_file.h"
 
 namespace gotap::ptrace {
 
@@ -15,6 +16,12 @@ class PtraceBackend : public Backend {
  public:
   std::string name() const override { return "ptrace"; }
   Result<void> run(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink) override {
+    // Its int3s, their fork and ownership checks, are the planned file's alone.
+    if (plan.goroutines.image)
+      return make_error(
+          "the ptrace backend places no probe in {} yet: goroutine states of this program need "
+          "--backend ebpf",
+          plan.goroutines.image->path());
     Tracer t(plan, opts, sink);
     return t.run();
   }
