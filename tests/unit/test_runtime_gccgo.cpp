@@ -589,27 +589,24 @@ TEST(GccgoPeer, CountsEqualBpftracesAndTheProgramsOwn) {
   }
 }
 
-// libgo linked in: `goroutines` follows each goroutine's life from libgo's own runtime. The
+// `goroutines` follows each goroutine's life from libgo's own runtime: in the program with
+// libgo linked in, in libgo.so otherwise (eBPF; the trampoline backend runs it there). The
 // worker the program starts is created by main.main on the main goroutine (the ids its
 // tracebacks print), runs, and exits; every goroutine's changes chain (each leaves the state
-// the one before entered).
-class GccgoGoroutines : public ::testing::TestWithParam<std::string> {};
+// the one before entered); the main goroutine waits on a channel with its reason named.
+// ptrace places no probe in libgo.so: it refuses, naming the backend that does.
+class GccgoGoroutines : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+ protected:
+  const std::string& backend() const { return std::get<0>(GetParam()); }
+  const std::string& flavour() const { return std::get<1>(GetParam()); }
+};
 
-TEST_P(GccgoGoroutines, LifeCyclesAreTheProgramsOwn) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace and BPF)";
-  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
-  if (!file_exists(fixture("static"))) GTEST_SKIP() << "no gccgo fixtures (gccgo-12 absent)";
-  RunResult r = run_command({gotap_binary(), "goroutines", "--backend", GetParam(), "--json", "--",
-                             fixture("static"), std::to_string(kRounds)},
-                            60);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const Truth t = truth_of(r.out);
-  ASSERT_GT(t.main_goid, 0) << r.out;
-  ASSERT_GT(t.worker_goid, 0) << r.out;
+// The program's life as `goroutines --json` showed it, checked against its own account.
+void expect_life_cycles(const std::string& out, const Truth& t) {
   std::map<int64_t, std::string> state;  // each goroutine's last state
-  bool created = false, exited = false;
+  bool created = false, exited = false, reason = false;
   int worker_changes = 0;
-  for (const auto& e : events_in(r.out)) {
+  for (const auto& e : events_in(out)) {
     const std::string kind = e.value("event", "");
     const int64_t goid = e.value("goid", int64_t(-1));
     if (kind == "gcreate") {
@@ -625,32 +622,88 @@ TEST_P(GccgoGoroutines, LifeCyclesAreTheProgramsOwn) {
         EXPECT_EQ(e.value("from", ""), it->second) << "goroutine " << goid << ": " << e.dump();
       state[goid] = e.value("to", "");
       if (goid == t.worker_goid) ++worker_changes;
+      // wg.Wait in main.main: a semaphore, or the worker's channel of fmt's lock.
+      if (goid == t.main_goid && e.contains("reason")) reason = true;
     } else if (kind == "gexit" && goid == t.worker_goid) {
       exited = true;
     }
   }
-  EXPECT_TRUE(created) << r.out;
-  EXPECT_TRUE(exited) << r.out;
+  EXPECT_TRUE(created) << out;
+  EXPECT_TRUE(exited) << out;
   // dead -> runnable -> running, and running -> dead at least.
-  EXPECT_GE(worker_changes, 3) << r.out;
+  EXPECT_GE(worker_changes, 3) << out;
   EXPECT_TRUE(state.count(t.main_goid)) << "the main goroutine was never seen";
-  if (GetParam() == "trampoline")
+  EXPECT_TRUE(reason) << "no wait of the main goroutine has its reason\n" << out;
+}
+
+TEST_P(GccgoGoroutines, LifeCyclesAreTheProgramsOwn) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace and BPF)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  if (!file_exists(fixture(flavour()))) GTEST_SKIP() << "no gccgo fixtures (gccgo-12 absent)";
+  RunResult r = run_command({gotap_binary(), "goroutines", "--backend", backend(), "--json", "--",
+                             fixture(flavour()), std::to_string(kRounds)},
+                            60);
+  if (backend() == "ptrace" && flavour() == "default") {
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("libgo.so.21 yet: goroutine states of this program need --backend ebpf"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out.find("call "), std::string::npos) << "the program ran: " << r.out;
+    return;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Truth t = truth_of(r.out);
+  ASSERT_GT(t.main_goid, 0) << r.out;
+  ASSERT_GT(t.worker_goid, 0) << r.out;
+  expect_life_cycles(r.out, t);
+  if (backend() == "trampoline")
     EXPECT_NE(r.err.find("every probe goes on kernel uprobes"), std::string::npos) << r.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, GccgoGoroutines,
-                         ::testing::Values("ebpf", "ptrace", "trampoline"),
-                         [](const auto& info) { return info.param; });
+                         ::testing::Combine(::testing::Values("ebpf", "ptrace", "trampoline"),
+                                            ::testing::Values("static", "default")),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                         });
 
-// What needs libgo's stacks, or goroutine states in libgo.so, is refused before anything is
-// probed: one line, exit 2.
-TEST(GccgoRefusals, GoroutinesAndWhy) {
+// Attached by pid to a program linked against libgo.so: the probes go into the copy of libgo
+// that process maps. The worker it starts once attached is seen from its creation to its exit.
+TEST(GccgoGoroutinesAttached, LibgoSoOfThatProcess) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  if (!file_exists(fixture("default"))) GTEST_SKIP() << "no gccgo fixtures (gccgo-12 absent)";
+  const std::string go = "/tmp/gotap-gccgo-gor-" + std::to_string(getpid());
+  unlink(go.c_str());
+  Child p = spawn({fixture("default"), std::to_string(kRounds), "wait", go});
+  ASSERT_GT(p.pid, 0);
+  ASSERT_NE(read_until(p.out, "waiting", 30'000).find("waiting"), std::string::npos);
+  Child g = spawn(
+      {gotap_binary(), "goroutines", "--backend", "ebpf", "--json", "-p", std::to_string(p.pid)});
+  ASSERT_GT(g.pid, 0);
+  const std::string started = read_until(g.err, "Tracing", 60'000);
+  std::FILE* f = std::fopen(go.c_str(), "w");
+  if (f) std::fclose(f);
+  const std::string pout = read_all(p.out);
+  waitpid(p.pid, nullptr, 0);
+  const std::string out = read_all(g.out), err = started + read_all(g.err);
+  int st = 0;
+  waitpid(g.pid, &st, 0);
+  for (int fd : {p.out, p.err, g.out, g.err}) close(fd);
+  unlink(go.c_str());
+  ASSERT_NE(started.find("Tracing"), std::string::npos) << started;
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << err;
+  const Truth t = truth_of(pout);
+  ASSERT_GT(t.worker_goid, 0) << pout;
+  expect_life_cycles(out, t);
+}
+
+// What needs libgo's stacks is refused before anything is probed: one line, exit 2.
+TEST(GccgoRefusals, WhyAndStack) {
   if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
   if (!file_exists(fixture("default"))) GTEST_SKIP() << "no gccgo fixtures (gccgo-12 absent)";
   const std::string bin = fixture("default");
   for (const auto& argv : std::vector<std::vector<std::string>>{
-           {gotap_binary(), "goroutines", "--", bin, "1"},
-           {gotap_binary(), "trace", "--goroutines", "main.Add", "--", bin, "1"},
            {gotap_binary(), "trace", "--why", "main.Add", "--", bin, "1"},
            {gotap_binary(), "trace", "--stack", "4", "main.Add", "--", bin, "1"}}) {
     RunResult r = run_command(argv, 30);
