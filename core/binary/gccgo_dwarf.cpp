@@ -42,6 +42,14 @@ class Classifier {
     SysvType t;
     t.name = name(d, 0);
     Dwarf_Die s = strip_typedefs(*d);
+    if (dwarf_tag(&s) == DW_TAG_structure_type) {
+      auto ms = members(&s);
+      if (ms.size() == 2 && ms[1].first == "__object" &&
+          (ms[0].first == "__methods" || ms[0].first == "__type_descriptor")) {
+        t.iface = true;
+        t.empty = ms[0].first == "__type_descriptor";
+      }
+    }
     Dwarf_Word size = 0;
     int bs = dwarf_bytesize(&s);
     if (bs > 0) size = Dwarf_Word(bs);

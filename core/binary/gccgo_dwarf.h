@@ -25,6 +25,9 @@ struct SysvType {
   // not at its natural alignment) and for zero-size types.
   std::vector<EightbyteClass> eightbytes;
   bool memory = false;
+  // An interface, whatever its name ("Reader", "error"): a struct of a method table (or, empty,
+  // a type descriptor) and the object. `empty`: interface {} under any name.
+  bool iface = false, empty = false;
 };
 
 struct GccgoParam {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "core/binary/wait_reason_table.h"
 #include "core/plan/disasm.h"
@@ -121,6 +122,18 @@ Result<std::unique_ptr<GccgoBinary>> GccgoBinary::open(const std::string& path) 
   else
     b->dwarf_ = std::move(*dw);
   if (b->dwarf_) {
+    // Interfaces by name first (a name DWARF also gives another type is not one).
+    std::map<std::string, std::pair<int, bool>> ifaces;  // name: (1 iface, 2 other), empty
+    for (const auto& f : b->dwarf_->funcs)
+      for (const auto* list : {&f.params, &f.results})
+        for (const auto& p : *list) {
+          auto& [how, empty] = ifaces[p.type.name];
+          how |= p.type.iface ? 1 : 2;
+          empty = p.type.empty;
+        }
+    for (const auto& [name, v] : ifaces)
+      if (v.first == 1 && name != "error" && name != "interface {}")
+        b->types_.add_interface(name, v.second);
     for (const auto& f : b->dwarf_->funcs) {
       for (const auto& p : f.params) b->types_.add(p.type.name);
       for (const auto& r : f.results) b->types_.add(r.type.name);

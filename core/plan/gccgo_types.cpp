@@ -33,6 +33,19 @@ TypeId GccgoTypes::add(const std::string& name) {
   return add(name, 0);
 }
 
+TypeId GccgoTypes::add_interface(const std::string& name, bool empty) {
+  if (auto it = ids_.find(name); it != ids_.end()) return it->second;
+  GoType t;
+  t.name = name;
+  t.kind = GoKind::Interface;
+  t.size = 16;
+  // The decoder tells an empty interface by a first field named _type (value_decoder.cpp).
+  if (empty) t.fields.push_back({"_type", 0, 0});
+  t.id = next_++;
+  graph_.add(t);
+  return ids_[name] = t.id;
+}
+
 TypeId GccgoTypes::add(const std::string& name, int depth) {
   if (auto it = ids_.find(name); it != ids_.end()) return it->second;
   if (depth > kMaxDepth) return 0;

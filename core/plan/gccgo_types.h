@@ -1,8 +1,8 @@
 // The Go types of a gccgo program's parameters, for the value decoder: gccgo's DWARF is
 // C-like (core/binary/gccgo_dwarf.h), but its strings, slices and pointers have gc's
-// layouts, so a type graph built from the names alone decodes them as gc's. Interfaces,
-// maps, structs and named types get no type: their words are shown raw (libgo's type
-// descriptors and map layouts are not gc's).
+// layouts, so a type graph built from the names alone decodes them as gc's. Interfaces are
+// decoded through libgo's type descriptors. Maps, structs and other named types get no type:
+// their words are shown raw (libgo's map layouts are not read).
 #pragma once
 
 #include <string>
@@ -18,6 +18,11 @@ class GccgoTypes {
   // "[][]string", "*Point"), added on first use; 0 when the name is not one of those (and for
   // "*T" with such a T: a pointer whose target is not read).
   TypeId add(const std::string& name);
+  // An interface DWARF shows under `name` ("Reader", "Shape"): two words whose first is a
+  // method table that starts with the dynamic type's descriptor (empty: the descriptor
+  // itself), as for error. Call before add() sees the name; a name that is an interface in
+  // one place and another type in another is left to add().
+  TypeId add_interface(const std::string& name, bool empty);
   // The type add gave this name; 0 when it gave none or was not asked.
   TypeId find(const std::string& name) const {
     auto it = ids_.find(name);
