@@ -89,6 +89,26 @@ std::vector<std::string> locs(const std::vector<ParamLoc>& ps) {
   return out;
 }
 
+// Interfaces DWARF names as a type of their own (a typedef of {__methods, __object}, or of
+// {__type_descriptor, __object} for an empty one): two words, decoded through libgo's
+// descriptors; an empty one is marked as such (its first field _type), and the name then
+// resolves to that interface, however often it is asked.
+TEST(GccgoTypes, NamedInterfaces) {
+  GccgoTypes t;
+  const TypeId shape = t.add_interface("Shape", false), any = t.add_interface("Any", true);
+  t.finish();
+  const TypeGraph& g = t.graph();
+  ASSERT_TRUE(shape && any);
+  EXPECT_EQ(g.get(shape)->kind, GoKind::Interface);
+  EXPECT_EQ(g.get(shape)->size, 16u);
+  EXPECT_TRUE(g.get(shape)->fields.empty());
+  ASSERT_EQ(g.get(any)->fields.size(), 1u);
+  EXPECT_EQ(g.get(any)->fields[0].name, "_type");
+  EXPECT_EQ(t.add("Shape"), shape);
+  EXPECT_EQ(t.find("Any"), any);
+  EXPECT_NE(t.add("*Shape"), 0u);
+}
+
 // mix(f float64, b bool, s string) (float64, error) as gccgo-12 compiles it: the 24-byte
 // results struct is returned in memory, its address passed in rdi, so b is in rsi (sil)
 // and s in rdx:rcx (disassembly of the fixture's main.mix).

@@ -698,6 +698,65 @@ TEST(GccgoGoroutinesAttached, LibgoSoOfThatProcess) {
   expect_life_cycles(out, t);
 }
 
+// Interfaces under names of their own (tests/fixtures-gccgo/ifaces: the program's Shape and
+// Any, io.Reader): each argument's dynamic type is the one the program printed (%T), read
+// through libgo's type descriptors, and its value with it. eBPF names a type whose
+// descriptor is in the program's file (libgo's, such as *strings.Reader, only with libgo
+// linked in) and copies no pointee.
+class GccgoInterfaces : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(GccgoInterfaces, DynamicTypesAreTheProgramsOwn) {
+  const std::string& backend = std::get<0>(GetParam());
+  const std::string& flavour = std::get<1>(GetParam());
+  const std::string prog = std::string(GOTAP_GCCGO_FIXTURES_DIR) + "/" + flavour + "/ifaces";
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace and BPF)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  if (!file_exists(prog)) GTEST_SKIP() << "no gccgo fixture " << prog << " (gccgo-12 absent)";
+  constexpr int kN = 4;
+  RunResult r = run_command({gotap_binary(), "trace", "--backend", backend, "--json", "main.Area",
+                             "main.Read", "main.Keep", "--", prog, std::to_string(kN)},
+                            60);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // "iface main.Area main.Square {3} -> 9", "iface main.Read *strings.Reader 3",
+  // "iface main.Keep int 3"
+  std::multiset<std::string> want, got;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("iface ", 0) != 0) continue;
+    std::istringstream w(line.substr(6));
+    std::string func, type, value;
+    w >> func >> type >> value;
+    if (func == "main.Read" && backend == "ebpf" && flavour == "default") type = "(raw)";
+    if (func == "main.Area") value = value.substr(1, value.size() - 2);  // {3}
+    if (func == "main.Read") value = "";
+    want.insert(func + " " + type + " " + value);
+  }
+  ASSERT_EQ(want.size(), size_t(3 * kN)) << r.out;
+  for (const auto& e : events_in(r.out, "entry")) {
+    const json& v = e["args"][0]["value"];
+    std::string type = v.value("type", "");
+    if (type.empty() && v.contains("raw")) type = "(raw)";
+    std::string value;
+    const std::string func = e.value("func", "");
+    if (func == "main.Area") value = go_text(v["value"]["fields"][0]["value"]);
+    if (func == "main.Keep") value = go_text(v["value"]);
+    if (func == "main.Read" && backend == "ptrace") {
+      // The reader's string: as many x as the round.
+      const std::string str = v["value"]["elem"]["fields"][0].value("value", "");
+      EXPECT_EQ(str.find_first_not_of('x'), std::string::npos) << e.dump();
+    }
+    got.insert(func + " " + type + " " + value);
+  }
+  EXPECT_EQ(got, want) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, GccgoInterfaces,
+                         ::testing::Combine(::testing::Values("ebpf", "ptrace"),
+                                            ::testing::Values("default", "static")),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                         });
+
 // What needs libgo's stacks is refused before anything is probed: one line, exit 2.
 TEST(GccgoRefusals, WhyAndStack) {
   if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
