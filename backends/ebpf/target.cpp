@@ -11,6 +11,7 @@
 #include <cstring>
 #include <utility>
 
+#include "core/backend.h"
 #include "core/sys/spawn.h"
 
 namespace gotap::ebpf {
@@ -91,12 +92,15 @@ Result<bool> TargetProcess::run_syscalls_until(const std::function<bool()>& done
     return errno_error(ErrorKind::Runtime, "ptrace options of pid {}", pid_);
   for (int i = 0; i < max_stops; ++i) {
     if (done()) return true;
+    // Ctrl-C meanwhile: the child, still stopped, is ended with the run.
+    if (stop_requested()) return runtime_error("stopped before pid {} was traced", pid_);
     if (ptrace(PTRACE_SYSCALL, pid_, nullptr, reinterpret_cast<void*>(intptr_t(pending_signal_))))
       return errno_error(ErrorKind::Runtime, "resume pid {}", pid_);
     pending_signal_ = 0;
     int status = 0;
     while (waitpid(pid_, &status, 0) < 0)
-      if (errno != EINTR) return errno_error(ErrorKind::Runtime, "waitpid {}", pid_);
+      if (errno != EINTR || stop_requested())
+        return errno_error(ErrorKind::Runtime, "waitpid {}", pid_);
     if (WIFEXITED(status) || WIFSIGNALED(status)) {
       exited_ = true;
       stopped_ = false;
