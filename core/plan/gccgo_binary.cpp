@@ -12,7 +12,6 @@
 #include "core/plan/gccgo_g.h"
 #include "core/plan/pattern.h"
 #include "core/plan/sysv_abi.h"
-#include "core/sys/proc_maps.h"
 
 namespace gotap {
 
@@ -284,15 +283,8 @@ std::string find_library(const std::string& soname) {
 
 // The copy of `soname` process pid maps, as /proc/PID/map_files names it ("" when none).
 std::string libgo_in(int pid, const std::string& soname) {
-  for (const auto& m : sys::read_maps(pid)) {
-    std::string_view base(m.path);
-    if (auto slash = base.rfind('/'); slash != std::string_view::npos)
-      base = base.substr(slash + 1);
-    if (m.offset == 0 && base.rfind(soname, 0) == 0 &&
-        (base.size() == soname.size() || base[soname.size()] == '.'))
-      return fmt::format("/proc/{}/map_files/{:x}-{:x}", pid, m.start, m.end);
-  }
-  return "";
+  auto m = library_mapping(pid, soname);
+  return m ? fmt::format("/proc/{}/map_files/{:x}-{:x}", pid, m->start, m->end) : "";
 }
 
 }  // namespace

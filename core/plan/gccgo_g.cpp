@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "core/sys/fd.h"
-#include "core/sys/proc_maps.h"
 
 namespace gotap {
 
@@ -107,19 +106,23 @@ GccgoG place_gccgo_g(const ElfFile& elf, const GccgoFacts& facts, int gcc_major)
   return g;
 }
 
-Result<std::optional<uint64_t>> libgo_tls_slot_in(const GccgoG& g, int pid) {
-  if (g.tls != GccgoG::Tls::Module) return runtime_error("goroutine ids: {}", g.why_not);
-  // libgo's mapping of file offset 0: its load bias (a shared object is linked at 0).
-  const sys::Mapping* first = nullptr;
-  auto maps = sys::read_maps(pid);
-  for (const auto& m : maps) {
+std::optional<sys::Mapping> library_mapping(int pid, std::string_view soname) {
+  // The maps are in address order: the first is the lowest.
+  for (auto& m : sys::read_maps(pid)) {
     std::string_view base(m.path);
     if (auto slash = base.rfind('/'); slash != std::string_view::npos)
       base = base.substr(slash + 1);
-    if (base.rfind(g.libgo, 0) != 0) continue;
-    if (base.size() > g.libgo.size() && base[g.libgo.size()] != '.') continue;
-    if (m.offset == 0 && (!first || m.start < first->start)) first = &m;
+    if (m.offset == 0 && base.rfind(soname, 0) == 0 &&
+        (base.size() == soname.size() || base[soname.size()] == '.'))
+      return std::move(m);
   }
+  return std::nullopt;
+}
+
+Result<std::optional<uint64_t>> libgo_tls_slot_in(const GccgoG& g, int pid) {
+  if (g.tls != GccgoG::Tls::Module) return runtime_error("goroutine ids: {}", g.why_not);
+  // libgo's mapping of file offset 0: its load bias (a shared object is linked at 0).
+  const std::optional<sys::Mapping> first = library_mapping(pid, g.libgo);
   if (!first) return std::optional<uint64_t>();
   auto lib =
       ElfFile::open(fmt::format("/proc/{}/map_files/{:x}-{:x}", pid, first->start, first->end));

@@ -18,6 +18,7 @@
 #include "core/binary/gccgo_symbols.h"
 #include "core/model/result.h"
 #include "core/plan/plan.h"
+#include "core/sys/proc_maps.h"
 
 namespace gotap {
 
@@ -46,6 +47,10 @@ struct GccgoGAt {
 // ld.so's relocation on): before that, Runtime error "not loaded yet". Reads the libgo
 // the process maps through /proc/PID/map_files, never a path that could have changed.
 Result<GccgoGAt> locate_gccgo_g(const GccgoG& g, int pid);
+
+// The mapping of file offset 0 of the library `soname` in process pid ("libgo.so.21" also
+// names libgo.so.21.0.0, the file the link leads to); nullopt when pid maps none.
+std::optional<sys::Mapping> library_mapping(int pid, std::string_view soname);
 
 // locate_gccgo_g in two steps, for a process on its way there (ld.so running): where the
 // GOT pair is in the process (nullopt while libgo is not mapped; an error when it never
