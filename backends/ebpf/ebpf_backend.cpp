@@ -483,9 +483,9 @@ Result<SplitSites> split_sites(const BinaryView& bin, const ProbeConfig& cfg, co
   }
   for (uint32_t i = 0; i < cfg.sites.size(); ++i) {
     if (cfg.sites[i].lib) {
-      // A few goroutine probes, looked at one by one.
+      // A few goroutine probes, looked at one by one (GoroutineProbes::image gave `lib`).
       const SiteConfig& s = cfg.sites[i];
-      auto off = lib ? lib->vaddr_to_offset(s.addr) : std::nullopt;
+      auto off = lib->vaddr_to_offset(s.addr);
       if (!off) return make_error("probe address {} is not in {}", hex(s.addr), lib->path());
       const bool ok = uprobe_can_probe(lib->read(s.addr, 16));
       (ok ? out.lib_sites : out.refused).push_back({*off, gotap_cookie(i, s.flags, s.func_id)});
@@ -692,6 +692,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   // traced process alone; proven below to be the copy it maps.
   Attachment lib_attachment;
   std::optional<PlannedImage> lib_planned;
+  std::optional<uint64_t> lib_bias;  // once proven
   if (!lib_sites.empty()) {
     auto img = PlannedImage::of(*lib);
     bpf_program* prog = eo.empty_program ? skel->progs.gotap_empty : skel->progs.gotap_probe;
@@ -760,7 +761,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
           filter_pid);
     }
     bias = *proven;
-    if (lib_planned && !proven_bias(*lib, *lib_planned, filter_pid)) {
+    if (lib_planned) lib_bias = proven_bias(*lib, *lib_planned, filter_pid);
+    if (lib_planned && !lib_bias) {
       lib_attachment.detach();
       attachment.detach();
       target.terminate();
@@ -811,8 +813,6 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   Session session{bin, plan, opts, sink, cfg, nullptr, nullptr};
   session.cut = eo.cut;
   // A pc in libgo.so (its goroutine probes' callers) is named from that file's symbols.
-  const std::optional<uint64_t> lib_bias =
-      lib_planned ? proven_bias(*lib, *lib_planned, filter_pid) : std::nullopt;
   const std::vector<GccgoFunc>* lib_funcs = plan.goroutines.image_funcs;
   auto func_name = [&bin, bias, lib_bias, lib_funcs](uint64_t pc) {
     std::string name = pc >= bias ? bin.func_name(pc - bias) : std::string();

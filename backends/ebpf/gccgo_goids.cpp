@@ -19,18 +19,16 @@ std::optional<GccgoGAt> gccgo_goids(const ProbePlan& plan, TargetProcess& target
       std::cerr << "gotap: warning: goroutine ids are not read: " << g.why_not << "\n";
     return std::nullopt;
   }
+  // Linked in: a fixed place, the file's alone.
+  if (g.tls == GccgoG::Tls::Exec) return locate_gccgo_g(g, 0).value();
   std::string why;
-  if (g.tls == GccgoG::Tls::Module && target.pid() <= 0) {
+  if (target.pid() <= 0) {
     why = "libgo.so's g is found per process, not in every process (--all)";
   } else {
     std::optional<GccgoGAt> at;
     std::optional<uint64_t> slot;  // libgo's file is read once, when it is mapped
     auto found = target.run_syscalls_until(
         [&] {
-          if (g.tls == GccgoG::Tls::Exec) {
-            at = locate_gccgo_g(g, target.pid()).value();
-            return true;
-          }
           if (!slot) {
             auto s = libgo_tls_slot_in(g, target.pid());
             if (!s) {
