@@ -42,14 +42,11 @@ class Classifier {
     SysvType t;
     t.name = name(d, 0);
     Dwarf_Die s = strip_typedefs(*d);
-    if (dwarf_tag(&s) == DW_TAG_structure_type) {
-      auto ms = members(&s);
-      if (ms.size() == 2 && ms[1].first == "__object" &&
-          (ms[0].first == "__methods" || ms[0].first == "__type_descriptor")) {
+    if (dwarf_tag(&s) == DW_TAG_structure_type)
+      if (auto empty = interface_shape(members(&s))) {
         t.iface = true;
-        t.empty = ms[0].first == "__type_descriptor";
+        t.empty = *empty;
       }
-    }
     Dwarf_Word size = 0;
     int bs = dwarf_bytesize(&s);
     if (bs > 0) size = Dwarf_Word(bs);
@@ -96,8 +93,7 @@ class Classifier {
           auto e = p ? type_of(&*p) : std::nullopt;
           return "[]" + (e ? name(&*e, depth + 1) : std::string("?"));
         }
-        if (ms.size() == 2 && ms[1].first == "__object")
-          return ms[0].first == "__type_descriptor" ? "interface {}" : "interface";
+        if (auto empty = interface_shape(ms)) return *empty ? "interface {}" : "interface";
         std::string out = "struct {";
         for (size_t i = 0; i < ms.size(); ++i) {
           auto mt = type_of(&ms[i].second);
@@ -110,6 +106,16 @@ class Classifier {
       default:
         return die_name(d).empty() ? "?" : die_name(d);
     }
+  }
+
+  // gccgo's interface struct: {__methods, __object}, or an empty interface's
+  // {__type_descriptor, __object}. Whether it is empty; nullopt for any other struct.
+  static std::optional<bool> interface_shape(
+      const std::vector<std::pair<std::string, Dwarf_Die>>& ms) {
+    if (ms.size() != 2 || ms[1].first != "__object" ||
+        (ms[0].first != "__methods" && ms[0].first != "__type_descriptor"))
+      return std::nullopt;
+    return ms[0].first == "__type_descriptor";
   }
 
   static std::vector<std::pair<std::string, Dwarf_Die>> members(Dwarf_Die* d) {
