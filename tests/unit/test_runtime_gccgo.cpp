@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -117,6 +118,59 @@ std::string libgo_of(const std::string& prog) {
   for (std::string name, arrow, path; lines >> name;)
     if (name.rfind("libgo.so", 0) == 0 && lines >> arrow >> path) return path;
   return "";
+}
+
+// gotap attached by pid to `prog` started as "PROG N wait FILE": gotap (its `args`, then -p
+// PID, then `after`) attaches while the program waits; `before` runs with the pid before
+// gotap starts, `meanwhile` once gotap says it traces; then FILE lets the program make its
+// calls, and both end with the program.
+struct AttachedRun {
+  bool started = false;  // gotap printed "Tracing"
+  std::string program_out, out, err;
+  int status = -1;  // gotap's wait status
+};
+
+AttachedRun run_attached(const std::string& prog, int rounds, std::vector<std::string> args,
+                         const std::vector<std::string>& after,
+                         const std::function<void(pid_t)>& before = {},
+                         const std::function<void()>& meanwhile = {}) {
+  AttachedRun run;
+  const std::string go = "/tmp/gotap-gccgo-attach-" + std::to_string(getpid());
+  unlink(go.c_str());
+  Child p = spawn({prog, std::to_string(rounds), "wait", go});
+  EXPECT_GT(p.pid, 0);
+  if (p.pid <= 0) return run;
+  const bool waiting = read_until(p.out, "waiting", 30'000).find("waiting") != std::string::npos;
+  EXPECT_TRUE(waiting) << prog << " never said it was waiting";
+  Child g;
+  if (waiting) {
+    if (before) before(p.pid);
+    args.insert(args.begin(), gotap_binary());
+    args.insert(args.end(), {"-p", std::to_string(p.pid)});
+    args.insert(args.end(), after.begin(), after.end());
+    g = spawn(args);
+    EXPECT_GT(g.pid, 0);
+  }
+  std::string started;
+  if (g.pid > 0) started = read_until(g.err, "Tracing", 60'000);
+  run.started = started.find("Tracing") != std::string::npos;
+  if (run.started && meanwhile) meanwhile();
+  std::FILE* f = std::fopen(go.c_str(), "w");
+  EXPECT_NE(f, nullptr) << go;
+  if (f) std::fclose(f);
+  run.program_out = read_all(p.out);
+  waitpid(p.pid, nullptr, 0);
+  close(p.out);
+  close(p.err);
+  if (g.pid > 0) {
+    run.out = read_all(g.out);
+    run.err = started + read_all(g.err);
+    waitpid(g.pid, &run.status, 0);
+    close(g.out);
+    close(g.err);
+  }
+  unlink(go.c_str());
+  return run;
 }
 
 class Gccgo : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
@@ -274,27 +328,13 @@ TEST_P(Gccgo, ConditionOnTheGoroutine) {
 // against libgo.so) or the offset from the file (libgo linked in). Each call's goroutine is
 // the program's own.
 TEST_P(Gccgo, GoroutineIdsWhenAttachedByPid) {
-  const std::string go = "/tmp/gotap-gccgo-goid-" + std::to_string(getpid());
-  unlink(go.c_str());
-  Child p = spawn({fixture(flavour()), std::to_string(kRounds), "wait", go});
-  ASSERT_GT(p.pid, 0);
-  ASSERT_NE(read_until(p.out, "waiting", 30'000).find("waiting"), std::string::npos);
-  Child g = spawn({gotap_binary(), "trace", "--backend", backend(), "--json", "-p",
-                   std::to_string(p.pid), "main.Add"});
-  ASSERT_GT(g.pid, 0);
-  const std::string started = read_until(g.err, "Tracing", 60'000);
-  std::FILE* f = std::fopen(go.c_str(), "w");
-  if (f) std::fclose(f);
-  const std::string pout = read_all(p.out);
-  waitpid(p.pid, nullptr, 0);
-  const std::string out = read_all(g.out), err = started + read_all(g.err);
-  int st = 0;
-  waitpid(g.pid, &st, 0);
-  for (int fd : {p.out, p.err, g.out, g.err}) close(fd);
-  unlink(go.c_str());
-  ASSERT_NE(started.find("Tracing"), std::string::npos) << started;
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << err;
-  EXPECT_EQ(err.find("warning"), std::string::npos) << err;
+  const AttachedRun run = run_attached(fixture(flavour()), kRounds,
+                                       {"trace", "--backend", backend(), "--json"}, {"main.Add"});
+  ASSERT_TRUE(run.started) << run.err;
+  EXPECT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.err;
+  EXPECT_EQ(run.err.find("warning"), std::string::npos) << run.err;
+  const std::string& pout = run.program_out;
+  const std::string& out = run.out;
   Truth t = truth_of(pout);
   ASSERT_GT(t.main_goid, 0) << pout;
   ASSERT_GT(t.worker_goid, 0) << pout;
@@ -491,36 +531,24 @@ TEST(GccgoLibgo, PidAndBinaryCountsThatProcessAlone) {
   if (!file_exists(prog)) GTEST_SKIP() << "no gccgo fixture " << prog << " (gccgo-12 absent)";
   const std::string libgo = libgo_of(prog);
   ASSERT_FALSE(libgo.empty()) << "ldd names no libgo.so for " << prog;
-  const std::string go = "/tmp/gotap-libgo-pid-" + std::to_string(getpid());
-  unlink(go.c_str());
-  Child p = spawn({prog, "12", "wait", go});
-  ASSERT_GT(p.pid, 0);
-  ASSERT_NE(read_until(p.out, "waiting", 30'000).find("waiting"), std::string::npos);
-  RunResult refused = run_command({gotap_binary(), "count", "--backend", "ptrace", "-p",
-                                   std::to_string(p.pid), "--binary", libgo, "strconv.Atoi"});
-  EXPECT_EQ(refused.exit_code, 2) << refused.err;
-  EXPECT_NE(refused.err.find("--backend ebpf"), std::string::npos) << refused.err;
-  Child g = spawn({gotap_binary(), "count", "--json", "-p", std::to_string(p.pid), "--binary",
-                   libgo, "strconv.Atoi"});
-  ASSERT_GT(g.pid, 0);
-  const std::string started = read_until(g.err, "Tracing", 60'000);
-  // Another process of the same libgo, traced by nobody: its calls are not counted.
-  RunResult other = run_command({prog, "12"});
-  EXPECT_EQ(other.exit_code, 0) << other.err;
-  std::FILE* f = std::fopen(go.c_str(), "w");
-  ASSERT_NE(f, nullptr);
-  std::fclose(f);
+  const AttachedRun run = run_attached(
+      prog, 12, {"count", "--json"}, {"--binary", libgo, "strconv.Atoi"},
+      [&](pid_t pid) {
+        RunResult refused = run_command({gotap_binary(), "count", "--backend", "ptrace", "-p",
+                                         std::to_string(pid), "--binary", libgo, "strconv.Atoi"});
+        EXPECT_EQ(refused.exit_code, 2) << refused.err;
+        EXPECT_NE(refused.err.find("--backend ebpf"), std::string::npos) << refused.err;
+      },
+      [&] {
+        // Another process of the same libgo, traced by nobody: its calls are not counted.
+        RunResult other = run_command({prog, "12"});
+        EXPECT_EQ(other.exit_code, 0) << other.err;
+      });
   // The traced process exits, and the trace ends with it.
-  const std::string pout = read_all(p.out);
-  int pst = 0;
-  waitpid(p.pid, &pst, 0);
-  const std::string out = read_all(g.out), err = started + read_all(g.err);
-  int st = 0;
-  waitpid(g.pid, &st, 0);
-  for (int fd : {p.out, p.err, g.out, g.err}) close(fd);
-  unlink(go.c_str());
-  ASSERT_NE(started.find("Tracing"), std::string::npos) << started;
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << err;
+  ASSERT_TRUE(run.started) << run.err;
+  EXPECT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.err;
+  const std::string& pout = run.program_out;
+  const std::string &out = run.out, &err = run.err;
   uint64_t calls = 0, failed = 0;
   std::istringstream pl(pout);
   for (std::string line; std::getline(pl, line);)
@@ -673,26 +701,12 @@ TEST(GccgoGoroutinesAttached, LibgoSoOfThatProcess) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
   if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
   if (!file_exists(fixture("default"))) GTEST_SKIP() << "no gccgo fixtures (gccgo-12 absent)";
-  const std::string go = "/tmp/gotap-gccgo-gor-" + std::to_string(getpid());
-  unlink(go.c_str());
-  Child p = spawn({fixture("default"), std::to_string(kRounds), "wait", go});
-  ASSERT_GT(p.pid, 0);
-  ASSERT_NE(read_until(p.out, "waiting", 30'000).find("waiting"), std::string::npos);
-  Child g = spawn(
-      {gotap_binary(), "goroutines", "--backend", "ebpf", "--json", "-p", std::to_string(p.pid)});
-  ASSERT_GT(g.pid, 0);
-  const std::string started = read_until(g.err, "Tracing", 60'000);
-  std::FILE* f = std::fopen(go.c_str(), "w");
-  if (f) std::fclose(f);
-  const std::string pout = read_all(p.out);
-  waitpid(p.pid, nullptr, 0);
-  const std::string out = read_all(g.out), err = started + read_all(g.err);
-  int st = 0;
-  waitpid(g.pid, &st, 0);
-  for (int fd : {p.out, p.err, g.out, g.err}) close(fd);
-  unlink(go.c_str());
-  ASSERT_NE(started.find("Tracing"), std::string::npos) << started;
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << err;
+  const AttachedRun run =
+      run_attached(fixture("default"), kRounds, {"goroutines", "--backend", "ebpf", "--json"}, {});
+  ASSERT_TRUE(run.started) << run.err;
+  EXPECT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.err;
+  const std::string& pout = run.program_out;
+  const std::string& out = run.out;
   const Truth t = truth_of(pout);
   ASSERT_GT(t.worker_goid, 0) << pout;
   expect_life_cycles(out, t);
