@@ -28,6 +28,15 @@ uint64_t now_ns() {
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
+namespace {
+// This thread's CPU time: what a look costs, whatever else the machine runs meanwhile.
+uint64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+}  // namespace
+
 Result<void> Run::run() {
   GOTAP_TRY(check_request());
   const char* no_fallback = getenv("GOTAP_TRAMPOLINE_NO_FALLBACK");
@@ -219,13 +228,25 @@ void Run::wait(uint64_t t0) {
     if (stop_due(t0)) return;
     // A fallback that failed (not one that saw the program end) ends the run.
     if (fallback_ && fallback_->ended() && !fallback_->error().empty()) return;
-    if (const uint64_t now = now_ns(); now - looked >= every) {
-      for (auto& m : mapped_) {
-        note_uprobes(pid_, m->sites, [this] { drain(); });
+    if (now_ns() - looked >= every) {
+      // The look's cost is its CPU time without the drains between its batches: wall time
+      // on a busy machine made one look of 4 us seem 3 ms, and the next came 300 ms later,
+      // after another tracer's uprobe had come and gone unseen.
+      const uint64_t cpu0 = thread_cpu_ns();
+      uint64_t draining = 0;
+      const auto timed_drain = [this, &draining] {
+        const uint64_t d0 = thread_cpu_ns();
         drain();
+        draining += thread_cpu_ns() - d0;
+      };
+      for (auto& m : mapped_) {
+        note_uprobes(pid_, m->sites, timed_drain);
+        timed_drain();
       }
+      const uint64_t spent = thread_cpu_ns() - cpu0;
+      const uint64_t cost = spent - std::min(draining, spent);
       looked = now_ns();
-      every = std::max<uint64_t>(100'000'000, 100 * (looked - now));
+      every = std::max<uint64_t>(100'000'000, 100 * cost);
     }
     // A timed run reads its ring every 2 ms at most, sooner as records come faster: at the
     // last read's rate, when the ring would be an eighth full (65,536 records: at 30 M

@@ -165,8 +165,8 @@ class Run {
 
   // Until the trace ends: a stop asked for, the duration out, the program gone or exec'd.
   // Meanwhile the program counts; gotap looks at its jno jumps for another tracer's uprobe
-  // over one (note_uprobes), every 100 ms, or less often where a look takes over 1 ms (a
-  // page read each: 8 ms for a whole caddy), so that looking takes 1% of a CPU at most.
+  // over one (note_uprobes), every 100 ms, or less often where a look takes over 1 ms of CPU
+  // (a page read each: 8 ms for a whole caddy), so that looking takes 1% of a CPU at most.
   void wait(uint64_t t0);
 
   // Attaches again and takes every jump back; the pages go too, unless a thread may still
