@@ -10,6 +10,9 @@
 // at a consistent load bias, after the uprobes are registered: a process that exec'd before
 // that no longer maps it and is refused; one that execs after keeps no probe in its new
 // image (uprobes belong to an inode, and the new image is another one).
+//
+// The ptrace backend uses the same proof for a library's copy (-p PID --binary LIB): the
+// process's executable says nothing of which libgo.so it maps.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +25,7 @@ namespace gotap {
 class ElfFile;
 }
 
-namespace gotap::ebpf {
+namespace gotap {
 
 struct PlannedImage {
   std::string attach_path;  // /proc/self/fd/N: the planned inode, as the kernel resolves it
@@ -39,4 +42,4 @@ struct PlannedImage {
 // no longer exists).
 std::optional<uint64_t> proven_bias(const ElfFile& elf, const PlannedImage& img, int pid);
 
-}  // namespace gotap::ebpf
+}  // namespace gotap

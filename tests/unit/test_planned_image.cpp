@@ -1,5 +1,5 @@
-// The eBPF backend's proof that a process runs the file a plan was made from
-// (backends/ebpf/planned_image.h): by the file's identity (device and inode), not its path or
+// The proof, for the eBPF and ptrace backends, that a process maps the file a plan was made from
+// (core/plan/planned_image.h): by the file's identity (device and inode), not its path or
 // its bytes, at the load bias the kernel chose (checked against sys::load_bias, which
 // test_sys.cpp checks against AT_ENTRY). No root needed: the process is our own child.
 #include <signal.h>
@@ -14,8 +14,8 @@
 
 #include <gtest/gtest.h>
 
-#include "backends/ebpf/planned_image.h"
 #include "core/binary/elf_file.h"
+#include "core/plan/planned_image.h"
 #include "core/sys/proc_maps.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/loopback.h"
@@ -36,7 +36,7 @@ TEST(PlannedImage, ProvenOnlyForTheFileTheProcessRuns) {
     SCOPED_TRACE(f.label());
     auto elf = ElfFile::open(f.path);
     ASSERT_TRUE(elf) << elf.error().what();
-    auto img = ebpf::PlannedImage::of(**elf);
+    auto img = PlannedImage::of(**elf);
     ASSERT_TRUE(img) << img.error().what();
     // The attach path is the planned inode.
     struct stat want {
@@ -51,7 +51,7 @@ TEST(PlannedImage, ProvenOnlyForTheFileTheProcessRuns) {
     fs::copy_file(f.path, copy, fs::copy_options::overwrite_existing);
     auto other = ElfFile::open(copy.string());
     ASSERT_TRUE(other);
-    auto other_img = ebpf::PlannedImage::of(**other);
+    auto other_img = PlannedImage::of(**other);
     ASSERT_TRUE(other_img);
 
     Child p = spawn({f.path, "park", "1", "100000"});
@@ -64,19 +64,19 @@ TEST(PlannedImage, ProvenOnlyForTheFileTheProcessRuns) {
     }
     const ElfSegment* first = (*elf)->first_load();
     ASSERT_NE(first, nullptr);
-    const auto bias = ebpf::proven_bias(**elf, *img, p.pid);
+    const auto bias = proven_bias(**elf, *img, p.pid);
     const auto truth = sys::load_bias(p.pid, first->vaddr, first->offset);
     ASSERT_TRUE(truth);
     EXPECT_EQ(bias, truth);
     if (f.flavour == "default") EXPECT_EQ(bias, uint64_t{0});
-    EXPECT_FALSE(ebpf::proven_bias(**other, *other_img, p.pid)) << "a copy is another file";
+    EXPECT_FALSE(proven_bias(**other, *other_img, p.pid)) << "a copy is another file";
 
     kill(p.pid, SIGKILL);
     waitpid(p.pid, nullptr, 0);
     close(p.out);
     close(p.err);
     // Gone: nothing maps it any more.
-    EXPECT_FALSE(ebpf::proven_bias(**elf, *img, p.pid));
+    EXPECT_FALSE(proven_bias(**elf, *img, p.pid));
     fs::remove(copy);
   }
 }

@@ -1,4 +1,4 @@
-#include "backends/ebpf/planned_image.h"
+#include "core/plan/planned_image.h"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include "core/plan/image_identity.h"
 #include "core/sys/proc_maps.h"
 
-namespace gotap::ebpf {
+namespace gotap {
 
 namespace {
 
@@ -61,4 +61,4 @@ std::optional<uint64_t> proven_bias(const ElfFile& elf, const PlannedImage& img,
   return bias;
 }
 
-}  // namespace gotap::ebpf
+}  // namespace gotap
