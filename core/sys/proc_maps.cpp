@@ -1,5 +1,6 @@
 #include "core/sys/proc_maps.h"
 
+#include <elf.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -73,6 +74,16 @@ std::optional<uint64_t> load_bias(int pid, uint64_t first_load_vaddr, uint64_t f
     const uint64_t linked = first_load_vaddr & kPageMask;
     if (m.start < linked) return std::nullopt;
     return m.start - linked;
+  }
+  return std::nullopt;
+}
+
+std::optional<uint64_t> entry_point(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/auxv", std::ios::binary);
+  uint64_t kv[2];
+  while (f.read(reinterpret_cast<char*>(kv), sizeof kv)) {
+    if (kv[0] == AT_NULL) break;
+    if (kv[0] == AT_ENTRY) return kv[1];
   }
   return std::nullopt;
 }

@@ -32,4 +32,8 @@ std::vector<Mapping> read_maps(int pid);
 std::optional<uint64_t> load_bias(int pid, uint64_t first_load_vaddr,
                                   uint64_t first_load_offset = 0);
 
+// Where pid's executable starts, as the kernel gave it to the program (AT_ENTRY in
+// /proc/PID/auxv): code that runs once, before anything gotap traces. nullopt when unreadable.
+std::optional<uint64_t> entry_point(int pid);
+
 }  // namespace gotap::sys

@@ -73,6 +73,11 @@ TEST(LoadBias, OfThisProcess) {
   EXPECT_FALSE(sys::load_bias(-1, 0));
 }
 
+TEST(EntryPoint, IsTheKernelsAtEntry) {
+  EXPECT_EQ(sys::entry_point(getpid()), getauxval(AT_ENTRY));
+  EXPECT_FALSE(sys::entry_point(-1));
+}
+
 // Every flavour, PIE included, stopped at the exec as the eBPF backend launches it.
 TEST(LoadBias, OfFixturesAtTheirExec) {
   auto fixtures = all_fixtures("basic");
