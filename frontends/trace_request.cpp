@@ -41,7 +41,7 @@ po::options_description options_of(const std::string& command) {
                                                  "attach to a running process")(
       "all", "trace every process that runs the binary given with --binary (ebpf)")(
       "binary", po::value<std::string>(),
-      "the binary, for --all; with -p PID, a shared library's copy in that process (ebpf)")(
+      "the binary, for --all; with -p PID, a shared library's copy in that process")(
       "backend", po::value<std::string>()->default_value("auto"),
       "ptrace, ebpf, trampoline (count, latency, trace, graph) or auto")(
       "duration,d", po::value<double>(), "stop after SECONDS")(
@@ -200,9 +200,7 @@ int fill(TraceRequest& r, const po::variables_map& vm, const Args& rest) {
     if (!note.empty()) std::cerr << "gotap: " << note << "\n";
     opts.target.pid = *process;
     r.binary = exe_of_pid(opts.target.pid);
-    // A shared library's copy in that process (libgo.so, as bcc's `-p PID LIB:FUNC`): only
-    // uprobes follow a file other than the executable (ptrace's scratch room, identity check
-    // and fork cleaning are the executable's).
+    // A shared library's copy in that process (libgo.so, as bcc's `-p PID LIB:FUNC`).
     if (vm.count("binary")) {
       r.binary = vm["binary"].as<std::string>();
       opts.target.library = true;
@@ -232,13 +230,8 @@ int fill(TraceRequest& r, const po::variables_map& vm, const Args& rest) {
   r.probe_inline = !vm.count("no-inline") && !goroutines_cmd && !r.condition.any();
   r.open = open_options(vm);
   r.backend = vm["backend"].as<std::string>();
-  if (opts.target.library) {
-    if (r.backend == "ptrace")
-      return usage_error(
-          "-p PID --binary LIB needs --backend ebpf: ptrace probes the program's executable "
-          "only");
-    r.backend = "ebpf";
-  }
+  // The trampoline backend jumps from the executable's code only; auto keeps to eBPF.
+  if (opts.target.library && r.backend != "ptrace") r.backend = "ebpf";
 
   r.format = vm.count("json")       ? "json"
              : r.command == "graph" ? "graph"

@@ -48,6 +48,7 @@
 #include "core/model/go_quote.h"
 #include "core/model/wait_reasons.h"
 #include "core/plan/gccgo_binary.h"
+#include "core/plan/mapped_names.h"
 #include "core/plan/planned_image.h"
 #include "core/plan/probe_detour.h"
 #include "core/sys/fd.h"
@@ -814,10 +815,14 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   session.cut = eo.cut;
   // A pc in libgo.so (its goroutine probes' callers) is named from that file's symbols.
   const std::vector<GccgoFunc>* lib_funcs = plan.goroutines.image_funcs;
-  auto func_name = [&bin, bias, lib_bias, lib_funcs](uint64_t pc) {
+  // With a library as the target, pcs in the executable are named from that file.
+  std::shared_ptr<MappedNames> mapped =
+      opts.target.library ? std::make_shared<MappedNames>(filter_pid) : nullptr;
+  auto func_name = [&bin, bias, lib_bias, lib_funcs, mapped](uint64_t pc) {
     std::string name = pc >= bias ? bin.func_name(pc - bias) : std::string();
     if (name.empty() && lib_bias && lib_funcs && pc >= *lib_bias)
       name = gccgo_func_name(*lib_funcs, pc - *lib_bias);
+    if (name.empty() && mapped) name = mapped->name(pc);
     return name;
   };
   session.decoder = std::make_unique<EventDecoder>(cfg, bin.types, bin.elf, bin.rt, bias,

@@ -1,7 +1,9 @@
 #include <sys/ptrace.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "backends/ptrace/register.h"
 #include "backends/ptrace/tracer.h"
@@ -12,16 +14,25 @@ namespace gotap::ptrace {
 
 namespace {
 
+// The file a /proc/PID/map_files link names, which a user can give to --binary.
+std::string file_name(const std::string& path) {
+  if (!path.starts_with("/proc/")) return path;
+  std::error_code ec;
+  auto target = std::filesystem::read_symlink(path, ec);
+  return ec ? path : target.string();
+}
+
 class PtraceBackend : public Backend {
  public:
   std::string name() const override { return "ptrace"; }
   Result<void> run(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink) override {
-    // Its int3s, their fork and ownership checks, are the planned file's alone.
+    // Its int3s, scratch pages, fork and ownership checks are one file's: the planned one,
+    // the executable or (-p PID --binary LIB) a library's copy.
     if (plan.goroutines.image)
       return make_error(
-          "the ptrace backend places no probe in {} yet: goroutine states of this program need "
-          "--backend ebpf",
-          plan.goroutines.image->path());
+          "the ptrace backend places no probe in {0} beside the program's own yet: goroutine "
+          "states of this program need --backend ebpf, or -p PID --binary {0}",
+          file_name(plan.goroutines.image->path()));
     Tracer t(plan, opts, sink);
     return t.run();
   }

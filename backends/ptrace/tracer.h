@@ -31,6 +31,8 @@
 #include "core/events/latency.h"
 #include "core/events/overhead_budget.h"
 #include "core/events/rate_limit.h"
+#include "core/plan/mapped_names.h"
+#include "core/plan/planned_image.h"
 #include "core/sys/image_lock.h"
 #include "core/sys/timing.h"
 #include "gotap_cond.h"
@@ -98,6 +100,12 @@ class Tracer {
   // Whether /proc/PID/exe is now another file than the planned one (an exec that no wait
   // saw: the attach failed while it was under way).
   bool runs_another_file() const;
+  // Where the plan's file is in the process: its executable, or with -p PID --binary LIB
+  // that library's copy, proven by its inode (core/plan/planned_image.h). nullopt: not mapped.
+  std::optional<uint64_t> image_bias() const;
+  // The path that names the plan's file, for the image lock and the kernel's uprobe list:
+  // /proc/PID/exe, or gotap's own descriptor of the library.
+  std::string image_path(pid_t pid) const;
   // The probes placed, in steps: the decoders, the sites of the plan, what could not be
   // placed, and the int3s with the safety net (tracer_attach.cpp).
   Result<void> setup_probes(pid_t stopped);
@@ -207,6 +215,8 @@ class Tracer {
   EventSink& sink_;
   std::unique_ptr<Process> proc_;
   uint64_t bias_ = 0;
+  std::optional<PlannedImage> lib_;            // -p PID --binary LIB: the library's file
+  std::unique_ptr<MappedNames> mapped_names_;  // with lib_: names outside it
   Breakpoints bps_;
   TrapNet net_;
   const Site* trap_site_ = nullptr;

@@ -37,6 +37,7 @@
 #include "core/plan/image_identity.h"
 #include "core/plan/probe_detour.h"
 #include "core/plan/signals_blocked.h"
+#include "core/sys/proc_maps.h"
 #include "core/sys/spawn.h"
 #include "core/sys/test_delay.h"
 #include "core/sys/timing.h"
@@ -58,6 +59,11 @@ Result<void> Tracer::start() {
   // Held from the first byte read at a site to the last int3 written (or put back), and let
   // go as start returns: another gotap, on either backend, checks its sites only after.
   sys::ImageLock lock;
+  if (opts_.target.library) {
+    auto img = PlannedImage::of(*bin_.elf);
+    if (!img) return img.error();
+    lib_ = std::move(*img);
+  }
   if (!opts_.target.argv.empty()) {
     auto p = Process::launch(opts_.target.argv, abort);
     if (!p) return p.error();
@@ -125,6 +131,8 @@ Result<void> Tracer::start() {
 }
 
 bool Tracer::runs_another_file() const {
+  // A library's copy: the executable was never compared (check_image says what is missing).
+  if (lib_) return false;
   struct stat st {};
   const std::string exe = "/proc/" + std::to_string(proc_->pid()) + "/exe";
   const ElfFile& elf = *bin_.elf;
@@ -138,7 +146,24 @@ Error Tracer::exec_refusal() const {
       proc_->pid());
 }
 
+std::optional<uint64_t> Tracer::image_bias() const {
+  return lib_ ? proven_bias(*bin_.elf, *lib_, proc_->pid()) : bin_.load_bias(proc_->pid());
+}
+
+std::string Tracer::image_path(pid_t pid) const {
+  return lib_ ? lib_->attach_path : "/proc/" + std::to_string(pid) + "/exe";
+}
+
 Result<void> Tracer::check_image() {
+  // The library's copy, executable at one bias; whichever program maps it, the writes reach
+  // that file's pages only.
+  if (lib_) {
+    if (image_bias()) return {};
+    return runtime_error(
+        "pid {} does not map {} (or maps another copy of it): nothing was traced and no probe "
+        "is left",
+        proc_->pid(), bin_.elf->path());
+  }
   // Without a bias only the executable is compared; setup_probes then says what is missing.
   const std::string what =
       image_mismatch(proc_->pid(), *bin_.elf, bin_.load_bias(proc_->pid()), proc_->mem());
@@ -159,7 +184,7 @@ Result<void> Tracer::check_image() {
 // rewound instead (rewind_leftover): at the interrupt, during the injected system calls, in
 // the loop and at detach.
 void Tracer::clear_leftovers() {
-  auto bias = bin_.load_bias(proc_->pid());
+  auto bias = image_bias();
   if (!bias) return;  // setup_probes says so
   // Never where a uprobe is: that int3 is another tracer's, now or since the dead gotap.
   Leftovers left = remove_leftovers(
@@ -172,13 +197,13 @@ void Tracer::clear_leftovers() {
 }
 
 Result<sys::ImageLock> Tracer::lock_image(pid_t pid, int wait_ms, bool abortable) const {
-  return sys::ImageLock::take("/proc/" + std::to_string(pid) + "/exe", bin_.elf->path(), wait_ms,
+  return sys::ImageLock::take(image_path(pid), bin_.elf->path(), wait_ms,
                               abortable ? &stop_requested() : nullptr);
 }
 
 std::pair<size_t, std::string> Tracer::share_uprobe_sites() {
-  const auto holders = sys::uprobe_holders("/proc/" + std::to_string(proc_->pid()) + "/exe",
-                                           proc_->pid(), /*certain=*/true);
+  const auto holders = sys::uprobe_holders(image_path(proc_->pid()), proc_->pid(),
+                                           /*certain=*/true);
   if (holders.empty()) return {0, {}};
   std::vector<uint64_t> held;
   std::string first;
@@ -195,8 +220,7 @@ std::pair<size_t, std::string> Tracer::share_uprobe_sites() {
 }
 
 const std::string* Tracer::holder_of(uint64_t addr, uint64_t bias) {
-  if (!holders_)
-    holders_ = sys::uprobe_holders("/proc/" + std::to_string(proc_->pid()) + "/exe", proc_->pid());
+  if (!holders_) holders_ = sys::uprobe_holders(image_path(proc_->pid()), proc_->pid());
   auto off = addr >= bias ? bin_.elf->vaddr_to_offset(addr - bias) : std::nullopt;
   auto it = off ? holders_->find(*off) : holders_->end();
   return it == holders_->end() ? nullptr : &it->second;
@@ -212,7 +236,7 @@ static bool may_block_signals(std::string_view name) {
 }
 
 Result<void> Tracer::setup_probes(pid_t stopped) {
-  auto bias = bin_.load_bias(proc_->pid());
+  auto bias = image_bias();
   if (!bias)
     return runtime_error("cannot find where pid {} loaded {}", proc_->pid(), bin_.elf->path());
   bias_ = *bias;
@@ -415,9 +439,15 @@ Result<void> Tracer::collect_sites(SnapshotReader& code, SiteTally& t) {
     if (!r) return runtime_error("cannot probe the goroutine scheduler: {}", r.error().what());
   }
   if (gp.status) {
+    // A library's creators are mostly the executable's code: named from that file.
+    if (lib_) mapped_names_ = std::make_unique<MappedNames>(proc_->pid());
     goroutines_ = std::make_unique<GoroutineEvents>(
         stage_sink_, proc_->pid(),
-        [this](uint64_t pc) { return pc >= bias_ ? bin_.func_name(pc - bias_) : std::string(); },
+        [this](uint64_t pc) {
+          std::string name = pc >= bias_ ? bin_.func_name(pc - bias_) : std::string();
+          if (name.empty() && mapped_names_) name = mapped_names_->name(pc);
+          return name;
+        },
         plan_.wait_reasons, wait_reason_only_from_park(plan_.go));
   }
   return {};
@@ -470,7 +500,14 @@ Result<void> Tracer::arm(pid_t stopped) {
     lo = std::min(lo, seg.vaddr + bias_);
     hi = std::max(hi, seg.vaddr + seg.memsz + bias_);
   }
-  syscall_at_ = elf.entry() + bias_;
+  // A library's entry is none (0 for libgo.so): the executable's, as the kernel gave it.
+  if (lib_) {
+    auto entry = sys::entry_point(proc_->pid());
+    if (!entry) return runtime_error("cannot read pid {}'s entry point", proc_->pid());
+    syscall_at_ = *entry;
+  } else {
+    syscall_at_ = elf.entry() + bias_;
+  }
   proc_->set_inject_phase("attach", [this](pid_t, user_regs_struct& r) {
     return rewind_leftover(leftover_sites_, proc_->mem(), r);
   });

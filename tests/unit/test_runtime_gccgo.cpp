@@ -5,8 +5,7 @@
 // from the System V places (rdx as an argument and as a second result, a string, a slice on the
 // stack, a pointer) equal the program's print, and counts are exact. The stripped build
 // (.dynsym only: main.main is its one Go function) traces by name alone, without values.
-// Every call's goroutine id is the one the program's own traceback gives. What reads libgo's
-// goroutine states is refused.
+// Every call's goroutine id is the one the program's own traceback gives.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -520,30 +519,30 @@ TEST(GccgoLibgo, AllBinaryCountsInEveryProcessThatMapsIt) {
   EXPECT_EQ(counts[0].value("failed", 0ull), want_failed) << out;
 }
 
-// libgo's copy in one process as the target (eBPF, -p PID --binary LIB, as bcc's funccount
-// -p PID LIB:FUNC): the Atoi calls that process makes once attached, failures included, and
-// none of another process that maps the same libgo meanwhile. ptrace, which probes the
-// executable only, refuses it (exit 2).
-TEST(GccgoLibgo, PidAndBinaryCountsThatProcessAlone) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
-  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
-  const std::string prog = fixture("default");
-  if (!file_exists(prog)) GTEST_SKIP() << "no gccgo fixture " << prog << " (gccgo-12 absent)";
-  const std::string libgo = libgo_of(prog);
-  ASSERT_FALSE(libgo.empty()) << "ldd names no libgo.so for " << prog;
-  const AttachedRun run = run_attached(
-      prog, 12, {"count", "--json"}, {"--binary", libgo, "strconv.Atoi"},
-      [&](pid_t pid) {
-        RunResult refused = run_command({gotap_binary(), "count", "--backend", "ptrace", "-p",
-                                         std::to_string(pid), "--binary", libgo, "strconv.Atoi"});
-        EXPECT_EQ(refused.exit_code, 2) << refused.err;
-        EXPECT_NE(refused.err.find("--backend ebpf"), std::string::npos) << refused.err;
-      },
-      [&] {
-        // Another process of the same libgo, traced by nobody: its calls are not counted.
-        RunResult other = run_command({prog, "12"});
-        EXPECT_EQ(other.exit_code, 0) << other.err;
-      });
+// libgo's copy in one process as the target (-p PID --binary LIB, as bcc's funccount -p PID
+// LIB:FUNC), on eBPF and ptrace: the Atoi calls that process makes once attached, failures
+// included, and none of another process that maps the same libgo meanwhile.
+class GccgoLibgo : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF and ptrace of another process)";
+    if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+    prog = fixture("default");
+    if (!file_exists(prog)) GTEST_SKIP() << "no gccgo fixture " << prog << " (gccgo-12 absent)";
+    libgo = libgo_of(prog);
+    ASSERT_FALSE(libgo.empty()) << "ldd names no libgo.so for " << prog;
+  }
+  std::string prog, libgo;
+};
+
+TEST_P(GccgoLibgo, PidAndBinaryCountsThatProcessAlone) {
+  const AttachedRun run = run_attached(prog, 12, {"count", "--backend", GetParam(), "--json"},
+                                       {"--binary", libgo, "strconv.Atoi"}, {}, [&] {
+                                         // Another process of the same libgo, traced by nobody: its
+                                         // calls are not counted.
+                                         RunResult other = run_command({prog, "12"});
+                                         EXPECT_EQ(other.exit_code, 0) << other.err;
+                                       });
   // The traced process exits, and the trace ends with it.
   ASSERT_TRUE(run.started) << run.err;
   EXPECT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.err;
@@ -560,6 +559,82 @@ TEST(GccgoLibgo, PidAndBinaryCountsThatProcessAlone) {
   EXPECT_EQ(counts[0].value("count", 0ull), calls) << out;
   EXPECT_EQ(counts[0].value("failed", 0ull), failed) << out;
 }
+
+// Each Atoi call in libgo's copy, traced: its argument, its int result and its error equal
+// what the program printed of that call ("parse IN N *strconv.NumError FUNC NUM ERR" or
+// "parse IN N <nil>"), on the goroutine that made it. ptrace decodes the error's dynamic type
+// and fields from libgo's type descriptors; eBPF shows a failing error's two words raw.
+TEST_P(GccgoLibgo, PidAndBinaryTracesLibgosValuesAndGoroutines) {
+  const bool ptrace = GetParam() == "ptrace";
+  const AttachedRun run = run_attached(prog, 12, {"trace", "--backend", GetParam(), "--json"},
+                                       {"--binary", libgo, "strconv.Atoi"});
+  ASSERT_TRUE(run.started) << run.err;
+  EXPECT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.err;
+  const Truth t = truth_of(run.program_out);
+  ASSERT_GE(t.main_goid, 0) << run.program_out;
+  ASSERT_GE(t.worker_goid, 0) << run.program_out;
+  struct Parse {
+    std::string result, type, fields;
+    int64_t goid = -1;
+  };
+  std::map<std::string, Parse> want;  // by input: each is parsed once
+  std::istringstream pl(run.program_out);
+  for (std::string line; std::getline(pl, line);) {
+    if (line.rfind("parse ", 0) != 0) continue;
+    std::istringstream w(line.substr(6));
+    std::string in;
+    Parse p;
+    w >> in >> p.result >> p.type;
+    std::getline(w, p.fields);
+    // Rounds 0 to N-1 are main's, N to 2N-1 the worker's; the input is the round's number.
+    const int round = std::stoi(in[0] == 'x' ? in.substr(1) : in);
+    p.goid = round < 12 ? t.main_goid : t.worker_goid;
+    want[in] = p;
+  }
+  ASSERT_EQ(want.size(), 24u) << run.program_out;
+  // Entries and returns pair by goroutine: each goroutine makes one call at a time.
+  std::map<int64_t, std::string> open;
+  size_t checked = 0;
+  for (const json& e : events_in(run.out)) {
+    const std::string kind = e.value("event", "");
+    if (kind != "entry" && kind != "return") continue;
+    ASSERT_EQ(e.value("func", ""), "strconv.Atoi") << e.dump();
+    const int64_t goid = e.value("goid", int64_t(-1));
+    if (kind == "entry") {
+      ASSERT_EQ(e["args"].size(), 1u) << e.dump();
+      const std::string in = e["args"][0]["value"].get<std::string>();
+      ASSERT_TRUE(want.count(in)) << "no call of the program parsed " << in;
+      EXPECT_EQ(goid, want[in].goid) << e.dump();
+      open[goid] = in;
+      continue;
+    }
+    ASSERT_TRUE(open.count(goid)) << "a return without its entry: " << e.dump();
+    const Parse& p = want[open[goid]];
+    open.erase(goid);
+    ASSERT_EQ(e["results"].size(), 2u) << e.dump();
+    EXPECT_EQ(go_text(e["results"][0]["value"]), p.result) << e.dump();
+    const json& err = e["results"][1]["value"];
+    if (p.type == "<nil>") {
+      EXPECT_TRUE(err.is_null()) << e.dump();
+    } else if (ptrace) {
+      EXPECT_EQ(err.value("type", ""), p.type) << e.dump();
+      std::string fields;
+      for (const json& f : err["value"]["elem"]["fields"]) {
+        const json& v = f["value"];
+        fields += " " + (v.is_object() && v.contains("error") ? v["error"].get<std::string>()
+                                                              : go_text(v));
+      }
+      EXPECT_EQ(fields, p.fields) << e.dump();
+    } else {
+      EXPECT_EQ(err["raw"].size(), 2u) << e.dump();
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, want.size()) << run.out << run.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, GccgoLibgo, ::testing::Values("ebpf", "ptrace"),
+                         [](const auto& info) { return info.param; });
 
 // Side by side with a peer (issue 39: bcc's funccount cannot compile its programs on a kernel
 // without its headers, CI's; bpftrace needs none): bpftrace's uprobes and gotap, on each
@@ -622,7 +697,7 @@ TEST(GccgoPeer, CountsEqualBpftracesAndTheProgramsOwn) {
 // worker the program starts is created by main.main on the main goroutine (the ids its
 // tracebacks print), runs, and exits; every goroutine's changes chain (each leaves the state
 // the one before entered); the main goroutine waits on a channel with its reason named.
-// ptrace places no probe in libgo.so: it refuses, naming the backend that does.
+// ptrace places no probe in libgo.so beside the program: it refuses, naming the ways that do.
 class GccgoGoroutines : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
  protected:
   const std::string& backend() const { return std::get<0>(GetParam()); }
@@ -673,7 +748,8 @@ TEST_P(GccgoGoroutines, LifeCyclesAreTheProgramsOwn) {
                             60);
   if (backend() == "ptrace" && flavour() == "default") {
     EXPECT_EQ(r.exit_code, 2) << r.err;
-    EXPECT_NE(r.err.find("libgo.so.21 yet: goroutine states of this program need --backend ebpf"),
+    EXPECT_NE(r.err.find("libgo.so.21 beside the program's own yet: goroutine states of this "
+                         "program need --backend ebpf, or -p PID --binary /"),
               std::string::npos)
         << r.err;
     EXPECT_EQ(r.out.find("call "), std::string::npos) << "the program ran: " << r.out;
@@ -697,12 +773,20 @@ INSTANTIATE_TEST_SUITE_P(Backends, GccgoGoroutines,
 
 // Attached by pid to a program linked against libgo.so: the probes go into the copy of libgo
 // that process maps. The worker it starts once attached is seen from its creation to its exit.
-TEST(GccgoGoroutinesAttached, LibgoSoOfThatProcess) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
+// eBPF probes libgo beside the program, or with libgo's copy as its target (-p PID --binary
+// LIB); ptrace, one file per trace, only with libgo as its target (it refuses the other:
+// LifeCyclesAreTheProgramsOwn). The creator, main.main, is then named from the executable.
+class GccgoGoroutinesAttached : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(GccgoGoroutinesAttached, LibgoSoOfThatProcess) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF and ptrace)";
   if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
   if (!file_exists(fixture("default"))) GTEST_SKIP() << "no gccgo fixtures (gccgo-12 absent)";
-  const AttachedRun run =
-      run_attached(fixture("default"), kRounds, {"goroutines", "--backend", "ebpf", "--json"}, {});
+  const auto& [backend, libgo_target] = GetParam();
+  std::vector<std::string> after;
+  if (libgo_target) after = {"--binary", libgo_of(fixture("default"))};
+  const AttachedRun run = run_attached(fixture("default"), kRounds,
+                                       {"goroutines", "--backend", backend, "--json"}, after);
   ASSERT_TRUE(run.started) << run.err;
   EXPECT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.err;
   const std::string& pout = run.program_out;
@@ -711,6 +795,14 @@ TEST(GccgoGoroutinesAttached, LibgoSoOfThatProcess) {
   ASSERT_GT(t.worker_goid, 0) << pout;
   expect_life_cycles(out, t);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, GccgoGoroutinesAttached,
+                         ::testing::Values(std::tuple{"ebpf", false}, std::tuple{"ebpf", true},
+                                           std::tuple{"ptrace", true}),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "_libgo_target" : "");
+                         });
 
 // Interfaces under names of their own (tests/fixtures-gccgo/ifaces: the program's Shape and
 // Any, io.Reader): each argument's dynamic type is the one the program printed (%T), read
