@@ -16,6 +16,8 @@ namespace {
 
 // Type DIEs nest (pointers to structs of pointers...): deeper than this is corrupt input.
 constexpr int kMaxDepth = 32;
+// Fields read of one parameter's type, nested ones included: a struct with more stays raw.
+constexpr size_t kMaxFields = 64;
 
 std::string die_name(Dwarf_Die* d) {
   const char* n = dwarf_diename(d);
@@ -38,14 +40,38 @@ uint64_t member_offset(Dwarf_Die* m) {
 
 class Classifier {
  public:
-  SysvType classify(Dwarf_Die* d) {
+  SysvType classify(Dwarf_Die* d, int depth = 0) {
+    // A parameter's fields, all levels together, are bounded: structs of structs multiply.
+    // So is its walk of scalars (leaves): per parameter, not per binary, or every aggregate
+    // after the 100,000th scalar of a large program went to memory, at a wrong location.
+    if (depth == 0) {
+      fields_left_ = kMaxFields;
+      visited_ = 0;
+    }
     SysvType t;
     t.name = name(d, 0);
     Dwarf_Die s = strip_typedefs(*d);
-    if (dwarf_tag(&s) == DW_TAG_structure_type)
-      if (auto empty = interface_shape(members(&s))) {
+    if (dwarf_tag(&s) == DW_TAG_structure_type) {
+      auto ms = members(&s);
+      if (auto empty = interface_shape(ms)) {
         t.iface = true;
         t.empty = *empty;
+      } else if (depth < kFieldDepth && is_plain_struct(t.name, ms)) {
+        for (auto& [n, m] : ms) {
+          auto mt = type_of(&m);
+          if (!mt || fields_left_ == 0) {
+            t.fields.clear();  // a field whose type is unknown: the struct is raw
+            break;
+          }
+          --fields_left_;
+          t.fields.push_back({n, member_offset(&m), classify(&*mt, depth + 1)});
+        }
+      }
+    }
+    if (dwarf_tag(&s) == DW_TAG_pointer_type && depth < kFieldDepth)
+      if (auto target = type_of(&s)) {
+        SysvType e = classify(&*target, depth + 1);
+        if (!e.fields.empty()) t.pointee.push_back(std::move(e));
       }
     Dwarf_Word size = 0;
     int bs = dwarf_bytesize(&s);
@@ -106,6 +132,16 @@ class Classifier {
       default:
         return die_name(d).empty() ? "?" : die_name(d);
     }
+  }
+
+  // A struct whose fields are the program's: not Go's own layouts, whose members gccgo names
+  // with "__" (a slice's __values, a string's __data), nor one named as a Go builtin.
+  static bool is_plain_struct(const std::string& name,
+                              const std::vector<std::pair<std::string, Dwarf_Die>>& ms) {
+    if (ms.empty() || name == "string" || name.starts_with("[]")) return false;
+    for (const auto& m : ms)
+      if (m.first.starts_with("__")) return false;
+    return true;
   }
 
   // gccgo's interface struct: {__methods, __object}, or an empty interface's
@@ -227,6 +263,7 @@ class Classifier {
   }
 
   size_t visited_ = 0;
+  size_t fields_left_ = 0;
 };
 
 void read_subprogram(Dwarf_Die* d, Classifier& cls, GccgoDwarf& out) {

@@ -18,6 +18,8 @@ namespace gotap {
 
 enum class EightbyteClass : uint8_t { None, Integer, Sse };
 
+struct SysvField;
+
 struct SysvType {
   std::string name;  // "int", "string", "[]int", "*Point", "interface" ...
   uint64_t size = 0;
@@ -28,7 +30,22 @@ struct SysvType {
   // An interface, whatever its name ("Reader", "error"): a struct of a method table (or, empty,
   // a type descriptor) and the object. `empty`: interface {} under any name.
   bool iface = false, empty = false;
+  // A struct of the program's own (not a string, slice or interface): its fields, to a
+  // bounded depth (kFieldDepth). Empty for any other type, or deeper.
+  std::vector<SysvField> fields;
+  // A pointer to such a struct: that struct (one element), so that ptrace can decode it.
+  std::vector<SysvType> pointee;
 };
+
+struct SysvField {
+  std::string name;
+  uint64_t offset = 0;
+  SysvType type;
+};
+
+// How deep struct fields and pointers' structs are read (a struct in a struct in a
+// parameter...): deeper, a value's words are shown raw.
+constexpr int kFieldDepth = 4;
 
 struct GccgoParam {
   std::string name;

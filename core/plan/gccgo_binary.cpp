@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
+
+#include <fmt/format.h>
 
 #include "core/binary/wait_reason_table.h"
 #include "core/plan/disasm.h"
@@ -122,20 +125,26 @@ Result<std::unique_ptr<GccgoBinary>> GccgoBinary::open(const std::string& path) 
     b->dwarf_ = std::move(*dw);
   if (b->dwarf_) {
     // Interfaces by name first (a name DWARF also gives another type is not one).
+    // Struct fields and pointers' structs included.
     std::map<std::string, std::pair<int, bool>> ifaces;  // name: (1 iface, 2 other), empty
+    // A struct is its layout's type (core/plan/gccgo_types.h): a struct of an interface's
+    // name (strings.Reader, io.Reader: both "Reader" in gccgo's DWARF) leaves it one.
+    std::function<void(const SysvType&)> note = [&](const SysvType& t) {
+      auto& [how, empty] = ifaces[t.name];
+      how |= t.iface ? 1 : t.fields.empty() ? 2 : 0;
+      empty = t.empty;
+      for (const auto& f : t.fields) note(f.type);
+      for (const auto& e : t.pointee) note(e);
+    };
     for (const auto& f : b->dwarf_->funcs)
       for (const auto* list : {&f.params, &f.results})
-        for (const auto& p : *list) {
-          auto& [how, empty] = ifaces[p.type.name];
-          how |= p.type.iface ? 1 : 2;
-          empty = p.type.empty;
-        }
+        for (const auto& p : *list) note(p.type);
     for (const auto& [name, v] : ifaces)
       if (v.first == 1 && name != "error" && name != "interface {}")
         b->types_.add_interface(name, v.second);
     for (const auto& f : b->dwarf_->funcs) {
-      for (const auto& p : f.params) b->types_.add(p.type.name);
-      for (const auto& r : f.results) b->types_.add(r.type.name);
+      for (const auto& p : f.params) b->types_.add(p.type);
+      for (const auto& r : f.results) b->types_.add(r.type);
     }
     b->types_.finish();
   }
@@ -222,8 +231,11 @@ FuncPlan GccgoBinary::plan_func(const GccgoFunc& f) const {
     SysvAssignment a = assign_sysv(*d);
     p.args = std::move(a.args);
     p.results = std::move(a.results);
-    for (auto* list : {&p.args, &p.results})
-      for (auto& loc : *list) loc.type = types_.find(loc.type_name);
+    // One place per parameter and per result, in DWARF's order (assign_sysv).
+    for (size_t i = 0; i < p.args.size() && i < d->params.size(); ++i)
+      p.args[i].type = types_.find(d->params[i].type);
+    for (size_t i = 0; i < p.results.size() && i < d->results.size(); ++i)
+      p.results[i].type = types_.find(d->results[i].type);
     p.args_source = "dwarf";
   }
   return p;

@@ -33,6 +33,41 @@ TypeId GccgoTypes::add(const std::string& name) {
   return add(name, 0);
 }
 
+TypeId GccgoTypes::add(const SysvType& t) {
+  return add(t, 0);
+}
+
+std::string GccgoTypes::key(const SysvType& t) {
+  if (!t.pointee.empty()) return "*" + key(t.pointee[0]);
+  if (t.fields.empty()) return t.name;
+  std::string k = t.name + "{" + std::to_string(t.size);
+  for (const SysvField& f : t.fields)
+    k += ";" + f.name + "@" + std::to_string(f.offset) + ":" + key(f.type);
+  return k + "}";
+}
+
+TypeId GccgoTypes::add(const SysvType& t, int depth) {
+  const std::string k = key(t);
+  if (auto it = ids_.find(k); it != ids_.end()) return it->second;
+  if (depth > kMaxDepth) return 0;
+  if (t.fields.empty() && t.pointee.empty()) return add(t.name, depth);
+  GoType g;
+  g.name = t.name;
+  if (!t.pointee.empty()) {
+    g.kind = GoKind::Ptr;
+    g.size = 8;
+    g.elem = add(t.pointee[0], depth + 1);
+  } else {
+    g.kind = GoKind::Struct;
+    g.size = t.size;
+    for (const SysvField& f : t.fields)
+      g.fields.push_back({f.name, add(f.type, depth + 1), f.offset});
+  }
+  g.id = next_++;
+  graph_.add(g);
+  return ids_[k] = g.id;
+}
+
 TypeId GccgoTypes::add_interface(const std::string& name, bool empty) {
   if (auto it = ids_.find(name); it != ids_.end()) return it->second;
   GoType t;

@@ -1,13 +1,15 @@
 // The Go types of a gccgo program's parameters, for the value decoder: gccgo's DWARF is
 // C-like (core/binary/gccgo_dwarf.h), but its strings, slices and pointers have gc's
 // layouts, so a type graph built from the names alone decodes them as gc's. Interfaces are
-// decoded through libgo's type descriptors. Maps, structs and other named types get no type:
-// their words are shown raw (libgo's map layouts are not read).
+// decoded through libgo's type descriptors. Structs (and pointers to them) are decoded from
+// the fields DWARF gives. Maps and other named types get no type: their words are shown raw
+// (libgo's map layouts are not read).
 #pragma once
 
 #include <string>
 #include <unordered_map>
 
+#include "core/binary/gccgo_dwarf.h"
 #include "core/model/go_types.h"
 
 namespace gotap {
@@ -18,6 +20,13 @@ class GccgoTypes {
   // "[][]string", "*Point"), added on first use; 0 when the name is not one of those (and for
   // "*T" with such a T: a pointer whose target is not read).
   TypeId add(const std::string& name);
+  // The type of a parameter DWARF describes: a struct from its fields, a pointer to one with
+  // it; by name (add) otherwise. A struct is keyed by its name and layout, not its name
+  // alone: gccgo's DWARF names types without their package (strings.Reader and bufio.Reader
+  // are both "Reader"), and each must decode as its own fields.
+  TypeId add(const SysvType& t);
+  // The type add gave this parameter's type; 0 when none.
+  TypeId find(const SysvType& t) const { return find(key(t)); }
   // An interface DWARF shows under `name` ("Reader", "Shape"): two words whose first is a
   // method table that starts with the dynamic type's descriptor (empty: the descriptor
   // itself), as for error. Call before add() sees the name; a name that is an interface in
@@ -34,6 +43,8 @@ class GccgoTypes {
 
  private:
   TypeId add(const std::string& name, int depth);
+  TypeId add(const SysvType& t, int depth);
+  static std::string key(const SysvType& t);
   TypeGraph graph_;
   std::unordered_map<std::string, TypeId> ids_;
   TypeId next_ = 1;

@@ -109,6 +109,39 @@ TEST(GccgoTypes, NamedInterfaces) {
   EXPECT_NE(t.add("*Shape"), 0u);
 }
 
+// Structs from the fields DWARF gives, keyed by their layout: gccgo's DWARF names strings.Reader
+// and bufio.Reader both "Reader", as io.Reader, so each of the two structs keeps its own
+// fields, the interface stays an interface, and a pointer to one struct is to that one.
+TEST(GccgoTypes, StructsAreTheirLayouts) {
+  const SysvType str{"string", 16};
+  const SysvType i64{"int64", 8};
+  SysvType strings_reader{"Reader", 32};
+  strings_reader.fields = {{"s", 0, str}, {"i", 16, i64}, {"prevRune", 24, {"int", 8}}};
+  SysvType bufio_reader{"Reader", 16};
+  bufio_reader.fields = {{"buf", 0, {"int", 8}}, {"r", 8, {"int", 8}}};
+  SysvType ptr{"*Reader", 8};
+  ptr.pointee = {strings_reader};
+  GccgoTypes t;
+  const TypeId io = t.add_interface("Reader", false);
+  const TypeId a = t.add(strings_reader), b = t.add(bufio_reader), p = t.add(ptr);
+  t.finish();
+  const TypeGraph& g = t.graph();
+  ASSERT_TRUE(io && a && b && p);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(g.get(io)->kind, GoKind::Interface);
+  ASSERT_EQ(g.get(a)->kind, GoKind::Struct);
+  ASSERT_EQ(g.get(a)->fields.size(), 3u);
+  EXPECT_EQ(g.get(a)->fields[1].name, "i");
+  EXPECT_EQ(g.get(a)->fields[1].offset, 16u);
+  EXPECT_EQ(g.get(g.get(a)->fields[0].type)->kind, GoKind::String);
+  ASSERT_EQ(g.get(b)->fields.size(), 2u);
+  EXPECT_EQ(g.get(p)->kind, GoKind::Ptr);
+  EXPECT_EQ(g.get(p)->elem, a);
+  EXPECT_EQ(t.find(bufio_reader), b);
+  EXPECT_EQ(t.find(SysvType{"Reader", 16}), io) << "a struct without fields is its name's type";
+  EXPECT_EQ(t.add(strings_reader), a) << "asked again, the same type";
+}
+
 // mix(f float64, b bool, s string) (float64, error) as gccgo-12 compiles it: the 24-byte
 // results struct is returned in memory, its address passed in rdi, so b is in rsi (sil)
 // and s in rdx:rcx (disassembly of the fixture's main.mix).

@@ -804,6 +804,97 @@ INSTANTIATE_TEST_SUITE_P(Backends, GccgoGoroutinesAttached,
                                   (std::get<1>(info.param) ? "_libgo_target" : "");
                          });
 
+// Structs as parameters and results (tests/fixtures-gccgo/structs), decoded from the fields
+// gccgo's DWARF gives: in two integer registers (Point), on the stack (Rect, a struct of
+// structs), and through a pointer (*Person, whose target ptrace reads). Each call's values, as
+// %v prints them, equal the program's own line. eBPF copies no pointer's target and reads no
+// float (the x registers), as documented: Greet's argument is its address, Scale's values raw.
+class GccgoStructs : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+// A decoded value as Go's %v prints it (a pointer: its target, as the fixture prints *p).
+std::string go_v(const json& v) {
+  if (v.is_number_float()) {
+    std::ostringstream o;
+    o << v.get<double>();
+    return o.str();
+  }
+  if (v.is_object() && v.contains("fields")) {
+    std::string out = "{";
+    for (const auto& f : v["fields"]) out += (out.size() > 1 ? " " : "") + go_v(f["value"]);
+    return out + "}";
+  }
+  if (v.is_object() && v.contains("elem")) return go_v(v["elem"]);
+  return go_text(v);
+}
+
+TEST_P(GccgoStructs, ValuesAreTheProgramsOwn) {
+  const auto& [backend, flavour] = GetParam();
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace and BPF)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  const std::string prog = std::string(GOTAP_GCCGO_FIXTURES_DIR) + "/" + flavour + "/structs";
+  if (!file_exists(prog)) GTEST_SKIP() << "no gccgo fixture " << prog << " (gccgo-12 absent)";
+  RunResult r = run_command({gotap_binary(), "trace", "--backend", backend, "--json", "main.Move",
+                             "main.Scale", "main.Area", "main.Greet", "--", prog, "4"},
+                            60);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::multiset<std::string> want, got;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("struct ", 0) == 0) want.insert(line.substr(7));
+  ASSERT_EQ(want.size(), 16u) << r.out;
+  const bool ptrace = backend == "ptrace";
+  std::map<int64_t, json> open;  // by goroutine: one call at a time
+  for (const json& e : events_in(r.out)) {
+    const std::string kind = e.value("event", "");
+    const std::string func = e.value("func", "");
+    if (kind == "entry") {
+      open[e.value("goid", int64_t(-1))] = e;
+      continue;
+    }
+    if (kind != "return") continue;
+    const json entry = open[e.value("goid", int64_t(-1))];
+    ASSERT_EQ(entry.value("func", ""), func) << e.dump();
+    std::string args;
+    for (const auto& a : entry["args"]) {
+      const json& v = a["value"];
+      if (!ptrace && func == "main.Scale") {
+        EXPECT_TRUE(v.contains("raw")) << "eBPF reads no float: " << entry.dump();
+        continue;
+      }
+      if (!ptrace && func == "main.Greet") {
+        EXPECT_TRUE(v.contains("addr") && !v.contains("elem")) << entry.dump();
+        continue;
+      }
+      args += (args.empty() ? "" : " ") + go_v(v);
+    }
+    ASSERT_EQ(e["results"].size(), 1u) << e.dump();
+    got.insert(func + " " + args + (args.empty() ? "" : " ") + "-> " +
+               go_v(e["results"][0]["value"]));
+  }
+  if (ptrace) {
+    EXPECT_EQ(got, want) << r.out;
+    return;
+  }
+  // What eBPF shows of each line: Scale's floats and Greet's Person left out.
+  std::multiset<std::string> seen;
+  for (std::string w : want) {
+    if (w.rfind("main.Scale ", 0) == 0) w = "main.Scale -> {}";
+    if (w.rfind("main.Greet ", 0) == 0) w = "main.Greet " + w.substr(w.find("-> "));
+    seen.insert(w);
+  }
+  std::multiset<std::string> got_seen;
+  for (std::string g : got)
+    got_seen.insert(g.rfind("main.Scale ", 0) == 0 ? "main.Scale -> {}" : g);
+  EXPECT_EQ(got_seen, seen) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, GccgoStructs,
+                         ::testing::Combine(::testing::Values("ebpf", "ptrace", "trampoline"),
+                                            ::testing::Values("static", "default")),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                         });
+
 // Interfaces under names of their own (tests/fixtures-gccgo/ifaces: the program's Shape and
 // Any, io.Reader): each argument's dynamic type is the one the program printed (%T), read
 // through libgo's type descriptors, and its value with it. eBPF names a type whose
