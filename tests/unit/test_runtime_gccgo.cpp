@@ -633,6 +633,39 @@ TEST_P(GccgoLibgo, PidAndBinaryTracesLibgosValuesAndGoroutines) {
   EXPECT_EQ(checked, want.size()) << run.out << run.err;
 }
 
+// gotap killed (SIGKILL) while its probes are in libgo's copy: the program runs on, each
+// Atoi call through a probe that no one handles any more, and ends as untraced (its own
+// count of calls, exit 0). On ptrace the int3s stay, and the safety net in the program
+// takes them (docs/design.md); on eBPF the kernel removes the uprobes.
+TEST_P(GccgoLibgo, PidAndBinaryKilledTracerLeavesTheProgramWhole) {
+  const std::string go = "/tmp/gotap-gccgo-kill-" + std::to_string(getpid());
+  unlink(go.c_str());
+  Child p = spawn({prog, "300", "wait", go});
+  ASSERT_GT(p.pid, 0);
+  ASSERT_NE(read_until(p.out, "waiting", 30'000).find("waiting"), std::string::npos);
+  Child g = spawn({gotap_binary(), "trace", "--backend", GetParam(), "--json", "-p",
+                   std::to_string(p.pid), "--binary", libgo, "strconv.*"});
+  ASSERT_GT(g.pid, 0);
+  const std::string started = read_until(g.err, "Tracing", 60'000);
+  std::FILE* f = std::fopen(go.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  usleep(30 * 1000);  // in the middle of the program's calls
+  kill(g.pid, SIGKILL);
+  waitpid(g.pid, nullptr, 0);
+  close(g.out);
+  close(g.err);
+  const std::string out = read_all(p.out);
+  int st = 0;
+  waitpid(p.pid, &st, 0);
+  close(p.out);
+  close(p.err);
+  unlink(go.c_str());
+  ASSERT_NE(started.find("Tracing"), std::string::npos) << started;
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "wait status " << st;
+  EXPECT_NE(out.find("errors main.Parse 600 "), std::string::npos) << out.substr(out.size() / 2);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, GccgoLibgo, ::testing::Values("ebpf", "ptrace"),
                          [](const auto& info) { return info.param; });
 
