@@ -1,6 +1,10 @@
 #include "core/plan/mapped_names.h"
 
 #include <elf.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -9,6 +13,19 @@
 #include "core/sys/proc_maps.h"
 
 namespace gotap {
+
+MappedNames::MappedNames(int pid) : pid_(pid) {
+  // By inode, or by path where a file system's inodes differ between stat and the maps.
+  const std::string exe = fmt::format("/proc/{}/exe", pid);
+  struct stat st {};
+  if (::stat(exe.c_str(), &st) != 0) return;
+  std::error_code ec;
+  const std::string path = std::filesystem::read_symlink(exe, ec).string();
+  for (const sys::Mapping& m : sys::read_maps(pid))
+    if ((m.inode == st.st_ino || (!ec && m.path == path)) && m.perms.size() >= 3 &&
+        m.perms[2] == 'x')
+      file_of(m.start);
+}
 
 const MappedNames::File* MappedNames::file_of(uint64_t pc) {
   for (const File& f : files_)

@@ -15,7 +15,9 @@ namespace gotap {
 
 class MappedNames {
  public:
-  explicit MappedNames(int pid) : pid_(pid) {}
+  // Reads the executable's names now, while the process lives: its events may be named
+  // after it exited (a goroutine's creator, drained from the ring at the end).
+  explicit MappedNames(int pid);
   // The Go function of pid that holds pc, in any executable mapping of a file; "" when none
   // is known (an anonymous mapping, a file without symbols, or a C function).
   std::string name(uint64_t pc);
