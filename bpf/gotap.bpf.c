@@ -24,7 +24,9 @@ const volatile __s64 tls_g_off = -8;
 const volatile __u32 no_g = 0;
 /* A gccgo program's goroutine ids (core/plan/gccgo_g.h): libgo's g pointer is at FS base +
  * tls_g_off (GOTAP_GCCGO_G_EXEC), or at gccgo_dtpoff in the TLS block dtv[gccgo_modid] of
- * the thread's DTV, *(FS base + 8) (GOTAP_GCCGO_G_DTV). Only g_goid_off is read from it. */
+ * the thread's DTV, *(FS base + 8) (GOTAP_GCCGO_G_DTV). With GOTAP_GCCGO_G_DTV_SELF the two
+ * come from the GOT pair at link-time address gccgo_modid of the probed libgo, found through
+ * the hit's own address (site_extra's link_addr). Only g_goid_off is read from g. */
 const volatile __u32 gccgo_g = 0;
 const volatile __u64 gccgo_modid = 0;
 const volatile __u64 gccgo_dtpoff = 0;
@@ -123,16 +125,25 @@ static __always_inline void load_regs(struct pt_regs* ctx, __u64* r) {
 #include "value_chain.h"
 
 /* The current goroutine's g: R14 in ABIInternal code, else the TLS slot below FS base. */
-static __always_inline __u64 current_g(struct pt_regs* ctx, __u8 flags) {
+static __always_inline __u64 current_g(struct pt_regs* ctx, __u8 flags, __u32 idx) {
   if (gccgo_g) {
     struct task_struct* t = bpf_get_current_task_btf();
     __u64 fs = BPF_CORE_READ(t, thread.fsbase), dtv = 0, slot = fs + tls_g_off, g = 0;
+    __u64 tls[2] = {gccgo_modid, gccgo_dtpoff}; /* module id, offset in its block */
     if (!fs) return 0;
-    if (gccgo_g == GOTAP_GCCGO_G_DTV) {
-      if (bpf_probe_read_user(&dtv, sizeof(dtv), (void*)(fs + 8)) || !dtv ||
-          bpf_probe_read_user(&slot, sizeof(slot), (void*)(dtv + gccgo_modid * 16)) || !slot)
+    if (gccgo_g == GOTAP_GCCGO_G_DTV_SELF) {
+      /* A uprobe's handler sees the probed instruction's address in ip. */
+      struct gotap_site_extra* x = bpf_map_lookup_elem(&site_extra, &idx);
+      if (!x || !x->link_addr ||
+          bpf_probe_read_user(tls, sizeof(tls), (void*)(ctx->ip - x->link_addr + gccgo_modid)) ||
+          !tls[0])
         return 0;
-      slot += gccgo_dtpoff;
+    }
+    if (gccgo_g >= GOTAP_GCCGO_G_DTV) {
+      if (bpf_probe_read_user(&dtv, sizeof(dtv), (void*)(fs + 8)) || !dtv || tls[0] > 4096 ||
+          bpf_probe_read_user(&slot, sizeof(slot), (void*)(dtv + tls[0] * 16)) || !slot)
+        return 0;
+      slot += tls[1];
     }
     if (bpf_probe_read_user(&g, sizeof(g), (void*)slot)) return 0;
     return g;
@@ -320,7 +331,7 @@ static __noinline int probe_hit(struct pt_regs* ctx, __u64 cookie, __u64 at) {
       struct gotap_cond_io io = {};
       io.func = func;
       if (cp->flags & GOTAP_COND_NEEDS_GOID) {
-        __u64 cg = current_g(ctx, flags);
+        __u64 cg = current_g(ctx, flags, idx);
         if (!cg || bpf_probe_read_user(&io.goid, sizeof(io.goid), (void*)(cg + g_goid_off)))
           io.goid = 0;
       }
@@ -342,7 +353,7 @@ static __noinline int probe_hit(struct pt_regs* ctx, __u64 cookie, __u64 at) {
     return 0;
   }
   __u64 now = at ? at : bpf_ktime_get_ns();
-  __u64 g = current_g(ctx, flags);
+  __u64 g = current_g(ctx, flags, idx);
   __u64 goid = 0, hi = 0;
   if (gccgo_g) {
     /* libgo's g has no stack bounds: the key's frame is -RSP, as without a g. */

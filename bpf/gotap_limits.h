@@ -17,6 +17,7 @@ struct gotap_site_extra {
   struct gotap_word err; /* GOTAP_PROBE_ERRCHECK sites; src GOTAP_SRC_NONE elsewhere */
   gotap_s32 ret_off;     /* the hit function's return address is at RSP + ret_off */
   gotap_u32 err_slot;    /* GOTAP_PROBE_ERRCHECK sites: the function's entry in `errors` */
+  gotap_u64 link_addr;   /* GOTAP_GCCGO_G_DTV_SELF: the site's link-time address (else 0) */
 };
 
 /* gotap_inflight.flags: --rate dropped this call's entry, so its return is dropped too (a

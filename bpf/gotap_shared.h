@@ -29,8 +29,14 @@ typedef uint64_t gotap_u64;
 enum gotap_mode { GOTAP_MODE_TRACE = 0, GOTAP_MODE_COUNT = 1, GOTAP_MODE_LATENCY = 2 };
 
 /* Where a gccgo program's g is (gotap.bpf.c's gccgo_g): none, at a fixed offset from FS base,
- * or through the thread's DTV. */
-enum gotap_gccgo_g { GOTAP_GCCGO_G_NONE = 0, GOTAP_GCCGO_G_EXEC = 1, GOTAP_GCCGO_G_DTV = 2 };
+ * through the thread's DTV, or through it with the module id and offset read per hit from the
+ * probed libgo's own GOT (every process that maps it: --all). */
+enum gotap_gccgo_g {
+  GOTAP_GCCGO_G_NONE = 0,
+  GOTAP_GCCGO_G_EXEC = 1,
+  GOTAP_GCCGO_G_DTV = 2,
+  GOTAP_GCCGO_G_DTV_SELF = 3
+};
 
 /* Registers in Go's ABIInternal integer order first (the numbering of core/plan/abi.h Reg), then
  * the rest. */

@@ -307,7 +307,7 @@ __noinline int why_agg_status(struct pt_regs* ctx, __u32 func, __u64 now, __u8 f
     from = (__u32)ctx->bx;
     to = (__u32)ctx->cx;
   } else if (func == GOTAP_FUNC_GSYSENTER || func == GOTAP_FUNC_GSYSEXIT) {
-    gp = current_g(ctx, flags);
+    gp = current_g(ctx, flags, 0);
     from = func == GOTAP_FUNC_GSYSENTER ? 2 : 3;
     to = func == GOTAP_FUNC_GSYSENTER ? 3 : 2;
   } else {

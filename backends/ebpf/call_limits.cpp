@@ -25,23 +25,25 @@ void size_limit_maps(gotap_bpf* skel, const ProbeConfig& cfg, uint32_t rate_per_
   bpf_map__set_max_entries(skel->maps.rate_dropped, rate_per_s ? nfuncs : 1);
 }
 
-gotap_site_extra site_extra(const ProbeConfig& cfg, uint32_t i) {
+gotap_site_extra site_extra(const ProbeConfig& cfg, uint32_t i, bool link_addrs) {
   const SiteConfig& s = cfg.sites[i];
   gotap_site_extra x{};
   x.err = s.err_word;
   x.ret_off = s.ret_off;
+  if (link_addrs) x.link_addr = s.addr;
   if (s.err_word.src != GOTAP_SRC_NONE) x.err_slot = cfg.funcs[s.func_id].err_slot;
   return x;
 }
 
-Result<void> write_site_extra(gotap_bpf* skel, const ProbeConfig& cfg) {
+Result<void> write_site_extra(gotap_bpf* skel, const ProbeConfig& cfg, bool link_addrs) {
   // A whole binary has 10,000s of entry sites with a return offset (caddy: 45,000; one
   // update each took 80 ms of arming here).
   MapWriter<gotap_site_extra> w(bpf_map__fd(skel->maps.site_extra));
   for (uint32_t i = 0; i < cfg.sites.size(); ++i) {
     const SiteConfig& s = cfg.sites[i];
-    if (s.err_word.src == GOTAP_SRC_NONE && s.ret_off == 0) continue;  // the map's zeroes
-    GOTAP_TRY(w.put(i, site_extra(cfg, i)));
+    if (s.err_word.src == GOTAP_SRC_NONE && s.ret_off == 0 && !link_addrs)
+      continue;  // the map's zeroes
+    GOTAP_TRY(w.put(i, site_extra(cfg, i, link_addrs)));
   }
   return w.flush();
 }

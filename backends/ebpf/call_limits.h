@@ -20,9 +20,10 @@ void size_limit_maps(gotap_bpf* skel, const ProbeConfig& cfg, uint32_t rate_per_
                      uint32_t stack_depth);
 // Site i's entry in site_extra: its error word and the function's slot in `errors`, its
 // return address slot.
-gotap_site_extra site_extra(const ProbeConfig& cfg, uint32_t i);
+gotap_site_extra site_extra(const ProbeConfig& cfg, uint32_t i, bool link_addrs = false);
 // After load: site_extra[cookie] for every site.
-Result<void> write_site_extra(gotap_bpf* skel, const ProbeConfig& cfg);
+// `link_addrs`: each site's link-time address too (GOTAP_GCCGO_G_DTV_SELF).
+Result<void> write_site_extra(gotap_bpf* skel, const ProbeConfig& cfg, bool link_addrs = false);
 // Per function (index f), its calls that returned a non-nil error; nullopt for a function
 // without an error result. Read in a few system calls: the summary, a scrape.
 std::vector<std::optional<uint64_t>> read_failed_all(gotap_bpf* skel, const ProbeConfig& cfg);

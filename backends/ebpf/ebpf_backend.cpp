@@ -127,7 +127,9 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
   ro->tls_g_off = plan.tls_g_offset;
   ro->no_g = plan.reads_g ? 0 : 1;
   if (gccgo) {
-    ro->gccgo_g = gccgo->dtv ? GOTAP_GCCGO_G_DTV : GOTAP_GCCGO_G_EXEC;
+    ro->gccgo_g = gccgo->self  ? GOTAP_GCCGO_G_DTV_SELF
+                  : gccgo->dtv ? GOTAP_GCCGO_G_DTV
+                               : GOTAP_GCCGO_G_EXEC;
     ro->tls_g_off = gccgo->fs_offset;
     ro->gccgo_modid = gccgo->modid;
     ro->gccgo_dtpoff = gccgo->dtpoff;
@@ -209,7 +211,7 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
   if (mode == Mode::Trace) GOTAP_TRY(write_probes(bpf_map__fd(skel->maps.probes), cfg));
   if (mode == Mode::Trace)
     GOTAP_TRY(write_chain_types(bpf_map__fd(skel->maps.chain_types), cfg, plan.binary_view));
-  if (auto r = write_site_extra(skel.get(), cfg); !r) return r.error();
+  if (auto r = write_site_extra(skel.get(), cfg, gccgo && gccgo->self); !r) return r.error();
   if (cond) GOTAP_TRY(load_conditions(skel->maps.conds, *cond, plan, tgid));
   return skel;
 }

@@ -2,6 +2,8 @@
 
 #include <iostream>
 
+#include "core/binary/elf_file.h"
+
 namespace gotap::ebpf {
 
 namespace {
@@ -23,7 +25,17 @@ std::optional<GccgoGAt> gccgo_goids(const ProbePlan& plan, TargetProcess& target
   if (g.tls == GccgoG::Tls::Exec) return locate_gccgo_g(g, 0).value();
   std::string why;
   if (target.pid() <= 0) {
-    why = "libgo.so's g is found per process, not in every process (--all)";
+    // Every probe in libgo itself (--all --binary libgo.so): each hit finds the GOT pair of
+    // the libgo it ran in. Probes in a program that uses libgo.so have no such way.
+    if (const ElfFile* elf = plan.binary_view.elf)
+      if (auto slot = tls_module_slot(*elf, "runtime.g")) {
+        GccgoGAt at;
+        at.dtv = at.self = true;
+        at.modid = *slot;
+        at.g_goid = g.g_goid;
+        return at;
+      }
+    why = "libgo.so's g is found per process, not in every process that runs a program (--all)";
   } else {
     std::optional<GccgoGAt> at;
     std::optional<uint64_t> slot;  // libgo's file is read once, when it is mapped

@@ -37,7 +37,10 @@ std::optional<uint64_t> tls_module_slot(const ElfFile& lib, std::string_view sym
 
 // Where the g pointer is in one process's threads.
 struct GccgoGAt {
-  bool dtv = false;                // Module: through the thread's DTV
+  bool dtv = false;  // Module: through the thread's DTV
+  // Module in every process that maps libgo (--all, libgo the target): modid holds the GOT
+  // pair's link-time address, and each hit reads the pair there, in the libgo it ran in.
+  bool self = false;
   int64_t fs_offset = 0;           // Exec: at FS base + fs_offset
   uint64_t modid = 0, dtpoff = 0;  // Module: block = dtv[modid] (16-byte entries), g at +dtpoff
   uint32_t g_goid = 0;

@@ -519,6 +519,58 @@ TEST(GccgoLibgo, AllBinaryCountsInEveryProcessThatMapsIt) {
   EXPECT_EQ(counts[0].value("failed", 0ull), want_failed) << out;
 }
 
+// The same target, traced: every Atoi call of two processes carries its process's pid and
+// the goroutine id that process printed for the round that made it (rounds 0 to N-1 are
+// main's, N to 2N-1 the worker's, and the input is the round's number): each hit reads the
+// TLS module id from the GOT of the libgo it ran in.
+TEST(GccgoLibgo, AllBinaryTracesEachProcesssGoroutines) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  const std::string prog = fixture("default");
+  if (!file_exists(prog)) GTEST_SKIP() << "no gccgo fixture " << prog << " (gccgo-12 absent)";
+  const std::string libgo = libgo_of(prog);
+  ASSERT_FALSE(libgo.empty()) << "ldd names no libgo.so for " << prog;
+  char tmpl[] = "/tmp/gotap-libgo.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl, copy = dir + "/" + std::filesystem::path(libgo).filename().string();
+  std::filesystem::copy_file(libgo, copy);
+  Child g = spawn({gotap_binary(), "trace", "--backend", "ebpf", "--json", "--all", "--binary",
+                   copy, "strconv.Atoi"});
+  ASSERT_GT(g.pid, 0);
+  const std::string started = read_until(g.err, "Tracing", 60'000);
+  std::map<int64_t, Truth> truths;  // by pid
+  for (int run = 0; run < 2 && started.find("Tracing") != std::string::npos; ++run) {
+    Child p = spawn({"/usr/bin/env", "LD_LIBRARY_PATH=" + dir, prog, "6"});
+    ASSERT_GT(p.pid, 0);
+    const std::string out = read_all(p.out);
+    waitpid(p.pid, nullptr, 0);
+    close(p.out);
+    close(p.err);
+    truths[p.pid] = truth_of(out);  // env execs the program in its own process
+  }
+  usleep(200 * 1000);
+  kill(g.pid, SIGINT);
+  const std::string out = read_all(g.out), err = started + read_all(g.err);
+  waitpid(g.pid, nullptr, 0);
+  close(g.out);
+  close(g.err);
+  std::filesystem::remove_all(dir);
+  ASSERT_NE(started.find("Tracing"), std::string::npos) << started;
+  EXPECT_EQ(err.find("goroutine ids are not read"), std::string::npos) << err;
+  size_t checked = 0;
+  for (const json& e : events_in(out, "entry")) {
+    const int64_t pid = e.value("pid", int64_t(-1));
+    ASSERT_TRUE(truths.count(pid)) << "a process not run here: " << e.dump();
+    const Truth& t = truths[pid];
+    std::string in = e["args"][0]["value"].get<std::string>();
+    if (in == "6") continue;  // main's own, of its argument, before its goroutines' rounds
+    const int round = std::stoi(in[0] == 'x' ? in.substr(1) : in);
+    EXPECT_EQ(e.value("goid", int64_t(-1)), round < 6 ? t.main_goid : t.worker_goid) << e.dump();
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2u * 12) << out << err;
+}
+
 // libgo's copy in one process as the target (-p PID --binary LIB, as bcc's funccount -p PID
 // LIB:FUNC), on eBPF and ptrace: the Atoi calls that process makes once attached, failures
 // included, and none of another process that maps the same libgo meanwhile.
