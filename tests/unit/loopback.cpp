@@ -67,17 +67,25 @@ std::string read_all(int fd) {
   return got;
 }
 
-// A free loopback port (bound and released; the server takes it right after).
+// A free loopback port (bound and released; the server takes it right after). Below the
+// kernel's ephemeral range (32768 and up): a port the kernel picked there could be taken as
+// the source port of any connection, another test's client included, before the server
+// bound it, and a test then spoke to whatever held it. Each test process starts at a place
+// of its own (its pid), so that tests run in parallel rarely try the same port.
 int free_port() {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  close(s);
-  return ntohs(a.sin_port);
+  static int next = 20000 + static_cast<int>(getpid() * 37 % 12000);
+  for (int tries = 0; tries < 12000; ++tries) {
+    const int port = 20000 + (next++ - 20000) % 12000;
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool ok = bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    close(s);
+    if (ok) return port;
+  }
+  return 0;
 }
 
 // One HTTP/1.1 GET on a connection of its own; the whole response, or nullopt.

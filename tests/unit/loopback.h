@@ -23,7 +23,8 @@ Child spawn(const std::vector<std::string>& argv);
 std::string read_until(int fd, const std::string& needle, int timeout_ms);
 std::string read_all(int fd);
 
-// A free loopback port (bound and released; the server takes it right after).
+// A free loopback port (bound and released; the server takes it right after), below the
+// kernel's ephemeral range, where no connection's source port takes it meanwhile.
 int free_port();
 
 // One HTTP/1.1 GET on a connection of its own; the whole response, or nullopt.

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <optional>
@@ -266,7 +267,9 @@ TEST_P(Conditions, PrometheusCountsOnlyTheSelectedCalls) {
   const size_t want = wanted(out, [](const json& gt) { return gt["err"] != ""; }).size();
   const std::string calls = "gotap_calls_total{binary=\"cond\",pid=\"";
   std::string seen;
-  for (int i = 0; i < 200; ++i) {
+  // 20 s at most, however slowly a server at that port answers.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (int i = 0; i < 200 && std::chrono::steady_clock::now() < until; ++i) {
     auto r = http_get(port, "/metrics");
     size_t at = r ? r->find(calls) : std::string::npos;
     if (at != std::string::npos) {
