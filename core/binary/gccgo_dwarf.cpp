@@ -40,6 +40,14 @@ uint64_t member_offset(Dwarf_Die* m) {
 
 class Classifier {
  public:
+  // A parameter's type, the same for every parameter of that type DIE: each is classified
+  // once (libgo's *Client, *Reader... are the types of hundreds of parameters).
+  const SysvType& classify_param(Dwarf_Die* d) {
+    const Dwarf_Off at = dwarf_dieoffset(d);
+    if (auto it = params_.find(at); it != params_.end()) return it->second;
+    return params_.emplace(at, classify(d, 0)).first->second;
+  }
+
   SysvType classify(Dwarf_Die* d, int depth = 0) {
     // A parameter's fields, all levels together, are bounded: structs of structs multiply.
     // So is its walk of scalars (leaves): per parameter, not per binary, or every aggregate
@@ -264,6 +272,7 @@ class Classifier {
 
   size_t visited_ = 0;
   size_t fields_left_ = 0;
+  std::map<Dwarf_Off, SysvType> params_;  // classify_param's
 };
 
 void read_subprogram(Dwarf_Die* d, Classifier& cls, GccgoDwarf& out) {
@@ -276,7 +285,7 @@ void read_subprogram(Dwarf_Die* d, Classifier& cls, GccgoDwarf& out) {
   if (dwarf_attr_integrate(d, DW_AT_linkage_name, &a))
     if (const char* s = dwarf_formstring(&a)) f.linkage = s;
   if (auto rt = type_of(d)) {
-    f.result = cls.classify(&*rt);
+    f.result = cls.classify_param(&*rt);
     Dwarf_Die rs = Classifier::strip_typedefs(*rt);
     bool several = dwarf_tag(&*rt) == DW_TAG_structure_type && die_name(&*rt).empty();
     auto ms = several ? Classifier::members(&rs) : decltype(Classifier::members(&rs)){};
@@ -288,7 +297,7 @@ void read_subprogram(Dwarf_Die* d, Classifier& cls, GccgoDwarf& out) {
         if (!mt) continue;
         // gccgo names unnamed results "UNNAMED"; gc's DWARF calls them ~r0, ~r1, ...
         std::string rn = n.empty() || n == "UNNAMED" ? "~r" + std::to_string(f.results.size()) : n;
-        f.results.push_back({rn, cls.classify(&*mt), member_offset(&m)});
+        f.results.push_back({rn, cls.classify_param(&*mt), member_offset(&m)});
       }
     } else {
       f.results.push_back({"", *f.result, 0});
@@ -310,7 +319,8 @@ void read_subprogram(Dwarf_Die* d, Classifier& cls, GccgoDwarf& out) {
         if (target) pointee = dwarf_dieoffset(&*target);
       }
       auto t = type_of(&c);
-      f.params.push_back({die_name(&c), t ? cls.classify(&*t) : SysvType{"?", 0, {}, true}, 0});
+      f.params.push_back(
+          {die_name(&c), t ? cls.classify_param(&*t) : SysvType{"?", 0, {}, true}, 0});
       if (f.params.size() > 1024) break;
     } while (dwarf_siblingof(&c, &c) == 0);
     // An unnamed single result is "~r0", as gc's DWARF names it.
