@@ -23,19 +23,8 @@ using ptrace::Process;
 constexpr uint64_t kMergeSlackNs = 1'000'000;
 
 uint64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+  return sys::monotonic_ns();
 }
-
-namespace {
-// This thread's CPU time: what a look costs, whatever else the machine runs meanwhile.
-uint64_t thread_cpu_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-}  // namespace
 
 Result<void> Run::run() {
   GOTAP_TRY(check_request());
@@ -232,18 +221,18 @@ void Run::wait(uint64_t t0) {
       // The look's cost is its CPU time without the drains between its batches: wall time
       // on a busy machine made one look of 4 us seem 3 ms, and the next came 300 ms later,
       // after another tracer's uprobe had come and gone unseen.
-      const uint64_t cpu0 = thread_cpu_ns();
+      const uint64_t cpu0 = sys::thread_cpu_ns();
       uint64_t draining = 0;
       const auto timed_drain = [this, &draining] {
-        const uint64_t d0 = thread_cpu_ns();
+        const uint64_t d0 = sys::thread_cpu_ns();
         drain();
-        draining += thread_cpu_ns() - d0;
+        draining += sys::thread_cpu_ns() - d0;
       };
       for (auto& m : mapped_) {
         note_uprobes(pid_, m->sites, timed_drain);
         timed_drain();
       }
-      const uint64_t spent = thread_cpu_ns() - cpu0;
+      const uint64_t spent = sys::thread_cpu_ns() - cpu0;
       const uint64_t cost = spent - std::min(draining, spent);
       looked = now_ns();
       every = std::max<uint64_t>(100'000'000, 100 * cost);

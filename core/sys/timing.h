@@ -19,6 +19,8 @@ int64_t process_start_ns();
 
 // CLOCK_MONOTONIC in ns: bpf_ktime_get_ns's clock, and that of every event's ts_ns.
 uint64_t monotonic_ns();
+// This thread's CPU time in ns: what a piece of work costs, whatever else the machine runs.
+uint64_t thread_cpu_ns();
 inline constexpr const char* kRerunStartVar = "GOTAP_RERUN_START_NS";
 
 }  // namespace gotap::sys

@@ -8,7 +8,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fstream>
 
 #include <gtest/gtest.h>
 
@@ -54,16 +53,6 @@ std::optional<uint64_t> bias_from_maps(int pid, const ElfFile& elf) {
   return sys::load_bias(pid, first->vaddr, first->offset);
 }
 
-std::optional<uint64_t> auxv_entry(int pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/auxv", std::ios::binary);
-  uint64_t kv[2];
-  while (f.read(reinterpret_cast<char*>(kv), sizeof kv)) {
-    if (kv[0] == AT_NULL) break;
-    if (kv[0] == AT_ENTRY) return kv[1];
-  }
-  return std::nullopt;
-}
-
 TEST(LoadBias, OfThisProcess) {
   auto elf = ElfFile::open("/proc/self/exe");
   ASSERT_TRUE(elf.ok());
@@ -94,7 +83,7 @@ TEST(LoadBias, OfFixturesAtTheirExec) {
     ASSERT_EQ(waitpid(child->pid, &st, 0), child->pid);
     ASSERT_TRUE(WIFSTOPPED(st));
     auto bias = bias_from_maps(child->pid, **elf);
-    auto entry = auxv_entry(child->pid);
+    auto entry = sys::entry_point(child->pid);  // checked by EntryPoint.IsTheKernelsAtEntry
     kill(child->pid, SIGKILL);
     ptrace(PTRACE_DETACH, child->pid, nullptr, nullptr);
     waitpid(child->pid, nullptr, 0);
