@@ -471,6 +471,24 @@ INSTANTIATE_TEST_SUITE_P(Backends, GccgoStripped,
                                             ::testing::Values("stripped")),
                          [](const auto& info) { return std::get<0>(info.param); });
 
+// A copy of libgo of the test's own, in a directory of its own that the programs are given
+// as LD_LIBRARY_PATH: gccgo programs other tests run meanwhile map the system's, not it.
+struct PrivateLibgo {
+  explicit PrivateLibgo(const std::string& libgo) {
+    char tmpl[] = "/tmp/gotap-libgo.XXXXXX";
+    if (!mkdtemp(tmpl)) return;
+    dir = tmpl;
+    copy = dir + "/" + std::filesystem::path(libgo).filename().string();
+    std::error_code ec;
+    if (!std::filesystem::copy_file(libgo, copy, ec)) copy.clear();
+  }
+  ~PrivateLibgo() {
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+  }
+  std::string dir, copy;
+};
+
 // libgo as the target (eBPF, --all --binary): its strconv.Atoi counted in every process that
 // maps it, failures included (an (int, error) returned in memory). The programs load a copy
 // of libgo of the test's own (LD_LIBRARY_PATH), so that gccgo programs other tests run
@@ -482,10 +500,9 @@ TEST(GccgoLibgo, AllBinaryCountsInEveryProcessThatMapsIt) {
   if (!file_exists(prog)) GTEST_SKIP() << "no gccgo fixture " << prog << " (gccgo-12 absent)";
   const std::string libgo = libgo_of(prog);
   ASSERT_FALSE(libgo.empty()) << "ldd names no libgo.so for " << prog;
-  char tmpl[] = "/tmp/gotap-libgo.XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl, copy = dir + "/" + std::filesystem::path(libgo).filename().string();
-  std::filesystem::copy_file(libgo, copy);
+  const PrivateLibgo own(libgo);
+  ASSERT_FALSE(own.copy.empty());
+  const std::string &dir = own.dir, &copy = own.copy;
   Child g = spawn({gotap_binary(), "count", "--backend", "ebpf", "--json", "--all", "--binary",
                    copy, "strconv.Atoi"});
   ASSERT_GT(g.pid, 0);
@@ -509,7 +526,6 @@ TEST(GccgoLibgo, AllBinaryCountsInEveryProcessThatMapsIt) {
   waitpid(g.pid, &st, 0);
   close(g.out);
   close(g.err);
-  std::filesystem::remove_all(dir);
   ASSERT_NE(started.find("Tracing"), std::string::npos) << started;
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << err;
   ASSERT_EQ(want_calls, 2u * (2 * 12 + 1));
@@ -530,10 +546,9 @@ TEST(GccgoLibgo, AllBinaryTracesEachProcesssGoroutines) {
   if (!file_exists(prog)) GTEST_SKIP() << "no gccgo fixture " << prog << " (gccgo-12 absent)";
   const std::string libgo = libgo_of(prog);
   ASSERT_FALSE(libgo.empty()) << "ldd names no libgo.so for " << prog;
-  char tmpl[] = "/tmp/gotap-libgo.XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl, copy = dir + "/" + std::filesystem::path(libgo).filename().string();
-  std::filesystem::copy_file(libgo, copy);
+  const PrivateLibgo own(libgo);
+  ASSERT_FALSE(own.copy.empty());
+  const std::string &dir = own.dir, &copy = own.copy;
   Child g = spawn({gotap_binary(), "trace", "--backend", "ebpf", "--json", "--all", "--binary",
                    copy, "strconv.Atoi"});
   ASSERT_GT(g.pid, 0);
@@ -554,7 +569,6 @@ TEST(GccgoLibgo, AllBinaryTracesEachProcesssGoroutines) {
   waitpid(g.pid, nullptr, 0);
   close(g.out);
   close(g.err);
-  std::filesystem::remove_all(dir);
   ASSERT_NE(started.find("Tracing"), std::string::npos) << started;
   EXPECT_EQ(err.find("goroutine ids are not read"), std::string::npos) << err;
   size_t checked = 0;
