@@ -8,7 +8,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-
 #include <gtest/gtest.h>
 
 #include "core/binary/elf_file.h"
