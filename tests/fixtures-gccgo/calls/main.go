@@ -180,6 +180,10 @@ func main() {
 	for i := 0; i < n; i++ {
 		round(i)
 	}
+	// The main goroutine parks at least once with a reason ("sleep"), whichever of the two
+	// goroutines ends first: tests of goroutine states wait for one (wg.Wait parks only when
+	// the worker is still running).
+	time.Sleep(time.Millisecond)
 	wg.Wait()
 	for _, f := range []string{"main.Add", "main.Label", "main.Sum", "main.DivMod", "main.Deref",
 		"main.Cut", "main.Halves", "main.Evens"} {
