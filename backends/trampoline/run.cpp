@@ -48,6 +48,12 @@ Result<void> Run::run() {
   traced_ = opts_.mode == Mode::Trace;
   timed_ = opts_.mode == Mode::Latency || traced_;
   set_ = plan_patches(plan_, timed_);
+  // First: a function whose --if reads what a record cannot hold leaves set_ here.
+  if (traced_) {
+    auto t = trace_sites(plan_, set_, opts_.max_str, if_condition());
+    if (!t) return t.error();
+    trace_sites_ = std::make_unique<TraceSites>(std::move(*t));
+  }
   const char* verb = this->verb();
   const std::string refused = refused_summary(set_, plan_, done());
   if (set_.patches.empty()) {
@@ -69,11 +75,7 @@ Result<void> Run::run() {
   if (traced_ && falls_back_) merge_ = std::make_unique<TimeMerge>(sink_, 2);
   if (!refused.empty() && !falls_back_)
     fmt::print(stderr, "gotap: warning: {}; --backend=ebpf {}s them\n", refused, verb);
-  if (traced_) {
-    auto t = trace_sites(plan_, set_, opts_.max_str);
-    if (!t) return t.error();
-    trace_sites_ = std::make_unique<TraceSites>(std::move(*t));
-  } else if (timed_) {
+  if (timed_ && !traced_) {
     std::vector<int> funcs;
     for (const Patch& p : set_.patches) funcs.push_back(p.func);
     timer_ = std::make_unique<CallTimer>(std::move(funcs), plan_.funcs.size(), filter().slower_ns);
@@ -105,7 +107,7 @@ Result<void> Run::run() {
   if (trace_sites_)
     reader_ = std::make_unique<TraceReader>(plan_, *trace_sites_, bias_, pid_, opts_.max_str,
                                             merge_ ? merge_->source(0) : sink_, opts_.rate_per_s,
-                                            filter());
+                                            filter(), if_condition());
   const uint64_t t0 = now_ns();
   const size_t fell_back = fallback_ ? fallback_->functions() : 0;
   fmt::print(stderr, "{}\n",
@@ -156,7 +158,8 @@ Result<void> Run::check_request() const {
 }
 
 ReturnFilter Run::filter() const {
-  if (!opts_.condition) return {};
+  // With --if the condition's program decides --slower and --errors too (TraceReader).
+  if (!opts_.condition || if_condition()) return {};
   return {opts_.condition->spec.slower_ns, opts_.condition->spec.errors};
 }
 
@@ -171,12 +174,12 @@ const char* Run::jumpless_request() const {
   if (opts_.mode != Mode::Count && !plan_.regabi)
     return "times and traces with jumps calls of Go 1.17 and later only (its records read g "
            "from R14, the register ABI's)";
-  // --slower and --errors of trace the reader decides at each return (TraceReader), and
-  // --slower of latency the timer (CallTimer).
+  // Conditions of trace the reader decides (TraceReader: --if on each record, --slower and
+  // --errors at each return), and --slower of latency the timer (CallTimer).
   if (const cond::Condition* c = opts_.condition;
-      c && (!c->spec.expr.empty() || opts_.mode == Mode::Count ||
-            (opts_.mode == Mode::Latency && c->spec.errors)))
-    return "has no jumps for --if, for conditions of count, or for latency --errors, yet";
+      c && (opts_.mode == Mode::Count ||
+            (opts_.mode == Mode::Latency && (c->spec.errors || !c->spec.expr.empty()))))
+    return "has no jumps for conditions of count, or for latency --if and --errors, yet";
   if (opts_.target.all || opts_.target.library)
     return "jumps in one process only (-p PID or -- CMD)";
   if (opts_.stack_depth > 0) return "has no jumps for --stack yet";

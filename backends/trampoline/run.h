@@ -111,8 +111,14 @@ class Run {
   // Why the jumps cannot take this request (goroutine events, --why, conditions, ...): a
   // phrase after "the trampoline backend"; null when they can.
   const char* jumpless_request() const;
-  // trace --slower / --errors, which its reader decides (jumpless_request leaves it the rest).
+  // trace --slower / --errors without --if, which its reader decides (jumpless_request leaves
+  // it the rest).
   ReturnFilter filter() const;
+  // trace --if, which its reader runs on each record (with --slower and --errors in it); null
+  // without one.
+  const cond::Condition* if_condition() const {
+    return opts_.condition && !opts_.condition->spec.expr.empty() ? opts_.condition : nullptr;
+  }
 
   // The executable's lock, which every gotap holds while it looks at sites and writes them
   // (core/sys/image_lock.h); `abortable`: a stop request ends the wait.

@@ -1,8 +1,12 @@
 #include "backends/trampoline/trace_capture.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <map>
+#include <string>
 
+#include "backends/trampoline/record_condition.h"
 #include "core/plan/event_ring.h"
 
 namespace gotap::trampoline {
@@ -37,13 +41,15 @@ RecordCapture capture_of(const gotap_probe& p) {
   return c;
 }
 
-Result<TraceSites> trace_sites(const ProbePlan& plan, const PatchSet& set, int max_str) {
+Result<TraceSites> trace_sites(const ProbePlan& plan, PatchSet& set, int max_str,
+                               const cond::Condition* cond) {
   TraceSites t;
   t.cfg = ebpf::build_probe_config(plan, Mode::Trace, max_str, plan.binary_view.types);
   // Each function's sites, in the order build_probe_config made them.
   std::vector<std::vector<uint32_t>> of(plan.funcs.size());
   for (size_t i = 0; i < t.cfg.sites.size(); ++i)
     if (t.cfg.sites[i].func_id < of.size()) of[t.cfg.sites[i].func_id].push_back(uint32_t(i));
+  std::map<int, std::string> refused;  // function -> why its condition leaves it
   for (const Patch& p : set.patches) {
     std::optional<uint32_t> found;
     for (uint32_t i : of.at(p.func)) {
@@ -60,9 +66,32 @@ Result<TraceSites> trace_sites(const ProbePlan& plan, const PatchSet& set, int m
       return make_error("{}: no capture planned for its {} at {:#x}", plan.funcs[p.func].name,
                         p.ret ? "RET" : "entry", p.site.at);
     t.probe.push_back(*found);
-    t.captures.push_back(capture_of(t.cfg.record(*found)));
+    RecordCapture cap = capture_of(t.cfg.record(*found));
+    t.decoded_words.push_back(static_cast<uint8_t>(cap.words.size()));
+    t.decoded_copies.push_back(static_cast<uint8_t>(cap.copies.size()));
+    if (cond && size_t(p.func) < cond->funcs.size() && !refused.count(p.func)) {
+      const std::string why = add_condition_capture(cond->funcs[p.func].prog, p.ret, cap);
+      if (!why.empty()) refused[p.func] = "whose --if " + why;
+    }
+    t.captures.push_back(std::move(cap));
   }
-  return t;
+  if (refused.empty()) return t;
+  // Those functions go whole: their entry and all their RETs.
+  TraceSites kept;
+  kept.cfg = std::move(t.cfg);
+  PatchSet left;
+  left.refused = std::move(set.refused);
+  for (size_t i = 0; i < set.patches.size(); ++i) {
+    if (refused.count(set.patches[i].func)) continue;
+    left.patches.push_back(set.patches[i]);
+    kept.probe.push_back(t.probe[i]);
+    kept.captures.push_back(std::move(t.captures[i]));
+    kept.decoded_words.push_back(t.decoded_words[i]);
+    kept.decoded_copies.push_back(t.decoded_copies[i]);
+  }
+  for (const auto& [func, why] : refused) left.refused[why].push_back(func);
+  set = std::move(left);
+  return kept;
 }
 
 size_t to_ebpf_event(const uint8_t* record, const TraceSites& sites, uint32_t patch, int pid,
@@ -86,11 +115,18 @@ size_t to_ebpf_event(const uint8_t* record, const TraceSites& sites, uint32_t pa
     else
       ev.flags |= GOTAP_EVF_UNMATCHED;
   }
-  ev.nwords = static_cast<uint8_t>(cap.words.size());
-  ev.ncaps = static_cast<uint8_t>(cap.copies.size());
-  std::memcpy(ev.words, record + kTraceWords, 8 * cap.words.size());
+  // The condition's words past the site's own are not the decoder's.
+  const size_t nwords = patch < sites.decoded_words.size()
+                            ? std::min<size_t>(cap.words.size(), sites.decoded_words[patch])
+                            : cap.words.size();
+  ev.nwords = static_cast<uint8_t>(nwords);
+  const size_t ncaps = patch < sites.decoded_copies.size()
+                           ? std::min<size_t>(cap.copies.size(), sites.decoded_copies[patch])
+                           : cap.copies.size();
+  ev.ncaps = static_cast<uint8_t>(ncaps);
+  std::memcpy(ev.words, record + kTraceWords, 8 * nwords);
   size_t data = 0;
-  for (size_t i = 0; i < cap.copies.size(); ++i) {
+  for (size_t i = 0; i < ncaps; ++i) {
     uint16_t len = 0;
     std::memcpy(&len, record + kTraceCopyLen + 2 * i, 2);
     const CaptureCopy& c = cap.copies[i];

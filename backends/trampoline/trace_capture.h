@@ -14,6 +14,7 @@
 
 #include "backends/ebpf/probe_config.h"
 #include "backends/trampoline/patch_set.h"
+#include "core/cond/condition.h"
 #include "core/model/result.h"
 #include "core/plan/trampoline_code.h"
 
@@ -23,10 +24,17 @@ struct TraceSites {
   ebpf::ProbeConfig cfg;
   std::vector<RecordCapture> captures;  // by PatchSet index
   std::vector<uint32_t> probe;          // by PatchSet index: its site in cfg
+  // By PatchSet index: how many of its capture's words and copies are its eBPF site's, which
+  // the decoder reads; those past them are --if's (record_condition.h). Empty: all of them.
+  std::vector<uint8_t> decoded_words, decoded_copies;
 };
 
 // An error when a patch has no site of the same function (and kind) in the capture plan.
-Result<TraceSites> trace_sites(const ProbePlan& plan, const PatchSet& set, int max_str);
+// With `cond` (--if; may be null), each site's capture holds what the condition reads there
+// too; a function whose condition reads what a record cannot hold leaves `set` (its patches
+// go, it joins set.refused), to be taken on kernel uprobes.
+Result<TraceSites> trace_sites(const ProbePlan& plan, PatchSet& set, int max_str,
+                               const cond::Condition* cond = nullptr);
 
 // The capture of one eBPF probe record: its words and copies, in the same order.
 RecordCapture capture_of(const gotap_probe& p);

@@ -5,7 +5,8 @@
 namespace gotap::trampoline {
 
 TraceReader::TraceReader(const ProbePlan& plan, const TraceSites& sites, uint64_t bias, int pid,
-                         int max_str, EventSink& sink, uint32_t rate_per_s, ReturnFilter filter)
+                         int max_str, EventSink& sink, uint32_t rate_per_s, ReturnFilter filter,
+                         const cond::Condition* cond)
     : plan_(plan),
       sites_(sites),
       pid_(pid),
@@ -17,6 +18,7 @@ TraceReader::TraceReader(const ProbePlan& plan, const TraceSites& sites, uint64_
   auto func_name = [&bin, bias](uint64_t pc) {
     return pc >= bias ? bin.func_name(pc - bias) : std::string();
   };
+  if (cond) cond_ = std::make_unique<RecordCondition>(*cond, bias);
   decoder_ = std::make_unique<ebpf::EventDecoder>(sites.cfg, bin.types, bin.elf, bin.rt, bias,
                                                   max_str, func_name);
 }
@@ -42,11 +44,13 @@ void TraceReader::add(const uint8_t* record) {
   std::optional<uint64_t> duration;
   std::optional<CallEntry> held;
   bool reported = true;
-  const bool filtered = filter_.active();
+  const bool conditioned = cond_ && cond_->on(size_t(func));
+  // Decided at the return: the entry is held until then.
+  const bool at_ret = filter_.active() || (conditioned && cond_->at_ret(size_t(func)));
   if (!(r.id & 1)) {
     // A call left open at the same depth of the same goroutine is over (a panic unwound it);
     // a held one was never reported, and its return will not decide it now.
-    if (auto it = open_.find(key); it != open_.end() && it->second.reported && !filtered) {
+    if (auto it = open_.find(key); it != open_.end() && it->second.reported && !it->second.at_ret) {
       CallUnfinished u(CallSite{ts, pid_, int(it->second.tid), int64_t(r.goid),
                                 plan_.funcs[it->second.func].name},
                        it->second.ts);
@@ -55,26 +59,38 @@ void TraceReader::add(const uint8_t* record) {
     }
     uint32_t tid = 0;
     std::memcpy(&tid, record + kTraceTid, 4);
-    // Under a filter the call takes its --rate token once selected, at its return.
-    reported = filtered || rate_.allow(size_t(func), ts);
-    open_[key] = Open{func, r.tsc, tid, ts, reported, std::nullopt};
-    if (!filtered) ++calls_[func];
+    Open o{func, r.tsc, tid, ts, false, std::nullopt};
+    o.at_ret = at_ret;
+    if (conditioned)
+      o.rejected = !cond_->run(size_t(func), false, record, sites_.captures[patch], int64_t(r.goid),
+                               0, o.bits, o.vals);
+    // Decided at the return, the call takes its --rate token once selected, there.
+    o.reported = !o.rejected && (at_ret || rate_.allow(size_t(func), ts));
+    reported = o.reported;
+    if (!at_ret && !o.rejected) ++calls_[func];
+    open_[key] = std::move(o);
   } else if (auto it = open_.find(key); it != open_.end() && it->second.func == func) {
     duration = clock_.ns(r.tsc > it->second.tsc ? r.tsc - it->second.tsc : 0);
-    reported = it->second.reported;
-    held = std::move(it->second.held);
+    Open o = std::move(it->second);
     open_.erase(it);
+    if (o.rejected) return;
+    reported = o.reported;
+    held = std::move(o.held);
+    if (conditioned && o.at_ret &&
+        !cond_->run(size_t(func), true, record, sites_.captures[patch], int64_t(r.goid), *duration,
+                    o.bits, o.vals))
+      return;
   } else {
     ++unmatched_;
-    // Nothing to decide a filter on: neither a duration nor, for the text, an entry.
-    if (filtered) return;
+    // Nothing to decide a filter or a condition on: neither a duration nor an entry.
+    if (at_ret || conditioned) return;
     reported = rate_.allow(size_t(func), ts);
   }
   if (!reported) return;
   const size_t size = to_ebpf_event(record, sites_, patch, pid_, ts, duration, *ev_);
   switch (decoder_->decode_call(ev_.get(), size)) {
     case ebpf::EventDecoder::Kind::Entry:
-      if (filtered) {
+      if (at_ret) {
         open_[key].held = decoder_->entry();
         break;
       }
@@ -82,8 +98,9 @@ void TraceReader::add(const uint8_t* record) {
       ++events_;
       break;
     case ebpf::EventDecoder::Kind::Return:
-      if (filtered) {
-        if (!selected(decoder_->ret(), duration) || !rate_.allow(size_t(func), ts)) break;
+      if (at_ret) {
+        if (filter_.active() && !selected(decoder_->ret(), duration)) break;
+        if (!rate_.allow(size_t(func), ts)) break;
         ++calls_[func];
         if (held) {
           sink_.emit_entry(*held);
@@ -111,7 +128,7 @@ bool TraceReader::selected(const CallReturn& r, std::optional<uint64_t> duration
 std::vector<CallUnfinished> TraceReader::open_calls(uint64_t now_ns) const {
   std::vector<CallUnfinished> out;
   for (const auto& [k, o] : open_)
-    if (o.reported && !filter_.active())
+    if (o.reported && !o.at_ret)
       out.emplace_back(
           CallSite{now_ns, pid_, int(o.tid), int64_t(k.goid), plan_.funcs[o.func].name}, o.ts);
   return out;

@@ -9,6 +9,9 @@
 // --slower and --errors (ReturnFilter) are decided at the return: each entry is held until
 // then, and goes out just before its return when the call is selected (and --rate lets it
 // through); a call not selected, not returned, or whose entry was not seen is not reported.
+// --if (RecordCondition) replaces them (its program holds them too): each call is decided at
+// its entry on the entry's record or, when the condition reads results or the duration, held
+// and decided at its return; a call it rejects is neither reported nor `unfinished`.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +22,7 @@
 
 #include "backends/ebpf/event_decoder.h"
 #include "backends/trampoline/call_timer.h"
+#include "backends/trampoline/record_condition.h"
 #include "backends/trampoline/trace_capture.h"
 #include "core/events/events.h"
 #include "core/events/rate_limit.h"
@@ -38,7 +42,8 @@ class TraceReader {
  public:
   // `sites` by PatchSet index; `bias`: where pid loaded the binary minus its link address.
   TraceReader(const ProbePlan& plan, const TraceSites& sites, uint64_t bias, int pid, int max_str,
-              EventSink& sink, uint32_t rate_per_s = 0, ReturnFilter filter = {});
+              EventSink& sink, uint32_t rate_per_s = 0, ReturnFilter filter = {},
+              const cond::Condition* cond = nullptr);
   ~TraceReader();
   size_t drain(uint8_t* ring);
   size_t finish(uint8_t* ring);
@@ -64,7 +69,11 @@ class TraceReader {
     // and an unfinished call's entry_ts_ns must be its entry event's to the ns.
     uint64_t ts;
     bool reported;                  // --rate let it through
-    std::optional<CallEntry> held;  // a ReturnFilter's: out only if the return is selected
+    std::optional<CallEntry> held;  // out only if the return is selected
+    bool at_ret = false;            // decided at the return (a ReturnFilter, or --if's)
+    bool rejected = false;          // --if rejected it at its entry
+    uint64_t bits = 0;              // what --if's entry program keeps for the return
+    uint64_t vals[GOTAP_COND_VALS] = {};
   };
   // Whether a return passes filter_ (the entry was seen when duration is set).
   bool selected(const CallReturn& r, std::optional<uint64_t> duration) const;
@@ -81,6 +90,7 @@ class TraceReader {
   std::unique_ptr<gotap_event> ev_ = std::make_unique<gotap_event>();
   RateLimit rate_;
   ReturnFilter filter_;
+  std::unique_ptr<RecordCondition> cond_;
 };
 
 }  // namespace gotap::trampoline

@@ -199,6 +199,37 @@ bool append_capture(std::vector<uint8_t>& out, const EventTarget& t, const Recor
       store_rax(to);
       continue;
     }
+    if (w.src == CaptureWord::Deref) {
+      if (w.base >= i) return false;
+      out.insert(out.end(), {0x48, 0x8b, 0x82});  // mov rax, [rdx + words[base]]
+      put_disp32(out, kTraceWords + 8u * w.base);
+      // As deref_read: mov rsi, rax; shr rsi, 47; jnz skip; cmp rax, 4096; jb skip
+      out.insert(out.end(), {0x48, 0x89, 0xc6, 0x48, 0xc1, 0xee, 0x2f, 0x75, 0, 0x48, 0x3d, 0x00,
+                             0x10, 0x00, 0x00, 0x72, 0});
+      const size_t jb = out.size(), jnz = jb - 8;
+      // The field's own bytes, no more: a 4-byte field may end its object's last page.
+      switch (w.size) {
+        case 8:
+          out.insert(out.end(), {0x48, 0x8b, 0x80});  // mov rax, [rax + off]
+          break;
+        case 4:
+          out.insert(out.end(), {0x8b, 0x80});  // mov eax, [rax + off]
+          break;
+        case 2:
+          out.insert(out.end(), {0x0f, 0xb7, 0x80});  // movzx eax, word [rax + off]
+          break;
+        case 1:
+          out.insert(out.end(), {0x0f, 0xb6, 0x80});  // movzx eax, byte [rax + off]
+          break;
+        default:
+          return false;
+      }
+      put32(out, w.off);
+      store_rax(to);
+      out[jb - 1] = static_cast<uint8_t>(out.size() - jb);
+      out[jnz - 1] = static_cast<uint8_t>(out.size() - jnz);
+      continue;
+    }
     if (w.reg >= sizeof kX86Reg) return false;
     const uint8_t x = kX86Reg[w.reg];
     if (x == kRsp) {

@@ -88,12 +88,23 @@ struct EventTarget {
 // byte slice the function was passed or returns (its data pointer and length, from its
 // words; a length over `max` copies `max`), and the type word of a non-nil itab.
 struct CaptureWord {
-  enum Src : uint8_t { Reg, Stack } src = Reg;
+  enum Src : uint8_t { Reg, Stack, Deref } src = Reg;
   // Reg: in Go's ABIInternal integer order (RAX RBX RCX RDI RSI R8 R9 R10 R11), then RDX R12
   // R13 R14 R15 RBP RSP (bpf/gotap_shared.h's gotap_reg).
   uint8_t reg = 0;
-  int32_t off = 0;  // Stack: from RSP at the site, as it was before the trampoline ran
+  // Stack: from RSP at the site, as it was before the trampoline ran. Deref: from the address
+  // in word `base`.
+  int32_t off = 0;
+  // Deref (an --if's field of what a Go pointer points to): the `size` bytes (1, 2, 4 or 8,
+  // zero-extended) at words[base] + off, read only when words[base] is a user-space address
+  // past the first page (deref_read). Go's own invariant makes a non-nil typed pointer's
+  // target readable; `base` is an earlier word.
+  uint8_t base = 0, size = 8;
 };
+// Whether a Deref word was read: its base word's value is an address it reads from.
+constexpr bool deref_read(uint64_t base_value) {
+  return base_value >= 4096 && (base_value >> 47) == 0;
+}
 struct CaptureCopy {
   enum Kind : uint8_t { None, String, Itab } kind = None;  // None: a place kept, nothing read
   uint8_t word = 0, aux = 0;  // String: data words[word], length words[aux]; Itab: words[word]

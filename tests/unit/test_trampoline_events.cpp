@@ -475,6 +475,61 @@ TEST(TrampolineEvents, ATraceRecordHoldsTheCallsRegistersStackSlotsAndCopies) {
   EXPECT_EQ(at<uint64_t>(t.record(2 * calls), 0), 0u);
 }
 
+// --if's fields (CaptureWord::Deref): the bytes of each field the condition follows a pointer
+// to, at the call, of the field's own size, and a pointer to a pointer followed twice; a nil
+// pointer or one that is no address is not followed (the program runs on, unharmed).
+TEST(TrampolineEvents, ATraceRecordHoldsTheFieldsItsPointersLeadTo) {
+  struct Inner {
+    uint64_t v;
+  };
+  struct Obj {
+    uint8_t a, b;
+    uint16_t c;
+    uint32_t d;
+    Inner* in;
+  };
+  Inner inner{0x1122334455667788};
+  Obj obj{0xa1, 0xb2, 0xc3d4, 0xe5f60718, &inner};
+  RecordCapture in;
+  CaptureWord x{CaptureWord::Reg, 3, 0};  // rdi: the pointer
+  auto field = [](uint8_t base, int32_t off, uint8_t size) {
+    CaptureWord w{CaptureWord::Deref, 0, off};
+    w.base = base;
+    w.size = size;
+    return w;
+  };
+  in.words = {x,
+              field(0, 8, 8),   // obj->in
+              field(0, 4, 4),   // obj->d
+              field(0, 2, 2),   // obj->c
+              field(0, 1, 1),   // obj->b
+              field(1, 0, 8)};  // obj->in->v
+  Timed t(&in, nullptr);
+  if (!t.ok()) GTEST_SKIP() << t.why();
+  std::vector<uint8_t> stack(1 << 16);
+  FakeG g;
+  FakeM m;
+  g.m = &m;
+  stack_hi_of(g, stack);
+  const uint64_t calls[] = {reinterpret_cast<uint64_t>(&obj), 0, 17, uint64_t(1) << 47};
+  for (uint64_t p : calls) ASSERT_EQ(t.fn()(p, &g), 3 * p + 1);
+  const uint8_t* e = t.record(0);
+  EXPECT_EQ(at<uint64_t>(e, kTraceWords), reinterpret_cast<uint64_t>(&obj));
+  EXPECT_EQ(at<uint64_t>(e, kTraceWords + 8), reinterpret_cast<uint64_t>(&inner));
+  EXPECT_EQ(at<uint64_t>(e, kTraceWords + 16), 0xe5f60718u);
+  EXPECT_EQ(at<uint64_t>(e, kTraceWords + 24), 0xc3d4u);
+  EXPECT_EQ(at<uint64_t>(e, kTraceWords + 32), 0xb2u);
+  EXPECT_EQ(at<uint64_t>(e, kTraceWords + 40), 0x1122334455667788u);
+  for (size_t k = 1; k < std::size(calls); ++k) {
+    SCOPED_TRACE(calls[k]);
+    const uint8_t* r = t.record(2 * k);
+    EXPECT_EQ(at<uint64_t>(r, 0), 2 * k + 1) << "its entry's record";
+    EXPECT_FALSE(deref_read(at<uint64_t>(r, kTraceWords)));
+    for (uint32_t w = 1; w < in.words.size(); ++w)
+      EXPECT_EQ(at<uint64_t>(r, kTraceWords + 8 * w), 0u) << "word " << w << " was not read";
+  }
+}
+
 // A copy's room is cut to what the record has left; the copies after it still fit.
 TEST(TrampolineEvents, ATraceRecordsCopiesFitItsSlot) {
   RecordCapture c;
