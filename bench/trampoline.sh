@@ -20,6 +20,9 @@
 #                       dropped record costs less)
 #   ebpf_trace          gotap trace --backend=ebpf, on fewer calls
 #   ptrace_trace        gotap trace --backend=ptrace, on fewer calls
+#   trampoline_trace_if gotap trace --backend=trampoline --if 'x < 0' (no call selected: the
+#                       records carry x, which gotap's reader tests), as trampoline_trace
+#   ebpf_trace_if       gotap trace --backend=ebpf --if 'x < 0' (the kernel tests it), on fewer
 # Each figure is the median of $RUNS runs, interleaved so machine noise hits all alike, in ns
 # per call as the loop measures itself (time.Now around it), so that start-up and detach are
 # not in it. Goal (issue 38): a probe under 100 ns.
@@ -63,6 +66,9 @@ for _ in $(seq "$runs"); do
   run trampoline_trace sh -c "(sleep 0.5; echo) | '$gotap' trace -o /dev/null --backend trampoline main.work -- '$bin' bench $trace_calls -wait"
   run ebpf_trace "$gotap" trace -o /dev/null --backend ebpf main.work -- "$bin" bench "$few"
   run ptrace_trace "$gotap" trace -o /dev/null --backend ptrace main.work -- "$bin" bench "$few"
+  # --if selecting no call: the records carry x, which gotap's reader tests (eBPF: the kernel).
+  run trampoline_trace_if sh -c "(sleep 0.5; echo) | '$gotap' trace -o /dev/null --backend trampoline --if 'x < 0' main.work -- '$bin' bench $trace_calls -wait"
+  run ebpf_trace_if "$gotap" trace -o /dev/null --backend ebpf --if 'x < 0' main.work -- "$bin" bench "$few"
 done
 if [ $have_dlv = 1 ]; then
   work=$(mktemp -d)
@@ -74,7 +80,7 @@ fi
 
 printf '%-18s %12s %14s\n' what ns/call "x untraced"
 med_untraced=$(echo "${res[untraced]}" | median)
-for k in untraced empty_trampoline trampoline ebpf bpftrace ptrace dlv trampoline_latency ebpf_latency ptrace_latency trampoline_trace ebpf_trace ptrace_trace; do
+for k in untraced empty_trampoline trampoline ebpf bpftrace ptrace dlv trampoline_latency ebpf_latency ptrace_latency trampoline_trace ebpf_trace ptrace_trace trampoline_trace_if ebpf_trace_if; do
   [ -n "${res[$k]:-}" ] || continue
   m=$(echo "${res[$k]}" | median)
   printf '%-18s %12s %14s\n' "$k" "$m" "$(awk -v a="$m" -v b="$med_untraced" 'BEGIN { if (b > 0 && a != "nan") printf "%.1f", a / b; else print "nan" }')"
@@ -95,3 +101,5 @@ echo "traced call (trampoline_trace - untraced): $(awk -v a="$med_trampoline_tra
 echo "trampoline_trace / ebpf_trace:         $(ratio "$med_trampoline_trace" "$med_ebpf_trace")"
 echo "trampoline_trace / ptrace_trace:       $(ratio "$med_trampoline_trace" "$med_ptrace_trace")"
 exit 0
+echo "trace --if, no call selected (trampoline_trace_if - untraced): $(awk -v a="$med_trampoline_trace_if" -v u="$med_untraced" 'BEGIN {printf "%.1f", a-u}') ns"
+echo "trampoline_trace_if / ebpf_trace_if:   $(ratio "$med_trampoline_trace_if" "$med_ebpf_trace_if")"
