@@ -10,12 +10,32 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
 #include <vector>
 
+#include "core/binary/rtype.h"
 #include "core/model/go_types.h"
 #include "core/plan/plan.h"
 
 namespace gotap::testing {
+
+// The memory a condition reads in these tests: regions the test puts at chosen addresses.
+struct CondMemory : MemoryReader {
+  std::map<uint64_t, std::string> regions;
+  bool read(uint64_t addr, void* buf, size_t n) override {
+    for (const auto& [at, bytes] : regions)
+      if (addr >= at && addr + n <= at + bytes.size()) {
+        std::memcpy(buf, bytes.data() + (addr - at), n);
+        return true;
+      }
+    return false;
+  }
+  void put(uint64_t at, const void* p, size_t n) {
+    regions[at] = std::string(static_cast<const char*>(p), n);
+  }
+};
 
 inline ParamLoc cond_param(const char* name, const char* type, TypeId id, uint64_t size,
                            bool result, std::vector<uint8_t> regs) {

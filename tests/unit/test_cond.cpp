@@ -15,21 +15,7 @@
 namespace gotap::cond {
 namespace {
 
-struct FakeMemory : MemoryReader {
-  std::map<uint64_t, std::string> regions;
-  bool read(uint64_t addr, void* buf, size_t n) override {
-    for (const auto& [at, bytes] : regions) {
-      if (addr >= at && addr + n <= at + bytes.size()) {
-        std::memcpy(buf, bytes.data() + (addr - at), n);
-        return true;
-      }
-    }
-    return false;
-  }
-  void put(uint64_t at, const void* p, size_t n) {
-    regions[at] = std::string(static_cast<const char*>(p), n);
-  }
-};
+using gotap::testing::CondMemory;
 
 class Cond : public ::testing::Test {
  protected:
@@ -60,7 +46,7 @@ class Cond : public ::testing::Test {
 
   gotap::testing::CondPlan fake;
   ProbePlan& plan = fake.plan;
-  FakeMemory mem;
+  CondMemory mem;
   RegState entry_regs, ret_regs;
   uint64_t duration = 0;
 };

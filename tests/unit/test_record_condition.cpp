@@ -16,20 +16,7 @@
 namespace gotap::trampoline {
 namespace {
 
-struct FakeMemory : MemoryReader {
-  std::map<uint64_t, std::string> regions;
-  bool read(uint64_t addr, void* buf, size_t n) override {
-    for (const auto& [at, bytes] : regions)
-      if (addr >= at && addr + n <= at + bytes.size()) {
-        std::memcpy(buf, bytes.data() + (addr - at), n);
-        return true;
-      }
-    return false;
-  }
-  void put(uint64_t at, const void* p, size_t n) {
-    regions[at] = std::string(static_cast<const char*>(p), n);
-  }
-};
+using gotap::testing::CondMemory;
 
 // A record as the trampoline writes it at a site whose registers are `regs`: each word from
 // its register, stack slot or pointer's target, each copy's bytes (trampoline_code.h).
@@ -128,7 +115,7 @@ class RecordConditionTest : public ::testing::Test {
   }
 
   gotap::testing::CondPlan fake;
-  FakeMemory mem;
+  CondMemory mem;
   RegState entry, ret;
   std::map<bool, int> decided_;
 };
