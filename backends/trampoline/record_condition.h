@@ -28,7 +28,6 @@ class RecordCondition {
   RecordCondition(const cond::Condition& cond, uint64_t bias) : cond_(cond), bias_(bias) {}
   // Whether function `func` has a condition to run (one that can select some call).
   bool on(size_t func) const;
-  bool never(size_t func) const { return cond_.never(func); }
   bool at_ret(size_t func) const { return cond_.at_ret(func); }
   // Runs the entry program (at_ret false) or the return program of `func` on `record`, whose
   // capture is `cap`; `bits` and `vals` carry what the entry keeps for the return.
