@@ -61,9 +61,9 @@ Result<std::unique_ptr<Fallback>> Fallback::start(const ProbePlan& plan,
   f->opts_.target = Target{};
   f->opts_.target.pid = pid;
   f->opts_.duration_s = 0;
-  // The trampolines count no failures; neither do their fallback's rows, which stand in the
-  // same table. Its counters reach --prometheus and -i through the run's (read_metrics).
-  f->opts_.count_failed = false;
+  // Its counters reach --prometheus and -i through the run's (read_metrics); its rows stand
+  // in the jumps' table, which has failures only where the jumps count them (the caller's
+  // opts.count_failed says: Run::uprobe_options).
   // A condition's programs are by plan index: the session's functions are numbered anew.
   if (opts.condition) {
     f->cond_ = std::make_unique<cond::Condition>();
@@ -186,9 +186,7 @@ class AllOnUprobes : public EventSink {
 
 Result<void> run_all_on_uprobes(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink,
                                 const char* reason) {
-  TraceOptions o = opts;
-  // As the trampolines' rows, when the jumps could have taken the request.
-  if (!reason) o.count_failed = false;
+  const TraceOptions& o = opts;
   AllOnUprobes out(sink, reason);
   ebpf::EbpfOptions eo;
   eo.banner = false;

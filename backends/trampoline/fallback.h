@@ -84,7 +84,8 @@ class Fallback {
 // A run in which no function takes a jump: all of it on kernel uprobes, its banner and
 // summary the trampoline backend's (the summary's `uprobes` says so). `reason`: why the
 // jumps cannot take the request at all (Run::jumpless_request), in the summary's
-// `uprobes.reason`; null when they could, but no function had a place for one.
+// `uprobes.reason`; null when they could, but no function had a place for one (`opts` then
+// as the jumps' rows would have been: Run::uprobe_options).
 Result<void> run_all_on_uprobes(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink,
                                 const char* reason = nullptr);
 

@@ -10,6 +10,7 @@
 #include <csignal>
 
 #include "core/events/typed_events.h"
+#include "core/plan/error_result.h"
 #include "core/sys/proc_status.h"
 #include "core/sys/spawn.h"
 #include "core/sys/timing.h"
@@ -46,13 +47,16 @@ Result<void> Run::run() {
         "--backend=trampoline takes the goroutine probes of --why and --goroutines on kernel "
         "uprobes, which GOTAP_TRAMPOLINE_NO_FALLBACK=1 leaves out");
   traced_ = opts_.mode == Mode::Trace;
-  timed_ = opts_.mode == Mode::Latency || traced_;
+  tallied_ = tallied();
+  timed_ = opts_.mode == Mode::Latency || traced_ || tallied_;
   set_ = plan_patches(plan_, timed_);
-  // First: a function whose --if reads what a record cannot hold leaves set_ here.
-  if (traced_) {
-    auto t = trace_sites(plan_, set_, opts_.max_str, if_condition());
+  // First: a function whose condition reads what a record cannot hold leaves set_ here.
+  if (traced_ || tallied_) {
+    auto t = tallied_ ? trace_sites(plan_, set_, 0, opts_.condition, true, opts_.count_failed)
+                      : trace_sites(plan_, set_, opts_.max_str, if_condition());
     if (!t) return t.error();
     trace_sites_ = std::make_unique<TraceSites>(std::move(*t));
+    if (tallied_) tally_shape_ = tally_ring_shape(trace_sites_->captures);
   }
   const char* verb = this->verb();
   const std::string refused = refused_summary(set_, plan_, done());
@@ -63,7 +67,7 @@ Result<void> Run::run() {
     // No jump at all: the whole run is on uprobes (fallback.h).
     fmt::print(stderr, "gotap: {}\n",
                refused_summary(set_, plan_, done(), "kernel uprobes (eBPF) instead"));
-    return run_all_on_uprobes(plan_, opts_, sink_);
+    return run_all_on_uprobes(plan_, uprobe_options(), sink_);
   }
   // What no jump takes goes on kernel uprobes in the same run (fallback.h), a trace's events
   // merged with the ring's in time order. GOTAP_TRAMPOLINE_NO_FALLBACK=1 (read above) leaves
@@ -75,7 +79,7 @@ Result<void> Run::run() {
   if (traced_ && falls_back_) merge_ = std::make_unique<TimeMerge>(sink_, 2);
   if (!refused.empty() && !falls_back_)
     fmt::print(stderr, "gotap: warning: {}; --backend=ebpf {}s them\n", refused, verb);
-  if (timed_ && !traced_) {
+  if (timed_ && !traced_ && !tallied_) {
     std::vector<int> funcs;
     for (const Patch& p : set_.patches) funcs.push_back(p.func);
     timer_ = std::make_unique<CallTimer>(std::move(funcs), plan_.funcs.size(), filter().slower_ns);
@@ -86,7 +90,7 @@ Result<void> Run::run() {
   for (const Patch& p : set_.patches)
     if (!p.ret && plan_.funcs[p.func].inline_probed)
       inlined += plan_.funcs[p.func].inline_sites.size();
-  if (inlined && !falls_back_ && (!timed_ || traced_))
+  if (inlined && !falls_back_ && (opts_.mode == Mode::Count || traced_))
     fmt::print(stderr,
                "gotap: warning: the trampoline backend {}s calls of the functions' own "
                "code, not their {} inlined cop{} (--backend=ebpf {}s those too)\n",
@@ -94,7 +98,7 @@ Result<void> Run::run() {
   GOTAP_TRY(place());
   if (all_on_uprobes_) {
     merge_.reset();
-    return run_all_on_uprobes(plan_, opts_, sink_);
+    return run_all_on_uprobes(plan_, uprobe_options(), sink_);
   }
   if (goroutine_probes_ && !fallback_) {
     // Without them --why's splits and the goroutine events would be wrong, not just absent.
@@ -104,10 +108,15 @@ Result<void> Run::run() {
                       fallback_error_.empty() ? "the trace ended first" : fallback_error_));
   }
   if (merge_ && !fallback_) merge_.reset();
-  if (trace_sites_)
+  if (traced_)
     reader_ = std::make_unique<TraceReader>(plan_, *trace_sites_, bias_, pid_, opts_.max_str,
                                             merge_ ? merge_->source(0) : sink_, opts_.rate_per_s,
                                             filter(), if_condition());
+  if (tallied_)
+    tally_ = std::make_unique<CallTally>(
+        *trace_sites_, plan_.funcs.size(),
+        opts_.condition && !opts_.condition->funcs.empty() ? opts_.condition : nullptr, bias_,
+        opts_.mode == Mode::Latency, *tally_shape_);
   const uint64_t t0 = now_ns();
   const size_t fell_back = fallback_ ? fallback_->functions() : 0;
   fmt::print(stderr, "{}\n",
@@ -136,6 +145,7 @@ Result<void> Run::run() {
     std::lock_guard<std::mutex> lock(timer_mu_);
     if (timer_) timer_->finish(ring_);
     if (reader_) reader_->finish(ring_);
+    if (tally_) tally_->finish(ring_);
   }
   // Both sources are done: what the merge holds goes out before the calls left open.
   if (merge_) merge_->close();
@@ -157,6 +167,18 @@ Result<void> Run::check_request() const {
   return {};
 }
 
+bool Run::tallied() const {
+  const cond::Condition* c = opts_.condition;
+  if (c && c->funcs.empty()) c = nullptr;
+  if (opts_.mode == Mode::Count) return c != nullptr;
+  if (opts_.mode != Mode::Latency) return false;
+  if (c && (c->spec.errors || !c->spec.expr.empty())) return true;
+  if (!opts_.count_failed) return false;
+  for (const FuncPlan& f : plan_.funcs)
+    if (error_word(f)) return true;
+  return false;
+}
+
 ReturnFilter Run::filter() const {
   // With --if the condition's program decides --slower and --errors too (TraceReader).
   if (!opts_.condition || if_condition()) return {};
@@ -171,15 +193,12 @@ const char* Run::jumpless_request() const {
   if (!plan_.reads_g || !plan_.binary_view.pclntab)
     return "has jumps for programs built by gc only (gccgo's functions have no stack check it "
            "can use)";
-  if (opts_.mode != Mode::Count && !plan_.regabi)
-    return "times and traces with jumps calls of Go 1.17 and later only (its records read g "
-           "from R14, the register ABI's)";
   // Conditions of trace the reader decides (TraceReader: --if on each record, --slower and
-  // --errors at each return), and --slower of latency the timer (CallTimer).
-  if (const cond::Condition* c = opts_.condition;
-      c && (opts_.mode == Mode::Count ||
-            (opts_.mode == Mode::Latency && (c->spec.errors || !c->spec.expr.empty()))))
-    return "has no jumps for conditions of count, or for latency --if and --errors, yet";
+  // --errors at each return), --slower of latency the timer (CallTimer), and those of count
+  // and latency's --if and --errors the tally (CallTally): all on records.
+  if ((opts_.mode != Mode::Count || opts_.condition) && !plan_.regabi)
+    return "writes records (latency, trace, graph, conditions) for calls of Go 1.17 and later "
+           "only (its records read g from R14, the register ABI's)";
   if (opts_.target.all || opts_.target.library)
     return "jumps in one process only (-p PID or -- CMD)";
   if (opts_.stack_depth > 0) return "has no jumps for --stack yet";
@@ -303,10 +322,10 @@ std::vector<std::pair<int, uint64_t>> Run::counts() const {
 }
 
 void Run::drain() {
-  if ((!timer_ && !reader_) || !ring_) return;
+  if ((!timer_ && !reader_ && !tally_) || !ring_) return;
   std::lock_guard<std::mutex> lock(timer_mu_);
   const uint64_t at = now_ns();
-  drained_ = timer_ ? timer_->drain(ring_) : reader_->drain(ring_);
+  drained_ = timer_ ? timer_->drain(ring_) : tally_ ? tally_->drain(ring_) : reader_->drain(ring_);
   drained_at_ = at;  // the read took what came in until then
   // A live trace is live: what was read reaches the output now. Merged with the fallback's,
   // a record is read by then unless its body was still writing it: the ring's mark leaves
@@ -319,9 +338,17 @@ void Run::drain() {
     sink_.flush();
   }
   if (const uint64_t now = now_ns(); now - clock_at_ >= 100'000'000) {
-    (timer_ ? timer_->clock() : reader_->clock()).update();
+    (timer_ ? timer_->clock() : tally_ ? tally_->clock() : reader_->clock()).update();
     clock_at_ = now;
   }
+}
+
+std::optional<uint64_t> Run::failed_of(size_t func, uint64_t failed) const {
+  // A tally's plan (trace_sites) has the error words --no-failed leaves out.
+  if (!trace_sites_ || func >= trace_sites_->cfg.funcs.size() ||
+      !trace_sites_->cfg.funcs[func].has_error)
+    return std::nullopt;
+  return failed;
 }
 
 void Run::read_metrics(MetricsSnapshot& s) const {
@@ -341,6 +368,20 @@ void Run::read_metrics(MetricsSnapshot& s) const {
       s.funcs.push_back(std::move(m));
     }
     s.lost = ring_ ? timer_->dropped(ring_) : 0;
+  } else if (tally_) {
+    std::lock_guard<std::mutex> lock(timer_mu_);
+    const auto& all = tally_->funcs();
+    for (size_t f = 0; f < all.size(); ++f) {
+      if (!all[f].calls) continue;
+      FuncMetrics m;
+      m.func = plan_.funcs[f].name;
+      m.calls = all[f].calls;
+      m.timed = opts_.mode == Mode::Latency;
+      if (m.timed) m.latency = all[f].latency;
+      m.failed = failed_of(f, all[f].failed);
+      s.funcs.push_back(std::move(m));
+    }
+    s.lost = ring_ ? tally_->dropped(ring_) : 0;
   } else if (reader_) {
     std::lock_guard<std::mutex> lock(timer_mu_);
     const auto& calls = reader_->calls();
@@ -367,10 +408,26 @@ void Run::read_metrics(MetricsSnapshot& s) const {
 
 void Run::emit(uint64_t ended) {
   std::vector<FuncCount> counts;
-  for (auto [f, n] : this->counts()) counts.push_back({plan_.funcs[f].name, n, std::nullopt});
+  if (!tally_)
+    for (auto [f, n] : this->counts()) counts.push_back({plan_.funcs[f].name, n, std::nullopt});
   std::vector<Event> rows = count_events(std::move(counts));
   uint64_t dropped = 0;
-  if (timer_) {
+  if (tally_) {
+    std::vector<FuncCount> counted;
+    std::vector<FuncLatency> lat;
+    const auto& all = tally_->funcs();
+    for (size_t f = 0; f < all.size(); ++f) {
+      if (!all[f].calls) continue;
+      const std::optional<uint64_t> failed = failed_of(f, all[f].failed);
+      if (opts_.mode == Mode::Latency)
+        lat.push_back({plan_.funcs[f].name, all[f].latency, failed});
+      else
+        counted.push_back({plan_.funcs[f].name, all[f].calls, failed});
+    }
+    rows = opts_.mode == Mode::Latency ? latency_events(std::move(lat))
+                                       : count_events(std::move(counted));
+    dropped = ring_ ? tally_->dropped(ring_) : 0;
+  } else if (timer_) {
     std::vector<FuncLatency> lat;
     const auto& all = timer_->latencies();
     for (size_t f = 0; f < all.size(); ++f)
@@ -390,11 +447,14 @@ void Run::emit(uint64_t ended) {
     std::vector<Event> merged;
     for (Event& ev : rows)
       if (!merged.empty() && ev.value("event", "") == "count" &&
-          merged.back().value("func", "") == ev.value("func", ""))
-        merged.back()["count"] =
-            merged.back()["count"].get<uint64_t>() + ev["count"].get<uint64_t>();
-      else
+          merged.back().value("func", "") == ev.value("func", "")) {
+        Event& m = merged.back();
+        m["count"] = m["count"].get<uint64_t>() + ev["count"].get<uint64_t>();
+        // Inlined copies fail nowhere a RET can see: their row's `failed` (if any) is 0.
+        if (ev.contains("failed") && !m.contains("failed")) m["failed"] = ev["failed"];
+      } else {
         merged.push_back(std::move(ev));
+      }
     rows = std::move(merged);
   }
   uint64_t events = 0;
@@ -433,6 +493,10 @@ void Run::emit(uint64_t ended) {
   if (timer_) {
     sum.extra["open_calls"] = timer_->open_calls();
     sum.extra["returns_before_entries"] = timer_->unmatched_returns();
+  }
+  if (tally_) {
+    sum.extra["open_calls"] = tally_->open_calls();
+    sum.extra["returns_before_entries"] = tally_->unmatched_returns();
   }
   if (reader_) sum.extra["returns_before_entries"] = reader_->unmatched_returns();
   // The jumps' calls --rate left out, and the uprobes' (each limits its own functions).

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/ptrace/process.h"
+#include "backends/trampoline/call_tally.h"
 #include "backends/trampoline/call_timer.h"
 #include "backends/trampoline/exec_watch.h"
 #include "backends/trampoline/fallback.h"
@@ -72,10 +73,22 @@ class Run {
   // `trace` and `graph`: timed_ too, with records that hold the arguments and results
   // (trace_capture.h), read by reader_.
   bool traced_ = false;
+  // `count` with a condition, `latency --if` and `--errors`: timed_ too, with trace records
+  // that hold what the condition reads, added up by tally_ (call_tally.h).
+  bool tallied_ = false;
+  std::unique_ptr<CallTally> tally_;
   // What this run does to a function ("count", "time", "trace"), and its records' ring.
-  const char* verb() const { return traced_ ? "trace" : timed_ ? "time" : "count"; }
-  const char* done() const { return traced_ ? "traced" : timed_ ? "timed" : "counted"; }
-  RingShape ring_shape() const { return traced_ ? kTraceRing : kTimedRing; }
+  const char* verb() const {
+    return opts_.mode == Mode::Count ? "count" : traced_ ? "trace" : "time";
+  }
+  const char* done() const {
+    return opts_.mode == Mode::Count ? "counted" : traced_ ? "traced" : "timed";
+  }
+  RingShape ring_shape() const {
+    return tally_shape_ ? *tally_shape_ : trace_sites_ ? kTraceRing : kTimedRing;
+  }
+  // A tally's records, as small as its captures allow (tally_ring_shape).
+  std::optional<RingShape> tally_shape_;
   std::unique_ptr<TraceSites> trace_sites_;
   // `count` and `latency`: the functions no jump takes (refused, or stubless), on kernel
   // uprobes in the same run (fallback.h); null when there are none or they could not be placed.
@@ -90,6 +103,14 @@ class Run {
   std::string fallback_error_;  // why it could not start, or why it failed
   // `trace` with a fallback: its events and the ring's, in time order (source 0 the ring's).
   std::unique_ptr<TimeMerge> merge_;
+  // The options of the uprobes that stand in for jumps (the fallback, or a whole run on them
+  // when no function has a place): their rows are the jumps' rows, with failures counted only
+  // where the jumps count them (a tally's).
+  TraceOptions uprobe_options() const {
+    TraceOptions o = opts_;
+    o.count_failed = opts_.count_failed && tallied_;
+    return o;
+  }
   // Starts the fallback for the refused and stubless functions; says what became of them.
   void start_fallback(bool image_locked);
   std::unique_ptr<TraceReader> reader_;
@@ -119,6 +140,10 @@ class Run {
   const cond::Condition* if_condition() const {
     return opts_.condition && !opts_.condition->spec.expr.empty() ? opts_.condition : nullptr;
   }
+  // count with any condition; latency with --if or --errors, or whose failures are counted
+  // (one of its functions has an error result, and no --no-failed). Else a timed run's timer
+  // (CallTimer) decides latency's --slower, and count's counters have no RET to see failures.
+  bool tallied() const;
 
   // The executable's lock, which every gotap holds while it looks at sites and writes them
   // (core/sys/image_lock.h); `abortable`: a stop request ends the wait.
@@ -190,6 +215,8 @@ class Run {
   Error unmap_all(pid_t held, Error e);
 
   void read_metrics(MetricsSnapshot& s) const;
+  // A tally's `failed` of function `func`: none when it has no error result (or --no-failed).
+  std::optional<uint64_t> failed_of(size_t func, uint64_t failed) const;
 
   void emit(uint64_t ended);
 };

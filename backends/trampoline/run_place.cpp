@@ -283,7 +283,7 @@ void Run::start_fallback(bool image_locked) {
   std::sort(funcs.begin(), funcs.end());
   // The inlined copies of the functions the jumps take (not timed: they have no return).
   std::vector<int> copies;
-  if (!timed_ || traced_)
+  if (opts_.mode == Mode::Count || traced_)
     for (const Patch& p : set_.patches) {
       const FuncPlan& f = plan_.funcs[p.func];
       if (!p.ret && f.inline_probed && !f.inline_sites.empty() &&
@@ -298,7 +298,7 @@ void Run::start_fallback(bool image_locked) {
       m->mark(1, t);
       m->source(1).flush();
     };
-  auto f = Fallback::start(plan_, funcs, copies, opts_, pid_, image_locked,
+  auto f = Fallback::start(plan_, funcs, copies, uprobe_options(), pid_, image_locked,
                            merge_ ? merge_->source(1) : sink_, std::move(on_read));
   const size_t n = stubless_funcs_.size();
   // "3 of 10 functions have no trampoline site and are timed ... (why: which)", and the

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backends/trampoline/record_condition.h"
+#include "bpf/gotap_limits.h"
 #include "core/plan/event_ring.h"
 
 namespace gotap::trampoline {
@@ -42,9 +43,13 @@ RecordCapture capture_of(const gotap_probe& p) {
 }
 
 Result<TraceSites> trace_sites(const ProbePlan& plan, PatchSet& set, int max_str,
-                               const cond::Condition* cond) {
+                               const cond::Condition* cond, bool tally, bool count_failed) {
   TraceSites t;
-  t.cfg = ebpf::build_probe_config(plan, Mode::Trace, max_str, plan.binary_view.types);
+  // A tally's plan is latency's: every function's entry and RETs, no word to decode, and
+  // each RET's error word where the function has an error result (SiteConfig::err_word).
+  t.cfg = tally ? ebpf::build_probe_config(plan, Mode::Latency, 0, plan.binary_view.types, nullptr,
+                                           count_failed)
+                : ebpf::build_probe_config(plan, Mode::Trace, max_str, plan.binary_view.types);
   // Each function's sites, in the order build_probe_config made them.
   std::vector<std::vector<uint32_t>> of(plan.funcs.size());
   for (size_t i = 0; i < t.cfg.sites.size(); ++i)
@@ -66,9 +71,24 @@ Result<TraceSites> trace_sites(const ProbePlan& plan, PatchSet& set, int max_str
       return make_error("{}: no capture planned for its {} at {:#x}", plan.funcs[p.func].name,
                         p.ret ? "RET" : "entry", p.site.at);
     t.probe.push_back(*found);
-    RecordCapture cap = capture_of(t.cfg.record(*found));
+    RecordCapture cap = tally ? RecordCapture{} : capture_of(t.cfg.record(*found));
     t.decoded_words.push_back(static_cast<uint8_t>(cap.words.size()));
     t.decoded_copies.push_back(static_cast<uint8_t>(cap.copies.size()));
+    int8_t err = -1;
+    if (const ebpf::SiteConfig& s = t.cfg.sites[*found];
+        tally && (s.flags & GOTAP_PROBE_ERRCHECK)) {
+      // GOTAP_SRC_REGMEM is gccgo's alone, which this backend does not take.
+      CaptureWord w;
+      if (s.err_word.src == GOTAP_SRC_STACK) {
+        w.src = CaptureWord::Stack;
+        w.off = s.err_word.off;
+      } else {
+        w.reg = s.err_word.reg;
+      }
+      err = static_cast<int8_t>(cap.words.size());
+      cap.words.push_back(w);
+    }
+    if (tally) t.err_word.push_back(err);
     if (cond && size_t(p.func) < cond->funcs.size() && !refused.count(p.func)) {
       const std::string why = add_condition_capture(cond->funcs[p.func].prog, p.ret, cap);
       if (!why.empty()) refused[p.func] = "whose --if " + why;
@@ -88,6 +108,7 @@ Result<TraceSites> trace_sites(const ProbePlan& plan, PatchSet& set, int max_str
     kept.captures.push_back(std::move(t.captures[i]));
     kept.decoded_words.push_back(t.decoded_words[i]);
     kept.decoded_copies.push_back(t.decoded_copies[i]);
+    if (tally) kept.err_word.push_back(t.err_word[i]);
   }
   for (const auto& [func, why] : refused) left.refused[why].push_back(func);
   set = std::move(left);

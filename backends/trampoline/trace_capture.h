@@ -27,14 +27,21 @@ struct TraceSites {
   // By PatchSet index: how many of its capture's words and copies are its eBPF site's, which
   // the decoder reads; those past them are --if's (record_condition.h). Empty: all of them.
   std::vector<uint8_t> decoded_words, decoded_copies;
+  // A tally's sites (`tally`: count and latency with a condition, call_tally.h), by PatchSet
+  // index: which word of a RET's record is its error's type word, -1 for none (an entry, a
+  // function without an error result, or --no-failed).
+  std::vector<int8_t> err_word;
 };
 
 // An error when a patch has no site of the same function (and kind) in the capture plan.
 // With `cond` (--if; may be null), each site's capture holds what the condition reads there
 // too; a function whose condition reads what a record cannot hold leaves `set` (its patches
 // go, it joins set.refused), to be taken on kernel uprobes.
+// `tally` (count and latency with a condition): the sites capture no argument or result to
+// decode, only what the condition reads and, with `count_failed`, each RET's error type word.
 Result<TraceSites> trace_sites(const ProbePlan& plan, PatchSet& set, int max_str,
-                               const cond::Condition* cond = nullptr);
+                               const cond::Condition* cond = nullptr, bool tally = false,
+                               bool count_failed = false);
 
 // The capture of one eBPF probe record: its words and copies, in the same order.
 RecordCapture capture_of(const gotap_probe& p);

@@ -1,0 +1,89 @@
+#include "backends/trampoline/call_tally.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/plan/event_ring.h"
+
+namespace gotap::trampoline {
+
+RingShape tally_ring_shape(const std::vector<RecordCapture>& captures) {
+  uint64_t need = kTraceWords;
+  for (const RecordCapture& c : captures) {
+    uint64_t end = c.copy_at(c.copies.size());
+    // A copy's room is cut to what a kTraceRing record has left (copy_room): a smaller record
+    // would cut it shorter than the condition's comparison reads.
+    if (!c.copies.empty()) end = kTraceRing.record_size();
+    need = std::max(need, end);
+  }
+  unsigned shift = 6;  // 64 bytes: the record, the thread, and two words
+  while ((uint64_t(1) << shift) < need && shift < kTraceRing.record_shift) ++shift;
+  // 4 MiB of records: 65,536 of 64 bytes, 8,192 of 512 (kTraceRing's).
+  return RingShape{22 - shift, shift};
+}
+
+CallTally::CallTally(const TraceSites& sites, size_t nfuncs, const cond::Condition* cond,
+                     uint64_t bias, bool timed, RingShape shape)
+    : sites_(sites), timed_(timed), reader_(shape), funcs_(nfuncs) {
+  if (cond) cond_ = std::make_unique<RecordCondition>(*cond, bias);
+}
+
+CallTally::~CallTally() = default;
+
+size_t CallTally::drain(uint8_t* ring) {
+  return reader_.drain(ring, [this](const uint8_t* r) { add(r); });
+}
+
+size_t CallTally::finish(uint8_t* ring) {
+  return reader_.finish(ring, [this](const uint8_t* r) { add(r); });
+}
+
+void CallTally::add(const uint8_t* record) {
+  RingRecord r;
+  std::memcpy(&r, record, sizeof r);
+  const uint32_t patch = r.id >> 1;
+  if (patch >= sites_.probe.size()) return;
+  const int func = static_cast<int>(sites_.cfg.sites[sites_.probe[patch]].func_id);
+  if (size_t(func) >= funcs_.size()) return;
+  const RecordCapture& cap = sites_.captures[patch];
+  const CallKey key{r.goid, r.depth};
+  const bool at_ret = cond_ && cond_->at_ret(size_t(func));
+  if (!(r.id & 1)) {
+    // A call left open at the same depth of the same goroutine is over (a panic unwound
+    // it): the new one replaces it.
+    Open o{func, r.tsc};
+    o.rejected =
+        cond_ && !cond_->run(size_t(func), false, record, cap, int64_t(r.goid), 0, o.bits, o.vals);
+    if (!timed_ && !at_ret && !o.rejected) ++funcs_[func].calls;
+    open_[key] = o;
+    return;
+  }
+  auto it = open_.find(key);
+  if (it == open_.end() || it->second.func != func) {
+    // Nothing to decide on: neither the entry's part of the condition nor a duration.
+    ++unmatched_;
+    return;
+  }
+  Open o = it->second;
+  open_.erase(it);
+  if (o.rejected) return;
+  const uint64_t duration = clock_.ns(r.tsc > o.tsc ? r.tsc - o.tsc : 0);
+  if (at_ret &&
+      !cond_->run(size_t(func), true, record, cap, int64_t(r.goid), duration, o.bits, o.vals))
+    return;
+  Func& f = funcs_[func];
+  if (timed_) {
+    ++f.calls;
+    f.latency.add(duration);
+  } else if (at_ret) {
+    ++f.calls;
+  }
+  const int8_t ew = patch < sites_.err_word.size() ? sites_.err_word[patch] : int8_t(-1);
+  if (ew >= 0) {
+    uint64_t type = 0;
+    std::memcpy(&type, record + kTraceWords + 8 * size_t(ew), 8);
+    if (type) ++f.failed;
+  }
+}
+
+}  // namespace gotap::trampoline
