@@ -55,7 +55,14 @@ void CallTally::add(const uint8_t* record) {
     o.rejected =
         cond_ && !cond_->run(size_t(func), false, record, cap, int64_t(r.goid), 0, o.bits, o.vals);
     if (!timed_ && !at_ret && !o.rejected) ++funcs_[func].calls;
-    open_[key] = o;
+    // A count whose function has no RET to see (decided here, no error result: its RETs
+    // have no jumps) keeps nothing for a return that will not come.
+    const bool rets = timed_ || at_ret || size_t(func) >= sites_.cfg.funcs.size() ||
+                      sites_.cfg.funcs[func].has_error;
+    if (rets)
+      open_[key] = o;
+    else
+      open_.erase(key);
     return;
   }
   auto it = open_.find(key);

@@ -220,12 +220,13 @@ std::vector<int> stubless_functions(const PatchSet& set,
   return {out.begin(), out.end()};
 }
 
-PatchSet plan_patches(const ProbePlan& plan, bool timed) {
+PatchSet plan_patches(const ProbePlan& plan, bool timed_run, const std::vector<bool>* entry_only) {
   PatchSet set;
   const ElfFile* elf = plan.binary_view.elf;
   for (size_t i = 0; i < plan.funcs.size(); ++i) {
     const FuncPlan& f = plan.funcs[i];
     const int fi = static_cast<int>(i);
+    const bool timed = timed_run && !(entry_only && i < entry_only->size() && (*entry_only)[i]);
     const TrampolineSites t = trampoline_sites(elf, f);
     if (!t.refused.empty()) {
       set.refused[t.refused].push_back(fi);

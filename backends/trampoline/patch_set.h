@@ -55,7 +55,10 @@ struct PatchSet {
 };
 
 // `timed` (latency): each function's entry and every one of its RETs, or none of it.
-PatchSet plan_patches(const ProbePlan& plan, bool timed = false);
+// `entry_only` (may be null; by plan index): in a timed run, the functions whose records are
+// needed at their entry alone (count with a condition decided there, and no failures to see).
+PatchSet plan_patches(const ProbePlan& plan, bool timed = false,
+                      const std::vector<bool>* entry_only = nullptr);
 
 // Leaves out, as refused, each short check whose trampoline's fixed place overlaps an
 // earlier one's (only when their compares are encoded differently: functions are 32 bytes

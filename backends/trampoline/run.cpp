@@ -49,7 +49,15 @@ Result<void> Run::run() {
   traced_ = opts_.mode == Mode::Trace;
   tallied_ = tallied();
   timed_ = opts_.mode == Mode::Latency || traced_ || tallied_;
-  set_ = plan_patches(plan_, timed_);
+  // A count decided at the entry, with no failure to see, needs no RET.
+  std::vector<bool> entry_only;
+  if (tallied_ && opts_.mode == Mode::Count) {
+    entry_only.resize(plan_.funcs.size());
+    for (size_t f = 0; f < plan_.funcs.size(); ++f)
+      entry_only[f] = !opts_.condition->at_ret(f) &&
+                      !(opts_.count_failed && error_word(plan_.funcs[f]).has_value());
+  }
+  set_ = plan_patches(plan_, timed_, &entry_only);
   // First: a function whose condition reads what a record cannot hold leaves set_ here.
   if (traced_ || tallied_) {
     auto t = tallied_ ? trace_sites(plan_, set_, 0, opts_.condition, true, opts_.count_failed)

@@ -137,6 +137,23 @@ TEST(CallTally, CountsTheCallsAnEntryConditionSelects) {
   }
 }
 
+// A count decided at the entry of a function without an error result has no RET jumps
+// (Run: plan_patches' entry_only): its entries count and keep nothing open.
+TEST(CallTally, AnEntryOnlyCountKeepsNoCallOpen) {
+  Sites s;
+  s.sites.cfg.funcs.resize(1);
+  s.sites.cfg.funcs[0].has_error = false;
+  cond::Condition c = condition(s.fake.plan, "n > 5");
+  s.add(c);
+  const RingShape shape = tally_ring_shape(s.sites.captures);
+  Ring ring(shape);
+  for (uint64_t n = 0; n < 10; ++n) ring.put(0, false, n + 1, 64, 1000 + n, {n});
+  CallTally t(s.sites, 1, &c, 0, false, shape);
+  t.finish(ring.bytes.data());
+  EXPECT_EQ(t.funcs()[0].calls, 4u);
+  EXPECT_EQ(t.open_calls(), 0u);
+}
+
 // A condition on the results is decided at the return, on the return's record; a return
 // whose entry was not seen is not counted (nothing to decide the entry's part on).
 TEST(CallTally, DecidesAtTheReturnOnTheResults) {
