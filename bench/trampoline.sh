@@ -23,6 +23,12 @@
 #   trampoline_trace_if gotap trace --backend=trampoline --if 'x < 0' (no call selected: the
 #                       records carry x, which gotap's reader tests), as trampoline_trace
 #   ebpf_trace_if       gotap trace --backend=ebpf --if 'x < 0' (the kernel tests it), on fewer
+# and counted calls with a condition (every call selected):
+#   trampoline_count_if gotap count --backend=trampoline --if 'x >= 0' (a 64-byte record at
+#                       each entry, which gotap's reader tests: main.work returns no error, so
+#                       its RETs need no jump), on 60,000 calls once gotap is ready (the ring
+#                       holds all their records)
+#   ebpf_count_if       gotap count --backend=ebpf --if 'x >= 0' (the kernel tests it), on fewer
 # Each figure is the median of $RUNS runs, interleaved so machine noise hits all alike, in ns
 # per call as the loop measures itself (time.Now around it), so that start-up and detach are
 # not in it. Goal (issue 38): a probe under 100 ns.
@@ -36,6 +42,7 @@ calls=${3:-2000000}
 runs=${RUNS:-5}
 few=${FEW_CALLS:-20000}
 trace_calls=${TRACE_CALLS:-4000}
+count_if_calls=${COUNT_IF_CALLS:-60000}
 n_dlv=${N_DLV:-200}
 [ -x "$gotap" ] || { echo "trampoline.sh: no gotap at $gotap" >&2; exit 2; }
 [ -x "$bin" ] || { echo "trampoline.sh: no latency fixture binary (give it as the 2nd argument)" >&2; exit 2; }
@@ -69,6 +76,8 @@ for _ in $(seq "$runs"); do
   # --if selecting no call: the records carry x, which gotap's reader tests (eBPF: the kernel).
   run trampoline_trace_if sh -c "(sleep 0.5; echo) | '$gotap' trace -o /dev/null --backend trampoline --if 'x < 0' main.work -- '$bin' bench $trace_calls -wait"
   run ebpf_trace_if "$gotap" trace -o /dev/null --backend ebpf --if 'x < 0' main.work -- "$bin" bench "$few"
+  run trampoline_count_if sh -c "(sleep 0.5; echo) | '$gotap' count -o /dev/null --backend trampoline --if 'x >= 0' main.work -- '$bin' bench $count_if_calls -wait"
+  run ebpf_count_if "$gotap" count -o /dev/null --backend ebpf --if 'x >= 0' main.work -- "$bin" bench "$few"
 done
 if [ $have_dlv = 1 ]; then
   work=$(mktemp -d)
@@ -80,7 +89,7 @@ fi
 
 printf '%-18s %12s %14s\n' what ns/call "x untraced"
 med_untraced=$(echo "${res[untraced]}" | median)
-for k in untraced empty_trampoline trampoline ebpf bpftrace ptrace dlv trampoline_latency ebpf_latency ptrace_latency trampoline_trace ebpf_trace ptrace_trace trampoline_trace_if ebpf_trace_if; do
+for k in untraced empty_trampoline trampoline ebpf bpftrace ptrace dlv trampoline_latency ebpf_latency ptrace_latency trampoline_trace ebpf_trace ptrace_trace trampoline_trace_if ebpf_trace_if trampoline_count_if ebpf_count_if; do
   [ -n "${res[$k]:-}" ] || continue
   m=$(echo "${res[$k]}" | median)
   printf '%-18s %12s %14s\n' "$k" "$m" "$(awk -v a="$m" -v b="$med_untraced" 'BEGIN { if (b > 0 && a != "nan") printf "%.1f", a / b; else print "nan" }')"
@@ -100,6 +109,8 @@ echo "trampoline_latency / ptrace_latency:   $(ratio "$med_trampoline_latency" "
 echo "traced call (trampoline_trace - untraced): $(awk -v a="$med_trampoline_trace" -v u="$med_untraced" 'BEGIN {printf "%.1f", a-u}') ns"
 echo "trampoline_trace / ebpf_trace:         $(ratio "$med_trampoline_trace" "$med_ebpf_trace")"
 echo "trampoline_trace / ptrace_trace:       $(ratio "$med_trampoline_trace" "$med_ptrace_trace")"
-exit 0
 echo "trace --if, no call selected (trampoline_trace_if - untraced): $(awk -v a="$med_trampoline_trace_if" -v u="$med_untraced" 'BEGIN {printf "%.1f", a-u}') ns"
 echo "trampoline_trace_if / ebpf_trace_if:   $(ratio "$med_trampoline_trace_if" "$med_ebpf_trace_if")"
+echo "count --if, every call (trampoline_count_if - untraced): $(awk -v a="$med_trampoline_count_if" -v u="$med_untraced" 'BEGIN {printf "%.1f", a-u}') ns  (goal < 100)"
+echo "trampoline_count_if / ebpf_count_if:   $(ratio "$med_trampoline_count_if" "$med_ebpf_count_if")"
+exit 0
