@@ -205,8 +205,8 @@ const char* Run::jumpless_request() const {
   // --errors at each return), --slower of latency the timer (CallTimer), and those of count
   // and latency's --if and --errors the tally (CallTally): all on records.
   if ((opts_.mode != Mode::Count || opts_.condition) && !plan_.regabi)
-    return "writes records (latency, trace, graph, conditions) for calls of Go 1.17 and later "
-           "only (its records read g from R14, the register ABI's)";
+    return "times and traces calls of Go 1.17 and later only, and counts under a condition "
+           "there only (its records read g from R14, the register ABI's)";
   if (opts_.target.all || opts_.target.library)
     return "jumps in one process only (-p PID or -- CMD)";
   if (opts_.stack_depth > 0) return "has no jumps for --stack yet";
