@@ -186,7 +186,6 @@ class AllOnUprobes : public EventSink {
 
 Result<void> run_all_on_uprobes(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink,
                                 const char* reason) {
-  const TraceOptions& o = opts;
   AllOnUprobes out(sink, reason);
   ebpf::EbpfOptions eo;
   eo.banner = false;
@@ -196,7 +195,7 @@ Result<void> run_all_on_uprobes(const ProbePlan& plan, const TraceOptions& opts,
                                 plan.goroutines.status != 0)
               << std::endl;
   };
-  return ebpf::run_session(plan, o, out, eo);
+  return ebpf::run_session(plan, opts, out, eo);
 }
 
 }  // namespace gotap::trampoline

@@ -12,20 +12,27 @@
 
 namespace gotap::trampoline {
 
+namespace {
+
+// An eBPF word's place as a trampoline reads it: a register, or a stack slot from RSP.
+CaptureWord capture_word(const gotap_word& w) {
+  CaptureWord cw;
+  if (w.src == GOTAP_SRC_STACK) {
+    cw.src = CaptureWord::Stack;
+    cw.off = w.off;
+  } else {
+    // GOTAP_SRC_REGMEM is gccgo's alone, which this backend does not take.
+    cw.reg = w.reg;
+  }
+  return cw;
+}
+
+}  // namespace
+
 RecordCapture capture_of(const gotap_probe& p) {
   RecordCapture c;
-  for (size_t i = 0; i < p.nwords && i < kTraceMaxWords; ++i) {
-    const gotap_word& w = p.words[i];
-    CaptureWord cw;
-    if (w.src == GOTAP_SRC_STACK) {
-      cw.src = CaptureWord::Stack;
-      cw.off = w.off;
-    } else {
-      // GOTAP_SRC_REGMEM is gccgo's alone, which this backend does not take.
-      cw.reg = w.reg;
-    }
-    c.words.push_back(cw);
-  }
+  for (size_t i = 0; i < p.nwords && i < kTraceMaxWords; ++i)
+    c.words.push_back(capture_word(p.words[i]));
   for (size_t i = 0; i < p.ncaps && i < kTraceMaxCopies; ++i) {
     const gotap_cap& k = p.caps[i];
     CaptureCopy cc;
@@ -77,16 +84,8 @@ Result<TraceSites> trace_sites(const ProbePlan& plan, PatchSet& set, int max_str
     int8_t err = -1;
     if (const ebpf::SiteConfig& s = t.cfg.sites[*found];
         tally && (s.flags & GOTAP_PROBE_ERRCHECK)) {
-      // GOTAP_SRC_REGMEM is gccgo's alone, which this backend does not take.
-      CaptureWord w;
-      if (s.err_word.src == GOTAP_SRC_STACK) {
-        w.src = CaptureWord::Stack;
-        w.off = s.err_word.off;
-      } else {
-        w.reg = s.err_word.reg;
-      }
       err = static_cast<int8_t>(cap.words.size());
-      cap.words.push_back(w);
+      cap.words.push_back(capture_word(s.err_word));
     }
     if (tally) t.err_word.push_back(err);
     if (cond && size_t(p.func) < cond->funcs.size() && !refused.count(p.func)) {
