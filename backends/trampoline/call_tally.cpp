@@ -24,8 +24,13 @@ RingShape tally_ring_shape(const std::vector<RecordCapture>& captures) {
 
 CallTally::CallTally(const TraceSites& sites, size_t nfuncs, const cond::Condition* cond,
                      uint64_t bias, bool timed, RingShape shape)
-    : sites_(sites), timed_(timed), reader_(shape), funcs_(nfuncs) {
+    : sites_(sites), timed_(timed), reader_(shape), funcs_(nfuncs), keeps_open_(nfuncs) {
   if (cond) cond_ = std::make_unique<RecordCondition>(*cond, bias);
+  // A count whose function has no RET to see (decided at the entry, no error result: its
+  // RETs have no jumps) keeps nothing for a return that will not come.
+  for (size_t f = 0; f < nfuncs; ++f)
+    keeps_open_[f] = timed_ || (cond_ && cond_->at_ret(f)) || f >= sites_.cfg.funcs.size() ||
+                     sites_.cfg.funcs[f].has_error;
 }
 
 CallTally::~CallTally() = default;
@@ -55,11 +60,7 @@ void CallTally::add(const uint8_t* record) {
     o.rejected =
         cond_ && !cond_->run(size_t(func), false, record, cap, int64_t(r.goid), 0, o.bits, o.vals);
     if (!timed_ && !at_ret && !o.rejected) ++funcs_[func].calls;
-    // A count whose function has no RET to see (decided here, no error result: its RETs
-    // have no jumps) keeps nothing for a return that will not come.
-    const bool rets = timed_ || at_ret || size_t(func) >= sites_.cfg.funcs.size() ||
-                      sites_.cfg.funcs[func].has_error;
-    if (rets)
+    if (keeps_open_[func])
       open_[key] = o;
     else
       open_.erase(key);

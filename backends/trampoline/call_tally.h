@@ -65,6 +65,7 @@ class CallTally {
   TscClock clock_;
   std::unordered_map<CallKey, Open, CallKeyHash> open_;
   std::vector<Func> funcs_;
+  std::vector<bool> keeps_open_;  // by function: whether an entry waits for its return
   uint64_t unmatched_ = 0;
 };
 

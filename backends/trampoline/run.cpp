@@ -121,10 +121,8 @@ Result<void> Run::run() {
                                             merge_ ? merge_->source(0) : sink_, opts_.rate_per_s,
                                             filter(), if_condition());
   if (tallied_)
-    tally_ = std::make_unique<CallTally>(
-        *trace_sites_, plan_.funcs.size(),
-        opts_.condition && !opts_.condition->funcs.empty() ? opts_.condition : nullptr, bias_,
-        opts_.mode == Mode::Latency, *tally_shape_);
+    tally_ = std::make_unique<CallTally>(*trace_sites_, plan_.funcs.size(), compiled_condition(),
+                                         bias_, opts_.mode == Mode::Latency, *tally_shape_);
   const uint64_t t0 = now_ns();
   const size_t fell_back = fallback_ ? fallback_->functions() : 0;
   fmt::print(stderr, "{}\n",
@@ -176,8 +174,7 @@ Result<void> Run::check_request() const {
 }
 
 bool Run::tallied() const {
-  const cond::Condition* c = opts_.condition;
-  if (c && c->funcs.empty()) c = nullptr;
+  const cond::Condition* c = compiled_condition();
   if (opts_.mode == Mode::Count) return c != nullptr;
   if (opts_.mode != Mode::Latency) return false;
   if (c && (c->spec.errors || !c->spec.expr.empty())) return true;
@@ -415,10 +412,8 @@ void Run::read_metrics(MetricsSnapshot& s) const {
 }
 
 void Run::emit(uint64_t ended) {
-  std::vector<FuncCount> counts;
-  if (!tally_)
-    for (auto [f, n] : this->counts()) counts.push_back({plan_.funcs[f].name, n, std::nullopt});
-  std::vector<Event> rows = count_events(std::move(counts));
+  // The rows of whichever consumer the run has: the tally's, the timer's, or the counters'.
+  std::vector<Event> rows;
   uint64_t dropped = 0;
   if (tally_) {
     std::vector<FuncCount> counted;
@@ -442,6 +437,10 @@ void Run::emit(uint64_t ended) {
       if (all[f].count) lat.push_back({plan_.funcs[f].name, all[f], std::nullopt});
     rows = latency_events(std::move(lat));
     dropped = ring_ ? timer_->dropped(ring_) : 0;
+  } else {
+    std::vector<FuncCount> counts;
+    for (auto [f, n] : this->counts()) counts.push_back({plan_.funcs[f].name, n, std::nullopt});
+    rows = count_events(std::move(counts));
   }
   // The fallback's rows in the same table, in the same order (by name).
   const Event none;

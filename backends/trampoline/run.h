@@ -140,6 +140,10 @@ class Run {
   const cond::Condition* if_condition() const {
     return opts_.condition && !opts_.condition->spec.expr.empty() ? opts_.condition : nullptr;
   }
+  // --if, --slower or --errors as compiled programs, one per function; null without them.
+  const cond::Condition* compiled_condition() const {
+    return opts_.condition && !opts_.condition->funcs.empty() ? opts_.condition : nullptr;
+  }
   // count with any condition; latency with --if or --errors, or whose failures are counted
   // (one of its functions has an error result, and no --no-failed). Else a timed run's timer
   // (CallTimer) decides latency's --slower, and count's counters have no RET to see failures.
