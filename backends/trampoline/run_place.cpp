@@ -159,7 +159,7 @@ Result<void> Run::place() {
   bool all_held = false, no_bodies = false;
   WriteTally t;
   const IsOurs ours = left_by_a_gotap();  // the maps again: with the threads stopped
-  size_t taken_back = 0;
+  size_t taken_back = 0, planned_sites = 0;
   std::vector<int> out_of_place;
   proc_->detach_all(ptrace::trap_unchanged, held, [&](const std::vector<pid_t>& stopped) {
     all_held = true;
@@ -178,6 +178,8 @@ Result<void> Run::place() {
     // out its function's other sites too (an entry with no return would stay open), and so
     // does a one-byte jump whose stub has no place (its region's place is taken, or
     // lay_out_timed found none).
+    // Before a timed run leaves out the sites of functions it cannot patch whole.
+    planned_sites = site_count();
     if (timed_) {
       std::vector<const Region*> placed;
       for (const auto& m : mapped_) placed.push_back(&m->region);
@@ -261,14 +263,16 @@ Result<void> Run::place() {
     fmt::print(stderr,
                "gotap: warning: {} of {} sites are another tracer's (a uprobe or a debugger's "
                "int3 there): left to it, not counted\n",
-               t.foreign, site_count());
+               t.foreign, planned_sites);
   // With no jump, the uprobes may still trace all there is (every function needed a stub
-  // with no room).
-  if (!placed_ && !fallback_)
+  // with no room). Without them the pages go: no jump leads into them.
+  if (!placed_ && !fallback_) {
+    if (!launched_) (void)release_pages_again();
     return end_unpatched(
         runtime_error("no site of pid {} could be patched ({} another tracer's, {} not "
                       "written)",
                       pid_, t.foreign, t.failed));
+  }
   pidfd_ = sys::Fd(static_cast<int>(syscall(SYS_pidfd_open, pid_, 0)));
   return {};
 }

@@ -388,6 +388,52 @@ TEST_F(Trampoline, ASecondGotapLeavesTheFirstsJumps) {
   EXPECT_TRUE(prog.ends_well());
 }
 
+// A timed run (latency, or a count with a condition decided at the return) whose every site
+// another tracer holds
+// (eBPF's uprobe on a Go 1.19 function's stack check, which the jump needs) writes no jump,
+// says how many of its sites were held, and takes back the pages it mapped: it once left them
+// in the program, and said "2 of 0 sites". The other tracer counts every call.
+TEST_F(Trampoline, ATimedRunThatPatchesNothingLeavesNoPages) {
+  std::vector<Fixture> fx;
+  for (const Fixture& f : latency_fixtures())
+    if (!f.go_at_least(21) && f.flavour == "default") fx.push_back(f);
+  if (fx.empty()) GTEST_SKIP() << "no latency fixture of Go before 1.21 built";
+  const Fixture& f = fx.front();
+  Spin prog(f.path);
+  ASSERT_TRUE(prog.ask(10));
+  const size_t code_before = anonymous_code(maps_of(prog.pid()));
+  Background first{spawn({gotap_binary(), "count", "--backend", "ebpf", "--json", "-p",
+                          std::to_string(prog.pid()), "main.work"})};
+  ASSERT_TRUE(first.tracing()) << first.err;
+  for (const std::vector<std::string>& how :
+       {std::vector<std::string>{"latency"},
+        std::vector<std::string>{"count", "--if", "duration >= 0"}}) {
+    SCOPED_TRACE(how.back());
+    std::vector<std::string> cmd = {gotap_binary()};
+    cmd.insert(cmd.end(), how.begin(), how.end());
+    for (const std::string a : {"--backend", "trampoline", "-p"}) cmd.push_back(a);
+    cmd.push_back(std::to_string(prog.pid()));
+    cmd.push_back("main.work");
+    setenv("GOTAP_TRAMPOLINE_NO_FALLBACK", "1", 1);
+    RunResult second = run_command(cmd, 60);
+    unsetenv("GOTAP_TRAMPOLINE_NO_FALLBACK");
+    EXPECT_EQ(second.exit_code, 1) << second.err;
+    EXPECT_NE(second.err.find("could be patched"), std::string::npos) << second.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(second.err, m,
+                                  std::regex(R"(([1-9][0-9]*) of ([0-9]+) sites are another)")))
+        << second.err;
+    EXPECT_EQ(m[1], m[2]) << second.err;
+    EXPECT_EQ(anonymous_code(maps_of(prog.pid())), code_before) << "its pages taken back";
+  }
+  ASSERT_TRUE(prog.ask(500));
+  std::string out;
+  EXPECT_EQ(first.end(SIGINT, &out), 0) << first.err;
+  EXPECT_EQ(counts_of(out)["main.work"], 500u) << out;
+  EXPECT_EQ(compare_text(prog.pid()).differing, 0u);
+  EXPECT_TRUE(prog.ends_well());
+}
+
 // gotap's other backends beside a live trampoline gotap, on every release: each counts the
 // calls exactly where its probe is after the jump's way back (a `push rbp`), and where it is
 // on the jbe (Go before 1.21), which the jump holds or goes around, says so and exits 1
