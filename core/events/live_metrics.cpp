@@ -8,24 +8,33 @@
 namespace gotap {
 
 void LiveMetrics::begin(int pid, Reader read) {
+  std::lock_guard<std::mutex> rl(reader_mu_);
+  reader_ = std::move(read);
   std::lock_guard<std::mutex> lock(mu_);
   last_.pid = pid;
   last_.ended = false;
-  reader_ = std::move(read);
 }
 
 void LiveMetrics::end() {
-  std::lock_guard<std::mutex> lock(mu_);
-  read_locked(last_);
+  std::lock_guard<std::mutex> rl(reader_mu_);
+  read_backend();
   reader_ = nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
   last_.ended = true;
 }
 
-void LiveMetrics::read_locked(MetricsSnapshot& s) {
+void LiveMetrics::read_backend() {
   if (!reader_) return;
-  s.funcs.clear();
-  s.lost = 0;
-  reader_(s);
+  MetricsSnapshot got;
+  reader_(got);
+  std::lock_guard<std::mutex> lock(mu_);
+  last_.funcs = std::move(got.funcs);
+  last_.lost = got.lost;
+  if (got.pid) last_.pid = got.pid;
+  if (got.detached_functions) last_.detached_functions = got.detached_functions;
+  // A reader that sums --why itself (eBPF's latency) gives the whole sums each time; the
+  // others leave why_ns to add_why().
+  if (!got.why_ns.empty()) last_.why_ns = std::move(got.why_ns);
 }
 
 void LiveMetrics::observe(const Event& ev) {
@@ -95,8 +104,9 @@ MetricsSnapshot LiveMetrics::read() {
 }
 
 MetricsSnapshot LiveMetrics::snapshot(bool scraped) {
+  std::lock_guard<std::mutex> rl(reader_mu_);
+  read_backend();
   std::lock_guard<std::mutex> lock(mu_);
-  read_locked(last_);
   if (last_.ended && scraped) ++final_scrapes_;
   MetricsSnapshot s = last_;
   s.gstates.clear();

@@ -1,7 +1,9 @@
 // What `--prometheus` serves while a trace runs: the backend's own per-function counters,
 // read when a scrape asks for them (so nothing accumulates between scrapes), plus the
 // goroutine states seen in the event stream. The exporter thread reads; the tracing thread
-// writes; everything crosses under one mutex.
+// writes. The backend's reader runs under a mutex of its own, never under the one events
+// take: a backend emits events while it holds the lock its reader takes, so one mutex for
+// both deadlocked a scrape against a return with `why` (trampoline, CI).
 #pragma once
 
 #include <cstdint>
@@ -52,8 +54,9 @@ void add_why_ns(std::map<std::tuple<std::string, std::string, std::string>, uint
 
 class LiveMetrics {
  public:
-  // Fills `funcs` and `lost` from the backend's counters. Called on the exporter's thread,
-  // under the metrics mutex; the backend keeps whatever it reads alive until end().
+  // Fills `funcs` and `lost` (and may set `pid`, `detached_functions`, or `why_ns` whole)
+  // from the backend's counters. Called on the exporter's thread, not under the mutex that
+  // observe() and add_why() take; the backend keeps whatever it reads alive until end().
   using Reader = std::function<void(MetricsSnapshot&)>;
 
   // The probes are live in `pid`; `read` answers scrapes from now on.
@@ -75,11 +78,15 @@ class LiveMetrics {
   uint64_t final_scrapes();
 
  private:
-  void read_locked(MetricsSnapshot& s);
+  // Reads the backend's counters into last_; reader_mu_ held, mu_ not.
+  void read_backend();
   MetricsSnapshot snapshot(bool scraped);
 
+  // Order: reader_mu_, then the backend's own lock (inside reader_), then mu_ (never held
+  // while taking either of the others).
+  std::mutex reader_mu_;
+  Reader reader_;  // under reader_mu_
   std::mutex mu_;
-  Reader reader_;
   MetricsSnapshot last_;
   // Each goroutine seen since the trace began, by goid: its state now. Exited goroutines are
   // dropped, so this holds at most the program's live goroutines.

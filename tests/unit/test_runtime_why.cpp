@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -453,8 +454,19 @@ void serve_and_scrape(const std::string& command, const std::string& backend, co
     if (r->rfind("HTTP/1.1 200", 0) == 0) last = *r, ++scrapes;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  // Bounded: a gotap that hangs fails this test, not ctest's 900 s timeout.
   int st = 0;
-  waitpid(g.pid, &st, 0);
+  pid_t reaped = 0;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       (reaped = waitpid(g.pid, &st, WNOHANG)) == 0 && std::chrono::steady_clock::now() < until;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (reaped != g.pid) {
+    kill(g.pid, SIGKILL);
+    waitpid(g.pid, &st, 0);
+    close(g.out);
+    close(g.err);
+    FAIL() << "gotap did not exit within 60 s of its last scrape (" << scrapes << " scrapes)";
+  }
   s.fixture_out = read_all(g.out);
   close(g.out);
   close(g.err);
@@ -607,6 +619,78 @@ TEST_P(Why, LatencyPrometheusServesTheTotals) {
   if (GetParam() == "ebpf")
     for (const auto& e : events)
       if (e.value("event", "") == "summary") EXPECT_EQ(e.value("why_in_kernel", false), true);
+}
+
+// Scrapes that keep coming while returns with `why` and goroutine events do (four clients
+// in a loop, the stress fixture's 11,201 main.grow calls on 400 goroutines): the trace must
+// end with the program, every call's entry and return written or counted lost, every return
+// with its `why`. A scrape once waited for
+// the trampoline's ring while holding the lock a return's `why` needed on its way to the
+// metrics, and the ring's reader held the ring: gotap hung (seen in CI once; here at once).
+TEST_P(Why, ScrapesDuringABusyTraceNeverStallIt) {
+  std::vector<Fixture> fxs;
+  for (const Fixture& fx : all_fixtures("stress"))
+    if (fx.flavour == "default") fxs.push_back(fx);
+  if (fxs.empty()) GTEST_SKIP() << "no stress fixture (tests/tools/build-fixtures.sh)";
+  const Fixture& fx = fxs.back();
+  SCOPED_TRACE(fx.label());
+  const int port = free_port();
+  const std::string out = "/tmp/gotap-why-busy-prom-" + std::to_string(getpid()) + ".json";
+  // main.grow's calls: depth+1 from main, then g%50+1 in each goroutine g.
+  const int goroutines = 400, depth = 1000;
+  int want = depth + 1;
+  for (int g = 0; g < goroutines; ++g) want += g % 50 + 1;
+  Child g = spawn({gotap_binary(), "trace", "--backend", GetParam(), "--why", "--json", "-o", out,
+                   "--prometheus", ":" + std::to_string(port), "main.grow", "--", fx.path,
+                   "-goroutines", std::to_string(goroutines), "-depth", std::to_string(depth)});
+  ASSERT_GT(g.pid, 0);
+  const std::string err = read_until(g.err, "/metrics\n", 30000);
+  ASSERT_NE(err.find("serving metrics"), std::string::npos) << err;
+  std::atomic<bool> done{false};
+  std::atomic<int> scrapes{0};
+  std::vector<std::thread> clients;
+  for (int k = 0; k < 4; ++k)
+    clients.emplace_back([&] {
+      while (!done) {
+        auto r = http_get(port, "/metrics");
+        if (r && r->rfind("HTTP/1.1 200", 0) == 0) ++scrapes;
+        if (!r) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    });
+  int st = 0;
+  pid_t reaped = 0;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+       (reaped = waitpid(g.pid, &st, WNOHANG)) == 0 && std::chrono::steady_clock::now() < until;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (reaped != g.pid) {
+    kill(g.pid, SIGKILL);
+    waitpid(g.pid, &st, 0);
+  }
+  done = true;
+  for (auto& c : clients) c.join();
+  close(g.err);
+  ASSERT_EQ(reaped, g.pid) << "gotap did not end within 180 s (" << scrapes << " scrapes)";
+  const std::string fixture_out = read_all(g.out);
+  close(g.out);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  EXPECT_NE(fixture_out.find("done"), std::string::npos) << fixture_out;
+  EXPECT_GT(scrapes.load(), 4);
+  // Each call is an entry and a return, written out or counted lost (the trampoline's ring
+  // can fill in the goroutines' burst: its program runs at full speed).
+  const auto events = events_in(read_file(out));
+  unlink(out.c_str());
+  int64_t entries = 0, returns = 0, with_why = 0, lost = -1;
+  for (const auto& e : events) {
+    const std::string kind = e.value("event", "");
+    if (kind == "entry") ++entries;
+    if (kind == "return") ++returns, with_why += e.contains("why") && e["why"].is_object();
+    if (kind == "summary") lost = e.value("lost", int64_t{-1});
+  }
+  ASSERT_GE(lost, 0) << "no summary with lost";
+  EXPECT_EQ(entries + returns + lost, 2 * want)
+      << entries << " entries, " << returns << " returns, " << lost << " lost";
+  EXPECT_GT(returns, 0);
+  EXPECT_EQ(with_why, returns);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Why, ::testing::Values("ebpf", "ptrace", "trampoline"),
