@@ -7,24 +7,9 @@
 
 namespace gotap::trampoline {
 
-RingShape tally_ring_shape(const std::vector<RecordCapture>& captures) {
-  uint64_t need = kTraceWords;
-  for (const RecordCapture& c : captures) {
-    uint64_t end = c.copy_at(c.copies.size());
-    // A copy's room is cut to what a kTraceRing record has left (copy_room): a smaller record
-    // would cut it shorter than the condition's comparison reads.
-    if (!c.copies.empty()) end = kTraceRing.record_size();
-    need = std::max(need, end);
-  }
-  unsigned shift = 6;  // 64 bytes: the record, the thread, and two words
-  while ((uint64_t(1) << shift) < need && shift < kTraceRing.record_shift) ++shift;
-  // 4 MiB of records: 65,536 of 64 bytes, 8,192 of 512 (kTraceRing's).
-  return RingShape{22 - shift, shift};
-}
-
 CallTally::CallTally(const TraceSites& sites, size_t nfuncs, const cond::Condition* cond,
-                     uint64_t bias, bool timed, RingShape shape)
-    : sites_(sites), timed_(timed), reader_(shape), funcs_(nfuncs), keeps_open_(nfuncs) {
+                     uint64_t bias, bool timed)
+    : sites_(sites), timed_(timed), reader_(sites.shape), funcs_(nfuncs), keeps_open_(nfuncs) {
   if (cond) cond_ = std::make_unique<RecordCondition>(*cond, bias);
   // A count whose function has no RET to see (decided at the entry, no error result: its
   // RETs have no jumps) keeps nothing for a return that will not come.

@@ -24,11 +24,6 @@
 
 namespace gotap::trampoline {
 
-// The smallest ring shape whose records hold each of `captures` whole (a tally's have few
-// words, and copies only for a condition's strings), in about 4 MiB: the more records a ring
-// holds, the fewer a burst drops.
-RingShape tally_ring_shape(const std::vector<RecordCapture>& captures);
-
 class CallTally {
  public:
   struct Func {
@@ -37,9 +32,9 @@ class CallTally {
   };
   // `sites` by PatchSet index (made with tally); `timed`: latency, else count; `bias`: where
   // the binary was loaded minus its link address (for the condition's addresses).
-  // `cond` (may be null: every call is selected); `shape`: the ring's (tally_ring_shape).
+  // `cond` (may be null: every call is selected). The ring's shape is the sites'.
   CallTally(const TraceSites& sites, size_t nfuncs, const cond::Condition* cond, uint64_t bias,
-            bool timed, RingShape shape);
+            bool timed);
   ~CallTally();
   size_t drain(uint8_t* ring);
   size_t finish(uint8_t* ring);

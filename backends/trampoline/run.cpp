@@ -64,7 +64,6 @@ Result<void> Run::run() {
                       : trace_sites(plan_, set_, opts_.max_str, if_condition());
     if (!t) return t.error();
     trace_sites_ = std::make_unique<TraceSites>(std::move(*t));
-    if (tallied_) tally_shape_ = tally_ring_shape(trace_sites_->captures);
   }
   const char* verb = this->verb();
   const std::string refused = refused_summary(set_, plan_, done());
@@ -122,7 +121,7 @@ Result<void> Run::run() {
                                             filter(), if_condition());
   if (tallied_)
     tally_ = std::make_unique<CallTally>(*trace_sites_, plan_.funcs.size(), compiled_condition(),
-                                         bias_, opts_.mode == Mode::Latency, *tally_shape_);
+                                         bias_, opts_.mode == Mode::Latency);
   const uint64_t t0 = now_ns();
   const size_t fell_back = fallback_ ? fallback_->functions() : 0;
   fmt::print(stderr, "{}\n",

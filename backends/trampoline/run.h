@@ -84,11 +84,7 @@ class Run {
   const char* done() const {
     return opts_.mode == Mode::Count ? "counted" : traced_ ? "traced" : "timed";
   }
-  RingShape ring_shape() const {
-    return tally_shape_ ? *tally_shape_ : trace_sites_ ? kTraceRing : kTimedRing;
-  }
-  // A tally's records, as small as its captures allow (tally_ring_shape).
-  std::optional<RingShape> tally_shape_;
+  RingShape ring_shape() const { return trace_sites_ ? trace_sites_->shape : kTimedRing; }
   std::unique_ptr<TraceSites> trace_sites_;
   // `count` and `latency`: the functions no jump takes (refused, or stubless), on kernel
   // uprobes in the same run (fallback.h); null when there are none or they could not be placed.

@@ -94,7 +94,10 @@ Result<TraceSites> trace_sites(const ProbePlan& plan, PatchSet& set, int max_str
     }
     t.captures.push_back(std::move(cap));
   }
-  if (refused.empty()) return t;
+  if (refused.empty()) {
+    t.shape = record_ring_shape(t.captures);
+    return t;
+  }
   // Those functions go whole: their entry and all their RETs.
   TraceSites kept;
   kept.cfg = std::move(t.cfg);
@@ -111,7 +114,23 @@ Result<TraceSites> trace_sites(const ProbePlan& plan, PatchSet& set, int max_str
   }
   for (const auto& [func, why] : refused) left.refused[why].push_back(func);
   set = std::move(left);
+  kept.shape = record_ring_shape(kept.captures);
   return kept;
+}
+
+RingShape record_ring_shape(const std::vector<RecordCapture>& captures) {
+  uint64_t need = kTraceWords;
+  for (const RecordCapture& c : captures) {
+    uint64_t end = c.copy_at(c.copies.size());
+    // A copy's room is cut to what a kTraceRing record has left (copy_room): a smaller record
+    // would cut it shorter than the decoder and the condition read.
+    if (!c.copies.empty()) end = kTraceRing.record_size();
+    need = std::max(need, end);
+  }
+  unsigned shift = 6;  // 64 bytes: the record, the thread, and two words
+  while ((uint64_t(1) << shift) < need && shift < kTraceRing.record_shift) ++shift;
+  // 4 MiB of records: 65,536 of 64 bytes, 8,192 of 512 (kTraceRing's).
+  return RingShape{22 - shift, shift};
 }
 
 size_t to_ebpf_event(const uint8_t* record, const TraceSites& sites, uint32_t patch, int pid,

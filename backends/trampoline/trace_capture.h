@@ -31,7 +31,16 @@ struct TraceSites {
   // index: which word of a RET's record is its error's type word, -1 for none (an entry, a
   // function without an error result, or --no-failed).
   std::vector<int8_t> err_word;
+  // The ring's: records as small as the captures allow (record_ring_shape).
+  RingShape shape = kTraceRing;
 };
+
+// The smallest ring shape whose records hold each of `captures` whole, in 4 MiB: the more
+// records a ring holds, the fewer a burst drops. A tally's records have few words; a trace's
+// without copies (numbers, pointers, an interface's two words) at most kTraceMaxWords, 256
+// bytes; any copy (a string's bytes) takes a kTraceRing record, 512 bytes, whose room
+// copy_room cuts it to.
+RingShape record_ring_shape(const std::vector<RecordCapture>& captures);
 
 // An error when a patch has no site of the same function (and kind) in the capture plan.
 // With `cond` (--if; may be null), each site's capture holds what the condition reads there

@@ -11,6 +11,7 @@ TraceReader::TraceReader(const ProbePlan& plan, const TraceSites& sites, uint64_
       sites_(sites),
       pid_(pid),
       sink_(sink),
+      reader_(sites.shape),
       calls_(plan.funcs.size()),
       rate_(rate_per_s, plan.funcs.size()),
       filter_(filter) {

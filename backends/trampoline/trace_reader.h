@@ -82,7 +82,7 @@ class TraceReader {
   int pid_;
   EventSink& sink_;
   std::unique_ptr<ebpf::EventDecoder> decoder_;
-  RingReader reader_{kTraceRing};
+  RingReader reader_;  // the sites' shape
   TscClock clock_;
   std::unordered_map<CallKey, Open, CallKeyHash> open_;
   std::vector<uint64_t> calls_;

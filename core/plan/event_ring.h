@@ -42,7 +42,8 @@ constexpr uint64_t ring_bytes() {
   return kTimedRing.bytes();
 }
 
-// `trace` and `graph`: 8,192 records of 512 bytes (4 MiB). A record is a RingRecord, the
+// `trace` and `graph`: at most 8,192 records of 512 bytes (4 MiB; a run whose captures copy
+// nothing has smaller records, more of them: record_ring_shape). A record is a RingRecord, the
 // thread's id (g.m.procid), how many bytes each copy took, the site's words (registers and
 // stack slots, as its capture lists them), then the copies' bytes, each at its own offset
 // (trampoline_code.h, RecordCapture).

@@ -69,19 +69,19 @@ cond::Condition condition(const ProbePlan& plan, const std::string& expr) {
   return c ? std::move(*c) : cond::Condition{};
 }
 
-TEST(TallyRingShape, AsSmallAsTheCapturesAllowIn4MiB) {
+TEST(RecordRingShape, AsSmallAsTheCapturesAllowIn4MiB) {
   RecordCapture one, ten, copy;
   one.words.resize(2);
   ten.words.resize(10);
   copy.words.resize(2);
   copy.copies.push_back({CaptureCopy::String, 0, 1, 16});
-  EXPECT_EQ(tally_ring_shape({}).record_size(), 64u);
-  EXPECT_EQ(tally_ring_shape({one}).record_size(), 64u);
-  EXPECT_EQ(tally_ring_shape({one, ten}).record_size(), 128u);
+  EXPECT_EQ(record_ring_shape({}).record_size(), 64u);
+  EXPECT_EQ(record_ring_shape({one}).record_size(), 64u);
+  EXPECT_EQ(record_ring_shape({one, ten}).record_size(), 128u);
   // A copy's room is a full record's: the record is kTraceRing's.
-  EXPECT_EQ(tally_ring_shape({copy}).record_size(), kTraceRing.record_size());
+  EXPECT_EQ(record_ring_shape({copy}).record_size(), kTraceRing.record_size());
   for (const RingShape& s :
-       {tally_ring_shape({one}), tally_ring_shape({ten}), tally_ring_shape({copy})})
+       {record_ring_shape({one}), record_ring_shape({ten}), record_ring_shape({copy})})
     EXPECT_EQ(s.capacity() * s.record_size(), uint64_t{4} << 20);
 }
 
@@ -89,7 +89,7 @@ TEST(TallyRingShape, AsSmallAsTheCapturesAllowIn4MiB) {
 // interleaved calls pair by goroutine and depth, and failures are the returns with an error.
 TEST(CallTally, TimesEveryPairedCallAndCountsItsFailures) {
   Sites s;
-  const RingShape shape = tally_ring_shape(s.sites.captures);
+  const RingShape shape = s.sites.shape = record_ring_shape(s.sites.captures);
   Ring ring(shape);
   ring.put(1, true, 9, 100, 50, {0});         // a return whose entry came before the jumps
   ring.put(0, false, 1, 100, 1000, {});       // g1's outer call
@@ -99,7 +99,7 @@ TEST(CallTally, TimesEveryPairedCallAndCountsItsFailures) {
   ring.put(1, true, 2, 100, 1400, {0});       // g2's returns
   ring.put(1, true, 1, 100, 2000, {0x4000});  // g1's outer call fails too
   ring.put(0, false, 3, 100, 3000, {});       // still open at the end
-  CallTally t(s.sites, 1, nullptr, 0, true, shape);
+  CallTally t(s.sites, 1, nullptr, 0, true);
   EXPECT_EQ(t.finish(ring.bytes.data()), 8u);
   const auto& f = t.funcs()[0];
   EXPECT_EQ(f.calls, 3u);
@@ -121,13 +121,13 @@ TEST(CallTally, CountsTheCallsAnEntryConditionSelects) {
   ASSERT_EQ(s.sites.captures[0].words.size(), 1u);
   for (bool timed : {false, true}) {
     SCOPED_TRACE(timed ? "latency" : "count");
-    const RingShape shape = tally_ring_shape(s.sites.captures);
+    const RingShape shape = s.sites.shape = record_ring_shape(s.sites.captures);
     Ring ring(shape);
     uint64_t tsc = 1000;
     // n = 0..9 on goroutine n; those with n % 3 == 0 fail.
     for (uint64_t n = 0; n < 10; ++n) ring.put(0, false, n + 1, 64, tsc++, {n});
     for (uint64_t n = 0; n < 9; ++n) ring.put(1, true, n + 1, 64, tsc++, {n % 3 ? 0 : 0x4000u});
-    CallTally t(s.sites, 1, &c, 0, timed, shape);
+    CallTally t(s.sites, 1, &c, 0, timed);
     t.finish(ring.bytes.data());
     const auto& f = t.funcs()[0];
     // 6..9 selected; 9 never returned (counted by count at its entry, not timed); 6 failed.
@@ -145,10 +145,10 @@ TEST(CallTally, AnEntryOnlyCountKeepsNoCallOpen) {
   s.sites.cfg.funcs[0].has_error = false;
   cond::Condition c = condition(s.fake.plan, "n > 5");
   s.add(c);
-  const RingShape shape = tally_ring_shape(s.sites.captures);
+  const RingShape shape = s.sites.shape = record_ring_shape(s.sites.captures);
   Ring ring(shape);
   for (uint64_t n = 0; n < 10; ++n) ring.put(0, false, n + 1, 64, 1000 + n, {n});
-  CallTally t(s.sites, 1, &c, 0, false, shape);
+  CallTally t(s.sites, 1, &c, 0, false);
   t.finish(ring.bytes.data());
   EXPECT_EQ(t.funcs()[0].calls, 4u);
   EXPECT_EQ(t.open_calls(), 0u);
@@ -167,14 +167,14 @@ TEST(CallTally, DecidesAtTheReturnOnTheResults) {
   for (size_t i = 0; i < at_ret.words.size(); ++i)
     if (at_ret.words[i].src == CaptureWord::Reg && at_ret.words[i].reg == GOTAP_RCX) r1 = i;
   ASSERT_EQ(r1, 1u);
-  const RingShape shape = tally_ring_shape(s.sites.captures);
+  const RingShape shape = s.sites.shape = record_ring_shape(s.sites.captures);
   Ring ring(shape);
   ring.put(1, true, 7, 64, 10, {0x4000, 50});  // no entry seen: left out
   for (uint64_t i = 0; i < 20; ++i) {
     ring.put(0, false, 1, 64, 100 + 2 * i, {});
     ring.put(1, true, 1, 64, 101 + 2 * i, {i >= 15 ? 0x4000u : 0, i});
   }
-  CallTally t(s.sites, 1, &c, 0, false, shape);
+  CallTally t(s.sites, 1, &c, 0, false);
   t.finish(ring.bytes.data());
   // ~r1 in 11..19: 9 calls, of which 15..19 failed.
   EXPECT_EQ(t.funcs()[0].calls, 9u);

@@ -257,6 +257,49 @@ TEST_F(TrampolineTrace, AFullRingCountsWhatItLoses) {
   }
 }
 
+// A burst the reader cannot follow (the stress fixture's main.grow, 5,001 calls deep with
+// their 16-word pad, in about a millisecond: 10,002 records): it fits in the ring, whose
+// records are as small as the trace's captures (256 bytes: 16,384 of them), where 512-byte
+// records (8,192) lost 1,810. Nothing lost, each depth entered once, and the outermost call
+// returned what the program printed.
+TEST_F(TrampolineTrace, ABurstOfSmallRecordsFitsTheRing) {
+  std::vector<Fixture> fx;
+  for (const Fixture& f : all_fixtures("stress"))
+    if (f.go_at_least(17) && f.flavour == "default") fx.push_back(f);
+  if (fx.empty()) GTEST_SKIP() << "no stress fixture of Go 1.17 or later built";
+  for (const Fixture& f : {fx.front(), fx.back()}) {
+    SCOPED_TRACE(f.label());
+    const int depth = 5000;
+    RunResult r =
+        run_command({gotap_binary(), "trace", "--backend", "trampoline", "--json", "main.grow",
+                     "--", f.path, "-goroutines", "0", "-depth", std::to_string(depth)},
+                    120);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    long long printed = -1;
+    const size_t at = r.out.find("result grow ");
+    ASSERT_NE(at, std::string::npos) << r.out.substr(0, 2000);
+    ASSERT_EQ(sscanf(r.out.c_str() + at, "result grow %lld", &printed), 1);
+    const json s = summary_in(r.out);
+    EXPECT_EQ(s.value("lost", uint64_t(1)), 0u) << s;
+    std::set<int64_t> depths;
+    for (const json& e : events_in(r.out, "entry")) depths.insert(int_arg(e["args"], "depth", 0));
+    EXPECT_EQ(depths.size(), size_t(depth + 1));
+    EXPECT_EQ(*depths.begin(), 0);
+    EXPECT_EQ(*depths.rbegin(), depth);
+    const auto rets = events_in(r.out, "return");
+    ASSERT_EQ(rets.size(), size_t(depth + 1));
+    // The last return is the outermost call's.
+    const json& outer = rets.back()["results"];
+    ASSERT_FALSE(outer.empty()) << rets.back();
+    const json& v = outer[0]["value"];
+    const long long got =
+        v.is_number_integer()
+            ? v.get<long long>()
+            : static_cast<long long>(std::stoull(v["raw"][0].get<std::string>(), nullptr, 16));
+    EXPECT_EQ(got, printed) << rets.back();
+  }
+}
+
 // An attached trace ended every way gotap can end (Ctrl-C, SIGTERM, SIGHUP, its reader gone,
 // SIGKILL) while the program calls main.work: the program keeps answering, exits 0, and,
 // unless gotap was killed (its jumps then write into a ring nobody reads), its text is its
