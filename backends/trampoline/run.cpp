@@ -124,10 +124,10 @@ Result<void> Run::run() {
                                          bias_, opts_.mode == Mode::Latency);
   const uint64_t t0 = now_ns();
   const size_t fell_back = fallback_ ? fallback_->functions() : 0;
-  fmt::print(stderr, "{}\n",
-             tracing_banner((timed_ ? funcs_placed_ : set_.patches.size()) + fell_back,
-                            placed_ + (fallback_ ? fallback_->probes() : 0), "trampoline",
-                            fmt::format("pid {}", pid_), plan_.goroutines.status != 0));
+  fmt::print(
+      stderr, "{}\n",
+      tracing_banner(funcs_placed_ + fell_back, placed_ + (fallback_ ? fallback_->probes() : 0),
+                     "trampoline", fmt::format("pid {}", pid_), plan_.goroutines.status != 0));
   std::fflush(stderr);
   if (opts_.metrics) opts_.metrics->begin(pid_, [this](MetricsSnapshot& s) { read_metrics(s); });
   wait(t0);

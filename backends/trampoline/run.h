@@ -95,6 +95,8 @@ class Run {
   // the ring's; the run fails when it cannot start.
   bool goroutine_probes_ = false;
   std::vector<int> stubless_funcs_;
+  // Functions whose sites other uprobes hold, on the fallback's uprobes (beside_uprobes).
+  std::set<int> uprobe_held_;
   std::unique_ptr<Fallback> fallback_;
   std::string fallback_error_;  // why it could not start, or why it failed
   // `trace` with a fallback: its events and the ring's, in time order (source 0 the ring's).
@@ -180,6 +182,10 @@ class Run {
   // With every thread stopped, a timed run: leaves out every site of each function one of
   // whose sites another tracer holds (or cannot be read). How many sites.
   size_t drop_held_functions(const IsOurs& ours);
+  // Of the functions with a site in `sites` that another tracer holds, those held by uprobes
+  // alone (held_by_uprobes at every such site): the kernel shares a site between uprobes, so
+  // the fallback takes them beside the other's. None without a fallback.
+  std::set<int> beside_uprobes(const std::vector<LiveSite>& sites, const IsOurs& ours);
   // With every thread stopped: leaves out every site of `funcs`. How many sites.
   size_t drop_functions(const std::set<int>& funcs);
 

@@ -19,6 +19,7 @@
 #include "core/sys/proc_maps.h"
 #include "core/sys/spawn.h"
 #include "core/sys/timing.h"
+#include "core/sys/uprobe_holders.h"
 
 namespace gotap::trampoline {
 
@@ -87,6 +88,23 @@ Result<void> Run::place() {
   const IsOurs dead = left_by_a_gotap();
   for (const Patch& p : set_.patches)
     held_elsewhere += site_now(proc_->mem(), live_site(p, bias_), dead) == SiteNow::Foreign;
+  // Held by other uprobes alone, which the kernel shares: an attached program's functions go
+  // on uprobes of this run's, beside them.
+  if (held_elsewhere == set_.patches.size() && falls_back_ && !launched_) {
+    std::vector<LiveSite> sites;
+    for (const Patch& p : set_.patches) sites.push_back(live_site(p, bias_));
+    std::set<int> patched;
+    for (const Patch& p : set_.patches) patched.insert(p.func);
+    if (beside_uprobes(sites, dead) == patched) {
+      proc_->detach_all(ptrace::trap_unchanged, held);
+      fmt::print(stderr,
+                 "gotap: every site is another tracer's uprobe in pid {}: every function {} on "
+                 "kernel uprobes (eBPF) instead, beside them\n",
+                 pid_, done());
+      all_on_uprobes_ = true;
+      return {};
+    }
+  }
   if (held_elsewhere == set_.patches.size())
     return give_up(runtime_error(
         "every site is another tracer's (a uprobe, a debugger's int3, another gotap's jump) "
@@ -180,6 +198,14 @@ Result<void> Run::place() {
     // lay_out_timed found none).
     // Before a timed run leaves out the sites of functions it cannot patch whole.
     planned_sites = site_count();
+    // Functions held by other uprobes alone go on this run's uprobes, beside them; their
+    // jumps are not written.
+    if (timed_) {
+      std::vector<LiveSite> all;
+      for (const auto& m : mapped_) all.insert(all.end(), m->sites.begin(), m->sites.end());
+      uprobe_held_ = beside_uprobes(all, ours);
+      drop_functions(uprobe_held_);
+    }
     if (timed_) {
       std::vector<const Region*> placed;
       for (const auto& m : mapped_) placed.push_back(&m->region);
@@ -195,6 +221,15 @@ Result<void> Run::place() {
       t.foreign += w.foreign;
       t.failed += w.failed;
       t.replaced += w.replaced;
+    }
+    // A count's one site a function, written or held: those held by uprobes alone go.
+    if (!timed_) {
+      std::vector<LiveSite> unwritten;
+      for (const auto& m : mapped_)
+        for (const LiveSite& l : m->sites)
+          if (!l.written) unwritten.push_back(l);
+      uprobe_held_ = beside_uprobes(unwritten, ours);
+      t.foreign -= std::min(t.foreign, drop_functions(uprobe_held_));
     }
     // A launched program runs its first instruction only once the uprobes are live too:
     // placed under this run's lock of the file.
@@ -284,6 +319,7 @@ void Run::start_fallback(bool image_locked) {
   if (!falls_back_) return;
   std::vector<int> funcs = refused_functions(set_);
   funcs.insert(funcs.end(), stubless_funcs_.begin(), stubless_funcs_.end());
+  funcs.insert(funcs.end(), uprobe_held_.begin(), uprobe_held_.end());
   std::sort(funcs.begin(), funcs.end());
   // The inlined copies of the functions the jumps take (not timed: they have no return).
   std::vector<int> copies;
@@ -317,12 +353,24 @@ void Run::start_fallback(bool image_locked) {
     std::string s = refused_summary(set_, plan_, done(), instead);
     return n ? s + fmt::format(", and so {} {}", n == 1 ? "is" : "are", no_room) : s;
   };
+  // Those no jump takes for want of a site or a place, apart from those another uprobe holds.
+  const bool unjumpable = !set_.refused.empty() || n;
+  const size_t h = uprobe_held_.size();
+  const auto held_said = [&](bool taken) {
+    return fmt::format("{} function{} whose site{} another tracer's uprobe holds {} {}", h,
+                       h == 1 ? "" : "s", h == 1 ? "" : "s", h == 1 ? "is" : "are",
+                       taken ? fmt::format("{} on kernel uprobes (eBPF), beside it", done())
+                             : fmt::format("not {}", done()));
+  };
   if (!f) {
     fallback_error_ = f.error().what();
     if (goroutine_probes_) return;  // run() ends the run: its request cannot be met
-    if (!funcs.empty())
+    if (unjumpable)
       fmt::print(stderr, "gotap: warning: {}: kernel uprobes could not take them: {}\n",
                  said(nullptr), fallback_error_);
+    if (h)
+      fmt::print(stderr, "gotap: warning: {}: kernel uprobes could not take them: {}\n",
+                 held_said(false), fallback_error_);
     if (!copies.empty())
       fmt::print(stderr,
                  "gotap: warning: the inlined copies of {} function{} are not {}: kernel uprobes "
@@ -331,7 +379,8 @@ void Run::start_fallback(bool image_locked) {
     return;
   }
   fallback_ = std::move(*f);
-  if (!funcs.empty()) fmt::print(stderr, "gotap: {}\n", said("kernel uprobes (eBPF) instead"));
+  if (unjumpable) fmt::print(stderr, "gotap: {}\n", said("kernel uprobes (eBPF) instead"));
+  if (h) fmt::print(stderr, "gotap: {}\n", held_said(true));
   if (const size_t n = fallback_->inlined_copies())
     fmt::print(stderr,
                "gotap: the {} inlined cop{} of {} function{} the jumps take {} {} on kernel "
@@ -388,6 +437,27 @@ size_t Run::take_place(Mapped& m, pid_t held, const std::vector<pid_t>& stopped,
     if (g.ring) ring_ = nullptr;
   }
   return taken;
+}
+
+std::set<int> Run::beside_uprobes(const std::vector<LiveSite>& sites, const IsOurs& ours) {
+  std::set<int> out, other;
+  if (!falls_back_) return out;
+  std::optional<std::map<uint64_t, std::string>> holders;
+  const ElfFile& elf = *plan_.binary_view.elf;
+  const auto to_offset = [&](uint64_t at) -> std::optional<uint64_t> {
+    return at >= bias_ ? elf.vaddr_to_offset(at - bias_) : std::nullopt;
+  };
+  for (const LiveSite& l : sites) {
+    if (l.written) continue;
+    const SiteNow now = site_now(proc_->mem(), l, ours);
+    if (now == SiteNow::File || now == SiteNow::Ours) continue;
+    if (!holders) holders = sys::uprobe_holders(fmt::format("/proc/{}/exe", pid_), pid_);
+    const bool uprobes =
+        now == SiteNow::Foreign && held_by_uprobes(proc_->mem(), l, *holders, to_offset);
+    (uprobes ? out : other).insert(l.func);
+  }
+  for (int f : other) out.erase(f);
+  return out;
 }
 
 size_t Run::drop_held_functions(const IsOurs& ours) {

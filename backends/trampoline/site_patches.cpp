@@ -191,6 +191,21 @@ SiteNow site_now(ptrace::TraceeMemory& mem, const LiveSite& s, const IsOurs& our
   return to && ours(*to) ? SiteNow::Ours : SiteNow::Foreign;
 }
 
+bool held_by_uprobes(ptrace::TraceeMemory& mem, const LiveSite& s,
+                     const std::map<uint64_t, std::string>& uprobes,
+                     const std::function<std::optional<uint64_t>(uint64_t)>& to_offset) {
+  uint8_t now[16];
+  if (!mem.read(s.at, now, s.check_len)) return false;
+  bool any = false;
+  for (size_t i = 0; i < s.check_len; ++i) {
+    if (now[i] == s.orig[i]) continue;
+    const auto off = to_offset(s.at + i);
+    if (now[i] != 0xCC || !off || !uprobes.count(*off)) return false;
+    any = true;
+  }
+  return any;
+}
+
 WriteTally write_jumps(ptrace::TraceeMemory& mem, std::vector<LiveSite>& sites,
                        const IsOurs& ours) {
   WriteTally t;

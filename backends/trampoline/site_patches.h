@@ -15,7 +15,9 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -106,6 +108,14 @@ LiveSite live_site(const Patch& p, uint64_t bias);
 // (a killed gotap's), another tracer's bytes, or nothing readable.
 enum class SiteNow { File, Ours, Foreign, Unreadable };
 SiteNow site_now(ptrace::TraceeMemory& mem, const LiveSite& s, const IsOurs& ours);
+
+// Whether every byte at s that is not the file's is an int3 of a uprobe: `uprobes` holds
+// the file offsets of the uprobes on the program's file (sys::uprobe_holders), `to_offset`
+// a run-time address's file offset. The kernel shares such a site with another uprobe, where
+// a debugger's int3 or another gotap's jump would be taken from its owner.
+bool held_by_uprobes(ptrace::TraceeMemory& mem, const LiveSite& s,
+                     const std::map<uint64_t, std::string>& uprobes,
+                     const std::function<std::optional<uint64_t>(uint64_t)>& to_offset);
 
 // Writes each site's jump where the program holds the file's bytes, or a jump of the same
 // form that `ours` says a killed gotap left (its pages stay, unused).

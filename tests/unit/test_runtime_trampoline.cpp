@@ -434,6 +434,59 @@ TEST_F(Trampoline, ATimedRunThatPatchesNothingLeavesNoPages) {
   EXPECT_TRUE(prog.ends_well());
 }
 
+// Functions whose sites another tracer's uprobes hold (eBPF's on a Go 1.19 function's stack
+// check, which the jump needs) go on this run's own uprobes, beside them: the kernel shares a
+// site between uprobes. A count and a latency of main.work and fmt.Fprintf (on jumps), and a
+// count of main.work alone (every site held: the whole run on uprobes), each exact while the
+// other tracer counts on; then the program's text is its file's and no page is left. Before,
+// main.work was left to the other tracer, not counted.
+TEST_F(Trampoline, FunctionsOtherUprobesHoldGoOnUprobesBesideThem) {
+  std::vector<Fixture> fx;
+  for (const Fixture& f : latency_fixtures())
+    if (!f.go_at_least(21) && f.flavour == "default") fx.push_back(f);
+  if (fx.empty()) GTEST_SKIP() << "no latency fixture of Go before 1.21 built";
+  const Fixture& f = fx.front();
+  Spin prog(f.path);
+  ASSERT_TRUE(prog.ask(10));
+  const size_t code_before = anonymous_code(maps_of(prog.pid()));
+  Background first{spawn({gotap_binary(), "count", "--backend", "ebpf", "--json", "-p",
+                          std::to_string(prog.pid()), "main.work"})};
+  ASSERT_TRUE(first.tracing()) << first.err;
+  const std::vector<std::vector<std::string>> runs = {{"count", "main.work", "fmt.Fprintf"},
+                                                      {"latency", "main.work", "fmt.Fprintf"},
+                                                      {"count", "main.work"}};
+  for (const auto& how : runs) {
+    SCOPED_TRACE(how[0] + " of " + std::to_string(how.size() - 1));
+    std::vector<std::string> cmd = {gotap_binary(),
+                                    how[0],
+                                    "--backend",
+                                    "trampoline",
+                                    "--json",
+                                    "-p",
+                                    std::to_string(prog.pid())};
+    cmd.insert(cmd.end(), how.begin() + 1, how.end());
+    Background second{spawn(cmd)};
+    ASSERT_TRUE(second.tracing()) << second.err;
+    EXPECT_NE(second.err.find("on kernel uprobes (eBPF)"), std::string::npos) << second.err;
+    ASSERT_TRUE(prog.ask(300));
+    std::string out;
+    EXPECT_EQ(second.end(SIGINT, &out), 0) << second.err;
+    std::map<std::string, uint64_t> n;
+    for (const std::string kind : {"count", "latency"})
+      for (const json& e : events_in(out, kind)) n[e["func"]] = e["count"];
+    EXPECT_EQ(n["main.work"], 300u) << out;
+    // One Printf a request ("did 300").
+    if (how.size() > 2) EXPECT_EQ(n["fmt.Fprintf"], 1u) << out;
+    EXPECT_EQ(anonymous_code(maps_of(prog.pid())), code_before) << "its pages taken back";
+  }
+  ASSERT_TRUE(prog.ask(500));
+  std::string out;
+  EXPECT_EQ(first.end(SIGINT, &out), 0) << first.err;
+  EXPECT_EQ(counts_of(out)["main.work"], 3 * 300u + 500u) << out;
+  EXPECT_EQ(compare_text(prog.pid()).differing, 0u);
+  EXPECT_TRUE(prog.ends_well());
+}
+
 // gotap's other backends beside a live trampoline gotap, on every release: each counts the
 // calls exactly where its probe is after the jump's way back (a `push rbp`), and where it is
 // on the jbe (Go before 1.21), which the jump holds or goes around, says so and exits 1
