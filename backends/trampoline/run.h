@@ -95,7 +95,7 @@ class Run {
   // the ring's; the run fails when it cannot start.
   bool goroutine_probes_ = false;
   std::vector<int> stubless_funcs_;
-  // Functions whose sites other uprobes hold, on the fallback's uprobes (beside_uprobes).
+  // Functions whose sites other uprobes hold, on the fallback's uprobes (held_functions).
   std::set<int> uprobe_held_;
   std::unique_ptr<Fallback> fallback_;
   std::string fallback_error_;  // why it could not start, or why it failed
@@ -180,12 +180,17 @@ class Run {
   bool stop_due(uint64_t t0) const;
 
   // With every thread stopped, a timed run: leaves out every site of each function one of
-  // whose sites another tracer holds (or cannot be read). How many sites.
+  // whose sites another tracer holds (or cannot be read), and puts those uprobes alone hold
+  // in uprobe_held_. How many sites were left to the other tracers.
   size_t drop_held_functions(const IsOurs& ours);
-  // Of the functions with a site in `sites` that another tracer holds, those held by uprobes
-  // alone (held_by_uprobes at every such site): the kernel shares a site between uprobes, so
-  // the fallback takes them beside the other's. None without a fallback.
-  std::set<int> beside_uprobes(const std::vector<LiveSite>& sites, const IsOurs& ours);
+  // The functions with an unwritten site in `sites` that another tracer holds (or that
+  // cannot be read), one look at each site: `by_uprobes`, held by uprobes alone
+  // (held_by_uprobes at every such site; the kernel shares a site between uprobes, so the
+  // fallback takes them beside the other's; none without a fallback), and `by_others`.
+  struct HeldFunctions {
+    std::set<int> by_uprobes, by_others;
+  };
+  HeldFunctions held_functions(const std::vector<const LiveSite*>& sites, const IsOurs& ours);
   // With every thread stopped: leaves out every site of `funcs`. How many sites.
   size_t drop_functions(const std::set<int>& funcs);
 

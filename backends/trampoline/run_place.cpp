@@ -86,16 +86,17 @@ Result<void> Run::place() {
   // pages would stay in the program, unused. The look is repeated with the threads stopped.
   size_t held_elsewhere = 0;
   const IsOurs dead = left_by_a_gotap();
-  for (const Patch& p : set_.patches)
-    held_elsewhere += site_now(proc_->mem(), live_site(p, bias_), dead) == SiteNow::Foreign;
+  std::vector<LiveSite> planned;
+  for (const Patch& p : set_.patches) {
+    planned.push_back(live_site(p, bias_));
+    held_elsewhere += site_now(proc_->mem(), planned.back(), dead) == SiteNow::Foreign;
+  }
   // Held by other uprobes alone, which the kernel shares: an attached program's functions go
   // on uprobes of this run's, beside them.
   if (held_elsewhere == set_.patches.size() && falls_back_ && !launched_) {
-    std::vector<LiveSite> sites;
-    for (const Patch& p : set_.patches) sites.push_back(live_site(p, bias_));
-    std::set<int> patched;
-    for (const Patch& p : set_.patches) patched.insert(p.func);
-    if (beside_uprobes(sites, dead) == patched) {
+    std::vector<const LiveSite*> sites;
+    for (const LiveSite& l : planned) sites.push_back(&l);
+    if (held_functions(sites, dead).by_others.empty()) {
       proc_->detach_all(ptrace::trap_unchanged, held);
       fmt::print(stderr,
                  "gotap: every site is another tracer's uprobe in pid {}: every function {} on "
@@ -198,14 +199,6 @@ Result<void> Run::place() {
     // lay_out_timed found none).
     // Before a timed run leaves out the sites of functions it cannot patch whole.
     planned_sites = site_count();
-    // Functions held by other uprobes alone go on this run's uprobes, beside them; their
-    // jumps are not written.
-    if (timed_) {
-      std::vector<LiveSite> all;
-      for (const auto& m : mapped_) all.insert(all.end(), m->sites.begin(), m->sites.end());
-      uprobe_held_ = beside_uprobes(all, ours);
-      drop_functions(uprobe_held_);
-    }
     if (timed_) {
       std::vector<const Region*> placed;
       for (const auto& m : mapped_) placed.push_back(&m->region);
@@ -222,13 +215,14 @@ Result<void> Run::place() {
       t.failed += w.failed;
       t.replaced += w.replaced;
     }
-    // A count's one site a function, written or held: those held by uprobes alone go.
+    // A count's one site a function, written or held: those held by uprobes alone go on
+    // this run's uprobes, beside them.
     if (!timed_) {
-      std::vector<LiveSite> unwritten;
+      std::vector<const LiveSite*> unwritten;
       for (const auto& m : mapped_)
         for (const LiveSite& l : m->sites)
-          if (!l.written) unwritten.push_back(l);
-      uprobe_held_ = beside_uprobes(unwritten, ours);
+          if (!l.written) unwritten.push_back(&l);
+      uprobe_held_ = held_functions(unwritten, ours).by_uprobes;
       t.foreign -= std::min(t.foreign, drop_functions(uprobe_held_));
     }
     // A launched program runs its first instruction only once the uprobes are live too:
@@ -439,35 +433,37 @@ size_t Run::take_place(Mapped& m, pid_t held, const std::vector<pid_t>& stopped,
   return taken;
 }
 
-std::set<int> Run::beside_uprobes(const std::vector<LiveSite>& sites, const IsOurs& ours) {
-  std::set<int> out, other;
-  if (!falls_back_) return out;
+Run::HeldFunctions Run::held_functions(const std::vector<const LiveSite*>& sites,
+                                       const IsOurs& ours) {
+  HeldFunctions h;
   std::optional<std::map<uint64_t, std::string>> holders;
   const ElfFile& elf = *plan_.binary_view.elf;
   const auto to_offset = [&](uint64_t at) -> std::optional<uint64_t> {
     return at >= bias_ ? elf.vaddr_to_offset(at - bias_) : std::nullopt;
   };
-  for (const LiveSite& l : sites) {
-    if (l.written) continue;
-    const SiteNow now = site_now(proc_->mem(), l, ours);
+  for (const LiveSite* l : sites) {
+    if (l->written) continue;
+    const SiteNow now = site_now(proc_->mem(), *l, ours);
     if (now == SiteNow::File || now == SiteNow::Ours) continue;
-    if (!holders) holders = sys::uprobe_holders(fmt::format("/proc/{}/exe", pid_), pid_);
-    const bool uprobes =
-        now == SiteNow::Foreign && held_by_uprobes(proc_->mem(), l, *holders, to_offset);
-    (uprobes ? out : other).insert(l.func);
+    // Only a held site is told apart, and the uprobes listed once, when one is.
+    bool uprobes = falls_back_ && now == SiteNow::Foreign;
+    if (uprobes && !holders) holders = sys::uprobe_holders(fmt::format("/proc/{}/exe", pid_), pid_);
+    uprobes = uprobes && held_by_uprobes(proc_->mem(), *l, *holders, to_offset);
+    (uprobes ? h.by_uprobes : h.by_others).insert(l->func);
   }
-  for (int f : other) out.erase(f);
-  return out;
+  for (int f : h.by_others) h.by_uprobes.erase(f);
+  return h;
 }
 
 size_t Run::drop_held_functions(const IsOurs& ours) {
-  std::set<int> held;
+  std::vector<const LiveSite*> sites;
   for (const auto& m : mapped_)
-    for (const LiveSite& l : m->sites)
-      if (site_now(proc_->mem(), l, ours) != SiteNow::File &&
-          site_now(proc_->mem(), l, ours) != SiteNow::Ours)
-        held.insert(l.func);
-  return drop_functions(held);
+    for (const LiveSite& l : m->sites) sites.push_back(&l);
+  const HeldFunctions h = held_functions(sites, ours);
+  // Those on this run's uprobes beside the others' are not counted as left to them.
+  uprobe_held_ = h.by_uprobes;
+  drop_functions(uprobe_held_);
+  return drop_functions(h.by_others);
 }
 
 size_t Run::drop_functions(const std::set<int>& funcs) {
