@@ -59,6 +59,18 @@ std::string read_until(int fd, const std::string& needle, int timeout_ms) {
   return got;
 }
 
+std::optional<int> reap_within(pid_t pid, int timeout_ms) {
+  auto end = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    int st = 0;
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) return st;
+    if (r < 0) return -1;
+    if (Clock::now() >= end) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 std::string read_all(int fd) {
   std::string got;
   char buf[4096];

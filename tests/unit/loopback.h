@@ -29,6 +29,9 @@ int free_port();
 
 // One HTTP/1.1 GET on a connection of its own; the whole response, or nullopt.
 std::optional<std::string> http_get(int port, const std::string& path);
+// Reaps pid within timeout_ms; its wait status (-1 when it is no child of ours), or nullopt
+// when it had not ended.
+std::optional<int> reap_within(pid_t pid, int timeout_ms);
 bool served_ok(const std::optional<std::string>& r, const std::string& body);
 
 // The bytes of the program's executable mappings, from /proc/PID/mem, next to the same

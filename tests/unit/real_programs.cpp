@@ -46,19 +46,6 @@ void write_text(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
 }
 
-// Reaps pid within timeout_ms; its wait status, or nullopt when it had not ended.
-static std::optional<int> reap_within(pid_t pid, int timeout_ms) {
-  auto end = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  for (;;) {
-    int st = 0;
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid) return st;
-    if (r < 0) return -1;
-    if (Clock::now() >= end) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
-
 // SIGTERM/SIGINT first, SIGKILL when that did not end it; returns the wait status.
 static int end_process(pid_t pid, int sig, int grace_ms) {
   kill(pid, sig);

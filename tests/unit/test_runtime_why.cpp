@@ -455,14 +455,11 @@ void serve_and_scrape(const std::string& command, const std::string& backend, co
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   // Bounded: a gotap that hangs fails this test, not ctest's 900 s timeout.
-  int st = 0;
-  pid_t reaped = 0;
-  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-       (reaped = waitpid(g.pid, &st, WNOHANG)) == 0 && std::chrono::steady_clock::now() < until;)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  if (reaped != g.pid) {
+  const std::optional<int> reaped = reap_within(g.pid, 60000);
+  const int st = reaped.value_or(0);
+  if (!reaped) {
     kill(g.pid, SIGKILL);
-    waitpid(g.pid, &st, 0);
+    waitpid(g.pid, nullptr, 0);
     close(g.out);
     close(g.err);
     FAIL() << "gotap did not exit within 60 s of its last scrape (" << scrapes << " scrapes)";
@@ -657,19 +654,16 @@ TEST_P(Why, ScrapesDuringABusyTraceNeverStallIt) {
         if (!r) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     });
-  int st = 0;
-  pid_t reaped = 0;
-  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(180);
-       (reaped = waitpid(g.pid, &st, WNOHANG)) == 0 && std::chrono::steady_clock::now() < until;)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  if (reaped != g.pid) {
+  const std::optional<int> reaped = reap_within(g.pid, 180000);
+  const int st = reaped.value_or(0);
+  if (!reaped) {
     kill(g.pid, SIGKILL);
-    waitpid(g.pid, &st, 0);
+    waitpid(g.pid, nullptr, 0);
   }
   done = true;
   for (auto& c : clients) c.join();
   close(g.err);
-  ASSERT_EQ(reaped, g.pid) << "gotap did not end within 180 s (" << scrapes << " scrapes)";
+  ASSERT_TRUE(reaped) << "gotap did not end within 180 s (" << scrapes << " scrapes)";
   const std::string fixture_out = read_all(g.out);
   close(g.out);
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
