@@ -219,9 +219,12 @@ TEST_P(WhyGoTrace, PartsAgreeWithGoExecutionTrace) {
       sync / kMs, go_sync / kMs, net / kMs, go_net / kMs, syscall / kMs, go_syscall / kMs,
       runnable / kMs, go_sched / kMs);
   auto agree = [](double go) { return std::max(1 * kMs, 0.10 * go); };
-  // The fixture's truth, as a floor for Go's own numbers: 3 rounds of a 40 ms channel and a
-  // 25 ms mutex wait, a 35 ms network wait, a 15 ms nanosleep, an 8 ms yield.
-  EXPECT_GE(go_sync, 3 * 65 * kMs * 0.9);
+  // The fixture's truth, as a floor for Go's own numbers: 3 rounds of a 40 ms channel wait, a
+  // 35 ms network wait, a 15 ms nanosleep, an 8 ms yield. The mutex adds up to 25 ms a round
+  // but no floor: the holder's 25 ms run from when it let main go, and whatever delays main
+  // before it reaches the lock (a CPU for its thread, the entry's ptrace stop) comes off the
+  // wait. Seen: 28 ms short over 3 rounds on an idle machine under ptrace.
+  EXPECT_GE(go_sync, 3 * 40 * kMs * 0.9);
   EXPECT_GE(go_net, 3 * 35 * kMs * 0.9);
   EXPECT_GE(go_syscall, 3 * 15 * kMs * 0.9);
   EXPECT_GE(go_sched, 3 * 8 * kMs * 0.9);
