@@ -435,6 +435,47 @@ Result<std::vector<uint8_t>> ret_body(uint64_t at, const JumpSite& site, Bytes o
   return out;
 }
 
+Result<std::vector<uint8_t>> entry_count_body(uint64_t at, const JumpSite& site, uint64_t counter) {
+  if (!site.ok() || !site.branch_len) return make_error("{:#x} is no stack check", site.at);
+  if (counter % 8) return make_error("counter {:#x} is not 8-byte aligned", counter);
+  std::vector<uint8_t> out;
+  if (site.branch_len == kJbeLen && site.len == kJbeLen &&
+      !with_rel32(out, at, {kJbeRel32[0], kJbeRel32[1]}, site.branch_to))
+    return make_error("site {:#x}'s morestack path is out of reach of {:#x}", site.at, at);
+  if (!with_rel32(out, at, {kLockIncRip[0], kLockIncRip[1], kLockIncRip[2], kLockIncRip[3]},
+                  counter) ||
+      !with_rel32(out, at, {kJmpRel32}, site.at + site.len))
+    return make_error("the counter or site {:#x} is out of reach of {:#x}", site.at, at);
+  return out;
+}
+
+Result<std::vector<uint8_t>> ret_fail_body(uint64_t at, const JumpSite& site, Bytes original,
+                                           uint64_t counter, const CaptureWord& err) {
+  const auto form = ret_epilogue_form(original);
+  if (!site.ok() || !form || original.size() != site.len || site.len <= form->runs)
+    return make_error("{:#x} is no RET epilogue", site.at);
+  if (counter % 8) return make_error("counter {:#x} is not 8-byte aligned", counter);
+  std::vector<uint8_t> out(original.begin(), original.begin() + form->runs);
+  if (err.src == CaptureWord::Stack) {
+    // cmp qword [rsp + disp32], 0: before Go 1.21 the frame is not freed yet (rsp_below).
+    out.insert(out.end(), {0x48, 0x83, 0xbc, 0x24});
+    put32(out, static_cast<int32_t>(form->rsp_below) + err.off);
+    out.push_back(0);
+  } else if (err.src == CaptureWord::Reg && err.reg < sizeof kX86Reg && kX86Reg[err.reg] != kRsp) {
+    const uint8_t x = kX86Reg[err.reg];  // test reg, reg
+    out.insert(out.end(), {static_cast<uint8_t>(0x48 | (x >> 3) << 2 | (x >> 3)), 0x85,
+                           static_cast<uint8_t>(0xc0 | (x & 7) << 3 | (x & 7))});
+  } else {
+    return make_error("site {:#x}: an error word in no register or stack slot", site.at);
+  }
+  out.insert(out.end(), {0x74, static_cast<uint8_t>(kLockIncLen)});  // jz over the count
+  if (!with_rel32(out, at, {kLockIncRip[0], kLockIncRip[1], kLockIncRip[2], kLockIncRip[3]},
+                  counter) ||
+      !with_rel32(out, at, {kJmpRel32}, site.at + form->runs))
+    return make_error("the counter or site {:#x} is out of reach of {:#x}", site.at, at);
+  return out;
+}
+
 Result<std::vector<uint8_t>> jump_to(uint64_t at, uint64_t to) {
   std::vector<uint8_t> out;
   if (!with_rel32(out, at, {kJmpRel32}, to))
@@ -468,6 +509,16 @@ size_t entry_body_size(const JumpSite& site, const RecordCapture* cap) {
 
 size_t ret_body_size(const JumpSite& site, Bytes original, const RecordCapture* cap) {
   auto b = ret_body(0, near_zero(site), original, sizing_target(cap), 0, cap);
+  return b ? b->size() : 0;
+}
+
+size_t entry_count_body_size(const JumpSite& site) {
+  auto b = entry_count_body(0, near_zero(site), 0x3000);
+  return b ? b->size() : 0;
+}
+
+size_t ret_fail_body_size(const JumpSite& site, Bytes original, const CaptureWord& err) {
+  auto b = ret_fail_body(0, near_zero(site), original, 0x3000, err);
   return b ? b->size() : 0;
 }
 

@@ -137,6 +137,17 @@ Result<std::vector<uint8_t>> short_stub(uint64_t at, const JumpSite& site, Bytes
 Result<std::vector<uint8_t>> ret_body(uint64_t at, const JumpSite& site, Bytes original,
                                       const EventTarget& t, uint32_t id,
                                       const RecordCapture* cap = nullptr);
+// `count` of functions with an `error` result (docs/cli.md, "Failed calls"): the same sites,
+// stubs and places as a timed run's, bodies that count instead of writing a record, into
+// 8-byte aligned counters the program can write. The entry's body adds one to the calls
+// (after the relocated jbe, as entry_body: only a call that goes on); a RET's body runs the
+// epilogue, adds one to the failures when the error's type word (`err`: a register, or a
+// stack slot from RSP at the RET) is not zero, and jumps to the RET. Nothing is pushed, no
+// register is written: the flags alone, dead at both places (entry_body, ret_body). No ring:
+// each count is exact, as a plain count's.
+Result<std::vector<uint8_t>> entry_count_body(uint64_t at, const JumpSite& site, uint64_t counter);
+Result<std::vector<uint8_t>> ret_fail_body(uint64_t at, const JumpSite& site, Bytes original,
+                                           uint64_t counter, const CaptureWord& err);
 // `jmp to`, placed at `at`.
 Result<std::vector<uint8_t>> jump_to(uint64_t at, uint64_t to);
 // Where a one-byte jump (E9 over the site's first byte, its displacement the next four of
@@ -152,5 +163,7 @@ constexpr size_t kBodyMax = 160;
 // A body's length, which its address does not change.
 size_t entry_body_size(const JumpSite& site, const RecordCapture* cap);
 size_t ret_body_size(const JumpSite& site, Bytes original, const RecordCapture* cap);
+size_t entry_count_body_size(const JumpSite& site);
+size_t ret_fail_body_size(const JumpSite& site, Bytes original, const CaptureWord& err);
 
 }  // namespace gotap

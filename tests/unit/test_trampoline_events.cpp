@@ -79,6 +79,10 @@ constexpr uint64_t kOldRet = 0x22;
 const std::vector<uint8_t> kCallWithG = {0x41, 0x56, 0x49, 0x89, 0xf6, 0xe8, 0xb6,
                                          0xff, 0xff, 0xff, 0x41, 0x5e, 0xc3};
 constexpr uint32_t kGoidOff = 0x98;
+// At 0x60: push rdx; push r14; mov r14,rsi; call 0x00; pop r14; pop rdx; ret. At the
+// function's RET, [rsp+16] is the caller's rdx: a stack slot whose value the test picks.
+const std::vector<uint8_t> kCallWithSlot = {0x52, 0x41, 0x56, 0x49, 0x89, 0xf6, 0xe8, 0x95,
+                                            0xff, 0xff, 0xff, 0x41, 0x5e, 0x5a, 0xc3};
 
 // g.m at 0x30, m.procid at 72: where a trace record's thread id comes from.
 struct FakeM {
@@ -118,9 +122,12 @@ uint8_t* map_at(uint64_t at, size_t len) {
 // bodies write trace records (kTraceRing) with those words and copies.
 class Timed {
  public:
+  // `fail`: counting bodies (entry_count_body, ret_fail_body) instead, the calls counted at
+  // counters()[0] and the failures, `fail` not zero at the RET, at counters()[8].
   explicit Timed(const RecordCapture* entry_cap = nullptr, const RecordCapture* ret_cap = nullptr,
-                 const std::vector<uint8_t>& fn = kFramed, uint64_t ret_at = kRet)
-      : shape_(entry_cap ? kTraceRing : kTimedRing) {
+                 const std::vector<uint8_t>& fn = kFramed, uint64_t ret_at = kRet,
+                 const CaptureWord* fail = nullptr)
+      : shape_(entry_cap ? kTraceRing : kTimedRing), fail_(fail) {
     // Anywhere first; then, where the stubs' fixed places are taken (an ASan build's memory
     // is dense), at addresses of the 47-bit space that neither a process nor ASan's shadow
     // uses.
@@ -136,6 +143,11 @@ class Timed {
   std::string why() const { return error_; }
   FnWithG fn() const { return reinterpret_cast<FnWithG>(fn_ + 0x40); }
   FnWithRegs fn_with_regs() const { return reinterpret_cast<FnWithRegs>(fn_ + 0x40); }
+  // The function called with a stack slot (kCallWithSlot): x, g, the slot's value.
+  uint64_t call_with_slot(uint64_t x, FakeG* g, uint64_t slot) const {
+    return reinterpret_cast<uint64_t (*)(uint64_t, FakeG*, uint64_t)>(fn_ + 0x60)(x, g, slot);
+  }
+  const uint64_t* counters() const { return reinterpret_cast<const uint64_t*>(ring_); }
   uint64_t return_address() const { return reinterpret_cast<uint64_t>(fn_) + 0x40 + 10; }
   // Trace record k.
   const uint8_t* record(size_t k) const {
@@ -158,6 +170,7 @@ class Timed {
     if (!fn_) return false;
     std::memcpy(fn_, fn.data(), fn.size());
     std::memcpy(fn_ + 0x40, kCallWithG.data(), kCallWithG.size());
+    std::memcpy(fn_ + 0x60, kCallWithSlot.data(), kCallWithSlot.size());
     const uint64_t base = reinterpret_cast<uint64_t>(fn_);
     const Bytes code(fn.data(), fn.size());
     const CodeBlocks blocks = decode_blocks(code, base, false);
@@ -178,8 +191,10 @@ class Timed {
     ring_ = far_ + 2 * 4096;
     const EventTarget t{far + 2 * 4096, kGoidOff, 8, shape_, kMOff, kProcidOff};
     const uint64_t entry_body_at = far + 4096, ret_body_at = far + 4096 + 2048;
-    auto eb = entry_body(entry_body_at, entry_, t, 0, entry_cap);
-    auto rb = ret_body(ret_body_at, ret_, ret_orig, t, 1, ret_cap);
+    auto eb = fail_ ? entry_count_body(entry_body_at, entry_, t.ring)
+                    : entry_body(entry_body_at, entry_, t, 0, entry_cap);
+    auto rb = fail_ ? ret_fail_body(ret_body_at, ret_, ret_orig, t.ring + 8, *fail_)
+                    : ret_body(ret_body_at, ret_, ret_orig, t, 1, ret_cap);
     auto rs = jump_to(ret_stub, ret_body_at);
     auto ss = short_stub(short_stub_at, entry_, entry_orig, entry_body_at);
     if (!eb || !rb || !rs || !ss) {
@@ -203,6 +218,7 @@ class Timed {
   }
 
   RingShape shape_;
+  const CaptureWord* fail_;
   uint8_t *fn_ = nullptr, *far_ = nullptr, *short_page_ = nullptr, *ring_ = nullptr;
   size_t far_len_ = 0;
   JumpSite entry_, ret_;
@@ -314,6 +330,51 @@ TEST(TrampolineEvents, ARetBeforeGo121IsRecordedAsAtItsRet) {
     EXPECT_EQ(at<uint64_t>(r, kTraceWords + 8), at<uint64_t>(e, kTraceWords)) << "RSP";
     EXPECT_EQ(at<uint64_t>(e, kTraceWords + 8), t.return_address());
     EXPECT_EQ(at<uint64_t>(r, kTraceWords + 16), t.return_address());
+  }
+}
+
+// count of a function with an error result: its entry's body counts each call once (a call
+// whose stack grows too), each RET's counts it failed when the error's type word is not zero.
+// The word in a register (R8, whose encoding takes REX's high bits; RCX) or a stack slot,
+// after Go 1.21's epilogue and before the older one frees its frame; the function's result
+// is what it is unpatched.
+TEST(TrampolineEvents, CountingBodiesCountEachCallAndEachFailure) {
+  struct Case {
+    const char* name;
+    const std::vector<uint8_t>* fn;
+    uint64_t ret_at;
+    CaptureWord err;
+  };
+  const Case cases[] = {
+      {"r8", &kFramed, kRet, {CaptureWord::Reg, 5, 0}},
+      {"rcx", &kFramedWide, kWideRet, {CaptureWord::Reg, 2, 0}},
+      {"slot", &kFramed, kRet, {CaptureWord::Stack, 0, 16}},
+      {"slot before Go 1.21", &kFramedOld, kOldRet, {CaptureWord::Stack, 0, 16}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Timed t(nullptr, nullptr, *c.fn, c.ret_at, &c.err);
+    if (!t.ok()) GTEST_SKIP() << t.why();
+    std::vector<uint8_t> stack(1 << 16);
+    FakeG g;
+    stack_hi_of(g, stack);
+    const bool slot = c.err.src == CaptureWord::Stack;
+    uint64_t failed = 0, grown = 0;
+    const int calls = 300;
+    for (int x = 0; x < calls; ++x) {
+      g.guard = x % 7 == 0 ? UINT64_MAX : 0;
+      grown += x % 7 == 0;
+      // A word that is not zero: a failure. Low or high bits alone, too.
+      const uint64_t word = x % 3 == 0 ? 0 : x % 3 == 1 ? 1 : uint64_t(1) << 63;
+      failed += word != 0;
+      const uint64_t r = slot             ? t.call_with_slot(uint64_t(x), &g, word)
+                         : c.err.reg == 5 ? t.fn_with_regs()(uint64_t(x), &g, 0, 0, word, 0)
+                                          : t.fn_with_regs()(uint64_t(x), &g, 0, word, 0, 0);
+      ASSERT_EQ(r, uint64_t(3 * x + 1)) << x;
+    }
+    EXPECT_EQ(g.grown, grown) << "the morestack path ran as unpatched";
+    EXPECT_EQ(t.counters()[0], uint64_t(calls));
+    EXPECT_EQ(t.counters()[1], failed);
   }
 }
 
