@@ -118,6 +118,26 @@ void drop_crowded(PatchSet& set) {
   set.patches.resize(kept);
 }
 
+void drop_inline_collisions(PatchSet& set, const ProbePlan& plan) {
+  std::vector<uint64_t> copies;
+  for (const FuncPlan& f : plan.funcs)
+    if (f.inline_probed)
+      for (const InlineSite& s : f.inline_sites)
+        if (s.skip_reason.empty() && s.pc) copies.push_back(s.pc);
+  if (copies.empty()) return;
+  std::sort(copies.begin(), copies.end());
+  std::set<int> funcs;
+  for (const Patch& p : set.patches) {
+    auto it = std::lower_bound(copies.begin(), copies.end(), p.site.at);
+    if (it != copies.end() && *it < p.site.at + p.site.len) funcs.insert(p.func);
+  }
+  if (funcs.empty()) return;
+  // A function is patched whole or not at all (drop_crowded).
+  std::erase_if(set.patches, [&](const Patch& p) { return funcs.count(p.func) != 0; });
+  auto& refused = set.refused["an inlined copy's probe is in its jump's bytes"];
+  refused.insert(refused.end(), funcs.begin(), funcs.end());
+}
+
 std::vector<Region> lay_out_timed(const PatchSet& set, uint64_t bias,
                                   const std::vector<size_t>& body_len, RingShape shape) {
   // The RETs' stubs at their places, then every patch's body after them.

@@ -65,6 +65,14 @@ PatchSet plan_patches(const ProbePlan& plan, bool timed = false,
 // apart at least, as the slots are, so one encoding never overlaps).
 void drop_crowded(PatchSet& set);
 
+// Leaves out, as refused, each function one of whose jumps covers the probe site of an
+// inlined copy (InlineSite::pc), which count and trace put on kernel uprobes: the uprobe's
+// int3 would go over the jump's first byte, and the kernel would run the file's code there
+// for as long as it stays, the function's passes through it not seen (a RET's failures or
+// records). Such a site is a RET's epilogue, where a copy inlined at a function's end with
+// no code of its own has its mark. The function goes whole on the uprobes beside it.
+void drop_inline_collisions(PatchSet& set, const ProbePlan& plan);
+
 // Pages mapped in the program: trampolines, then counters (counter k at
 // code + code_size() + k * kCounterStride, for patches[k]).
 struct Region {

@@ -190,5 +190,42 @@ TEST(TrampolineLayout, TimedRegionsPutEveryStubAtItsPlace) {
   }
 }
 
+// An inlined copy's probe site inside a jump's bytes (a copy with no code of its own, marked
+// at its caller's epilogue) takes that jump's whole function off the jumps, its entry and
+// every RET, with the reason; a site just past a jump, or a skipped copy's, takes nothing.
+TEST(TrampolineLayout, AnInlinedCopysSiteOnAJumpTakesItsFunctionOff) {
+  auto patch = [](int func, uint64_t at, uint8_t len, bool ret) {
+    Patch p;
+    p.func = func;
+    p.site.at = at;
+    p.site.len = len;
+    p.ret = ret;
+    return p;
+  };
+  PatchSet set;
+  set.patches = {patch(0, 0x1000, 4, false), patch(0, 0x1040, 5, true), patch(1, 0x2000, 4, false),
+                 patch(1, 0x2040, 5, true),  patch(1, 0x2080, 6, true), patch(2, 0x3000, 6, false)};
+  ProbePlan plan;
+  plan.funcs.resize(4);
+  // Into function 1's second RET (its epilogue's pop, 4 bytes in), just past function 0's
+  // RET, and a skipped one on function 2's entry.
+  plan.funcs[3].inline_sites = {{"main.one", 0x2084, "", 0, 0, ""},
+                                {"main.zero", 0x1045, "", 0, 0, ""},
+                                {"main.two", 0x3000, "", 0, 0, "no instruction"}};
+  drop_inline_collisions(set, plan);
+  std::vector<int> left;
+  for (const Patch& p : set.patches) left.push_back(p.func);
+  EXPECT_EQ(left, (std::vector<int>{0, 0, 2}));
+  ASSERT_EQ(set.refused.size(), 1u);
+  EXPECT_EQ(set.refused.begin()->first, "an inlined copy's probe is in its jump's bytes");
+  EXPECT_EQ(set.refused.begin()->second, std::vector<int>{1});
+  // Not probed inlined (inline_probed false: latency): nothing is taken off.
+  PatchSet again;
+  again.patches = {patch(1, 0x2080, 6, true)};
+  plan.funcs[3].inline_probed = false;
+  drop_inline_collisions(again, plan);
+  EXPECT_EQ(again.patches.size(), 1u);
+}
+
 }  // namespace
 }  // namespace gotap::trampoline
