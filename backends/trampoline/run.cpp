@@ -48,9 +48,25 @@ Result<void> Run::run() {
         "uprobes, which GOTAP_TRAMPOLINE_NO_FALLBACK=1 leaves out");
   traced_ = opts_.mode == Mode::Trace;
   tallied_ = tallied();
-  timed_ = opts_.mode == Mode::Latency || traced_ || tallied_;
+  // A plain count of functions with an `error` result: their RETs count the failures (on
+  // the register ABI's Go only, as every RET jump; before it the count has no FAILED).
+  has_error_.assign(plan_.funcs.size(), false);
+  if (opts_.mode == Mode::Count && !tallied_ && opts_.count_failed && plan_.regabi)
+    for (size_t f = 0; f < plan_.funcs.size(); ++f) {
+      const FuncPlan& fp = plan_.funcs[f];
+      const auto w = error_word(fp);
+      // As eBPF's count: an entry to count the call at, RETs to see the error at.
+      has_error_[f] = w && (w->kind == LocPiece::IntReg || w->kind == LocPiece::Stack) &&
+                      fp.entry_probe && !fp.ret_sites.empty();
+      fails_counted_ = fails_counted_ || has_error_[f];
+    }
+  timed_ = opts_.mode == Mode::Latency || traced_ || tallied_ || fails_counted_;
   // A count decided at the entry, with no failure to see, needs no RET.
   std::vector<bool> entry_only;
+  if (fails_counted_) {
+    entry_only.resize(plan_.funcs.size());
+    for (size_t f = 0; f < plan_.funcs.size(); ++f) entry_only[f] = !has_error_[f];
+  }
   if (tallied_ && opts_.mode == Mode::Count) {
     entry_only.resize(plan_.funcs.size());
     for (size_t f = 0; f < plan_.funcs.size(); ++f)
@@ -58,6 +74,22 @@ Result<void> Run::run() {
                       !(opts_.count_failed && error_word(plan_.funcs[f]).has_value());
   }
   set_ = plan_patches(plan_, timed_, &entry_only);
+  // Count and trace take the inlined copies on uprobes, which must not land on a jump.
+  if (falls_back_ && (opts_.mode == Mode::Count || traced_)) drop_inline_collisions(set_, plan_);
+  if (fails_counted_)
+    for (const Patch& p : set_.patches) {
+      CaptureWord w;
+      if (p.ret) {
+        const LocPiece e = *error_word(plan_.funcs[p.func]);
+        if (e.kind == LocPiece::Stack) {
+          w.src = CaptureWord::Stack;
+          w.off = static_cast<int32_t>(e.stack_offset);
+        } else {
+          w.reg = e.reg;
+        }
+      }
+      fail_words_.push_back(w);
+    }
   // First: a function whose condition reads what a record cannot hold leaves set_ here.
   if (traced_ || tallied_) {
     auto t = tallied_ ? trace_sites(plan_, set_, 0, opts_.condition, true, opts_.count_failed)
@@ -86,7 +118,7 @@ Result<void> Run::run() {
   if (traced_ && falls_back_) merge_ = std::make_unique<TimeMerge>(sink_, 2);
   if (!refused.empty() && !falls_back_)
     fmt::print(stderr, "gotap: warning: {}; --backend=ebpf {}s them\n", refused, verb);
-  if (timed_ && !traced_ && !tallied_) {
+  if (timed_ && !traced_ && !tallied_ && !fails_counted_) {
     std::vector<int> funcs;
     for (const Patch& p : set_.patches) funcs.push_back(p.func);
     timer_ = std::make_unique<CallTimer>(std::move(funcs), plan_.funcs.size(), filter().slower_ns);
@@ -237,7 +269,7 @@ void Run::wait(uint64_t t0) {
   // that keeps every CPU busy, at the default priority, it ran too late and the ring
   // dropped records (about 1 in 10,000 on the latency fixture's hostile mode).
   std::optional<sys::UrgentThread> urgent;
-  if (timed_) urgent.emplace();
+  if (reads_ring()) urgent.emplace();
   uint64_t looked = 0, every = 100'000'000;
   for (;;) {
     if (stop_due(t0)) return;
@@ -266,8 +298,8 @@ void Run::wait(uint64_t t0) {
     // A timed run reads its ring every 2 ms at most, sooner as records come faster: at the
     // last read's rate, when the ring would be an eighth full (65,536 records: at 30 M
     // events a second, every 270 us).
-    uint64_t wait_ns = timed_ ? 2'000'000 : 50'000'000;
-    if (timed_ && drained_) {
+    uint64_t wait_ns = reads_ring() ? 2'000'000 : 50'000'000;
+    if (reads_ring() && drained_) {
       const uint64_t since = std::max<uint64_t>(now_ns() - drained_at_, 1);
       wait_ns = std::min<uint64_t>(wait_ns, ring_shape().capacity() / 8 * since / drained_);
     }
@@ -318,10 +350,26 @@ size_t Run::site_count() const {
 
 std::vector<std::pair<int, uint64_t>> Run::counts() const {
   std::vector<std::pair<int, uint64_t>> out;
-  for (const auto& m : mapped_)
+  for (const auto& m : mapped_) {
+    // A counting run counts in its first region's counters alone, its RETs the failures.
+    if (fails_counted_ && !m->region.ring) continue;
+    for (size_t k = 0; k < m->region.patches.size(); ++k) {
+      const Patch& p = set_.patches[m->region.patches[k]];
+      if (p.ret) continue;
+      if (uint64_t n = m->pages.count(k, kCounterStride)) out.emplace_back(p.func, n);
+    }
+  }
+  return out;
+}
+
+std::vector<uint64_t> Run::failures() const {
+  std::vector<uint64_t> out(plan_.funcs.size());
+  for (const auto& m : mapped_) {
+    if (!fails_counted_ || !m->region.ring) continue;
     for (size_t k = 0; k < m->region.patches.size(); ++k)
-      if (uint64_t n = m->pages.count(k, kCounterStride))
-        out.emplace_back(set_.patches[m->region.patches[k]].func, n);
+      if (const Patch& p = set_.patches[m->region.patches[k]]; p.ret)
+        out[size_t(p.func)] += m->pages.count(k, kCounterStride);
+  }
   return out;
 }
 
@@ -348,6 +396,8 @@ void Run::drain() {
 }
 
 std::optional<uint64_t> Run::failed_of(size_t func, uint64_t failed) const {
+  if (fails_counted_)
+    return func < has_error_.size() && has_error_[func] ? std::optional(failed) : std::nullopt;
   // A tally's plan (trace_sites) has the error words --no-failed leaves out.
   if (!trace_sites_ || func >= trace_sites_->cfg.funcs.size() ||
       !trace_sites_->cfg.funcs[func].has_error)
@@ -399,10 +449,12 @@ void Run::read_metrics(MetricsSnapshot& s) const {
     }
     s.lost = ring_ ? reader_->dropped(ring_) : 0;
   } else {
+    const std::vector<uint64_t> failed = failures();
     for (auto [f, n] : counts()) {
       FuncMetrics m;
       m.func = plan_.funcs[f].name;
       m.calls = n;
+      m.failed = failed_of(size_t(f), failed[size_t(f)]);
       s.funcs.push_back(std::move(m));
     }
   }
@@ -438,7 +490,9 @@ void Run::emit(uint64_t ended) {
     dropped = ring_ ? timer_->dropped(ring_) : 0;
   } else {
     std::vector<FuncCount> counts;
-    for (auto [f, n] : this->counts()) counts.push_back({plan_.funcs[f].name, n, std::nullopt});
+    const std::vector<uint64_t> failed = failures();
+    for (auto [f, n] : this->counts())
+      counts.push_back({plan_.funcs[f].name, n, failed_of(size_t(f), failed[size_t(f)])});
     rows = count_events(std::move(counts));
   }
   // The fallback's rows in the same table, in the same order (by name).

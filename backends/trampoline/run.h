@@ -77,6 +77,14 @@ class Run {
   // that hold what the condition reads, added up by tally_ (call_tally.h).
   bool tallied_ = false;
   std::unique_ptr<CallTally> tally_;
+  // A plain `count` of functions with an `error` result: timed_'s sites and places, bodies
+  // that count the calls at the entry and the failures at each RET into the first region's
+  // counters (trampoline_code.h, ret_fail_body), no ring read. has_error_: by plan index.
+  bool fails_counted_ = false;
+  std::vector<bool> has_error_;
+  std::vector<CaptureWord> fail_words_;  // by PatchSet index: a RET's error word
+  // Whether the run reads a ring (a timer, a tally or a reader): a counting one reads none.
+  bool reads_ring() const { return timed_ && !fails_counted_; }
   // What this run does to a function ("count", "time", "trace"), and its records' ring.
   const char* verb() const {
     return opts_.mode == Mode::Count ? "count" : traced_ ? "trace" : "time";
@@ -84,7 +92,13 @@ class Run {
   const char* done() const {
     return opts_.mode == Mode::Count ? "counted" : traced_ ? "traced" : "timed";
   }
-  RingShape ring_shape() const { return trace_sites_ ? trace_sites_->shape : kTimedRing; }
+  // A counting run's ring is never written: one page of records, the least a mapping of
+  // whole pages holds.
+  RingShape ring_shape() const {
+    return fails_counted_ ? RingShape{7, kTimedRing.record_shift}
+           : trace_sites_ ? trace_sites_->shape
+                          : kTimedRing;
+  }
   std::unique_ptr<TraceSites> trace_sites_;
   // `count` and `latency`: the functions no jump takes (refused, or stubless), on kernel
   // uprobes in the same run (fallback.h); null when there are none or they could not be placed.
@@ -106,7 +120,7 @@ class Run {
   // where the jumps count them (a tally's).
   TraceOptions uprobe_options() const {
     TraceOptions o = opts_;
-    o.count_failed = opts_.count_failed && tallied_;
+    o.count_failed = opts_.count_failed && (tallied_ || fails_counted_);
     return o;
   }
   // Starts the fallback for the refused and stubless functions; says what became of them.
@@ -221,6 +235,8 @@ class Run {
 
   // Each counted function's calls so far, by plan index, those called only.
   std::vector<std::pair<int, uint64_t>> counts() const;
+  // A counting run's failures, by plan index (fails_counted_).
+  std::vector<uint64_t> failures() const;
 
   // What unmaps every region mapped so far (an error on the way), then returns `e`.
   Error unmap_all(pid_t held, Error e);

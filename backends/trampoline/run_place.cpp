@@ -119,6 +119,13 @@ Result<void> Run::place() {
   // are looked at with every thread stopped (dead_pages.h).
   std::vector<std::unique_ptr<Mapped>> pending;
   std::vector<size_t> body_len;
+  if (fails_counted_)
+    for (size_t i = 0; i < set_.patches.size(); ++i) {
+      const Patch& p = set_.patches[i];
+      body_len.push_back(
+          p.ret ? ret_fail_body_size(p.site, Bytes(p.orig.data(), p.site.len), fail_words_[i])
+                : entry_count_body_size(p.site));
+    }
   if (trace_sites_)
     for (size_t i = 0; i < set_.patches.size(); ++i) {
       const Patch& p = set_.patches[i];
@@ -144,6 +151,7 @@ Result<void> Run::place() {
                           plan_.offsets.g_m,
                           plan_.offsets.m_procid};
     if (trace_sites_) timed_code_.captures = &trace_sites_->captures;
+    if (fails_counted_) timed_code_.fail_words = &fail_words_;
     timed_code_.bodies.assign(set_.patches.size(), 0);
     for (size_t k = 0; k < e.patches.size(); ++k)
       timed_code_.bodies[e.patches[k]] = e.base + e.body[k];

@@ -79,8 +79,12 @@ Result<RegionCode> build_timed(const PatchSet& set, const Region& region, uint64
     } else {
       const uint64_t body = code + region.body[k];
       const RecordCapture* cap = timed.captures ? &timed.captures->at(idx) : nullptr;
-      auto b = p.ret ? ret_body(body, s, orig, timed.events, id, cap)
-                     : entry_body(body, s, timed.events, id, cap);
+      const uint64_t counter = code + region.code_size() + k * kCounterStride;
+      auto b = timed.fail_words
+                   ? (p.ret ? ret_fail_body(body, s, orig, counter, timed.fail_words->at(idx))
+                            : entry_count_body(body, s, counter))
+               : p.ret ? ret_body(body, s, orig, timed.events, id, cap)
+                       : entry_body(body, s, timed.events, id, cap);
       if (!b) return b.error();
       GOTAP_TRY(put(region.body[k], *b));
       // Its jump goes to its stub, in another region.

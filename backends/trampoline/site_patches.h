@@ -63,6 +63,10 @@ struct TimedCode {
   // A tracing run's: what each body copies into its record, by PatchSet index (trace
   // records, events.shape kTraceRing); null for a timed run's records.
   const std::vector<RecordCapture>* captures = nullptr;
+  // A counting run's (Run::fails_counted_): each body counts into the first region's
+  // counter of its patch (entry_count_body, ret_fail_body), a RET's failure by its patch's
+  // error word here (by PatchSet index); no record is written.
+  const std::vector<CaptureWord>* fail_words = nullptr;
 };
 Result<RegionCode> build_timed(const PatchSet& set, const Region& region, uint64_t bias,
                                uint64_t code, const Owner& owner, const TimedCode& timed,
