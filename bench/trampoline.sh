@@ -29,6 +29,13 @@
 #                       its RETs need no jump), on 60,000 calls once gotap is ready (the ring
 #                       holds all their records)
 #   ebpf_count_if       gotap count --backend=ebpf --if 'x >= 0' (the kernel tests it), on fewer
+# and counted calls of a function with an error result (the errors fixture's failbench loop,
+# beside the latency fixture: main.mayFail, a third of whose calls fail):
+#   untraced_fail       the loop alone
+#   trampoline_failed   gotap count --backend=trampoline (its entry's jump counts the call,
+#                       its RETs' test the error and count the failures)
+#   trampoline_nofailed the same with --no-failed (the entry's jump alone)
+#   ebpf_failed         gotap count --backend=ebpf (RET uprobes read the error), on fewer
 # Each figure is the median of $RUNS runs, interleaved so machine noise hits all alike, in ns
 # per call as the loop measures itself (time.Now around it), so that start-up and detach are
 # not in it. Goal (issue 38): a probe under 100 ns.
@@ -44,6 +51,7 @@ few=${FEW_CALLS:-20000}
 trace_calls=${TRACE_CALLS:-4000}
 count_if_calls=${COUNT_IF_CALLS:-60000}
 n_dlv=${N_DLV:-200}
+errors_bin=$(dirname "$bin")/errors
 [ -x "$gotap" ] || { echo "trampoline.sh: no gotap at $gotap" >&2; exit 2; }
 [ -x "$bin" ] || { echo "trampoline.sh: no latency fixture binary (give it as the 2nd argument)" >&2; exit 2; }
 
@@ -78,6 +86,12 @@ for _ in $(seq "$runs"); do
   run ebpf_trace_if "$gotap" trace -o /dev/null --backend ebpf --if 'x < 0' main.work -- "$bin" bench "$few"
   run trampoline_count_if sh -c "(sleep 0.5; echo) | '$gotap' count -o /dev/null --backend trampoline --if 'x >= 0' main.work -- '$bin' bench $count_if_calls -wait"
   run ebpf_count_if "$gotap" count -o /dev/null --backend ebpf --if 'x >= 0' main.work -- "$bin" bench "$few"
+  if [ -x "$errors_bin" ]; then
+    run untraced_fail "$errors_bin" failbench "$calls"
+    run trampoline_failed "$gotap" count -o /dev/null --backend trampoline main.mayFail -- "$errors_bin" failbench "$calls"
+    run trampoline_nofailed "$gotap" count -o /dev/null --backend trampoline --no-failed main.mayFail -- "$errors_bin" failbench "$calls"
+    run ebpf_failed "$gotap" count -o /dev/null --backend ebpf main.mayFail -- "$errors_bin" failbench "$few"
+  fi
 done
 if [ $have_dlv = 1 ]; then
   work=$(mktemp -d)
@@ -89,10 +103,13 @@ fi
 
 printf '%-18s %12s %14s\n' what ns/call "x untraced"
 med_untraced=$(echo "${res[untraced]}" | median)
-for k in untraced empty_trampoline trampoline ebpf bpftrace ptrace dlv trampoline_latency ebpf_latency ptrace_latency trampoline_trace ebpf_trace ptrace_trace trampoline_trace_if ebpf_trace_if trampoline_count_if ebpf_count_if; do
+for k in untraced empty_trampoline trampoline ebpf bpftrace ptrace dlv trampoline_latency ebpf_latency ptrace_latency trampoline_trace ebpf_trace ptrace_trace trampoline_trace_if ebpf_trace_if trampoline_count_if ebpf_count_if untraced_fail trampoline_failed trampoline_nofailed ebpf_failed; do
   [ -n "${res[$k]:-}" ] || continue
   m=$(echo "${res[$k]}" | median)
-  printf '%-18s %12s %14s\n' "$k" "$m" "$(awk -v a="$m" -v b="$med_untraced" 'BEGIN { if (b > 0 && a != "nan") printf "%.1f", a / b; else print "nan" }')"
+  # The failures' rows against their own loop.
+  base=$med_untraced
+  case $k in *fail*) base=$(echo "${res[untraced_fail]}" | median) ;; esac
+  printf '%-18s %12s %14s\n' "$k" "$m" "$(awk -v a="$m" -v b="$base" 'BEGIN { if (b > 0 && a != "nan") printf "%.1f", a / b; else print "nan" }')"
   declare "med_$k=$m"
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a != "nan") printf "%.4f", a / b; else print "nan" }'; }
@@ -113,4 +130,9 @@ echo "trace --if, no call selected (trampoline_trace_if - untraced): $(awk -v a=
 echo "trampoline_trace_if / ebpf_trace_if:   $(ratio "$med_trampoline_trace_if" "$med_ebpf_trace_if")"
 echo "count --if, every call (trampoline_count_if - untraced): $(awk -v a="$med_trampoline_count_if" -v u="$med_untraced" 'BEGIN {printf "%.1f", a-u}') ns  (goal < 100)"
 echo "trampoline_count_if / ebpf_count_if:   $(ratio "$med_trampoline_count_if" "$med_ebpf_count_if")"
+if [ -n "${res[untraced_fail]:-}" ]; then
+  echo "count with failures (trampoline_failed - untraced_fail): $(awk -v a="$med_trampoline_failed" -v u="$med_untraced_fail" 'BEGIN {printf "%.1f", a-u}') ns  (goal < 100)"
+  echo "count --no-failed (trampoline_nofailed - untraced_fail): $(awk -v a="$med_trampoline_nofailed" -v u="$med_untraced_fail" 'BEGIN {printf "%.1f", a-u}') ns"
+  echo "trampoline_failed / ebpf_failed:       $(ratio "$med_trampoline_failed" "$med_ebpf_failed")"
+fi
 exit 0
