@@ -523,12 +523,16 @@ void Run::emit(uint64_t ended) {
     ++events;
   }
   if (reader_) {
-    for (const auto& ev : unfinished_events(reader_->open_calls(ended))) {
+    dropped = ring_ ? reader_->dropped(ring_) : 0;
+    // gotap pairs the records: a call whose return record the full ring dropped is open too,
+    // and is not known to have never returned.
+    std::vector<CallUnfinished> open = reader_->open_calls(ended);
+    for (CallUnfinished& c : open) c.reason = TraceReader::lost_return(dropped);
+    for (const Event& ev : unfinished_events(std::move(open))) {
       sink_.emit(ev);
       ++events;
     }
     events += reader_->events();
-    dropped = ring_ ? reader_->dropped(ring_) : 0;
   }
   RunSummary sum;
   sum.backend = "trampoline";

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
 namespace gotap::trampoline {
 
 TraceReader::TraceReader(const ProbePlan& plan, const TraceSites& sites, uint64_t bias, int pid,
@@ -27,11 +29,19 @@ TraceReader::TraceReader(const ProbePlan& plan, const TraceSites& sites, uint64_
 TraceReader::~TraceReader() = default;
 
 size_t TraceReader::drain(uint8_t* ring) {
+  ring_ = ring;
   return reader_.drain(ring, [this](const uint8_t* r) { add(r); });
 }
 
 size_t TraceReader::finish(uint8_t* ring) {
+  ring_ = ring;
   return reader_.finish(ring, [this](const uint8_t* r) { add(r); });
+}
+
+std::string TraceReader::lost_return(uint64_t dropped) {
+  if (!dropped) return "";
+  return fmt::format("no return seen: the ring lost {} record{}, which may hold it", dropped,
+                     dropped == 1 ? "" : "s");
 }
 
 void TraceReader::add(const uint8_t* record) {
@@ -49,12 +59,15 @@ void TraceReader::add(const uint8_t* record) {
   // Decided at the return: the entry is held until then.
   const bool at_ret = filter_.active() || (conditioned && cond_->at_ret(size_t(func)));
   if (!(r.id & 1)) {
-    // A call left open at the same depth of the same goroutine is over (a panic unwound it);
-    // a held one was never reported, and its return will not decide it now.
+    // A call left open at the same depth of the same goroutine is over (a panic unwound it,
+    // or its return was among the records lost so far, which its writer counted before this
+    // later entry was written); a held one was never reported, and its return will not
+    // decide it now.
     if (auto it = open_.find(key); it != open_.end() && it->second.reported && !it->second.at_ret) {
       CallUnfinished u(CallSite{ts, pid_, int(it->second.tid), int64_t(r.goid),
                                 plan_.funcs[it->second.func].name},
                        it->second.ts);
+      u.reason = lost_return(ring_ ? dropped(ring_) : 0);
       sink_.emit_unfinished(u);
       ++events_;
     }

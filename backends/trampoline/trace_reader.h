@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -48,6 +49,9 @@ class TraceReader {
   size_t drain(uint8_t* ring);
   size_t finish(uint8_t* ring);
   uint64_t dropped(const uint8_t* ring) const { return reader_.dropped(ring); }
+  // What an `unfinished` call says once the ring lost `dropped` records: its return may be
+  // one of them ("" when none was lost: it never returned).
+  static std::string lost_return(uint64_t dropped);
   bool behind(const uint8_t* ring) const { return reader_.behind(ring); }
   // The calls still open, as `unfinished` at `now_ns`.
   std::vector<CallUnfinished> open_calls(uint64_t now_ns) const;
@@ -82,7 +86,8 @@ class TraceReader {
   int pid_;
   EventSink& sink_;
   std::unique_ptr<ebpf::EventDecoder> decoder_;
-  RingReader reader_;  // the sites' shape
+  RingReader reader_;              // the sites' shape
+  const uint8_t* ring_ = nullptr;  // the ring being read: its count of records lost
   TscClock clock_;
   std::unordered_map<CallKey, Open, CallKeyHash> open_;
   std::vector<uint64_t> calls_;

@@ -70,6 +70,7 @@ Event to_event(const CallReturn& e) {
 Event to_event(const CallUnfinished& e) {
   Event ev = site_fields("unfinished", e);
   ev["entry_ts_ns"] = e.entry_ts_ns;
+  if (!e.reason.empty()) ev["reason"] = e.reason;
   return ev;
 }
 

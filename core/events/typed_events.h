@@ -63,6 +63,9 @@ struct CallUnfinished : CallSite {
   CallUnfinished() = default;
   CallUnfinished(CallSite s, uint64_t entry_ts) : CallSite(std::move(s)), entry_ts_ns(entry_ts) {}
   uint64_t entry_ts_ns = 0;
+  // Set when the call may have returned unseen (the trampoline backend's ring lost records,
+  // one of which may be its return): said in place of "never returned".
+  std::string reason;
 };
 
 // `failed`: calls whose `error` result was not nil; absent for a function without one.

@@ -111,6 +111,10 @@ class JsonLinesWriter : public EventSink {
     goid(u.goid);
     lit(",\"pid\":");
     num(u.pid);
+    if (!u.reason.empty()) {
+      lit(",\"reason\":");
+      str(u.reason);
+    }
     lit(",\"tid\":");
     num(u.tid);
     lit(",\"ts_ns\":");

@@ -191,7 +191,12 @@ class TextWriter : public EventSink {
     typed_begin(u.ts_ns, u.goid, u.tid);
     line_ += "<- ";
     append_printable(line_, u.func);
-    line_ += "  (unfinished: never returned)\n";
+    line_ += "  (unfinished: ";
+    if (u.reason.empty())
+      line_ += "never returned";
+    else
+      append_printable(line_, u.reason);
+    line_ += ")\n";
     end_call(nullptr);
   }
 

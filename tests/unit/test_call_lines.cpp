@@ -121,10 +121,13 @@ TEST(CallLines, TableOfEventsSameAsTheJsonPath) {
   CallReturn no_results{site(6500, "main.void")};
   no_results.duration_ns = 9;
   CallUnfinished unf{site(7000, "main.hang"), 900};
+  CallUnfinished maybe_lost{site(7500, "main.hang"), 950};
+  maybe_lost.reason = "no return seen: the ring lost 3 records, which may hold it\x01\"";
   CallEntry early{site(10, "main.before")};  // before t0: shown at 0
   FuncCount cnt{"main.work", 3, 1};
-  const std::vector<Call> calls = {plain, inl,       inl_bare, stacked,    weird_stack, ret,
-                                   cnt,   unmatched, long_one, no_results, unf,         early};
+  const std::vector<Call> calls = {plain,      inl, inl_bare,  stacked,  weird_stack,
+                                   ret,        cnt, unmatched, long_one, no_results,
+                                   maybe_lost, unf, early};
   expect_same(calls, "table");
   for (const auto& c : calls) expect_same({c}, "one event");
 }
@@ -370,7 +373,10 @@ Call random_call(std::mt19937_64& rng) {
     }
     default:
       if (rng() % 3 == 0) return FuncCount{random_string(rng), rng() % 1000, std::nullopt};
-      return CallUnfinished{s, rng()};
+      if (rng() % 2) return CallUnfinished{s, rng()};
+      CallUnfinished u{s, rng()};
+      u.reason = random_string(rng);
+      return u;
   }
 }
 
