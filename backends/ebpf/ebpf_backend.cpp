@@ -382,13 +382,19 @@ bool ptrace_attached(int pid) {
   return tracer && std::strtol(tracer->c_str(), nullptr, 10) != 0;
 }
 
-// Functions (func_id -> site) whose entry holds an int3 in pid's memory that neither the
-// file has nor a uprobe put there, while a ptrace tracer is attached. With none attached,
-// such an int3 is a killed gotap's: a uprobe on top works (the kernel takes the instruction
-// from the file), and removing the uprobe puts the file's byte back.
-std::map<uint32_t, uint64_t> held_entries(const BinaryView& bin, const ProbeConfig& cfg, int pid,
-                                          const PlannedImage& planned) {
-  std::map<uint32_t, uint64_t> out;
+// The sites that hold an int3 in pid's memory that neither the file has nor a uprobe put
+// there, while a ptrace tracer is attached: a uprobe over it would take that tracer's hits,
+// and its removal would put the file's byte back under the tracer. With none attached, such
+// an int3 is a killed gotap's: a uprobe on top works (the kernel takes the instruction from
+// the file), and removing the uprobe puts the file's byte back.
+struct HeldSites {
+  std::map<uint32_t, uint64_t> entries;  // func_id -> its entry probe: the function is left out
+  std::set<uint64_t> others;             // RETs and inlined copies' sites: each left out
+  size_t size() const { return entries.size() + others.size(); }
+};
+HeldSites held_sites(const BinaryView& bin, const ProbeConfig& cfg, int pid,
+                     const PlannedImage& planned) {
+  HeldSites out;
   if (!ptrace_attached(pid)) return out;
   const std::string& path = planned.attach_path;
   // Where the planned file is mapped, the executable or a library's copy (-p PID --binary).
@@ -400,7 +406,7 @@ std::map<uint32_t, uint64_t> held_entries(const BinaryView& bin, const ProbeConf
   std::optional<std::map<uint64_t, std::string>> uprobes;
   for (const auto& site : cfg.sites) {
     const uint32_t id = site.func_id;
-    if (id >= cfg.funcs.size() || site.addr != cfg.funcs[id].plan->entry_probe) continue;
+    if (id >= cfg.funcs.size()) continue;
     uint8_t now = 0;
     if (pread(mem.get(), &now, 1, static_cast<off_t>(site.addr + bias)) != 1 || now != 0xCC)
       continue;
@@ -409,7 +415,10 @@ std::map<uint32_t, uint64_t> held_entries(const BinaryView& bin, const ProbeConf
     if (!uprobes) uprobes = sys::uprobe_holders(path, pid);
     auto off = bin.elf->vaddr_to_offset(site.addr);
     if (off && uprobes->count(*off)) continue;
-    out.emplace(id, site.addr);
+    if (site.addr == cfg.funcs[id].plan->entry_probe && !(site.flags & GOTAP_PROBE_INLINE))
+      out.entries.emplace(id, site.addr);
+    else
+      out.others.insert(site.addr);
   }
   return out;
 }
@@ -603,29 +612,38 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   }
 
   // Sites another tracer holds with an int3 of its own (a ptrace gotap, a debugger): a uprobe
-  // there would go when that tracer puts its byte back. A function whose entry is held is
-  // not traced at all, as under ptrace (docs/cli.md, "Sites another tracer holds"). Other
-  // uprobes are no obstacle: the kernel shares a site between them.
+  // there would take its hits, and go with its byte when that tracer puts the file's back.
+  // A function whose entry is held is not traced at all, as under ptrace (docs/cli.md, "Sites
+  // another tracer holds"); another held site (a RET, an inlined copy's) is left out alone.
+  // Other uprobes are no obstacle: the kernel shares a site between them.
   if (opts.target.pid > 0) {
-    auto held = held_entries(bin, cfg, filter_pid, *planned);
-    if (!held.empty()) {
-      std::set<uint32_t> funcs;
-      for (const auto& [id, why] : held) funcs.insert(id);
+    const HeldSites held = held_sites(bin, cfg, filter_pid, *planned);
+    if (held.size()) {
       std::erase_if(sites, [&](const Site& s) {
-        return funcs.count(cfg.sites[gotap_cookie_site(s.cookie)].func_id);
+        const SiteConfig& c = cfg.sites[gotap_cookie_site(s.cookie)];
+        return held.entries.count(c.func_id) || held.others.count(c.addr);
       });
-      const std::string first = cfg.funcs[held.begin()->first].plan->name;
+      uint32_t named = 0;
+      for (const SiteConfig& c : cfg.sites)
+        if (held.others.count(c.addr)) named = c.func_id;
+      if (!held.entries.empty()) named = held.entries.begin()->first;
+      const std::string first = cfg.funcs[named].plan->name;
       if (sites.empty()) {
         target.terminate();
         return runtime_error(
-            "no probe could be placed: the entry of {} already holds an int3: another tracer "
-            "(ptrace or a debugger) is on it",
-            first);
+            "no probe could be placed: every function's entry or site already holds an int3 "
+            "of another tracer (ptrace or a debugger): {} site{}, e.g. in {}",
+            held.size(), held.size() == 1 ? "" : "s", first);
       }
-      if (!eo.quiet)
-        std::cerr << "gotap: warning: " << held.size() << " function(s) not traced: their entry "
-                  << "already holds an int3 of another tracer (ptrace or a debugger), e.g. "
-                  << printable(first) << "\n";
+      if (!eo.quiet && !held.entries.empty())
+        std::cerr << "gotap: warning: " << held.entries.size() << " function(s) not traced: "
+                  << "their entry already holds an int3 of another tracer (ptrace or a "
+                  << "debugger), e.g. "
+                  << printable(cfg.funcs[held.entries.begin()->first].plan->name) << "\n";
+      if (!eo.quiet && !held.others.empty())
+        std::cerr << "gotap: warning: " << held.others.size() << " site(s) left out (RETs or "
+                  << "inlined copies): each already holds an int3 of another tracer (ptrace or a "
+                  << "debugger), e.g. in " << printable(first) << "\n";
     }
   }
 

@@ -14,7 +14,9 @@
 // times as asked and says so, and the kernel's view of the program's text after both tracers end.
 // Every tracer that said "Tracing" must count every call made while it was there; the other is
 // refused with one line and exit status 1.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +25,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -429,6 +433,64 @@ TEST(TwoTracersHolders, AUprobeOfAProcessThatIsGoneLeavesAPtraceTraceAlone) {
   EXPECT_EQ(without_hooks(pt.err).find("another tracer"), std::string::npos) << pt.err;
   const TextCompare text = compare_text(spin.pid());
   EXPECT_GT(text.bytes, 0u);
+  EXPECT_EQ(text.differing, 0u) << text.first;
+  EXPECT_TRUE(spin.ends_well());
+}
+
+// The address of `func`'s first RET, as Go's own objdump of the fixture (beside it) lists it.
+uint64_t first_ret(const std::string& fixture, const std::string& func) {
+  std::ifstream in(fixture + ".objdump");
+  static const std::regex ret(R"(\s(0x[0-9a-f]+)\s+c3\s+RET\b)");
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("TEXT ", 0) == 0) {
+      inside = line.rfind("TEXT " + func + "(SB)", 0) == 0;
+      continue;
+    }
+    std::smatch m;
+    if (inside && std::regex_search(line, m, ret)) return std::stoull(m[1], nullptr, 16);
+  }
+  return 0;
+}
+
+// A debugger's int3 on a RET (not the entry) of a function an eBPF trace times, the debugger
+// attached: the trace leaves that site out and says so, and the int3 is still there after
+// the trace ended. Before, only entries were looked at: a uprobe went over the int3 (the
+// kernel took the debugger's traps), and its removal wrote the file's byte over it.
+TEST(TwoTracersHolders, ADebuggersInt3OnARetStaysThroughAnEbpfTrace) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace attach and BPF)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  if (latency_path().empty()) GTEST_SKIP() << "no latency fixture (tests/tools/build-fixtures.sh)";
+  const uint64_t ret = first_ret(latency_path(), "main.work");
+  ASSERT_NE(ret, 0u) << "no RET of main.work in " << latency_path() << ".objdump";
+  Copy copy("debugger");
+  Spin spin(copy.path);
+  ASSERT_TRUE(spin.ask(2));
+  // The debugger: attached to the program (its leader, as TracerPid shows), its int3 on the
+  // RET. The program is idle until asked: nothing runs into it.
+  ASSERT_EQ(ptrace(PTRACE_SEIZE, spin.pid(), nullptr, nullptr), 0) << strerror(errno);
+  sys::Fd mem(open(("/proc/" + std::to_string(spin.pid()) + "/mem").c_str(), O_RDWR));
+  ASSERT_GE(mem.get(), 0);
+  uint8_t orig = 0, now = 0;
+  const uint8_t int3 = 0xcc;
+  ASSERT_EQ(pread(mem.get(), &orig, 1, off_t(ret)), 1);
+  ASSERT_EQ(orig, 0xc3);
+  ASSERT_EQ(pwrite(mem.get(), &int3, 1, off_t(ret)), 1);
+  RunResult r = run_command({gotap_binary(), "latency", "--backend", "ebpf", "-d", "1", "-p",
+                             std::to_string(spin.pid()), "main.work"},
+                            60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("1 site(s) left out"), std::string::npos) << r.err;
+  ASSERT_EQ(pread(mem.get(), &now, 1, off_t(ret)), 1);
+  EXPECT_EQ(now, 0xcc) << "the debugger's int3 is gone";
+  // The debugger puts its byte back and goes.
+  ASSERT_EQ(pwrite(mem.get(), &orig, 1, off_t(ret)), 1);
+  ASSERT_EQ(ptrace(PTRACE_INTERRUPT, spin.pid(), nullptr, nullptr), 0);
+  int st = 0;
+  ASSERT_EQ(waitpid(spin.pid(), &st, __WALL), spin.pid());
+  ASSERT_EQ(ptrace(PTRACE_DETACH, spin.pid(), nullptr, nullptr), 0) << strerror(errno);
+  EXPECT_TRUE(spin.ask(3));
+  const TextCompare text = compare_text(spin.pid());
   EXPECT_EQ(text.differing, 0u) << text.first;
   EXPECT_TRUE(spin.ends_well());
 }
