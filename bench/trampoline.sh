@@ -132,7 +132,7 @@ echo "count --if, every call (trampoline_count_if - untraced): $(awk -v a="$med_
 echo "trampoline_count_if / ebpf_count_if:   $(ratio "$med_trampoline_count_if" "$med_ebpf_count_if")"
 if [ -n "${res[untraced_fail]:-}" ]; then
   echo "count with failures (trampoline_failed - untraced_fail): $(awk -v a="$med_trampoline_failed" -v u="$med_untraced_fail" 'BEGIN {printf "%.1f", a-u}') ns  (goal < 100)"
-  echo "count --no-failed (trampoline_nofailed - untraced_fail): $(awk -v a="$med_trampoline_nofailed" -v u="$med_untraced_fail" 'BEGIN {printf "%.1f", a-u}') ns"
+  echo "count, error unread (trampoline_nofailed - untraced_fail): $(awk -v a="$med_trampoline_nofailed" -v u="$med_untraced_fail" 'BEGIN {printf "%.1f", a-u}') ns"
   echo "trampoline_failed / ebpf_failed:       $(ratio "$med_trampoline_failed" "$med_ebpf_failed")"
 fi
 exit 0

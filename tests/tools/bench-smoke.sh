@@ -49,6 +49,13 @@ case "$what" in
     need "^trace --if, no call selected \(trampoline_trace_if - untraced\): +-?$num ns"
     need "^count --if, every call \(trampoline_count_if - untraced\): +-?$num ns"
     need "^trampoline_count_if / ebpf_count_if: +$num\$"
+    # A count's failures on the errors fixture's loop (its label says "failures", not the
+    # word this script takes for a failed run).
+    for k in untraced_fail trampoline_failed trampoline_nofailed ebpf_failed; do
+      need "^$k +$num +$num\$"
+    done
+    need "^count with failures \(trampoline_failed - untraced_fail\): +-?$num ns"
+    need "^trampoline_failed / ebpf_failed: +$num\$"
     ;;
   why)
     RUNS=1 REQUESTS=200 "$here/bench/why.sh" "$gotap" "$(dirname "$gotap")/gotap-workload" >"$out"
