@@ -389,7 +389,7 @@ bool ptrace_attached(int pid) {
 // the file), and removing the uprobe puts the file's byte back.
 struct HeldSites {
   std::map<uint32_t, uint64_t> entries;  // func_id -> its entry probe: the function is left out
-  std::set<uint64_t> others;             // RETs and inlined copies' sites: each left out
+  std::map<uint64_t, uint32_t> others;   // RETs and inlined copies' sites -> func_id: each left out
   size_t size() const { return entries.size() + others.size(); }
 };
 HeldSites held_sites(const BinaryView& bin, const ProbeConfig& cfg, int pid,
@@ -418,7 +418,7 @@ HeldSites held_sites(const BinaryView& bin, const ProbeConfig& cfg, int pid,
     if (site.addr == cfg.funcs[id].plan->entry_probe && !(site.flags & GOTAP_PROBE_INLINE))
       out.entries.emplace(id, site.addr);
     else
-      out.others.insert(site.addr);
+      out.others.emplace(site.addr, id);
   }
   return out;
 }
@@ -623,10 +623,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
         const SiteConfig& c = cfg.sites[gotap_cookie_site(s.cookie)];
         return held.entries.count(c.func_id) || held.others.count(c.addr);
       });
-      uint32_t named = 0;
-      for (const SiteConfig& c : cfg.sites)
-        if (held.others.count(c.addr)) named = c.func_id;
-      if (!held.entries.empty()) named = held.entries.begin()->first;
+      const uint32_t named =
+          held.entries.empty() ? held.others.begin()->second : held.entries.begin()->first;
       const std::string first = cfg.funcs[named].plan->name;
       if (sites.empty()) {
         target.terminate();

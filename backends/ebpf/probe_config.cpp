@@ -191,7 +191,7 @@ ProbeConfig build_probe_config(const ProbePlan& plan, Mode mode, int max_str,
       uncount = f.morestack_call;
     const bool at_ret = cond && cond->at_ret(id);
     const std::optional<LocPiece> err = count_failed ? error_word(f) : std::nullopt;
-    fc.has_error = err && f.entry_probe != 0 && !f.ret_sites.empty();
+    fc.has_error = err && failures_countable(f);
     if (fc.has_error) fc.err_slot = cfg.error_funcs++;
     // With a condition, a failure counts only for a call the condition selected, so the
     // entry's decision must be remembered for its RET.

@@ -53,11 +53,8 @@ Result<void> Run::run() {
   has_error_.assign(plan_.funcs.size(), false);
   if (opts_.mode == Mode::Count && !tallied_ && opts_.count_failed && plan_.regabi)
     for (size_t f = 0; f < plan_.funcs.size(); ++f) {
-      const FuncPlan& fp = plan_.funcs[f];
-      const auto w = error_word(fp);
-      // As eBPF's count: an entry to count the call at, RETs to see the error at.
-      has_error_[f] = w && (w->kind == LocPiece::IntReg || w->kind == LocPiece::Stack) &&
-                      fp.entry_probe && !fp.ret_sites.empty();
+      // The register ABI's error words are in a register or a stack slot (ret_fail_body).
+      has_error_[f] = failures_countable(plan_.funcs[f]);
       fails_counted_ = fails_counted_ || has_error_[f];
     }
   timed_ = opts_.mode == Mode::Latency || traced_ || tallied_ || fails_counted_;

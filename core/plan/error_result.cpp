@@ -14,4 +14,8 @@ std::optional<LocPiece> error_word(const FuncPlan& f) {
   return std::nullopt;
 }
 
+bool failures_countable(const FuncPlan& f) {
+  return f.entry_probe != 0 && !f.ret_sites.empty() && error_word(f).has_value();
+}
+
 }  // namespace gotap

@@ -14,4 +14,8 @@ namespace gotap {
 // (no results without DWARF, a float register).
 std::optional<LocPiece> error_word(const FuncPlan& f);
 
+// Whether f's failures can be counted: an error word, an entry to count its calls at and RETs
+// to see the error at (every backend's FAILED counts those functions alone).
+bool failures_countable(const FuncPlan& f);
+
 }  // namespace gotap
