@@ -44,6 +44,9 @@ struct TraceOptions {
   // at every RET, so `count` of a function with an error result probes its RETs too, and a
   // RET probe is single-stepped: several times an entry hit (docs/benchmarks.md).
   bool count_failed = true;
+  // --jumps-only (trampoline): what no jump takes is left out, named on stderr, instead of
+  // going on kernel uprobes, whose traps cost a whole binary's requests most of their time.
+  bool jumps_only = false;
   // --prometheus: the backend publishes its per-function counters here while probes are live
   // (LiveMetrics::begin) and stops before it frees them (end). Null when not asked for.
   LiveMetrics* metrics = nullptr;

@@ -54,6 +54,8 @@ po::options_description options_of(const std::string& command) {
       "bytes of decoded values per event; more are cut and marked (0: no cap)")(
       "stack", po::value<int>()->default_value(0), "a stack of N frames per event")(
       "no-inline", "do not probe inlined call sites")(
+      "jumps-only",
+      "trampoline: leave out what no jump takes instead of putting it on kernel uprobes")(
       "format", po::value<std::string>(), kOutputFormats)("args",
                                                           "graph: show each call's arguments")(
       "record", po::value<std::string>(), "also store every event in FILE for gotap report");
@@ -178,6 +180,7 @@ int fill(TraceRequest& r, const po::variables_map& vm, const Args& rest) {
     opts.max_overhead_pct = *pct;
   }
   opts.count_failed = vm.count("no-failed") == 0;
+  opts.jumps_only = vm.count("jumps-only") > 0;
   const int max_line = vm["max-line"].as<int>();
   if (opts.max_depth < 0 || opts.max_elems < 0 || opts.max_str < 0 || opts.stack_depth < 0 ||
       max_line < 0)
@@ -230,6 +233,11 @@ int fill(TraceRequest& r, const po::variables_map& vm, const Args& rest) {
   r.probe_inline = !vm.count("no-inline") && !goroutines_cmd && !r.condition.any();
   r.open = open_options(vm);
   r.backend = vm["backend"].as<std::string>();
+  if (opts.jumps_only && r.backend != "trampoline")
+    return usage_error("--jumps-only goes with --backend trampoline");
+  if (opts.jumps_only && opts.target.library)
+    return usage_error("--jumps-only: the trampoline backend jumps in the executable's code only, "
+                       "not in a library's (--binary)");
   // The trampoline backend jumps from the executable's code only; auto keeps to eBPF.
   if (opts.target.library && r.backend != "ptrace") r.backend = "ebpf";
 

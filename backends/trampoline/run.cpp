@@ -29,8 +29,9 @@ uint64_t now_ns() {
 
 Result<void> Run::run() {
   GOTAP_TRY(check_request());
+  // --jumps-only; the variable is its older spelling, kept for scripts that use it.
   const char* no_fallback = getenv("GOTAP_TRAMPOLINE_NO_FALLBACK");
-  falls_back_ = !(no_fallback && std::string(no_fallback) == "1");
+  falls_back_ = !opts_.jumps_only && !(no_fallback && std::string(no_fallback) == "1");
   // What the jumps do not do yet, the request takes whole on uprobes: the same events as
   // --backend=ebpf's, at its cost, said on stderr and in the summary.
   if (const char* no = jumpless_request()) {
@@ -45,7 +46,7 @@ Result<void> Run::run() {
   if (goroutine_probes_ && !falls_back_)
     return make_error(
         "--backend=trampoline takes the goroutine probes of --why and --goroutines on kernel "
-        "uprobes, which GOTAP_TRAMPOLINE_NO_FALLBACK=1 leaves out");
+        "uprobes, which --jumps-only leaves out");
   traced_ = opts_.mode == Mode::Trace;
   tallied_ = tallied();
   // A plain count of functions with an `error` result: their RETs count the failures (on
@@ -106,7 +107,7 @@ Result<void> Run::run() {
     return run_all_on_uprobes(plan_, uprobe_options(), sink_);
   }
   // What no jump takes goes on kernel uprobes in the same run (fallback.h), a trace's events
-  // merged with the ring's in time order. GOTAP_TRAMPOLINE_NO_FALLBACK=1 (read above) leaves
+  // merged with the ring's in time order. --jumps-only (read above) leaves
   // them out (tests, bench/trampoline.sh's rows of jumps alone).
   // With a condition, held entries go out at their return, behind later events (as on
   // eBPF), which the merge lets pass at once; everything else stays in time order, so that

@@ -395,7 +395,7 @@ void Run::start_fallback(bool image_locked) {
     fmt::print(stderr,
                "gotap: warning: {} functions and inlined copies on kernel uprobes cost what "
                "eBPF's probes cost, most of this trace's cost when they are hot "
-               "(GOTAP_TRAMPOLINE_NO_FALLBACK=1 leaves them out)\n",
+               "(--jumps-only leaves them out)\n",
                n);
 }
 

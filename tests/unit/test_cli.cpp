@@ -411,6 +411,24 @@ TEST_F(Cli, GraphRootMatchingSeveralFunctionsIsRefused) {
   expect_one_error_line(r);
 }
 
+// --jumps-only is the trampoline backend's: with another backend, or a library's copy (which
+// no jump reaches), it is refused, not ignored.
+TEST_F(Cli, JumpsOnlyGoesWithTheTrampolineBackend) {
+  for (const std::string backend : {"auto", "ebpf", "ptrace"}) {
+    auto r = run_command({gotap_binary(), "count", "--backend", backend, "--jumps-only", "main.*",
+                          "--", "/bin/true"});
+    EXPECT_EQ(r.exit_code, 2) << backend;
+    expect_one_error_line(r);
+    EXPECT_NE(r.err.find("--jumps-only goes with --backend trampoline"), std::string::npos)
+        << r.err;
+  }
+  auto r = run_command({gotap_binary(), "count", "--backend", "trampoline", "--jumps-only",
+                        "--binary", "/bin/true", "main.*", "-p", std::to_string(getpid())});
+  EXPECT_EQ(r.exit_code, 2);
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find("not in a library's"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, TraceNeedsExactlyOneTarget) {
   auto r = run_command({gotap_binary(), "trace", "main.*"});
   EXPECT_EQ(r.exit_code, 2);

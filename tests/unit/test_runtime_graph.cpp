@@ -182,7 +182,7 @@ std::string without(const std::string& tree, const std::set<std::string>& gone) 
 // check: no jump takes them, and kernel uprobes do (backends/trampoline/fallback.h), in the
 // same run, their events merged with the trampolines' in time order; each goroutine's tree is
 // then the one the program printed, a uprobe's call nested in a jump's. With the fallback
-// off (GOTAP_TRAMPOLINE_NO_FALLBACK=1), it says it leaves them out, and each tree is the
+// off (--jumps-only), it says it leaves them out, and each tree is the
 // program's without them.
 TEST(GraphTrampoline, EachGoroutineShowsTheProgramsTreeJumpsAndUprobesTogether) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace)";
@@ -193,10 +193,10 @@ TEST(GraphTrampoline, EachGoroutineShowsTheProgramsTreeJumpsAndUprobesTogether) 
       if (fx.flavour != "default" && fx.flavour != "stripped") continue;
       if (!fx.go_at_least(17)) continue;
       SCOPED_TRACE(fx.label() + (fallback ? "" : " without the fallback"));
-      if (!fallback) setenv("GOTAP_TRAMPOLINE_NO_FALLBACK", "1", 1);
-      auto r = run_command(
-          {gotap_binary(), "graph", "--backend", "trampoline", "main.handle", "--", fx.path});
-      unsetenv("GOTAP_TRAMPOLINE_NO_FALLBACK");
+      std::vector<std::string> cmd = {gotap_binary(), "graph", "--backend", "trampoline"};
+      if (!fallback) cmd.push_back("--jumps-only");
+      cmd.insert(cmd.end(), {"main.handle", "--", fx.path});
+      auto r = run_command(cmd);
       ASSERT_EQ(r.exit_code, 0) << r.err;
       EXPECT_NE(r.err.find(fallback ? "are traced on kernel uprobes (eBPF) instead ("
                                     : "are not traced ("),

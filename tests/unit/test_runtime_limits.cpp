@@ -157,10 +157,8 @@ TEST(TrampolineFailed, APlainCountSeesEachFailureAtItsJumpsRets) {
     if (!fx.go_at_least(17)) continue;
     SCOPED_TRACE(fx.label());
     ++runs;
-    setenv("GOTAP_TRAMPOLINE_NO_FALLBACK", "1", 1);
     RunResult r = run_command({gotap_binary(), "count", "--backend", "trampoline", "--json",
-                               "main.mayFail", "--", fx.path, "fail", "300"});
-    unsetenv("GOTAP_TRAMPOLINE_NO_FALLBACK");
+                               "--jumps-only", "main.mayFail", "--", fx.path, "fail", "300"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     auto gt = ground_truth(r.out);
     ASSERT_TRUE(gt["main.mayFail"].failed) << r.out;

@@ -413,10 +413,9 @@ TEST_F(Trampoline, ATimedRunThatPatchesNothingLeavesNoPages) {
     cmd.insert(cmd.end(), how.begin(), how.end());
     for (const std::string a : {"--backend", "trampoline", "-p"}) cmd.push_back(a);
     cmd.push_back(std::to_string(prog.pid()));
+    cmd.push_back("--jumps-only");
     cmd.push_back("main.work");
-    setenv("GOTAP_TRAMPOLINE_NO_FALLBACK", "1", 1);
     RunResult second = run_command(cmd, 60);
-    unsetenv("GOTAP_TRAMPOLINE_NO_FALLBACK");
     EXPECT_EQ(second.exit_code, 1) << second.err;
     EXPECT_NE(second.err.find("could be patched"), std::string::npos) << second.err;
     std::smatch m;
@@ -792,7 +791,7 @@ TEST_F(Trampoline, ForkedChildrenRunAsBefore) {
 
 // What the jumps do not do yet goes whole on kernel uprobes, said on stderr and in the
 // summary (tests/unit/test_runtime_{cond,goroutines,stacks}.cpp hold those runs to the
-// programs' ground truth). With the fallback off (GOTAP_TRAMPOLINE_NO_FALLBACK=1) it is
+// programs' ground truth). With the fallback off (--jumps-only) it is
 // refused in one line, exit status 2, before any process is touched, and so are --why and
 // --goroutines, whose goroutine probes are uprobes.
 TEST_F(Trampoline, WhatJumpsDoNotDoGoesOnUprobesOrIsRefused) {
@@ -812,10 +811,9 @@ TEST_F(Trampoline, WhatJumpsDoNotDoGoesOnUprobesOrIsRefused) {
       std::vector<std::string> cmd = {gotap_binary(), w.args[0], "--backend", "trampoline",
                                       "--json"};
       cmd.insert(cmd.end(), w.args.begin() + 1, w.args.end());
+      if (!fallback) cmd.push_back("--jumps-only");
       cmd.insert(cmd.end(), {"--", bin});
-      if (!fallback) setenv("GOTAP_TRAMPOLINE_NO_FALLBACK", "1", 1);
       RunResult r = run_command(cmd, 60);
-      unsetenv("GOTAP_TRAMPOLINE_NO_FALLBACK");
       EXPECT_NE(r.err.find(w.says), std::string::npos) << r.err;
       if (!fallback) {
         EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -840,13 +838,11 @@ TEST_F(Trampoline, WhatJumpsDoNotDoGoesOnUprobesOrIsRefused) {
   }
   for (const char* flag : {"--why", "--goroutines"}) {
     SCOPED_TRACE(flag);
-    setenv("GOTAP_TRAMPOLINE_NO_FALLBACK", "1", 1);
-    RunResult r = run_command(
-        {gotap_binary(), "trace", "--backend", "trampoline", "--json", flag, "main.add", "--", bin},
-        60);
-    unsetenv("GOTAP_TRAMPOLINE_NO_FALLBACK");
+    RunResult r = run_command({gotap_binary(), "trace", "--backend", "trampoline", "--json",
+                               "--jumps-only", flag, "main.add", "--", bin},
+                              60);
     EXPECT_EQ(r.exit_code, 2) << r.err;
-    EXPECT_NE(r.err.find("which GOTAP_TRAMPOLINE_NO_FALLBACK=1 leaves out"), std::string::npos)
+    EXPECT_NE(r.err.find("which --jumps-only leaves out"), std::string::npos)
         << r.err;
     EXPECT_EQ(r.out.find("done"), std::string::npos) << "the program never ran";
   }

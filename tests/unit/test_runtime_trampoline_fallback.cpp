@@ -4,7 +4,7 @@
 // program's own truth: the oneret fixture prints how many calls it made of each function, and
 // the latency fixture's spin mode makes as many calls of main.leaf (no stack check) as of
 // main.work (a jump's), when asked. Before the fallback those functions were left out; with
-// GOTAP_TRAMPOLINE_NO_FALLBACK=1 they still are.
+// --jumps-only (or its older spelling, GOTAP_TRAMPOLINE_NO_FALLBACK=1) they still are.
 #include <signal.h>
 #include <unistd.h>
 
@@ -74,14 +74,20 @@ TEST_F(TrampolineFallback, CountsAndTimesEveryCallOfFunctionsNoJumpTakes) {
       EXPECT_NE(r.err.find("on kernel uprobes (eBPF) instead"), std::string::npos) << r.err;
       ++checked;
     }
-    // Without it, the same run leaves them out and says so.
-    setenv("GOTAP_TRAMPOLINE_NO_FALLBACK", "1", 1);
-    auto r = run_command({gotap_binary(), "count", "--backend", "trampoline", "--json", "main.nop",
-                          "main.run", "--", fx.path});
-    unsetenv("GOTAP_TRAMPOLINE_NO_FALLBACK");
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_EQ(calls_in(r.out, "count").count("main.nop"), 0u) << r.out;
-    EXPECT_NE(r.err.find("is not counted"), std::string::npos) << r.err;
+    // Without it, the same run leaves them out and says so, by the flag or the variable.
+    for (const bool by_flag : {true, false}) {
+      SCOPED_TRACE(by_flag ? "--jumps-only" : "GOTAP_TRAMPOLINE_NO_FALLBACK=1");
+      std::vector<std::string> cmd = {gotap_binary(), "count", "--backend", "trampoline",
+                                      "--json"};
+      if (by_flag) cmd.push_back("--jumps-only");
+      cmd.insert(cmd.end(), {"main.nop", "main.run", "--", fx.path});
+      if (!by_flag) setenv("GOTAP_TRAMPOLINE_NO_FALLBACK", "1", 1);
+      auto r = run_command(cmd);
+      unsetenv("GOTAP_TRAMPOLINE_NO_FALLBACK");
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_EQ(calls_in(r.out, "count").count("main.nop"), 0u) << r.out;
+      EXPECT_NE(r.err.find("is not counted"), std::string::npos) << r.err;
+    }
   }
   if (!checked) GTEST_SKIP() << "no oneret fixture of Go 1.17 or later built";
 }
