@@ -7,22 +7,30 @@
 # puts it in build/fixtures/real/esbuild). Each figure is the median of REQUESTS sequential
 # requests' time_total as curl measures it, in microseconds; RUNS rounds, interleaved.
 #
+# SERVER=caddy: Debian's caddy (Go 1.19, stripped; build/fixtures/real/caddy/caddy) serving
+# the same file with `caddy file-server`, the server the issue names, instead of esbuild.
+#
 # WHY=1: `latency --why` instead (each call's time split, docs/cli.md): the trampoline backend's
 # calls on jumps with the goroutine probes on uprobes, against eBPF's; no trampoline_jumps row
 # (--why needs those uprobes).
 #
-# usage: bench/trampoline-server.sh [GOTAP] [ESBUILD]   (root)
+# usage: bench/trampoline-server.sh [GOTAP] [SERVER-BINARY]   (root)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 gotap=${1:-$here/build/gotap}
-esbuild=${2:-$here/build/fixtures/real/esbuild/esbuild}
+server=${SERVER:-esbuild}
+case "$server" in
+  esbuild) server_bin=${2:-$here/build/fixtures/real/esbuild/esbuild} ;;
+  caddy) server_bin=${2:-$here/build/fixtures/real/caddy/caddy} ;;
+  *) echo "trampoline-server.sh: SERVER is esbuild or caddy, not $server" >&2; exit 2 ;;
+esac
 runs=${RUNS:-3}
 requests=${REQUESTS:-300}
 pattern=${PATTERN:-re:.}
 why=()
 [ "${WHY:-0}" = 1 ] && why=(--why)
 [ -x "$gotap" ] || { echo "trampoline-server.sh: no gotap at $gotap" >&2; exit 2; }
-[ -x "$esbuild" ] || { echo "trampoline-server.sh: no esbuild at $esbuild" >&2; exit 2; }
+[ -x "$server_bin" ] || { echo "trampoline-server.sh: no $server at $server_bin" >&2; exit 2; }
 # shellcheck source=bench/lib.sh
 . "$here/bench/lib.sh"
 need curl:curl
@@ -31,11 +39,16 @@ dir=$(mktemp -d)
 trap 'kill "$srv" 2>/dev/null; rm -rf "$dir"' EXIT
 head -c 20000 /dev/urandom | base64 > "$dir/page.txt"
 port=$((20000 + RANDOM % 20000))
-# esbuild serves while its stdin is open: a fifo this script holds open until it ends.
-mkfifo "$dir/in"
-"$esbuild" --serve=127.0.0.1:$port --servedir="$dir" < "$dir/in" > "$dir/log" 2>&1 &
-srv=$!
-exec 3> "$dir/in"
+if [ "$server" = caddy ]; then
+  "$server_bin" file-server --listen "127.0.0.1:$port" --root "$dir" > "$dir/log" 2>&1 &
+  srv=$!
+else
+  # esbuild serves while its stdin is open: a fifo this script holds open until it ends.
+  mkfifo "$dir/in"
+  "$server_bin" --serve=127.0.0.1:$port --servedir="$dir" < "$dir/in" > "$dir/log" 2>&1 &
+  srv=$!
+  exec 3> "$dir/in"
+fi
 for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/page.txt" && break; sleep 0.1; done
 
 # The median request time in us over $requests requests.
@@ -47,17 +60,17 @@ requests_us() {
 
 # Run in a subshell ($(...)): what it probed goes to a file. trampoline_jumps is the
 # trampoline backend without its kernel uprobes for what no jump takes
-# (GOTAP_TRAMPOLINE_NO_FALLBACK=1): those functions left out. trampoline_timer is
+# (--jumps-only): those functions left out. trampoline_timer is
 # trampoline_jumps with --no-failed: no function's failures counted, so its records are the
 # timer's 32 bytes, not the tally's (docs/design.md, "Counted and timed calls decided on
 # records").
 traced_us() {
-  local row=$1 backend=$1 log="$dir/$1.err" env=() flags=()
+  local row=$1 backend=$1 log="$dir/$1.err" flags=()
   case "$row" in
-    trampoline_jumps) backend=trampoline; env=(GOTAP_TRAMPOLINE_NO_FALLBACK=1) ;;
-    trampoline_timer) backend=trampoline; env=(GOTAP_TRAMPOLINE_NO_FALLBACK=1); flags=(--no-failed) ;;
+    trampoline_jumps) backend=trampoline; flags=(--jumps-only) ;;
+    trampoline_timer) backend=trampoline; flags=(--jumps-only --no-failed) ;;
   esac
-  env "${env[@]}" "$gotap" latency "${why[@]}" "${flags[@]}" --backend "$backend" -o "$dir/$row.out" -p "$srv" "$pattern" 2> "$log" &
+  "$gotap" latency "${why[@]}" "${flags[@]}" --backend "$backend" -o "$dir/$row.out" -p "$srv" "$pattern" 2> "$log" &
   local g=$!
   for _ in $(seq 600); do grep -q '^Tracing ' "$log" && break; sleep 0.1; done
   grep -o '^Tracing [a-z ]*[0-9]* functions\? ([0-9]* probes\?)' "$log" > "$dir/$row.probes" || true
