@@ -236,8 +236,9 @@ int fill(TraceRequest& r, const po::variables_map& vm, const Args& rest) {
   if (opts.jumps_only && r.backend != "trampoline")
     return usage_error("--jumps-only goes with --backend trampoline");
   if (opts.jumps_only && opts.target.library)
-    return usage_error("--jumps-only: the trampoline backend jumps in the executable's code only, "
-                       "not in a library's (--binary)");
+    return usage_error(
+        "--jumps-only: the trampoline backend jumps in the executable's code only, "
+        "not in a library's (--binary)");
   // The trampoline backend jumps from the executable's code only; auto keeps to eBPF.
   if (opts.target.library && r.backend != "ptrace") r.backend = "ebpf";
 

@@ -77,8 +77,7 @@ TEST_F(TrampolineFallback, CountsAndTimesEveryCallOfFunctionsNoJumpTakes) {
     // Without it, the same run leaves them out and says so, by the flag or the variable.
     for (const bool by_flag : {true, false}) {
       SCOPED_TRACE(by_flag ? "--jumps-only" : "GOTAP_TRAMPOLINE_NO_FALLBACK=1");
-      std::vector<std::string> cmd = {gotap_binary(), "count", "--backend", "trampoline",
-                                      "--json"};
+      std::vector<std::string> cmd = {gotap_binary(), "count", "--backend", "trampoline", "--json"};
       if (by_flag) cmd.push_back("--jumps-only");
       cmd.insert(cmd.end(), {"main.nop", "main.run", "--", fx.path});
       if (!by_flag) setenv("GOTAP_TRAMPOLINE_NO_FALLBACK", "1", 1);
