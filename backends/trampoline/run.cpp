@@ -91,7 +91,8 @@ Result<void> Run::run() {
   // First: a function whose condition reads what a record cannot hold leaves set_ here.
   if (traced_ || tallied_) {
     auto t = tallied_ ? trace_sites(plan_, set_, 0, opts_.condition, true, opts_.count_failed)
-                      : trace_sites(plan_, set_, opts_.max_str, if_condition());
+                      : trace_sites(plan_, set_, opts_.max_str, if_condition(), false, false,
+                                    opts_.stack_depth);
     if (!t) return t.error();
     trace_sites_ = std::make_unique<TraceSites>(std::move(*t));
   }
@@ -235,7 +236,9 @@ const char* Run::jumpless_request() const {
            "there only (its records read g from R14, the register ABI's)";
   if (opts_.target.all || opts_.target.library)
     return "jumps in one process only (-p PID or -- CMD)";
-  if (opts_.stack_depth > 0) return "has no jumps for --stack yet";
+  // A trace's records walk the stack; count's and latency's have no event to carry one.
+  if (opts_.stack_depth > 0 && opts_.mode != Mode::Trace)
+    return "has jumps for --stack in trace and graph only";
   // latency --why reaches a backend other than eBPF as trace (cmd_trace.cpp).
   if ((plan_.goroutines.status || plan_.goroutines.walk) && opts_.mode != Mode::Trace)
     return "has jumps for --why and --goroutines in trace, graph and latency only";

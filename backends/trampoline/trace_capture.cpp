@@ -50,8 +50,10 @@ RecordCapture capture_of(const gotap_probe& p) {
 }
 
 Result<TraceSites> trace_sites(const ProbePlan& plan, PatchSet& set, int max_str,
-                               const cond::Condition* cond, bool tally, bool count_failed) {
+                               const cond::Condition* cond, bool tally, bool count_failed,
+                               int stack_depth) {
   TraceSites t;
+  t.stack_depth = tally ? 0 : stack_depth;
   // A tally's plan is latency's: every function's entry and RETs, no word to decode, and
   // each RET's error word where the function has an error result (SiteConfig::err_word).
   t.cfg = tally ? ebpf::build_probe_config(plan, Mode::Latency, 0, plan.binary_view.types, nullptr,
@@ -91,6 +93,18 @@ Result<TraceSites> trace_sites(const ProbePlan& plan, PatchSet& set, int max_str
     if (cond && size_t(p.func) < cond->funcs.size() && !refused.count(p.func)) {
       const std::string why = add_condition_capture(cond->funcs[p.func].prog, p.ret, cap);
       if (!why.empty()) refused[p.func] = "whose --if " + why;
+    }
+    if (t.stack_depth > 1 && !refused.count(p.func)) {
+      // As eBPF's walk: at most GOTAP_MAX_STACK return addresses after the site's pc.
+      const int want = std::min(t.stack_depth - 1, GOTAP_MAX_STACK);
+      CaptureCopy walk;
+      walk.kind = CaptureCopy::Stack;
+      walk.max = static_cast<uint16_t>(8 * want);
+      walk.off = t.cfg.sites[*found].ret_off;
+      cap.copies.push_back(walk);
+      if (cap.copies.size() > kTraceMaxCopies || cap.copy_room(cap.copies.size() - 1) < walk.max)
+        refused[p.func] = "whose record has no room for --stack " + std::to_string(t.stack_depth) +
+                          " beside its arguments";
     }
     t.captures.push_back(std::move(cap));
   }
@@ -183,6 +197,19 @@ size_t to_ebpf_event(const uint8_t* record, const TraceSites& sites, uint32_t pa
     data += len;
   }
   ev.data_len = static_cast<uint16_t>(data);
+  // --stack: the walk's return addresses after the copied bytes, as eBPF sends them.
+  if (sites.stack_depth > 0 && !cap.copies.empty() &&
+      cap.copies.back().kind == CaptureCopy::Stack) {
+    const size_t i = cap.copies.size() - 1;
+    uint16_t len = 0;
+    std::memcpy(&len, record + kTraceCopyLen + 2 * i, 2);
+    len = static_cast<uint16_t>(std::min<size_t>(len, cap.copy_room(i)) & ~size_t{7});
+    if (data + len <= sizeof ev.data) {
+      std::memcpy(ev.data + data, record + cap.copy_at(i), len);
+      ev.nstack = static_cast<uint16_t>(len / 8);
+      data += len;
+    }
+  }
   return offsetof(gotap_event, data) + data;
 }
 

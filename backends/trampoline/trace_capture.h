@@ -33,6 +33,9 @@ struct TraceSites {
   std::vector<int8_t> err_word;
   // The ring's: records as small as the captures allow (record_ring_shape).
   RingShape shape = kTraceRing;
+  // --stack N: each capture's last copy is its walk (CaptureCopy::Stack) of up to N - 1
+  // return addresses; the decoder puts the site's pc first.
+  int stack_depth = 0;
 };
 
 // The smallest ring shape whose records hold each of `captures` whole, in 4 MiB: the more
@@ -48,9 +51,11 @@ RingShape record_ring_shape(const std::vector<RecordCapture>& captures);
 // go, it joins set.refused), to be taken on kernel uprobes.
 // `tally` (count and latency with a condition): the sites capture no argument or result to
 // decode, only what the condition reads and, with `count_failed`, each RET's error type word.
+// `stack_depth` (--stack N, trace): each site's record walks the goroutine's frames too; a
+// function whose record has no room left for N - 1 return addresses leaves `set` as above.
 Result<TraceSites> trace_sites(const ProbePlan& plan, PatchSet& set, int max_str,
                                const cond::Condition* cond = nullptr, bool tally = false,
-                               bool count_failed = false);
+                               bool count_failed = false, int stack_depth = 0);
 
 // The capture of one eBPF probe record: its words and copies, in the same order.
 RecordCapture capture_of(const gotap_probe& p);

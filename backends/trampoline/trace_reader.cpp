@@ -24,6 +24,7 @@ TraceReader::TraceReader(const ProbePlan& plan, const TraceSites& sites, uint64_
   if (cond) cond_ = std::make_unique<RecordCondition>(*cond, bias);
   decoder_ = std::make_unique<ebpf::EventDecoder>(sites.cfg, bin.types, bin.elf, bin.rt, bias,
                                                   max_str, func_name);
+  if (sites.stack_depth > 0) decoder_->set_stack(&bin, sites.stack_depth);
 }
 
 TraceReader::~TraceReader() = default;

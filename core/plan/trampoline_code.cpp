@@ -154,6 +154,82 @@ void put_disp32(std::vector<uint8_t>& out, uint32_t v) {
   put32(out, static_cast<int32_t>(v));
 }
 
+// --stack: the return addresses of the goroutine's frames, at record offset `at` (at most
+// `room` bytes, a multiple of 8), their byte count at `len_at`; rdx at the record, rcx kept,
+// rax, rsi and rdi free, `pushed` bytes pushed since the site. The return address at RSP
+// (at the site) + `ret_off` first, then Go's frame records from RBP, as bpf/stack_walk.h
+// walks them; every read is within (RSP, g.stack.hi) of a thread whose RSP is in its g's
+// stack, which Go keeps mapped (trampoline_code.h, CaptureCopy::Stack).
+bool append_stack_walk(std::vector<uint8_t>& out, const EventTarget& t, uint32_t pushed,
+                       int32_t ret_off, uint32_t at, uint16_t room, uint8_t len_at) {
+  if (room < 8 || room % 8 || t.stack_hi_off < 8) return false;
+  const uint32_t lo_off = t.stack_hi_off - 8;  // g.stack is {lo, hi}
+  auto rel8 = [&](size_t from) { out[from - 1] = static_cast<uint8_t>(out.size() - from); };
+  out.push_back(0x51);  // push rcx (the seq)
+  pushed += 8;
+  // RSP within [g.stack.lo, g.stack.hi), else no walk (the length stays 0).
+  out.insert(out.end(), {0x49, 0x3b, 0xa6});  // cmp rsp, [r14 + stack.lo]
+  put_disp32(out, lo_off);
+  out.insert(out.end(), {0x0f, 0x82, 0, 0, 0, 0});  // jb done (rel32, patched below)
+  const size_t jb_lo = out.size();
+  out.insert(out.end(), {0x49, 0x3b, 0xa6});  // cmp rsp, [r14 + stack.hi]
+  put_disp32(out, t.stack_hi_off);
+  out.insert(out.end(), {0x0f, 0x83, 0, 0, 0, 0});  // jae done
+  const size_t jae_hi = out.size();
+  // rcx: the highest a frame record may start (g.stack.hi - 16).
+  out.insert(out.end(), {0x49, 0x8b, 0x8e});  // mov rcx, [r14 + stack.hi]
+  put_disp32(out, t.stack_hi_off);
+  out.insert(out.end(), {0x48, 0x83, 0xe9, 0x10});  // sub rcx, 16
+  // rsi: the return address's slot; it must lie in (RSP, stack.hi - 8].
+  out.insert(out.end(), {0x48, 0x8d, 0xb4, 0x24});  // lea rsi, [rsp + pushed + ret_off]
+  put32(out, static_cast<int32_t>(pushed) + ret_off);
+  out.insert(out.end(), {0x48, 0x8d, 0x41, 0x08,    // lea rax, [rcx + 8]
+                         0x48, 0x39, 0xc6,          // cmp rsi, rax
+                         0x0f, 0x87, 0, 0, 0, 0});  // ja done
+  const size_t ja_slot = out.size();
+  out.insert(out.end(), {0x48, 0x8b, 0x06,    // mov rax, [rsi]
+                         0x48, 0x89, 0x82});  // mov [rdx + at], rax
+  put_disp32(out, at);
+  out.insert(out.end(), {0xbf, 8,    0,    0,    0,  // mov edi, 8: the bytes written
+                         0x48, 0x83, 0xee, 0x08,     // sub rsi, 8: slot - 8, the lowest bound
+                         0x48, 0x89, 0xe8,           // mov rax, rbp: the caller's frame record
+                         0x48, 0x39, 0xf0,           // cmp rax, rsi
+                         0x75, 0x03,                 // jne +3
+                         0x48, 0x8b, 0x00});         // mov rax, [rax]: the site's own record
+  // loop: while edi < room and rsi < rax <= rcx and rax is 8-aligned
+  const size_t loop = out.size();
+  out.insert(out.end(), {0x81, 0xff});  // cmp edi, room
+  put_disp32(out, room);
+  out.insert(out.end(), {0x73, 0});  // jae end
+  const size_t e1 = out.size();
+  out.insert(out.end(), {0x48, 0x39, 0xf0, 0x76, 0});  // cmp rax, rsi; jbe end
+  const size_t e2 = out.size();
+  out.insert(out.end(), {0x48, 0x39, 0xc8, 0x77, 0});  // cmp rax, rcx; ja end
+  const size_t e3 = out.size();
+  out.insert(out.end(), {0xa8, 0x07, 0x75, 0});  // test al, 7; jnz end
+  const size_t e4 = out.size();
+  out.insert(out.end(), {0x48, 0x8b, 0x70, 0x08,       // mov rsi, [rax + 8]: the return address
+                         0x48, 0x85, 0xf6, 0x74, 0});  // test rsi, rsi; jz end
+  const size_t e5 = out.size();
+  out.insert(out.end(), {0x48, 0x89, 0xb4, 0x3a});  // mov [rdx + rdi + at], rsi
+  put_disp32(out, at);
+  out.insert(out.end(), {0x83, 0xc7, 0x08,  // add edi, 8
+                         0x48, 0x89, 0xc6,  // mov rsi, rax: the next must be above
+                         0x48, 0x8b, 0x00,  // mov rax, [rax]: the saved RBP
+                         0xeb});            // jmp loop
+  out.push_back(static_cast<uint8_t>(static_cast<int8_t>(loop - (out.size() + 1))));
+  for (size_t e : {e1, e2, e3, e4, e5}) rel8(e);
+  // end: the length
+  out.insert(out.end(), {0x66, 0x89, 0x7a, len_at});  // mov [rdx + len_at], di
+  // done:
+  for (size_t j : {jb_lo, jae_hi, ja_slot}) {
+    const int32_t rel = static_cast<int32_t>(out.size() - j);
+    std::memcpy(out.data() + j - 4, &rel, 4);
+  }
+  out.push_back(0x59);  // pop rcx
+  return true;
+}
+
 // A trace record's fields past the RingRecord (event_ring.h), with rdx at the record, rcx its
 // seq (kept), rax, rsi and rdi free, and `pushed` bytes pushed since the site: the thread's
 // id, the words, the copies.
@@ -257,9 +333,13 @@ bool append_capture(std::vector<uint8_t>& out, const EventTarget& t, const Recor
     const uint32_t at = cap.copy_at(i);
     const uint16_t room = cap.copy_room(i);
     if (c.kind == CaptureCopy::None || !room) continue;
+    if (at + room > record_size) return false;
+    if (c.kind == CaptureCopy::Stack) {
+      if (!append_stack_walk(out, t, pushed, c.off, at, room, len_at)) return false;
+      continue;
+    }
     if (c.word >= cap.words.size() || (c.kind == CaptureCopy::String && c.aux >= cap.words.size()))
       return false;
-    if (at + room > record_size) return false;
     if (c.kind == CaptureCopy::Itab) {
       load_word(0x82, c.word);  // mov rax, itab
       // Not nil, and a user-space address (a plan's error would show as a bad word, never as
@@ -538,6 +618,8 @@ uint16_t RecordCapture::copy_room(size_t i) const {
   const uint32_t left = at < size ? size - at : 0;
   const uint32_t want = c.kind == CaptureCopy::Itab ? 8 : c.max;
   if (c.kind == CaptureCopy::Itab && left < 8) return 0;
+  // Whole addresses only.
+  if (c.kind == CaptureCopy::Stack) return static_cast<uint16_t>(std::min(want, left) & ~7u);
   return static_cast<uint16_t>(std::min(want, left));
 }
 

@@ -106,9 +106,16 @@ constexpr bool deref_read(uint64_t base_value) {
   return base_value >= 4096 && (base_value >> 47) == 0;
 }
 struct CaptureCopy {
-  enum Kind : uint8_t { None, String, Itab } kind = None;  // None: a place kept, nothing read
+  // None: a place kept, nothing read. Stack (--stack): return addresses, 8 bytes each.
+  enum Kind : uint8_t { None, String, Itab, Stack } kind = None;
   uint8_t word = 0, aux = 0;  // String: data words[word], length words[aux]; Itab: words[word]
-  uint16_t max = 0;           // String: bytes at most
+  uint16_t max = 0;           // String: bytes at most; Stack: 8 x the addresses at most
+  // Stack: where the return address is, from RSP at the site (bpf/stack_walk.h's ret_off).
+  // The walk reads only the goroutine's own stack: the return address at that slot, then
+  // Go's frame records ({saved RBP, return address}), each above the last, 8-aligned and
+  // wholly below g.stack.hi; and none at all unless RSP is within [g.stack.lo, g.stack.hi)
+  // (a thread on another stack than its g's, as in a signal handler, walks nothing).
+  int32_t off = 0;
 };
 struct RecordCapture {
   std::vector<CaptureWord> words;   // at most kTraceMaxWords

@@ -169,6 +169,77 @@ TEST_P(Stacks, TextFramesCarryFileAndLine) {
 INSTANTIATE_TEST_SUITE_P(Backends, Stacks, ::testing::Values("ebpf", "ptrace", "trampoline"),
                          [](const auto& info) { return info.param; });
 
+// The trampoline backend's own walk (--jumps-only: no uprobe takes a site), at the entry
+// and the RETs of main.a and main.b, which have stack checks (main.c, a leaf, has none and
+// goes on uprobes in the tests above): every release, the pre-1.21 epilogue's record (whose
+// RBP is still the function's own frame) included, DWARF, stripped, PIE and cgo. Asked for
+// more frames than main.a has (6), the walk stops at runtime.goexit, the goroutine's top. The
+// frames are the source's (the call's line in each caller), as often as the program called,
+// and the same as eBPF's, pcs included where the binary is not PIE.
+TEST(StacksTrampoline, JumpsWalkTheFramesOfTheSourceAsEbpfDoes) {
+  if (std::string why; skip_reason(why)) GTEST_SKIP() << why;
+  const auto lines = chain_lines();
+  int checked = 0;
+  for (auto& fx : all_fixtures("errors")) {
+    if (!fx.go_at_least(17)) continue;
+    SCOPED_TRACE(fx.label());
+    std::map<std::string, std::vector<json>> by;
+    int calls = -1;
+    for (const std::string backend : {"ebpf", "trampoline"}) {
+      std::vector<std::string> cmd = {gotap_binary(), "trace",   "--backend", backend,
+                                      "--json",       "--stack", "6"};
+      if (backend == "trampoline") cmd.push_back("--jumps-only");
+      cmd.insert(cmd.end(), {"main.a", "main.b", "--", fx.path, "chain", "3"});
+      RunResult r = run_command(cmd);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      std::smatch m;
+      ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(gt chain calls=(\d+))"))) << r.out;
+      calls = std::stoi(m[1]);
+      for (const auto& ev : events_in(r.out)) {
+        const std::string kind = ev.value("event", "");
+        if (kind == "entry" || kind == "return") by[backend].push_back(ev);
+        if (kind == "summary" && backend == "trampoline") {
+          EXPECT_FALSE(ev.contains("uprobes")) << ev;
+          EXPECT_EQ(ev.value("not_patched", -1), 0) << ev;
+          EXPECT_EQ(ev.value("lost", -1), 0) << ev;
+        }
+      }
+    }
+    const std::vector<json>& t = by["trampoline"];
+    ASSERT_EQ(t.size(), size_t(4 * calls));
+    std::map<std::string, int> seen;
+    for (const json& ev : t) {
+      // main.a's frames end at runtime.goexit; main.b's are cut at 6.
+      std::string chain;
+      for (size_t i = 0; i < ev["stack"].size() && i < 3; ++i) {
+        const json& fr = ev["stack"][i];
+        chain += (i ? "<" : "") + fr.value("func", "?");
+        const std::string func = fr.value("func", "");
+        if (i > 0 && lines.contains(func)) EXPECT_EQ(fr.value("line", 0), lines.at(func));
+      }
+      const std::string last = ev["stack"].back().value("func", "");
+      ++seen[ev.value("event", "") + " " + chain + " ... " + last + " (" +
+             std::to_string(ev["stack"].size()) + ")"];
+    }
+    const std::map<std::string, int> want = {
+        {"entry main.a<main.main<runtime.main ... runtime.goexit (4)", calls},
+        {"return main.a<main.main<runtime.main ... runtime.goexit (4)", calls},
+        {"entry main.b<main.a<main.main ... runtime.goexit (5)", calls},
+        {"return main.b<main.a<main.main ... runtime.goexit (5)", calls}};
+    EXPECT_EQ(seen, want);
+    ASSERT_EQ(by["ebpf"].size(), t.size());
+    for (size_t i = 0; i < t.size(); ++i) {
+      json a = by["ebpf"][i]["stack"], b = t[i]["stack"];
+      if (fx.flavour == "pie")
+        for (json* st : {&a, &b})
+          for (auto& fr : *st) fr.erase("pc");
+      EXPECT_EQ(a, b) << "event " << i;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << "no errors fixture of Go 1.17 or later";
+}
+
 TEST(StacksParity, BackendsGiveTheSameFrames) {
   if (std::string why; skip_reason(why)) GTEST_SKIP() << why;
   auto fixtures = chain_fixtures();

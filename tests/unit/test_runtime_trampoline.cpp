@@ -805,7 +805,8 @@ TEST_F(Trampoline, WhatJumpsDoNotDoGoesOnUprobesOrIsRefused) {
   for (bool fallback : {true, false}) {
     for (const Want& w : std::vector<Want>{
              {{"goroutines"}, "has no jumps for goroutine events"},
-             {{"count", "--stack", "2", "main.add"}, "has no jumps for --stack"},
+             {{"count", "--stack", "2", "main.add"},
+              "has jumps for --stack in trace and graph only"},
          }) {
       SCOPED_TRACE(w.args[0] + (fallback ? " with the fallback" : " without it"));
       std::vector<std::string> cmd = {gotap_binary(), w.args[0], "--backend", "trampoline",
@@ -842,8 +843,7 @@ TEST_F(Trampoline, WhatJumpsDoNotDoGoesOnUprobesOrIsRefused) {
                                "--jumps-only", flag, "main.add", "--", bin},
                               60);
     EXPECT_EQ(r.exit_code, 2) << r.err;
-    EXPECT_NE(r.err.find("which --jumps-only leaves out"), std::string::npos)
-        << r.err;
+    EXPECT_NE(r.err.find("which --jumps-only leaves out"), std::string::npos) << r.err;
     EXPECT_EQ(r.out.find("done"), std::string::npos) << "the program never ran";
   }
 }

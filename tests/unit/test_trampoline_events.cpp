@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -83,6 +84,12 @@ constexpr uint32_t kGoidOff = 0x98;
 // function's RET, [rsp+16] is the caller's rdx: a stack slot whose value the test picks.
 const std::vector<uint8_t> kCallWithSlot = {0x52, 0x41, 0x56, 0x49, 0x89, 0xf6, 0xe8, 0x95,
                                             0xff, 0xff, 0xff, 0x41, 0x5e, 0x5a, 0xc3};
+// At 0x80: the function called on a stack the test gives, with RBP the test's too (a chain of
+// frame records to walk): push rbx; push r14; push rbp; mov rbx,rsp; mov rsp,rcx;
+// mov rbp,rdx; mov r14,rsi; call 0x00; mov rsp,rbx; pop rbp; pop r14; pop rbx; ret.
+const std::vector<uint8_t> kCallOnStack = {
+    0x53, 0x41, 0x56, 0x55, 0x48, 0x89, 0xe3, 0x48, 0x89, 0xcc, 0x48, 0x89, 0xd5, 0x49, 0x89,
+    0xf6, 0xe8, 0x6b, 0xff, 0xff, 0xff, 0x48, 0x89, 0xdc, 0x5d, 0x41, 0x5e, 0x5b, 0xc3};
 
 // g.m at 0x30, m.procid at 72: where a trace record's thread id comes from.
 struct FakeM {
@@ -147,6 +154,13 @@ class Timed {
   uint64_t call_with_slot(uint64_t x, FakeG* g, uint64_t slot) const {
     return reinterpret_cast<uint64_t (*)(uint64_t, FakeG*, uint64_t)>(fn_ + 0x60)(x, g, slot);
   }
+  // The function called with RSP `sp` and RBP `fp` (kCallOnStack): x, g.
+  uint64_t call_on_stack(uint64_t x, FakeG* g, uint64_t fp, uint64_t sp) const {
+    return reinterpret_cast<uint64_t (*)(uint64_t, FakeG*, uint64_t, uint64_t)>(fn_ + 0x80)(x, g,
+                                                                                            fp, sp);
+  }
+  // The return address the function sees when called so.
+  uint64_t on_stack_return_address() const { return reinterpret_cast<uint64_t>(fn_) + 0x95; }
   const uint64_t* counters() const { return reinterpret_cast<const uint64_t*>(ring_); }
   uint64_t return_address() const { return reinterpret_cast<uint64_t>(fn_) + 0x40 + 10; }
   // Trace record k.
@@ -171,6 +185,7 @@ class Timed {
     std::memcpy(fn_, fn.data(), fn.size());
     std::memcpy(fn_ + 0x40, kCallWithG.data(), kCallWithG.size());
     std::memcpy(fn_ + 0x60, kCallWithSlot.data(), kCallWithSlot.size());
+    std::memcpy(fn_ + 0x80, kCallOnStack.data(), kCallOnStack.size());
     const uint64_t base = reinterpret_cast<uint64_t>(fn_);
     const Bytes code(fn.data(), fn.size());
     const CodeBlocks blocks = decode_blocks(code, base, false);
@@ -534,6 +549,83 @@ TEST(TrampolineEvents, ATraceRecordHoldsTheCallsRegistersStackSlotsAndCopies) {
     EXPECT_EQ(at<uint64_t>(r, kTraceWords), uint64_t(3 * x + 1));
   }
   EXPECT_EQ(at<uint64_t>(t.record(2 * calls), 0), 0u);
+}
+
+// --stack's walk (CaptureCopy::Stack), run on a stack the test lays out: the return address,
+// then each frame record's, up the chain from RBP, at the entry and at the RET (whose
+// epilogue has put RBP back). It stops, with what it has, at a record that is not above the
+// last, not 8-aligned, too close to g.stack.hi for its 16 bytes, or holds a zero return
+// address, and when the room is full; a thread whose RSP is outside its g's stack walks
+// nothing. The hostile chains point at unmapped and kernel addresses: a read there would
+// kill this test.
+TEST(TrampolineEvents, AStackWalkReadsOnlyTheGoroutinesOwnStack) {
+  constexpr uint16_t kRoom = 8 * 8;
+  RecordCapture cap;
+  cap.copies.push_back({CaptureCopy::Stack, 0, 0, kRoom, 0});
+  Timed t(&cap, &cap);
+  if (!t.ok()) GTEST_SKIP() << t.why();
+  ASSERT_EQ(cap.copy_room(0), kRoom);
+  std::vector<uint64_t> stack(4096);
+  FakeG g;
+  FakeM m;
+  g.m = &m;
+  g.goid = 5;
+  g.lo = reinterpret_cast<uint64_t>(stack.data());
+  g.hi = g.lo + 8 * stack.size();
+  const uint64_t sp = reinterpret_cast<uint64_t>(&stack[1024]);
+  auto addr = [&](size_t word) { return reinterpret_cast<uint64_t>(&stack[word]); };
+  // Frame records at words 2000, 2010, 2020, ...: {saved RBP, return address 0x1000 * (k+1)}.
+  auto lay = [&](size_t frames) {
+    std::fill(stack.begin() + 1100, stack.end(), 0);
+    for (size_t k = 0; k < frames; ++k) {
+      stack[2000 + 10 * k] = k + 1 < frames ? addr(2000 + 10 * (k + 1)) : 0;
+      stack[2000 + 10 * k + 1] = 0x1000 * (k + 1);
+    }
+  };
+  struct Case {
+    const char* what;
+    size_t frames;
+    std::function<void()> spoil;  // after lay()
+    size_t want;                  // return addresses past the first
+  };
+  const std::vector<Case> cases = {
+      {"a chain that ends in a zero RBP", 3, [] {}, 3},
+      {"a chain longer than the room", 20, [] {}, kRoom / 8 - 1},
+      {"a record below the last", 3, [&] { stack[2010] = addr(1500); }, 2},
+      {"a record not 8-aligned", 3, [&] { stack[2010] = addr(2020) + 4; }, 2},
+      {"a record at g.stack.hi - 8", 3, [&] { stack[2010] = g.hi - 8; }, 2},
+      {"a record past g.stack.hi", 3, [&] { stack[2010] = g.hi + 4096; }, 2},
+      {"a record in unmapped memory", 3, [&] { stack[2010] = 0x00007ff000000000ull; }, 2},
+      {"a record at a kernel address", 3, [&] { stack[2010] = 0xffff888000000000ull; }, 2},
+      {"a zero return address", 3, [&] { stack[2021] = 0; }, 2},
+  };
+  size_t rec = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    lay(c.frames);
+    c.spoil();
+    ASSERT_EQ(t.call_on_stack(7, &g, addr(2000), sp), 22u);
+    for (int side = 0; side < 2; ++side, ++rec) {
+      const uint8_t* r = t.record(rec);
+      ASSERT_EQ(at<uint64_t>(r, 0), rec + 1);
+      const uint16_t len = at<uint16_t>(r, kTraceCopyLen);
+      ASSERT_EQ(len, 8 * (1 + c.want)) << (side ? "return" : "entry");
+      EXPECT_EQ(at<uint64_t>(r, cap.copy_at(0)), t.on_stack_return_address());
+      for (size_t k = 0; k < c.want; ++k)
+        EXPECT_EQ(at<uint64_t>(r, cap.copy_at(0) + 8 * (k + 1)), 0x1000 * (k + 1)) << k;
+    }
+  }
+  // RSP outside [g.stack.lo, g.stack.hi): no walk at all, and the call is unharmed.
+  lay(3);
+  FakeG other = g;
+  std::vector<uint64_t> elsewhere(512);
+  other.lo = reinterpret_cast<uint64_t>(elsewhere.data());
+  other.hi = other.lo + 8 * elsewhere.size();
+  ASSERT_EQ(t.call_on_stack(1, &other, addr(2000), sp), 4u);
+  for (int side = 0; side < 2; ++side, ++rec) {
+    ASSERT_EQ(at<uint64_t>(t.record(rec), 0), rec + 1);
+    EXPECT_EQ(at<uint16_t>(t.record(rec), kTraceCopyLen), 0u);
+  }
 }
 
 // --if's fields (CaptureWord::Deref): the bytes of each field the condition follows a pointer
