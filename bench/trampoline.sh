@@ -23,6 +23,9 @@
 #   trampoline_trace_if gotap trace --backend=trampoline --if 'x < 0' (no call selected: the
 #                       records carry x, which gotap's reader tests), as trampoline_trace
 #   ebpf_trace_if       gotap trace --backend=ebpf --if 'x < 0' (the kernel tests it), on fewer
+#   trampoline_trace_stack  gotap trace --backend=trampoline --stack 8 (each record walks the
+#                       goroutine's frame pointers too), as trampoline_trace
+#   ebpf_trace_stack    gotap trace --backend=ebpf --stack 8 (the kernel walks them), on fewer
 # and counted calls with a condition (every call selected):
 #   trampoline_count_if gotap count --backend=trampoline --if 'x >= 0' (a 64-byte record at
 #                       each entry, which gotap's reader tests: main.work returns no error, so
@@ -84,6 +87,8 @@ for _ in $(seq "$runs"); do
   # --if selecting no call: the records carry x, which gotap's reader tests (eBPF: the kernel).
   run trampoline_trace_if sh -c "(sleep 0.5; echo) | '$gotap' trace -o /dev/null --backend trampoline --if 'x < 0' main.work -- '$bin' bench $trace_calls -wait"
   run ebpf_trace_if "$gotap" trace -o /dev/null --backend ebpf --if 'x < 0' main.work -- "$bin" bench "$few"
+  run trampoline_trace_stack sh -c "(sleep 0.5; echo) | '$gotap' trace -o /dev/null --backend trampoline --stack 8 main.work -- '$bin' bench $trace_calls -wait"
+  run ebpf_trace_stack "$gotap" trace -o /dev/null --backend ebpf --stack 8 main.work -- "$bin" bench "$few"
   run trampoline_count_if sh -c "(sleep 0.5; echo) | '$gotap' count -o /dev/null --backend trampoline --if 'x >= 0' main.work -- '$bin' bench $count_if_calls -wait"
   run ebpf_count_if "$gotap" count -o /dev/null --backend ebpf --if 'x >= 0' main.work -- "$bin" bench "$few"
   if [ -x "$errors_bin" ]; then
@@ -103,7 +108,7 @@ fi
 
 printf '%-18s %12s %14s\n' what ns/call "x untraced"
 med_untraced=$(echo "${res[untraced]}" | median)
-for k in untraced empty_trampoline trampoline ebpf bpftrace ptrace dlv trampoline_latency ebpf_latency ptrace_latency trampoline_trace ebpf_trace ptrace_trace trampoline_trace_if ebpf_trace_if trampoline_count_if ebpf_count_if untraced_fail trampoline_failed trampoline_nofailed ebpf_failed; do
+for k in untraced empty_trampoline trampoline ebpf bpftrace ptrace dlv trampoline_latency ebpf_latency ptrace_latency trampoline_trace ebpf_trace ptrace_trace trampoline_trace_if ebpf_trace_if trampoline_trace_stack ebpf_trace_stack trampoline_count_if ebpf_count_if untraced_fail trampoline_failed trampoline_nofailed ebpf_failed; do
   [ -n "${res[$k]:-}" ] || continue
   m=$(echo "${res[$k]}" | median)
   # The failures' rows against their own loop.
@@ -128,6 +133,8 @@ echo "trampoline_trace / ebpf_trace:         $(ratio "$med_trampoline_trace" "$m
 echo "trampoline_trace / ptrace_trace:       $(ratio "$med_trampoline_trace" "$med_ptrace_trace")"
 echo "trace --if, no call selected (trampoline_trace_if - untraced): $(awk -v a="$med_trampoline_trace_if" -v u="$med_untraced" 'BEGIN {printf "%.1f", a-u}') ns"
 echo "trampoline_trace_if / ebpf_trace_if:   $(ratio "$med_trampoline_trace_if" "$med_ebpf_trace_if")"
+echo "traced call with --stack 8 (trampoline_trace_stack - untraced): $(awk -v a="$med_trampoline_trace_stack" -v u="$med_untraced" 'BEGIN {printf "%.1f", a-u}') ns"
+echo "trampoline_trace_stack / ebpf_trace_stack: $(ratio "$med_trampoline_trace_stack" "$med_ebpf_trace_stack")"
 echo "count --if, every call (trampoline_count_if - untraced): $(awk -v a="$med_trampoline_count_if" -v u="$med_untraced" 'BEGIN {printf "%.1f", a-u}') ns  (goal < 100)"
 echo "trampoline_count_if / ebpf_count_if:   $(ratio "$med_trampoline_count_if" "$med_ebpf_count_if")"
 if [ -n "${res[untraced_fail]:-}" ]; then

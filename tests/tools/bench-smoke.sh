@@ -37,7 +37,7 @@ case "$what" in
     ;;
   trampoline)
     RUNS=1 FEW_CALLS=2000 N_DLV=20 "$here/bench/trampoline.sh" "$gotap" "$fx/1.26/default/latency" 200000 >"$out"
-    for k in untraced empty_trampoline trampoline ebpf ptrace trampoline_latency ebpf_latency ptrace_latency trampoline_trace ebpf_trace ptrace_trace trampoline_trace_if ebpf_trace_if trampoline_count_if ebpf_count_if; do
+    for k in untraced empty_trampoline trampoline ebpf ptrace trampoline_latency ebpf_latency ptrace_latency trampoline_trace ebpf_trace ptrace_trace trampoline_trace_if ebpf_trace_if trampoline_trace_stack ebpf_trace_stack trampoline_count_if ebpf_count_if; do
       need "^$k +$num +$num\$"
     done
     command -v bpftrace >/dev/null && need "^bpftrace +$num +$num\$"
@@ -47,6 +47,7 @@ case "$what" in
     need "^timed call \(trampoline_latency - untraced\): +-?$num ns"
     need "^traced call \(trampoline_trace - untraced\): +-?$num ns"
     need "^trace --if, no call selected \(trampoline_trace_if - untraced\): +-?$num ns"
+    need "^traced call with --stack 8 \(trampoline_trace_stack - untraced\): +-?$num ns"
     need "^count --if, every call \(trampoline_count_if - untraced\): +-?$num ns"
     need "^trampoline_count_if / ebpf_count_if: +$num\$"
     # A count's failures on the errors fixture's loop (its label says "failures", not the
