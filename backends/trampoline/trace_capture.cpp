@@ -29,6 +29,23 @@ CaptureWord capture_word(const gotap_word& w) {
 
 }  // namespace
 
+void add_payloads(const ebpf::SiteConfig& site, RecordCapture& cap) {
+  for (const ebpf::ParamCapture& pc : site.params) {
+    if (pc.payload_cap < 0 || size_t(pc.payload_cap) >= cap.copies.size() || pc.words.size() < 2)
+      continue;
+    const int type = pc.words[0], data = pc.words[1];
+    if (type < 0 || data < 0 || size_t(type) >= cap.words.size() ||
+        size_t(data) >= cap.words.size())
+      continue;
+    CaptureCopy& c = cap.copies[pc.payload_cap];
+    c.kind = CaptureCopy::Payload;
+    c.word = static_cast<uint8_t>(data);
+    c.aux = static_cast<uint8_t>(type);
+    c.max = static_cast<uint16_t>(ebpf::kIfacePayloadBytes);
+    c.off = pc.itab_cap >= 0 ? 1 : 0;
+  }
+}
+
 RecordCapture capture_of(const gotap_probe& p) {
   RecordCapture c;
   for (size_t i = 0; i < p.nwords && i < kTraceMaxWords; ++i)
@@ -81,6 +98,7 @@ Result<TraceSites> trace_sites(const ProbePlan& plan, PatchSet& set, int max_str
                         p.ret ? "RET" : "entry", p.site.at);
     t.probe.push_back(*found);
     RecordCapture cap = tally ? RecordCapture{} : capture_of(t.cfg.record(*found));
+    if (!tally) add_payloads(t.cfg.sites[*found], cap);
     t.decoded_words.push_back(static_cast<uint8_t>(cap.words.size()));
     t.decoded_copies.push_back(static_cast<uint8_t>(cap.copies.size()));
     int8_t err = -1;
@@ -189,7 +207,8 @@ size_t to_ebpf_event(const uint8_t* record, const TraceSites& sites, uint32_t pa
     if (c.kind == CaptureCopy::String && c.aux < cap.words.size())
       std::memcpy(&str_len, record + kTraceWords + 8 * c.aux, 8);
     const bool ok = (c.kind == CaptureCopy::String && (len || !str_len)) ||
-                    (c.kind == CaptureCopy::Itab && len == 8);
+                    (c.kind == CaptureCopy::Itab && len == 8) ||
+                    (c.kind == CaptureCopy::Payload && len);
     if (!ok || len > cap.copy_room(i) || data + len > GOTAP_DATA_MAX) continue;
     std::memcpy(ev.data + data, record + cap.copy_at(i), len);
     ev.cap_len[i] = len;

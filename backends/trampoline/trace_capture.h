@@ -5,8 +5,9 @@
 // decoder (through the eBPF event decoder) turns them into the same values. Of the copies
 // that plan makes, a trampoline makes those it can make without a fault-proof read (Go's own
 // invariants make them safe: trampoline_code.h, RecordCapture): a string's or byte slice's
-// bytes and an itab's type word. An interface's payload and what it leads to are not
-// copied: the decoder shows the dynamic type and the data word.
+// bytes, an itab's type word, and an interface's payload where its dynamic type says the
+// data word leads to readable bytes (CaptureCopy::Payload). What a payload leads to further
+// (eBPF's chain) is not copied: the decoder shows those pointers' words.
 #pragma once
 
 #include <cstdint>
@@ -57,8 +58,11 @@ Result<TraceSites> trace_sites(const ProbePlan& plan, PatchSet& set, int max_str
                                const cond::Condition* cond = nullptr, bool tally = false,
                                bool count_failed = false, int stack_depth = 0);
 
-// The capture of one eBPF probe record: its words and copies, in the same order.
+// The capture of one eBPF probe record: its words and copies, in the same order. An
+// interface's payload (eBPF's GOTAP_CAP_DEREF) is a place kept, nothing read, until
+// add_payloads, which knows the interface's type word, makes it a CaptureCopy::Payload.
 RecordCapture capture_of(const gotap_probe& p);
+void add_payloads(const ebpf::SiteConfig& site, RecordCapture& cap);
 
 // A trace record (event_ring.h) as the eBPF backend's event for site `probe` of `sites`,
 // kind and duration given, time `ts_ns`, from process `pid`. Its size: the header, the

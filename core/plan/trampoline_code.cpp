@@ -230,6 +230,108 @@ bool append_stack_walk(std::vector<uint8_t>& out, const EventTarget& t, uint32_t
   return true;
 }
 
+// An interface's payload (CaptureCopy::Payload): up to `room` bytes of what its data word
+// points to, at record offset `at`, their count at `len_at`; rdx at the record, rax, rsi and
+// rdi free. eBPF copies 16 bytes there whatever they are (a faulting read is no harm in the
+// kernel); here each read must be safe by Go's own invariants, so the dynamic type decides:
+// - a type stored indirectly (a boxed value: not Size_ == PtrBytes == 8, which is what Go
+//   1.26 caches as TFlagDirectIface and older releases as KindDirectIface) points to its
+//   own object, Size_ bytes, the runtime's or the program's: at most that many are read;
+// - a pointer type's data word is a typed pointer: at most its element's Size_ bytes;
+// - a map's or channel's is the runtime's header (48 bytes or more): 16;
+// - other direct types (unsafe.Pointer, func, a struct or array of one pointer, which may be
+//   an unsafe.Pointer) are not read: any address may be in them.
+// The type words it reads are the descriptors' own (Size_ at 0, PtrBytes at 8, Kind_ at 23,
+// a pointer type's Elem at 48: the same on every release since 1.17), and only through
+// user-space addresses past the first page, as every other read of a record.
+void append_payload(std::vector<uint8_t>& out, const CaptureCopy& c, uint32_t at, uint16_t room,
+                    uint8_t len_at) {
+  std::vector<size_t> to_skip;  // rel32s that go to the end
+  auto jcc_skip = [&](std::initializer_list<uint8_t> op) {
+    out.insert(out.end(), op);
+    out.insert(out.end(), {0, 0, 0, 0});
+    to_skip.push_back(out.size());
+  };
+  // Whether `reg` (rax: 0, rsi: 6) is a user-space address past the first page, with `tmp`.
+  auto check = [&](uint8_t reg, uint8_t tmp) {
+    out.insert(out.end(), {0x48, 0x89, static_cast<uint8_t>(0xc0 | reg << 3 | tmp),  // mov tmp, reg
+                           0x48, 0xc1, static_cast<uint8_t>(0xe8 | tmp), 47});       // shr tmp, 47
+    jcc_skip({0x0f, 0x85});                                                          // jnz skip
+    if (reg == 0)
+      out.insert(out.end(), {0x48, 0x3d});  // cmp rax, 4096
+    else
+      out.insert(out.end(), {0x48, 0x81, static_cast<uint8_t>(0xf8 | reg)});  // cmp reg, 4096
+    put32(out, 4096);
+    jcc_skip({0x0f, 0x82});  // jb skip
+  };
+  auto load_word = [&](uint8_t reg_modrm, uint8_t word) {  // mov reg, [rdx + words[word]]
+    out.insert(out.end(), {0x48, 0x8b, reg_modrm});
+    put_disp32(out, kTraceWords + 8u * word);
+  };
+  load_word(0x82, c.aux);  // mov rax, type (or itab)
+  check(0, 6);
+  if (c.off == 1) {
+    out.insert(out.end(), {0x48, 0x8b, 0x40, 0x08});  // mov rax, [rax + 8]: the itab's type
+    check(0, 6);
+  }
+  load_word(0xb2, c.word);  // mov rsi, data
+  check(6, 7);
+  out.insert(out.end(), {0x48, 0x83, 0x38, 0x08,  // cmp qword [rax], 8: Size_
+                         0x75, 0});               // jne indirect
+  const size_t jne1 = out.size();
+  out.insert(out.end(), {0x48, 0x83, 0x78, 0x08, 0x08,  // cmp qword [rax + 8], 8: PtrBytes
+                         0x75, 0});                     // jne indirect
+  const size_t jne2 = out.size();
+  out.insert(out.end(), {0x0f, 0xb6, 0x78, 0x17,  // movzx edi, byte [rax + 23]: Kind_
+                         0x83, 0xe7, 0x1f,        // and edi, 31
+                         0x83, 0xff, 22,          // cmp edi, Pointer
+                         0x74, 0});               // je pointer
+  const size_t je_ptr = out.size();
+  out.insert(out.end(), {0x83, 0xff, 21,  // cmp edi, Map
+                         0x74, 0,         // je header
+                         0x83, 0xff, 18,  // cmp edi, Chan
+                         0x74, 0});       // je header
+  const size_t je_map = out.size() - 5, je_chan = out.size();
+  jcc_skip({0xe9});  // anything else direct: nothing read
+  const size_t header = out.size();
+  out.insert(out.end(), {0xb8, 16, 0, 0, 0,  // mov eax, 16
+                         0xeb, 0});          // jmp sized
+  const size_t jmp_sized = out.size();
+  const size_t pointer = out.size();
+  out.insert(out.end(), {0x48, 0x8b, 0x40, 0x30});  // mov rax, [rax + 48]: Elem
+  check(0, 7);
+  const size_t indirect = out.size();
+  out.insert(out.end(), {0x48, 0x8b, 0x00});  // mov rax, [rax]: Size_
+  const size_t sized = out.size();
+  out.insert(out.end(), {0x48, 0x3d});  // cmp rax, room
+  put_disp32(out, room);
+  out.insert(out.end(), {0x76, 0x05, 0xb8});  // jbe +5; mov eax, room
+  put_disp32(out, room);
+  out.insert(out.end(), {0x48, 0x85, 0xc0});          // test rax, rax
+  jcc_skip({0x0f, 0x84});                             // jz skip
+  out.insert(out.end(), {0x66, 0x89, 0x42, len_at});  // mov [rdx + len_at], ax
+  const size_t loop = out.size();
+  out.insert(out.end(), {0x48, 0xff, 0xc8,          // dec rax
+                         0x0f, 0xb6, 0x3c, 0x06,    // movzx edi, byte [rsi + rax]
+                         0x40, 0x88, 0xbc, 0x02});  // mov [rdx + rax + at], dil
+  put_disp32(out, at);
+  out.push_back(0x75);  // jnz loop
+  out.push_back(static_cast<uint8_t>(static_cast<int8_t>(loop - (out.size() + 1))));
+  auto rel8_to = [&](size_t from, size_t to) {
+    out[from - 1] = static_cast<uint8_t>(static_cast<int8_t>(to - from));
+  };
+  rel8_to(jne1, indirect);
+  rel8_to(jne2, indirect);
+  rel8_to(je_ptr, pointer);
+  rel8_to(je_map, header);
+  rel8_to(je_chan, header);
+  rel8_to(jmp_sized, sized);
+  for (size_t j : to_skip) {
+    const int32_t rel = static_cast<int32_t>(out.size() - j);
+    std::memcpy(out.data() + j - 4, &rel, 4);
+  }
+}
+
 // A trace record's fields past the RingRecord (event_ring.h), with rdx at the record, rcx its
 // seq (kept), rax, rsi and rdi free, and `pushed` bytes pushed since the site: the thread's
 // id, the words, the copies.
@@ -338,8 +440,14 @@ bool append_capture(std::vector<uint8_t>& out, const EventTarget& t, const Recor
       if (!append_stack_walk(out, t, pushed, c.off, at, room, len_at)) return false;
       continue;
     }
-    if (c.word >= cap.words.size() || (c.kind == CaptureCopy::String && c.aux >= cap.words.size()))
+    if (c.word >= cap.words.size() ||
+        ((c.kind == CaptureCopy::String || c.kind == CaptureCopy::Payload) &&
+         c.aux >= cap.words.size()))
       return false;
+    if (c.kind == CaptureCopy::Payload) {
+      append_payload(out, c, at, room, len_at);
+      continue;
+    }
     if (c.kind == CaptureCopy::Itab) {
       load_word(0x82, c.word);  // mov rax, itab
       // Not nil, and a user-space address (a plan's error would show as a bad word, never as

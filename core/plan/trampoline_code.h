@@ -107,9 +107,14 @@ constexpr bool deref_read(uint64_t base_value) {
 }
 struct CaptureCopy {
   // None: a place kept, nothing read. Stack (--stack): return addresses, 8 bytes each.
-  enum Kind : uint8_t { None, String, Itab, Stack } kind = None;
-  uint8_t word = 0, aux = 0;  // String: data words[word], length words[aux]; Itab: words[word]
-  uint16_t max = 0;           // String: bytes at most; Stack: 8 x the addresses at most
+  // Payload: the value an interface's data word leads to (eBPF's 16-byte payload), read only
+  // where Go's invariants make it readable (append_payload in trampoline_code.cpp): a boxed
+  // value's own bytes, a typed pointer's target's, a map's or channel's header.
+  enum Kind : uint8_t { None, String, Itab, Stack, Payload } kind = None;
+  // String: data words[word], length words[aux]; Itab: words[word]; Payload: data
+  // words[word], type words[aux] (an itab when off is 1: a non-empty interface).
+  uint8_t word = 0, aux = 0;
+  uint16_t max = 0;  // String, Payload: bytes at most; Stack: 8 x the addresses at most
   // Stack: where the return address is, from RSP at the site (bpf/stack_walk.h's ret_off).
   // The walk reads only the goroutine's own stack: the return address at that slot, then
   // Go's frame records ({saved RBP, return address}), each above the last, 8-aligned and

@@ -628,6 +628,95 @@ TEST(TrampolineEvents, AStackWalkReadsOnlyTheGoroutinesOwnStack) {
   }
 }
 
+// An interface's payload (CaptureCopy::Payload): what the dynamic type says the data word
+// leads to, and no more. The types are descriptors laid out as Go's (Size_ at 0, PtrBytes at
+// 8, Kind_ at 23, a pointer type's Elem at 48), reached as an `any`'s type word or through
+// an itab. The hostile ones carry data words a read would fault on (unmapped memory): an
+// unsafe.Pointer, a func, a struct of one pointer; they must not be read.
+TEST(TrampolineEvents, AnInterfacesPayloadIsReadOnlyWhereItsTypeSaysItIsReadable) {
+  RecordCapture in;
+  in.words = {{CaptureWord::Reg, 9, 0},   // rdx: the type word
+              {CaptureWord::Reg, 2, 0},   // rcx: the data word
+              {CaptureWord::Reg, 5, 0}};  // r8: an itab
+  in.copies = {{CaptureCopy::Payload, 1, 0, 16, 0}, {CaptureCopy::Payload, 1, 2, 16, 1}};
+  Timed t(&in, &in);
+  if (!t.ok()) GTEST_SKIP() << t.why();
+  struct alignas(8) Type {
+    uint64_t size = 0, ptrbytes = 0;
+    uint32_t hash = 0;
+    uint8_t tflag = 0, align = 8, field_align = 8, kind = 0;
+    uint64_t equal = 0, gcdata = 0;
+    uint32_t str = 0, ptr_to_this = 0;
+    const Type* elem = nullptr;  // a pointer type's
+  };
+  static_assert(offsetof(Type, kind) == 23 && offsetof(Type, elem) == 48);
+  auto type = [](uint64_t size, uint64_t ptrbytes, uint8_t kind, const Type* elem = nullptr) {
+    Type ty;
+    ty.size = size;
+    ty.ptrbytes = ptrbytes;
+    ty.kind = kind;
+    ty.elem = elem;
+    return ty;
+  };
+  // Go 1.17 to 1.25 set KindDirectIface (1 << 5) in Kind_ too; the size words decide.
+  const Type int_t = type(8, 0, 2), big_t = type(40, 16, 25), small_t = type(4, 0, 5),
+             empty_t = type(0, 0, 25), ptr_small = type(8, 8, 22 | 32, &small_t),
+             ptr_empty = type(8, 8, 22, &empty_t), ptr_big = type(8, 8, 22, &big_t),
+             map_t = type(8, 8, 21 | 32), chan_t = type(8, 8, 18), unsafe_t = type(8, 8, 26 | 32),
+             func_t = type(8, 8, 19), onepointer_t = type(8, 8, 25 | 32);
+  std::vector<uint8_t> value(64);
+  for (size_t i = 0; i < value.size(); ++i) value[i] = static_cast<uint8_t>(0xa0 + i);
+  const uint64_t data = reinterpret_cast<uint64_t>(value.data());
+  // A page nothing is mapped at: where the hostile data words point.
+  void* hole = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(hole, MAP_FAILED);
+  munmap(hole, 4096);
+  const uint64_t unmapped = reinterpret_cast<uint64_t>(hole);
+  struct Case {
+    const char* what;
+    const Type* ty;
+    uint64_t data;
+    size_t want;  // bytes read from value
+  };
+  const std::vector<Case> cases = {
+      {"an int, boxed: its 8 bytes", &int_t, data, 8},
+      {"a struct of 40 bytes, boxed: the first 16", &big_t, data, 16},
+      {"an int32, boxed: its 4 bytes", &small_t, data, 4},
+      {"a pointer to an int32: 4 bytes", &ptr_small, data, 4},
+      {"a pointer to a zero-size struct: none", &ptr_empty, data, 0},
+      {"a pointer to 40 bytes: 16", &ptr_big, data, 16},
+      {"a map: 16 bytes of its header", &map_t, data, 16},
+      {"a channel: 16 bytes of its header", &chan_t, data, 16},
+      {"an unsafe.Pointer to unmapped memory: none", &unsafe_t, unmapped, 0},
+      {"a func value: none", &func_t, unmapped, 0},
+      {"a struct of one pointer: none", &onepointer_t, unmapped, 0},
+      {"nil: none", nullptr, 0, 0},
+      {"a data word in the first page: none", &int_t, 16, 0},
+  };
+  size_t rec = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    FakeG g;
+    std::vector<uint8_t> stack(1 << 12);
+    stack_hi_of(g, stack);
+    const uint64_t ty = reinterpret_cast<uint64_t>(c.ty);
+    struct {
+      uint64_t inter, type;
+    } itab{1, ty};
+    const uint64_t it = c.ty ? reinterpret_cast<uint64_t>(&itab) : 0;
+    ASSERT_EQ(t.fn_with_regs()(5, &g, ty, c.data, it, 0), 16u);
+    for (int side = 0; side < 2; ++side, ++rec) {
+      const uint8_t* r = t.record(rec);
+      ASSERT_EQ(at<uint64_t>(r, 0), rec + 1);
+      for (int k = 0; k < 2; ++k) {
+        SCOPED_TRACE(k ? "through the itab" : "an any's type word");
+        ASSERT_EQ(at<uint16_t>(r, kTraceCopyLen + 2 * k), c.want);
+        EXPECT_EQ(std::memcmp(r + in.copy_at(k), value.data(), c.want), 0);
+      }
+    }
+  }
+}
+
 // --if's fields (CaptureWord::Deref): the bytes of each field the condition follows a pointer
 // to, at the call, of the field's own size, and a pointer to a pointer followed twice; a nil
 // pointer or one that is no address is not followed (the program runs on, unharmed).
