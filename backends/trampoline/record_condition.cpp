@@ -42,7 +42,9 @@ class RecordMemory : public MemoryReader {
       const CaptureCopy& c = cap.copies[i];
       uint16_t len = 0;
       std::memcpy(&len, record + kTraceCopyLen + 2 * i, 2);
-      if (c.kind == CaptureCopy::None || len > cap.copy_room(i) || c.word >= cap.words.size())
+      // A stack walk's bytes are return addresses, not memory at any word's address.
+      if (c.kind == CaptureCopy::None || c.kind == CaptureCopy::Stack || len > cap.copy_room(i) ||
+          c.word >= cap.words.size())
         continue;
       // An itab's copy is its type word, at itab + 8.
       const uint64_t at = word_at(record, c.word) + (c.kind == CaptureCopy::Itab ? 8 : 0);

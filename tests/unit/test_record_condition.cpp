@@ -160,6 +160,44 @@ TEST_F(RecordConditionTest, RecordsDecideAsTheLiveCallDoes) {
   EXPECT_GT(decided_[false], 10);
 }
 
+// trace --if with --stack: a record's stack walk (CaptureCopy::Stack, its last copy) holds
+// return addresses, not memory at any word's address. A call whose string was not copied is
+// undecided by its string, even when the walk's bytes, taken as memory at the string's
+// address (its `word`), would say "hello, world".
+TEST_F(RecordConditionTest, AStackWalkIsNoMemoryAConditionReads) {
+  cond::ConditionSpec spec;
+  spec.expr = "s == \"hello, world\"";
+  auto c = cond::build_condition(spec, fake.plan);
+  ASSERT_TRUE(c) << c.error().what();
+  const gotap_cond& prog = c->funcs[0].prog;
+  RecordCapture cap;
+  ASSERT_EQ(add_condition_capture(prog, false, cap), "");
+  mem.put(0x3100, "hello, world", 12);
+  entry.gp[1] = 0x3100;
+  entry.gp[2] = 12;
+  RecordCondition rc(*c, 0);
+  uint64_t bits = 0, vals[GOTAP_COND_VALS] = {};
+  auto rec = record_of(cap, entry, mem);
+  ASSERT_TRUE(rc.run(0, false, rec.data(), cap, 7, 0, bits, vals)) << "the copy decides";
+  uint8_t data_word = 0;
+  while (data_word < cap.words.size() &&
+         !(cap.words[data_word].src == CaptureWord::Reg && cap.words[data_word].reg == 1))
+    ++data_word;
+  ASSERT_LT(data_word, cap.words.size()) << "no word of s's data";
+  size_t string_copy = 0;
+  while (string_copy < cap.copies.size() && cap.copies[string_copy].kind != CaptureCopy::String)
+    ++string_copy;
+  ASSERT_LT(string_copy, cap.copies.size());
+  cap.copies.push_back({CaptureCopy::Stack, data_word, 0, 16, 0});
+  rec = record_of(cap, entry, mem);
+  const uint16_t none = 0, twelve = 12;
+  std::memcpy(rec.data() + kTraceCopyLen + 2 * string_copy, &none, 2);
+  std::memcpy(rec.data() + kTraceCopyLen + 2 * (cap.copies.size() - 1), &twelve, 2);
+  std::memcpy(rec.data() + cap.copy_at(cap.copies.size() - 1), "hello, world", 12);
+  bits = 0;
+  EXPECT_FALSE(rc.run(0, false, rec.data(), cap, 7, 0, bits, vals));
+}
+
 // What a record cannot hold leaves the function to kernel uprobes, with the reason.
 TEST_F(RecordConditionTest, WhatARecordCannotHoldIsSaid) {
   cond::ConditionSpec spec;
