@@ -230,6 +230,34 @@ bool append_stack_walk(std::vector<uint8_t>& out, const EventTarget& t, uint32_t
   return true;
 }
 
+// mov reg, [rdx + words[word]]: a trace record's word (rdx at the record); `reg_modrm` is
+// the ModRM byte of reg with [rdx + disp32].
+void load_record_word(std::vector<uint8_t>& out, uint8_t reg_modrm, uint8_t word) {
+  out.insert(out.end(), {0x48, 0x8b, reg_modrm});
+  put_disp32(out, kTraceWords + 8u * word);
+}
+
+// rax = min(rax, room): a copy's length cut to its room.
+void append_cut_to_room(std::vector<uint8_t>& out, uint16_t room) {
+  out.insert(out.end(), {0x48, 0x3d});  // cmp rax, room
+  put_disp32(out, room);
+  out.insert(out.end(), {0x76, 0x05, 0xb8});  // jbe +5; mov eax, room
+  put_disp32(out, room);
+}
+
+// The copy of rax bytes (not 0) from rsi into the record at `at`, last byte first, their
+// count at [rdx + len_at]; rdi clobbered. Reads [rsi, rsi + rax) and nothing else.
+void append_byte_copy(std::vector<uint8_t>& out, uint32_t at, uint8_t len_at) {
+  out.insert(out.end(), {0x66, 0x89, 0x42, len_at});  // mov [rdx + len_at], ax
+  const size_t loop = out.size();
+  out.insert(out.end(), {0x48, 0xff, 0xc8,          // dec rax
+                         0x0f, 0xb6, 0x3c, 0x06,    // movzx edi, byte [rsi + rax]
+                         0x40, 0x88, 0xbc, 0x02});  // mov [rdx + rax + at], dil
+  put_disp32(out, at);
+  out.push_back(0x75);  // jnz loop: dec's flags
+  out.push_back(static_cast<uint8_t>(static_cast<int8_t>(loop - (out.size() + 1))));
+}
+
 // An interface's payload (CaptureCopy::Payload): up to `room` bytes of what its data word
 // points to, at record offset `at`, their count at `len_at`; rdx at the record, rax, rsi and
 // rdi free. eBPF copies 16 bytes there whatever they are (a faulting read is no harm in the
@@ -264,17 +292,13 @@ void append_payload(std::vector<uint8_t>& out, const CaptureCopy& c, uint32_t at
     put32(out, 4096);
     jcc_skip({0x0f, 0x82});  // jb skip
   };
-  auto load_word = [&](uint8_t reg_modrm, uint8_t word) {  // mov reg, [rdx + words[word]]
-    out.insert(out.end(), {0x48, 0x8b, reg_modrm});
-    put_disp32(out, kTraceWords + 8u * word);
-  };
-  load_word(0x82, c.aux);  // mov rax, type (or itab)
+  load_record_word(out, 0x82, c.aux);  // mov rax, type (or itab)
   check(0, 6);
   if (c.off == 1) {
     out.insert(out.end(), {0x48, 0x8b, 0x40, 0x08});  // mov rax, [rax + 8]: the itab's type
     check(0, 6);
   }
-  load_word(0xb2, c.word);  // mov rsi, data
+  load_record_word(out, 0xb2, c.word);  // mov rsi, data
   check(6, 7);
   out.insert(out.end(), {0x48, 0x83, 0x38, 0x08,  // cmp qword [rax], 8: Size_
                          0x75, 0});               // jne indirect
@@ -303,20 +327,10 @@ void append_payload(std::vector<uint8_t>& out, const CaptureCopy& c, uint32_t at
   const size_t indirect = out.size();
   out.insert(out.end(), {0x48, 0x8b, 0x00});  // mov rax, [rax]: Size_
   const size_t sized = out.size();
-  out.insert(out.end(), {0x48, 0x3d});  // cmp rax, room
-  put_disp32(out, room);
-  out.insert(out.end(), {0x76, 0x05, 0xb8});  // jbe +5; mov eax, room
-  put_disp32(out, room);
-  out.insert(out.end(), {0x48, 0x85, 0xc0});          // test rax, rax
-  jcc_skip({0x0f, 0x84});                             // jz skip
-  out.insert(out.end(), {0x66, 0x89, 0x42, len_at});  // mov [rdx + len_at], ax
-  const size_t loop = out.size();
-  out.insert(out.end(), {0x48, 0xff, 0xc8,          // dec rax
-                         0x0f, 0xb6, 0x3c, 0x06,    // movzx edi, byte [rsi + rax]
-                         0x40, 0x88, 0xbc, 0x02});  // mov [rdx + rax + at], dil
-  put_disp32(out, at);
-  out.push_back(0x75);  // jnz loop
-  out.push_back(static_cast<uint8_t>(static_cast<int8_t>(loop - (out.size() + 1))));
+  append_cut_to_room(out, room);
+  out.insert(out.end(), {0x48, 0x85, 0xc0});  // test rax, rax
+  jcc_skip({0x0f, 0x84});                     // jz skip
+  append_byte_copy(out, at, len_at);
   auto rel8_to = [&](size_t from, size_t to) {
     out[from - 1] = static_cast<uint8_t>(static_cast<int8_t>(to - from));
   };
@@ -425,10 +439,6 @@ bool append_capture(std::vector<uint8_t>& out, const EventTarget& t, const Recor
       put_disp32(out, to);
     }
   }
-  auto load_word = [&](uint8_t reg_modrm, uint8_t word) {  // mov reg, [rdx + words[word]]
-    out.insert(out.end(), {0x48, 0x8b, reg_modrm});
-    put_disp32(out, kTraceWords + 8u * word);
-  };
   for (size_t i = 0; i < cap.copies.size(); ++i) {
     const CaptureCopy& c = cap.copies[i];
     const uint8_t len_at = static_cast<uint8_t>(kTraceCopyLen + 2 * i);
@@ -449,7 +459,7 @@ bool append_capture(std::vector<uint8_t>& out, const EventTarget& t, const Recor
       continue;
     }
     if (c.kind == CaptureCopy::Itab) {
-      load_word(0x82, c.word);  // mov rax, itab
+      load_record_word(out, 0x82, c.word);  // mov rax, itab
       // Not nil, and a user-space address (a plan's error would show as a bad word, never as
       // a read of one): mov rsi, rax; shr rsi, 47; jnz skip; cmp rax, 4096; jb skip
       out.insert(out.end(), {0x48, 0x89, 0xc6, 0x48, 0xc1, 0xee, 0x2f, 0x75, 0, 0x48, 0x3d, 0x00,
@@ -464,28 +474,18 @@ bool append_capture(std::vector<uint8_t>& out, const EventTarget& t, const Recor
     }
     // A string's (or byte slice's) bytes, at most `room`, copied last byte first: Go's own
     // invariant makes [data, data + len) readable, and nothing past it is read.
-    load_word(0x82, c.aux);               // mov rax, len
-    out.insert(out.end(), {0x48, 0x3d});  // cmp rax, room
-    put_disp32(out, room);
-    out.insert(out.end(), {0x76, 0x05, 0xb8});  // jbe +5; mov eax, room
-    put_disp32(out, room);
+    load_record_word(out, 0x82, c.aux);  // mov rax, len
+    append_cut_to_room(out, room);
     out.insert(out.end(), {0x48, 0x85, 0xc0, 0x74, 0});  // test rax, rax; jz done
     const size_t jz = out.size();
-    load_word(0xb2, c.word);  // mov rsi, data
+    load_record_word(out, 0xb2, c.word);  // mov rsi, data
     // A user-space address past the first page, as any Go object's: mov rdi, rsi; shr rdi,
     // 47; jnz done; cmp rsi, 4096; jb done. Else nothing is copied and the length stays 0:
     // the decoder shows the string as not read.
     out.insert(out.end(), {0x48, 0x89, 0xf7, 0x48, 0xc1, 0xef, 0x2f, 0x75, 0, 0x48, 0x81, 0xfe,
                            0x00, 0x10, 0x00, 0x00, 0x72, 0});
     const size_t skip1 = out.size() - 9, skip2 = out.size();
-    out.insert(out.end(), {0x66, 0x89, 0x42, len_at});  // mov [rdx + len_at], ax
-    const size_t loop = out.size();
-    out.insert(out.end(), {0x48, 0xff, 0xc8,          // dec rax
-                           0x0f, 0xb6, 0x3c, 0x06,    // movzx edi, byte [rsi + rax]
-                           0x40, 0x88, 0xbc, 0x02});  // mov [rdx + rax + at], dil
-    put_disp32(out, at);
-    out.push_back(0x75);  // jnz loop: dec's flags
-    out.push_back(static_cast<uint8_t>(static_cast<int8_t>(loop - (out.size() + 1))));
+    append_byte_copy(out, at, len_at);
     out[jz - 1] = static_cast<uint8_t>(out.size() - jz);
     out[skip1 - 1] = static_cast<uint8_t>(out.size() - skip1);
     out[skip2 - 1] = static_cast<uint8_t>(out.size() - skip2);
