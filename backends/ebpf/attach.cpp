@@ -45,6 +45,7 @@ Attachment& Attachment::operator=(Attachment&& o) noexcept {
     fd_groups_ = std::move(o.fd_groups_);
     link_groups_ = std::move(o.link_groups_);
     skipped_ = std::move(o.skipped_);
+    held_ = std::move(o.held_);
     method_ = o.method_;
     o.multi_fds_.clear();
     o.links_.clear();
@@ -59,6 +60,12 @@ namespace {
 // The kernel refuses to probe this instruction (arch_uprobe_analyze_insn).
 bool refused_site(int err) {
   return err == 524 /* ENOTSUPP */ || err == ENOSYS;
+}
+
+// Another uprobe holds the offset with another reference counter (uprobes.c's
+// ref_ctr_offset mismatch), or the attach is wrong as a whole: the sites tell which.
+bool held_site(int err) {
+  return err == EINVAL;
 }
 
 long link_create_multi(int prog_fd, const std::string& path, const Site* sites, size_t n, int pid) {
@@ -96,13 +103,13 @@ Result<void> Attachment::attach_multi_range(int prog_fd, const std::string& path
     return {};
   }
   int err = errno;
-  if (!refused_site(err)) {
+  if (!refused_site(err) && !held_site(err)) {
     Error e = errno_error(ErrorKind::Runtime, "uprobe_multi attach to {}", path);
     e.errnum = err;
     return e;
   }
   if (n == 1) {
-    skipped_.push_back(sites[0]);
+    (held_site(err) ? held_ : skipped_).push_back(sites[0]);
     return {};
   }
   GOTAP_TRY(attach_multi_range(prog_fd, path, sites, n / 2, pid));
@@ -114,7 +121,18 @@ Result<Attachment> Attachment::multi(bpf_program* prog, const std::string& path,
   Attachment at;
   at.method_ = "uprobe_multi";
   GOTAP_TRY(at.attach_multi_range(bpf_program__fd(prog), path, sites.data(), sites.size(), pid));
+  GOTAP_TRY(at.some_site_placed(path, sites.size()));
   return at;
+}
+
+Result<void> Attachment::some_site_placed(const std::string& path, size_t n) const {
+  if (n == 0 || held_.size() < n) return {};
+  Error e = runtime_error(
+      "the kernel refuses every probe site in {} (Invalid argument): other tracers' uprobes "
+      "with a reference counter hold them all, or the attach is wrong",
+      path);
+  e.errnum = EINVAL;
+  return e;
 }
 
 Result<Attachment> Attachment::per_site(bpf_program* prog, const std::string& path,
@@ -122,14 +140,21 @@ Result<Attachment> Attachment::per_site(bpf_program* prog, const std::string& pa
   Attachment at;
   at.method_ = "perf_event";
   at.links_.reserve(sites.size());
+  GOTAP_TRY(at.attach_per_site(prog, path, sites, pid));
+  GOTAP_TRY(at.some_site_placed(path, sites.size()));
+  return at;
+}
+
+Result<void> Attachment::attach_per_site(bpf_program* prog, const std::string& path,
+                                         const std::vector<Site>& sites, int pid) {
   for (const auto& s : sites) {
     LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = s.cookie);
     bpf_link* l = bpf_program__attach_uprobe_opts(prog, pid > 0 ? pid : -1, path.c_str(),
                                                   s.file_offset, &opts);
     if (!l) {
       int err = errno;
-      if (refused_site(err)) {
-        at.skipped_.push_back(s);
+      if (refused_site(err) || held_site(err)) {
+        (held_site(err) ? held_ : skipped_).push_back(s);
         continue;
       }
       Error e =
@@ -137,10 +162,10 @@ Result<Attachment> Attachment::per_site(bpf_program* prog, const std::string& pa
       e.errnum = err;
       return e;
     }
-    at.links_.push_back(l);
-    at.link_groups_.push_back(at.group_);
+    links_.push_back(l);
+    link_groups_.push_back(group_);
   }
-  return at;
+  return {};
 }
 
 namespace {
@@ -175,6 +200,7 @@ Result<Attachment> Attachment::multi_grouped(bpf_program* prog, const std::strin
   GOTAP_TRY(for_each_group(sites, group_of, at.group_, [&](const std::vector<Site>& run) {
     return at.attach_multi_range(bpf_program__fd(prog), path, run.data(), run.size(), pid);
   }));
+  GOTAP_TRY(at.some_site_placed(path, sites.size()));
   return at;
 }
 
@@ -183,18 +209,10 @@ Result<Attachment> Attachment::per_site_grouped(bpf_program* prog, const std::st
                                                 const std::vector<uint32_t>& group_of, int pid) {
   Attachment at;
   at.method_ = "perf_event";
-  GOTAP_TRY(
-      for_each_group(sites, group_of, at.group_, [&](const std::vector<Site>& run) -> Result<void> {
-        auto part = per_site(prog, path, run, pid);
-        if (!part) return part.error();
-        for (bpf_link* l : part->links_) {
-          at.links_.push_back(l);
-          at.link_groups_.push_back(at.group_);
-        }
-        at.skipped_.insert(at.skipped_.end(), part->skipped_.begin(), part->skipped_.end());
-        part->links_.clear();
-        return {};
-      }));
+  GOTAP_TRY(for_each_group(sites, group_of, at.group_, [&](const std::vector<Site>& run) {
+    return at.attach_per_site(prog, path, run, pid);
+  }));
+  GOTAP_TRY(at.some_site_placed(path, sites.size()));
   return at;
 }
 

@@ -47,12 +47,20 @@ class Attachment {
   void detach();
   const char* method() const { return method_; }
   const std::vector<Site>& skipped() const { return skipped_; }
+  // Sites another tracer's uprobe holds with a reference counter (a USDT semaphore; Debian's
+  // bcc 0.26 sets a stray one on every uprobe): the kernel lets no uprobe with another
+  // counter share the offset (EINVAL). Left out, as skipped() are; when every site is, the
+  // attach fails instead (EINVAL then says nothing about any one site).
+  const std::vector<Site>& held() const { return held_; }
 
  private:
   Result<void> attach_multi_range(int prog_fd, const std::string& path, const Site* sites, size_t n,
                                   int pid);
+  Result<void> attach_per_site(bpf_program* prog, const std::string& path,
+                               const std::vector<Site>& sites, int pid);
+  Result<void> some_site_placed(const std::string& path, size_t n) const;
   std::vector<int> multi_fds_;
-  std::vector<Site> skipped_;
+  std::vector<Site> skipped_, held_;
   std::vector<bpf_link*> links_;
   // Each fd's and link's group (all 0 without groups), parallel to multi_fds_ and links_.
   std::vector<uint32_t> fd_groups_, link_groups_;

@@ -818,11 +818,25 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   }
   const double attach_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - t_attach).count();
+  const std::vector<Site>& held = attachment.held();
+  if (!held.empty() && !eo.quiet) {
+    const auto& first = cfg.sites[gotap_cookie_site(held[0].cookie)];
+    const uint32_t id = first.func_id;
+    const bool ret = gotap_cookie_flags(held[0].cookie) & GOTAP_PROBE_RET;
+    std::cerr << "gotap: warning: " << held.size()
+              << " probe site(s) hold another tracer's uprobe with a reference counter (a USDT "
+                 "semaphore; Debian's bcc 0.26 sets a stray one), which the kernel lets no "
+                 "other uprobe share: left out, e.g. "
+              << (ret ? "a return of " : "the entry of ")
+              << (id < cfg.funcs.size() ? printable(cfg.funcs[id].plan->name) : "a goroutine probe")
+              << (ret ? " (its calls do not end)" : " (its calls are not seen)") << "\n";
+  }
   refused.insert(refused.end(), attachment.skipped().begin(), attachment.skipped().end());
-  if (!refused.empty() && !eo.quiet) {
+  refused.insert(refused.end(), held.begin(), held.end());
+  if (refused.size() > held.size() && !eo.quiet) {
     const auto& first = cfg.sites[gotap_cookie_site(refused[0].cookie)];
     const uint32_t id = first.func_id;
-    std::cerr << "gotap: warning: the kernel refuses " << refused.size()
+    std::cerr << "gotap: warning: the kernel refuses " << refused.size() - held.size()
               << " probe site(s) (instructions uprobes refuse or would run wrongly), e.g. "
               << hex(first.addr) << " in "
               << (id < cfg.funcs.size() ? printable(cfg.funcs[id].plan->name) : "a goroutine probe")
