@@ -22,10 +22,12 @@ PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
 # loopback, and traces it), etcd, hugo and restic (Debian's stripped Go programs that
 # test_runtime_real_programs drives on loopback), man-db (the .deb check reads the installed
 # man page), time (GNU time: the benchmarks' CPU time and peak RSS, bench/whole.sh, scale.sh,
-# ebpf-parts.sh), gccgo-12 (the gccgo fixtures, tests/tools/build-gccgo-fixtures.sh):
+# ebpf-parts.sh), gccgo-12 (the gccgo fixtures, tests/tools/build-gccgo-fixtures.sh),
+# bpfcc-tools and linux-headers-amd64 (bcc's funccount and trace beside gotap on a gccgo
+# program; bcc compiles with Debian's kernel headers, tests/tools/bcc-kernel-source.sh):
 # installed for `test` only.
 TEST_PACKAGES=(bpftrace delve hyperfine chromium debuginfod prometheus etcd-server etcd-client
-  hugo restic man-db time gccgo-12)
+  hugo restic man-db time gccgo-12 bpfcc-tools linux-headers-amd64)
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo

@@ -101,14 +101,13 @@ TEST(CountedUprobe, ItsSiteIsLeftOutNamedAndTheRestCountExactly) {
   const int held = counted_uprobe(copy, off, 6);
   ASSERT_GE(held, 0) << "perf uprobe: " << std::strerror(errno);
 
-  RunResult r = run_command({gotap_binary(), "count", "--backend", "ebpf", "--json",
-                             "main.add", "main.square", "--", copy},
+  RunResult r = run_command({gotap_binary(), "count", "--backend", "ebpf", "--json", "main.add",
+                             "main.square", "--", copy},
                             60);
   close(held);
   std::remove(copy.c_str());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("hold another tracer's uprobe with a reference counter"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("hold another tracer's uprobe with a reference counter"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("the entry of main.add"), std::string::npos) << r.err;
   const auto truth = entries_of(r.out);
