@@ -248,12 +248,13 @@ GccgoFacts detect_gccgo(const ElfFile& elf) {
     for (size_t off = 0; off + 16 <= d.size(); off += 16) {
       uint64_t tag = *le64(d, off), val = *le64(d, off + 8);
       if (tag == DT_NULL) break;
-      if ((tag != DT_NEEDED && tag != DT_SONAME) || val >= str.size()) continue;
+      if (tag != DT_NEEDED && tag != DT_SONAME && tag != DT_RPATH && tag != DT_RUNPATH) continue;
+      if (val >= str.size()) continue;
       std::string_view rest(reinterpret_cast<const char*>(str.data()) + val, str.size() - val);
       size_t len = rest.find('\0');
       if (len == std::string_view::npos) continue;
-      if (tag == DT_SONAME) {
-        f.soname = rest.substr(0, len);
+      if (tag != DT_NEEDED) {
+        (tag == DT_SONAME ? f.soname : tag == DT_RPATH ? f.rpath : f.runpath) = rest.substr(0, len);
         continue;
       }
       f.needed.emplace_back(rest.substr(0, len));

@@ -53,6 +53,9 @@ struct GccgoFacts {
   std::string libgo;     // the DT_NEEDED libgo ("libgo.so.21"), "" when linked statically
   std::string soname;    // DT_SONAME: "libgo.so.21" for libgo itself
   std::vector<std::string> needed;
+  // Where ld.so looks for them first: DT_RPATH (only without DT_RUNPATH), then, after
+  // LD_LIBRARY_PATH, DT_RUNPATH; each a ':'-separated list, $ORIGIN unexpanded.
+  std::string rpath, runpath;
 };
 // Never fails: unreadable parts count as absent.
 GccgoFacts detect_gccgo(const ElfFile& elf);

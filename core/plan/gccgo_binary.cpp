@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 
@@ -269,20 +270,35 @@ std::vector<uint64_t> return_sites(const ElfFile& elf, uint64_t entry, uint64_t 
   return out;
 }
 
-// Where ld.so would find `soname` for this program, in the order it looks (DT_RUNPATH and
-// ld.so.cache aside): LD_LIBRARY_PATH, then the multiarch and default directories. A traced
-// process's own mapping is used instead when there is one (libgo_in).
-std::string find_library(const std::string& soname) {
-  std::vector<std::string> dirs;
-  if (const char* env = getenv("LD_LIBRARY_PATH")) {
-    std::string_view all(env);
-    for (size_t at = 0; at <= all.size();) {
-      size_t colon = all.find(':', at);
-      if (colon == std::string_view::npos) colon = all.size();
-      if (colon > at) dirs.emplace_back(all.substr(at, colon - at));
-      at = colon + 1;
-    }
+// The directories of a ':'-separated search list, as ld.so reads it: $ORIGIN (or ${ORIGIN})
+// is the directory of the program itself.
+void add_search_dirs(std::vector<std::string>& dirs, std::string_view list,
+                     const std::string& origin) {
+  for (size_t at = 0; at <= list.size();) {
+    size_t colon = list.find(':', at);
+    if (colon == std::string_view::npos) colon = list.size();
+    std::string d(list.substr(at, colon - at));
+    at = colon + 1;
+    for (std::string_view token : {"${ORIGIN}", "$ORIGIN"})
+      for (size_t k; (k = d.find(token)) != std::string::npos;) d.replace(k, token.size(), origin);
+    if (!d.empty()) dirs.push_back(std::move(d));
   }
+}
+
+// Where ld.so would find `soname` for the program `exe`, in the order it looks (ld.so.cache
+// aside): DT_RPATH (when there is no DT_RUNPATH), LD_LIBRARY_PATH, DT_RUNPATH, then the
+// multiarch and default directories. A traced process's own mapping is used instead when
+// there is one (libgo_in).
+std::string find_library(const std::string& soname, const GccgoFacts& facts,
+                         const std::string& exe) {
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::canonical(exe, ec);
+  const std::string origin =
+      ec ? std::filesystem::path(exe).parent_path().string() : real.parent_path().string();
+  std::vector<std::string> dirs;
+  if (facts.runpath.empty()) add_search_dirs(dirs, facts.rpath, origin);
+  if (const char* env = getenv("LD_LIBRARY_PATH")) add_search_dirs(dirs, env, origin);
+  add_search_dirs(dirs, facts.runpath, origin);
   for (const char* d : {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64",
                         "/usr/lib64", "/lib", "/usr/lib"})
     dirs.emplace_back(d);
@@ -306,7 +322,8 @@ Result<GoroutineProbes> GccgoBinary::goroutine_probes(int pid) const {
   GoroutineProbes g;
   if (!facts_.libgo.empty()) {
     // In libgo.so: its own file, the one the process maps when there is one.
-    std::string path = pid > 0 ? libgo_in(pid, facts_.libgo) : find_library(facts_.libgo);
+    std::string path =
+        pid > 0 ? libgo_in(pid, facts_.libgo) : find_library(facts_.libgo, facts_, elf_->path());
     if (path.empty())
       return make_error("cannot find {}{}: goroutine states need probes in it", facts_.libgo,
                         pid > 0 ? fmt::format(" in pid {}", pid) : std::string());
