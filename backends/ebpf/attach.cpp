@@ -89,6 +89,19 @@ long link_create_multi(int prog_fd, const std::string& path, const Site* sites, 
   return syscall(SYS_bpf, kBpfLinkCreate, &attr, sizeof(LinkCreateUprobeMulti));
 }
 
+// Whether this kernel makes uprobe_multi links, asked once as libbpf does: a link to "/" (a
+// directory) fails with EBADF where they exist, EINVAL where the attach type is unknown.
+bool multi_links_work(int prog_fd) {
+  static const bool works = [prog_fd] {
+    const Site probe{0, 0};
+    const long fd = link_create_multi(prog_fd, "/", &probe, 1, 0);
+    const int err = errno;
+    if (fd >= 0) close(static_cast<int>(fd));
+    return fd >= 0 || err == EBADF;
+  }();
+  return works;
+}
+
 }  // namespace
 
 // One link for the whole range; when the kernel refuses a site, halve the range until the
@@ -103,7 +116,11 @@ Result<void> Attachment::attach_multi_range(int prog_fd, const std::string& path
     return {};
   }
   int err = errno;
+  // A kernel without uprobe_multi loads the program all the same and says EINVAL to every
+  // link: that is no held site, and per-site uprobes serve instead.
+  if (held_site(err) && !multi_links_work(prog_fd)) err = EOPNOTSUPP;
   if (!refused_site(err) && !held_site(err)) {
+    errno = err;
     Error e = errno_error(ErrorKind::Runtime, "uprobe_multi attach to {}", path);
     e.errnum = err;
     return e;
@@ -125,12 +142,16 @@ Result<Attachment> Attachment::multi(bpf_program* prog, const std::string& path,
   return at;
 }
 
-Result<void> Attachment::some_site_placed(const std::string& path, size_t n) const {
-  if (n == 0 || held_.size() < n) return {};
+Result<void> Attachment::some_site_placed(const std::string&, size_t n) const {
+  const bool placed =
+      std::any_of(multi_fds_.begin(), multi_fds_.end(), [](int fd) { return fd >= 0; }) ||
+      std::any_of(links_.begin(), links_.end(), [](bpf_link* l) { return l != nullptr; });
+  if (n == 0 || held_.empty() || placed) return {};
+  // The same words on either path: the backend says the per-site one alone then.
   Error e = runtime_error(
-      "the kernel refuses every probe site in {} (Invalid argument): other tracers' uprobes "
-      "with a reference counter hold them all, or the attach is wrong",
-      path);
+      "the kernel refuses all {} probe sites ({} of them with EINVAL): other tracers' uprobes "
+      "with a reference counter hold them, or the attach is wrong",
+      n, held_.size());
   e.errnum = EINVAL;
   return e;
 }

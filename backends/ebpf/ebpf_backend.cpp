@@ -701,7 +701,8 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     if (!a) {
       target.terminate();
       Error e = a.error();
-      if (!multi_error.empty()) e.message += " (uprobe_multi: " + multi_error + ")";
+      if (!multi_error.empty() && multi_error.rfind(e.message, 0) != 0)
+        e.message += " (uprobe_multi: " + multi_error + ")";
       return e;
     }
     skel = std::move(*s);
@@ -818,7 +819,10 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   }
   const double attach_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - t_attach).count();
-  const std::vector<Site>& held = attachment.held();
+  // libgo.so's goroutine probes' too: a goroutine probe another uprobe holds is a change
+  // never seen.
+  std::vector<Site> held = attachment.held();
+  held.insert(held.end(), lib_attachment.held().begin(), lib_attachment.held().end());
   if (!held.empty() && !eo.quiet) {
     const auto& first = cfg.sites[gotap_cookie_site(held[0].cookie)];
     const uint32_t id = first.func_id;
@@ -827,11 +831,15 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
               << " probe site(s) hold another tracer's uprobe with a reference counter (a USDT "
                  "semaphore; Debian's bcc 0.26 sets a stray one), which the kernel lets no "
                  "other uprobe share: left out, e.g. "
-              << (ret ? "a return of " : "the entry of ")
-              << (id < cfg.funcs.size() ? printable(cfg.funcs[id].plan->name) : "a goroutine probe")
-              << (ret ? " (its calls do not end)" : " (its calls are not seen)") << "\n";
+              << (id >= cfg.funcs.size()
+                      ? std::string("a goroutine probe (the changes it tells are not seen)")
+                      : (ret ? "a return of " : "the entry of ") +
+                            printable(cfg.funcs[id].plan->name) +
+                            (ret ? " (its calls do not end)" : " (its calls are not seen)"))
+              << "\n";
   }
   refused.insert(refused.end(), attachment.skipped().begin(), attachment.skipped().end());
+  refused.insert(refused.end(), lib_attachment.skipped().begin(), lib_attachment.skipped().end());
   refused.insert(refused.end(), held.begin(), held.end());
   if (refused.size() > held.size() && !eo.quiet) {
     const auto& first = cfg.sites[gotap_cookie_site(refused[0].cookie)];

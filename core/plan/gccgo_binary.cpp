@@ -270,18 +270,21 @@ std::vector<uint64_t> return_sites(const ElfFile& elf, uint64_t entry, uint64_t 
   return out;
 }
 
-// The directories of a ':'-separated search list, as ld.so reads it: $ORIGIN (or ${ORIGIN})
-// is the directory of the program itself.
+// The directories of a search list, as ld.so reads it: entries separated by ':' (and ';' in
+// LD_LIBRARY_PATH), an empty one the current directory (the launched program's is gotap's),
+// $ORIGIN (or ${ORIGIN}) the directory of the program itself.
 void add_search_dirs(std::vector<std::string>& dirs, std::string_view list,
-                     const std::string& origin) {
+                     const std::string& origin, std::string_view separators = ":") {
+  if (list.empty()) return;
   for (size_t at = 0; at <= list.size();) {
-    size_t colon = list.find(':', at);
-    if (colon == std::string_view::npos) colon = list.size();
-    std::string d(list.substr(at, colon - at));
-    at = colon + 1;
+    size_t end = list.find_first_of(separators, at);
+    if (end == std::string_view::npos) end = list.size();
+    std::string d(list.substr(at, end - at));
+    at = end + 1;
     for (std::string_view token : {"${ORIGIN}", "$ORIGIN"})
-      for (size_t k; (k = d.find(token)) != std::string::npos;) d.replace(k, token.size(), origin);
-    if (!d.empty()) dirs.push_back(std::move(d));
+      for (size_t k = 0; (k = d.find(token, k)) != std::string::npos; k += origin.size())
+        d.replace(k, token.size(), origin);
+    dirs.push_back(d.empty() ? "." : std::move(d));
   }
 }
 
@@ -297,7 +300,7 @@ std::string find_library(const std::string& soname, const GccgoFacts& facts,
       ec ? std::filesystem::path(exe).parent_path().string() : real.parent_path().string();
   std::vector<std::string> dirs;
   if (facts.runpath.empty()) add_search_dirs(dirs, facts.rpath, origin);
-  if (const char* env = getenv("LD_LIBRARY_PATH")) add_search_dirs(dirs, env, origin);
+  if (const char* env = getenv("LD_LIBRARY_PATH")) add_search_dirs(dirs, env, origin, ":;");
   add_search_dirs(dirs, facts.runpath, origin);
   for (const char* d : {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64",
                         "/usr/lib64", "/lib", "/usr/lib"})
