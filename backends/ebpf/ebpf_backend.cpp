@@ -708,6 +708,53 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     skel = std::move(*s);
     attachment = std::move(*a);
   }
+  // A function whose entry another tracer's uprobe holds (with a reference counter: held())
+  // is not traced at all, as with an int3 there: its returns alone would be calls without a
+  // start, and where entries are deduplicated an entry left open would swallow a later call.
+  // Its other sites come out again: attached once more without them.
+  std::vector<Site> held = attachment.held(), held_left;
+  {
+    std::set<uint32_t> drop;
+    for (const Site& h : held)
+      if (!(gotap_cookie_flags(h.cookie) & (GOTAP_PROBE_RET | GOTAP_PROBE_INLINE)))
+        drop.insert(gotap_cookie_func(h.cookie));
+    if (!drop.empty()) {
+      std::vector<Site> kept;
+      std::vector<uint32_t> kept_groups;
+      for (size_t i = 0; i < sites.size(); ++i) {
+        if (drop.count(gotap_cookie_func(sites[i].cookie))) {
+          if (std::none_of(held.begin(), held.end(),
+                           [&](const Site& h) { return h.cookie == sites[i].cookie; }))
+            held_left.push_back(sites[i]);
+          continue;
+        }
+        kept.push_back(sites[i]);
+        if (measure_cost) kept_groups.push_back(group_of[i]);
+      }
+      const bool multi = std::string_view(attachment.method()) == "uprobe_multi";
+      attachment.detach();
+      if (kept.empty()) {
+        target.terminate();
+        return runtime_error(
+            "no probe could be placed: another tracer's uprobe with a reference counter holds "
+            "the entry of every function (Debian's bcc 0.26 sets a stray one)");
+      }
+      bpf_program* prog = eo.empty_program ? skel->progs.gotap_empty : skel->progs.gotap_probe;
+      auto a =
+          multi
+              ? (measure_cost ? Attachment::multi_grouped(prog, path, kept, kept_groups, filter_pid)
+                              : Attachment::multi(prog, path, kept, filter_pid))
+              : (measure_cost
+                     ? Attachment::per_site_grouped(prog, path, kept, kept_groups, filter_pid)
+                     : Attachment::per_site(prog, path, kept, filter_pid));
+      if (!a) {
+        target.terminate();
+        return a.error();
+      }
+      attachment = std::move(*a);
+      held.insert(held.end(), attachment.held().begin(), attachment.held().end());
+    }
+  }
   // libgo.so's goroutine probes, through gotap's own descriptor of the file planned, in the
   // traced process alone; proven below to be the copy it maps.
   Attachment lib_attachment;
@@ -821,7 +868,6 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
       std::chrono::duration<double, std::milli>(Clock::now() - t_attach).count();
   // libgo.so's goroutine probes' too: a goroutine probe another uprobe holds is a change
   // never seen.
-  std::vector<Site> held = attachment.held();
   held.insert(held.end(), lib_attachment.held().begin(), lib_attachment.held().end());
   if (!held.empty() && !eo.quiet) {
     const auto& first = cfg.sites[gotap_cookie_site(held[0].cookie)];
@@ -835,16 +881,18 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
                       ? std::string("a goroutine probe (the changes it tells are not seen)")
                       : (ret ? "a return of " : "the entry of ") +
                             printable(cfg.funcs[id].plan->name) +
-                            (ret ? " (its calls do not end)" : " (its calls are not seen)"))
+                            (ret ? " (its calls do not end)" : " (the function is not traced)"))
               << "\n";
   }
   refused.insert(refused.end(), attachment.skipped().begin(), attachment.skipped().end());
   refused.insert(refused.end(), lib_attachment.skipped().begin(), lib_attachment.skipped().end());
   refused.insert(refused.end(), held.begin(), held.end());
-  if (refused.size() > held.size() && !eo.quiet) {
+  refused.insert(refused.end(), held_left.begin(), held_left.end());
+  if (refused.size() > held.size() + held_left.size() && !eo.quiet) {
     const auto& first = cfg.sites[gotap_cookie_site(refused[0].cookie)];
     const uint32_t id = first.func_id;
-    std::cerr << "gotap: warning: the kernel refuses " << refused.size() - held.size()
+    std::cerr << "gotap: warning: the kernel refuses "
+              << refused.size() - held.size() - held_left.size()
               << " probe site(s) (instructions uprobes refuse or would run wrongly), e.g. "
               << hex(first.addr) << " in "
               << (id < cfg.funcs.size() ? printable(cfg.funcs[id].plan->name) : "a goroutine probe")

@@ -5,8 +5,9 @@
 // register), so gotap beside bcc's trace-bpfcc met it on the function both traced, and
 // refused to trace at all ("uprobe at offset 0x5760 ...: Invalid argument"). Now that site
 // is left out, named on stderr and counted in the summary, and every other function is
-// counted exactly. The other tracer is played by a perf uprobe this test opens itself, with
-// a counter at offset 6 as bcc's was (in the ELF header, which no writable mapping holds: the
+// counted exactly. A function whose entry is held is left out whole: its returns would be
+// calls without a start. The other tracer is played by a perf uprobe this test opens itself,
+// with a counter at offset 6 as bcc's was (in the ELF header, which no writable mapping holds: the
 // kernel writes nothing there), on a private copy of the fixture so that no other test's run
 // meets it. The eBPF backend's (the trampoline backend's jump goes at the function's first
 // byte, not at the entry probe past the stack check that this uprobe holds, and leaves it be:
@@ -104,12 +105,25 @@ TEST(CountedUprobe, ItsSiteIsLeftOutNamedAndTheRestCountExactly) {
   RunResult r = run_command({gotap_binary(), "count", "--backend", "ebpf", "--json", "main.add",
                              "main.square", "--", copy},
                             60);
+  // trace probes main.add's returns too: with its entry held, they must go with it (each
+  // would be a return without its call).
+  RunResult t = run_command({gotap_binary(), "trace", "--backend", "ebpf", "--json", "main.add",
+                             "main.square", "--", copy},
+                            60);
   close(held);
   std::remove(copy.c_str());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("hold another tracer's uprobe with a reference counter"), std::string::npos)
-      << r.err;
-  EXPECT_NE(r.err.find("the entry of main.add"), std::string::npos) << r.err;
+  for (const RunResult* run : {&r, &t}) {
+    ASSERT_EQ(run->exit_code, 0) << run->err;
+    EXPECT_NE(run->err.find("hold another tracer's uprobe with a reference counter"),
+              std::string::npos)
+        << run->err;
+    EXPECT_NE(run->err.find("the entry of main.add (the function is not traced)"),
+              std::string::npos)
+        << run->err;
+    const auto summary = summary_in(run->out);
+    EXPECT_GE(summary.value("skipped_sites", 0), 1) << summary.dump();
+    EXPECT_EQ(summary.value("unmatched_returns", -1), 0) << summary.dump();
+  }
   const auto truth = entries_of(r.out);
   ASSERT_GT(truth.at("main.square"), 0u) << r.out;
   ASSERT_GT(truth.at("main.add"), 0u) << r.out;
@@ -117,8 +131,12 @@ TEST(CountedUprobe, ItsSiteIsLeftOutNamedAndTheRestCountExactly) {
   for (const auto& e : events_in(r.out, "count")) got[e.value("func", "")] = e.value("count", 0ull);
   EXPECT_EQ(got["main.square"], truth.at("main.square")) << r.out;
   EXPECT_EQ(got["main.add"], 0u) << "main.add's entry was probed: " << r.out;
-  const auto summary = summary_in(r.out);
-  EXPECT_GE(summary.value("skipped_sites", 0), 1) << summary.dump();
+  std::map<std::string, uint64_t> entries, returns;
+  for (const auto& e : events_in(t.out, "entry")) ++entries[e.value("func", "")];
+  for (const auto& e : events_in(t.out, "return")) ++returns[e.value("func", "")];
+  EXPECT_EQ(entries["main.square"], entries_of(t.out).at("main.square")) << t.out;
+  EXPECT_EQ(returns["main.square"], entries["main.square"]) << t.out;
+  EXPECT_EQ(entries["main.add"] + returns["main.add"], 0u) << t.out;
 }
 
 }  // namespace
