@@ -138,11 +138,11 @@ Result<Attachment> Attachment::multi(bpf_program* prog, const std::string& path,
   Attachment at;
   at.method_ = "uprobe_multi";
   GOTAP_TRY(at.attach_multi_range(bpf_program__fd(prog), path, sites.data(), sites.size(), pid));
-  GOTAP_TRY(at.some_site_placed(path, sites.size()));
+  GOTAP_TRY(at.some_site_placed(sites.size()));
   return at;
 }
 
-Result<void> Attachment::some_site_placed(const std::string&, size_t n) const {
+Result<void> Attachment::some_site_placed(size_t n) const {
   const bool placed =
       std::any_of(multi_fds_.begin(), multi_fds_.end(), [](int fd) { return fd >= 0; }) ||
       std::any_of(links_.begin(), links_.end(), [](bpf_link* l) { return l != nullptr; });
@@ -162,7 +162,7 @@ Result<Attachment> Attachment::per_site(bpf_program* prog, const std::string& pa
   at.method_ = "perf_event";
   at.links_.reserve(sites.size());
   GOTAP_TRY(at.attach_per_site(prog, path, sites, pid));
-  GOTAP_TRY(at.some_site_placed(path, sites.size()));
+  GOTAP_TRY(at.some_site_placed(sites.size()));
   return at;
 }
 
@@ -221,7 +221,7 @@ Result<Attachment> Attachment::multi_grouped(bpf_program* prog, const std::strin
   GOTAP_TRY(for_each_group(sites, group_of, at.group_, [&](const std::vector<Site>& run) {
     return at.attach_multi_range(bpf_program__fd(prog), path, run.data(), run.size(), pid);
   }));
-  GOTAP_TRY(at.some_site_placed(path, sites.size()));
+  GOTAP_TRY(at.some_site_placed(sites.size()));
   return at;
 }
 
@@ -233,8 +233,17 @@ Result<Attachment> Attachment::per_site_grouped(bpf_program* prog, const std::st
   GOTAP_TRY(for_each_group(sites, group_of, at.group_, [&](const std::vector<Site>& run) {
     return at.attach_per_site(prog, path, run, pid);
   }));
-  GOTAP_TRY(at.some_site_placed(path, sites.size()));
+  GOTAP_TRY(at.some_site_placed(sites.size()));
   return at;
+}
+
+Result<Attachment> Attachment::place(bool multi_links, bpf_program* prog, const std::string& path,
+                                     const std::vector<Site>& sites,
+                                     const std::vector<uint32_t>& group_of, int pid) {
+  if (group_of.empty())
+    return multi_links ? multi(prog, path, sites, pid) : per_site(prog, path, sites, pid);
+  return multi_links ? multi_grouped(prog, path, sites, group_of, pid)
+                     : per_site_grouped(prog, path, sites, group_of, pid);
 }
 
 void Attachment::detach_group(uint32_t group) {

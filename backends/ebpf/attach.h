@@ -42,6 +42,11 @@ class Attachment {
   static Result<Attachment> per_site_grouped(bpf_program* prog, const std::string& path,
                                              const std::vector<Site>& sites,
                                              const std::vector<uint32_t>& group_of, int pid);
+  // multi_grouped or multi (multi_links), per_site_grouped or per_site: grouped when group_of
+  // is not empty.
+  static Result<Attachment> place(bool multi_links, bpf_program* prog, const std::string& path,
+                                  const std::vector<Site>& sites,
+                                  const std::vector<uint32_t>& group_of, int pid);
   // Removes the uprobes of one group; the others stay, never detached even for a moment.
   void detach_group(uint32_t group);
   void detach();
@@ -58,7 +63,7 @@ class Attachment {
                                   int pid);
   Result<void> attach_per_site(bpf_program* prog, const std::string& path,
                                const std::vector<Site>& sites, int pid);
-  Result<void> some_site_placed(const std::string& path, size_t n) const;
+  Result<void> some_site_placed(size_t n) const;
   std::vector<int> multi_fds_;
   std::vector<Site> skipped_, held_;
   std::vector<bpf_link*> links_;

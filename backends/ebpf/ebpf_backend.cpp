@@ -676,8 +676,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     auto& s = *multi_skel;
     if (s) {
       bpf_program* prog = eo.empty_program ? (*s)->progs.gotap_empty : (*s)->progs.gotap_probe;
-      auto a = measure_cost ? Attachment::multi_grouped(prog, path, sites, group_of, filter_pid)
-                            : Attachment::multi(prog, path, sites, filter_pid);
+      auto a = Attachment::place(true, prog, path, sites, group_of, filter_pid);
       if (a) {
         skel = std::move(*s);
         attachment = std::move(*a);
@@ -696,8 +695,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
       return s.error();
     }
     bpf_program* prog = eo.empty_program ? (*s)->progs.gotap_empty : (*s)->progs.gotap_probe;
-    auto a = measure_cost ? Attachment::per_site_grouped(prog, path, sites, group_of, filter_pid)
-                          : Attachment::per_site(prog, path, sites, filter_pid);
+    auto a = Attachment::place(false, prog, path, sites, group_of, filter_pid);
     if (!a) {
       target.terminate();
       Error e = a.error();
@@ -729,7 +727,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
           continue;
         }
         kept.push_back(sites[i]);
-        if (measure_cost) kept_groups.push_back(group_of[i]);
+        if (!group_of.empty()) kept_groups.push_back(group_of[i]);
       }
       const bool multi = std::string_view(attachment.method()) == "uprobe_multi";
       attachment.detach();
@@ -740,13 +738,7 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
             "the entry of every function (Debian's bcc 0.26 sets a stray one)");
       }
       bpf_program* prog = eo.empty_program ? skel->progs.gotap_empty : skel->progs.gotap_probe;
-      auto a =
-          multi
-              ? (measure_cost ? Attachment::multi_grouped(prog, path, kept, kept_groups, filter_pid)
-                              : Attachment::multi(prog, path, kept, filter_pid))
-              : (measure_cost
-                     ? Attachment::per_site_grouped(prog, path, kept, kept_groups, filter_pid)
-                     : Attachment::per_site(prog, path, kept, filter_pid));
+      auto a = Attachment::place(multi, prog, path, kept, kept_groups, filter_pid);
       if (!a) {
         target.terminate();
         return a.error();
@@ -869,6 +861,17 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
   // libgo.so's goroutine probes' too: a goroutine probe another uprobe holds is a change
   // never seen.
   held.insert(held.end(), lib_attachment.held().begin(), lib_attachment.held().end());
+  refused.insert(refused.end(), attachment.skipped().begin(), attachment.skipped().end());
+  refused.insert(refused.end(), lib_attachment.skipped().begin(), lib_attachment.skipped().end());
+  if (!refused.empty() && !eo.quiet) {
+    const auto& first = cfg.sites[gotap_cookie_site(refused[0].cookie)];
+    const uint32_t id = first.func_id;
+    std::cerr << "gotap: warning: the kernel refuses " << refused.size()
+              << " probe site(s) (instructions uprobes refuse or would run wrongly), e.g. "
+              << hex(first.addr) << " in "
+              << (id < cfg.funcs.size() ? printable(cfg.funcs[id].plan->name) : "a goroutine probe")
+              << "\n";
+  }
   if (!held.empty() && !eo.quiet) {
     const auto& first = cfg.sites[gotap_cookie_site(held[0].cookie)];
     const uint32_t id = first.func_id;
@@ -884,20 +887,9 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
                             (ret ? " (its calls do not end)" : " (the function is not traced)"))
               << "\n";
   }
-  refused.insert(refused.end(), attachment.skipped().begin(), attachment.skipped().end());
-  refused.insert(refused.end(), lib_attachment.skipped().begin(), lib_attachment.skipped().end());
+  // All left out, for skipped_sites.
   refused.insert(refused.end(), held.begin(), held.end());
   refused.insert(refused.end(), held_left.begin(), held_left.end());
-  if (refused.size() > held.size() + held_left.size() && !eo.quiet) {
-    const auto& first = cfg.sites[gotap_cookie_site(refused[0].cookie)];
-    const uint32_t id = first.func_id;
-    std::cerr << "gotap: warning: the kernel refuses "
-              << refused.size() - held.size() - held_left.size()
-              << " probe site(s) (instructions uprobes refuse or would run wrongly), e.g. "
-              << hex(first.addr) << " in "
-              << (id < cfg.funcs.size() ? printable(cfg.funcs[id].plan->name) : "a goroutine probe")
-              << "\n";
-  }
 
   Session session{bin, plan, opts, sink, cfg, nullptr, nullptr};
   session.cut = eo.cut;
