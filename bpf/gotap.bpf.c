@@ -35,6 +35,8 @@ const volatile __u64 wake_bytes = 1 << 20; /* wake the reader past this much pen
  * in `lat_stats`/`lat_hist`, so that a scrape reads exact numbers from the maps even when
  * the ring buffer drops events. */
 const volatile __u32 live_metrics = 0;
+/* count --all: also count each call under its process in `proc_counts`. */
+const volatile __u32 per_process = 0;
 /* Benchmark only (GOTAP_EBPF_CUT=nosubmit): capture every event, send none. */
 const volatile __u32 bench_no_submit = 0;
 
@@ -51,6 +53,16 @@ struct {
   __type(key, __u32);
   __type(value, __u64);
 } counts SEC(".maps");
+
+/* count --all: calls by function and process. Not per CPU: a process's first call names it
+ * (its comm) once. A call that finds the map full is in `counts` alone, and user space says
+ * how many of a function's calls no process was found for. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, GOTAP_PROC_COUNTS_MAX);
+  __type(key, struct gotap_proc_key);
+  __type(value, struct gotap_proc_count);
+} proc_counts SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -293,6 +305,25 @@ static __always_inline void record_latency(__u32 func, __u64 dur) {
   if (h) __sync_fetch_and_add(h, 1);
 }
 
+/* A call counted in count mode: `counts` (per CPU, exact), and with --all its process's entry
+ * of `proc_counts`. `delta` is 1, or -1 (as a u64) for an UNCOUNT site: sums stay exact. */
+static __always_inline void count_call(__u32 func, __u64 pid_tgid, __u64 delta) {
+  __u64* c = bpf_map_lookup_elem(&counts, &func);
+  if (c) *c += delta;
+  if (!per_process) return;
+  struct gotap_proc_key k = {func, (__u32)(pid_tgid >> 32)};
+  struct gotap_proc_count* pc = bpf_map_lookup_elem(&proc_counts, &k);
+  if (!pc) {
+    struct gotap_proc_count fresh = {};
+    bpf_get_current_comm(fresh.comm, sizeof(fresh.comm));
+    /* Another CPU may have made it meanwhile: then this finds it below. */
+    bpf_map_update_elem(&proc_counts, &k, &fresh, BPF_NOEXIST);
+    pc = bpf_map_lookup_elem(&proc_counts, &k);
+    if (!pc) return;
+  }
+  __sync_fetch_and_add(&pc->count, delta);
+}
+
 /* One site's work: the site, its flags and function are the cookie's; `at` is the hit's time
  * when the caller read it (0: read it here). A subprogram, so that a GOTAP_PROBE_ALSO_ENTRY hit
  * runs it twice without a second copy of it in the program. */
@@ -337,9 +368,8 @@ static __noinline int probe_hit(struct pt_regs* ctx, __u64 cookie, __u64 at) {
       }
       if (!cond_run(ctx, cp, &io)) return 0;
     }
-    __u64* c = bpf_map_lookup_elem(&counts, &func);
     /* Per-CPU counters may wrap below zero; their sum is still exact. */
-    if (c) *c += (flags & GOTAP_PROBE_UNCOUNT) ? (__u64)-1 : 1;
+    count_call(func, pid_tgid, (flags & GOTAP_PROBE_UNCOUNT) ? (__u64)-1 : 1);
     return 0;
   }
 
@@ -411,10 +441,7 @@ static __noinline int probe_hit(struct pt_regs* ctx, __u64 cookie, __u64 at) {
         return 0;
       }
     }
-    if ((mode == GOTAP_MODE_COUNT || live_metrics) && !cond_at_ret) {
-      __u64* c = bpf_map_lookup_elem(&counts, &func);
-      if (c) *c += 1;
-    }
+    if ((mode == GOTAP_MODE_COUNT || live_metrics) && !cond_at_ret) count_call(func, pid_tgid, 1);
     /* A call whose condition is decided at the return takes its --rate token there. */
     int report = mode == GOTAP_MODE_TRACE && (cond_at_ret || rate_allows(func, now));
     if (mode == GOTAP_MODE_TRACE && !report) in.flags = GOTAP_INFLIGHT_DROPPED;
@@ -453,10 +480,7 @@ static __noinline int probe_hit(struct pt_regs* ctx, __u64 cookie, __u64 at) {
         if (why_agg) why_agg_return(&key, goid, now, dur, 0);
         return 0;
       }
-      if (mode == GOTAP_MODE_COUNT || live_metrics) {
-        __u64* c = bpf_map_lookup_elem(&counts, &func);
-        if (c) *c += 1;
-      }
+      if (mode == GOTAP_MODE_COUNT || live_metrics) count_call(func, pid_tgid, 1);
       if (mode == GOTAP_MODE_TRACE) {
         if (rate_allows(func, now)) {
           release_held(&key);

@@ -204,6 +204,18 @@ struct gotap_call_key {
   gotap_u32 pad;
 };
 
+/* count --all: a function's calls in one process (proc_counts). 16,384 processes x functions
+ * is ~0.8 MB of kernel memory; past it, calls are counted without their process. */
+#define GOTAP_PROC_COUNTS_MAX 16384
+struct gotap_proc_key {
+  gotap_u32 func;
+  gotap_u32 tgid;
+};
+struct gotap_proc_count {
+  gotap_u64 count;
+  char comm[16];
+};
+
 /* A call in flight: when it was entered, and where (for `unfinished`, docs/json.md). */
 struct gotap_inflight {
   gotap_u64 ts; /* 0: a call its --if condition rejected at the entry (its return is silent) */

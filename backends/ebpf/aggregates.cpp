@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <vector>
 
 #include "gotap_shared.h"
@@ -117,6 +118,21 @@ std::vector<std::pair<uint32_t, LatencySummary>> read_latency_all(int stats_fd, 
         out.emplace_back(f, read_latency(stats_fd, hist_fd, f));
         break;
       }
+  return out;
+}
+
+std::map<uint32_t, std::vector<ProcessCount>> read_proc_counts(int fd) {
+  std::map<uint32_t, std::vector<ProcessCount>> out;
+  for_each_entry<gotap_proc_key, gotap_proc_count>(
+      fd, [&](const gotap_proc_key& k, const gotap_proc_count& v) {
+        if (!v.count) return;
+        out[k.func].push_back({static_cast<int64_t>(k.tgid),
+                               std::string(v.comm, strnlen(v.comm, sizeof(v.comm))), v.count});
+      });
+  for (auto& [f, procs] : out)
+    std::sort(procs.begin(), procs.end(), [](const ProcessCount& a, const ProcessCount& b) {
+      return a.count != b.count ? a.count > b.count : a.pid < b.pid;
+    });
   return out;
 }
 

@@ -7,10 +7,12 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <map>
 #include <utility>
 #include <vector>
 
 #include "core/events/latency.h"
+#include "core/events/typed_events.h"
 
 namespace gotap::ebpf {
 
@@ -24,6 +26,11 @@ LatencySummary read_latency(int stats_fd, int hist_fd, uint32_t func);
 // The summaries of functions [0, n) that have a call, with their function's index.
 std::vector<std::pair<uint32_t, LatencySummary>> read_latency_all(int stats_fd, int hist_fd,
                                                                   uint32_t n);
+
+// count --all: proc_counts's calls by function index, each function's processes most calls
+// first (ties by pid). A process whose calls summed to 0 (an UNCOUNT site's -1 met its +1) is
+// left out.
+std::map<uint32_t, std::vector<ProcessCount>> read_proc_counts(int fd);
 
 // fn(key, value) for every entry of a hash map, one lookup each (keys from get_next_key; an
 // entry deleted meanwhile is skipped). False when the walk stopped before the map's end.

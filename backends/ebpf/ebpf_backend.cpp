@@ -137,6 +137,10 @@ Result<Skel> open_and_load(const ProbePlan& plan, const ProbeConfig& cfg, Mode m
   }
   ro->wake_bytes = eo.ringbuf_bytes / 4;
   ro->live_metrics = live ? 1 : 0;
+  // count --all: calls by process too, as a whole-system count is read per process.
+  const bool per_process = mode == Mode::Count && tgid == 0;
+  ro->per_process = per_process ? 1 : 0;
+  if (!per_process) bpf_map__set_max_entries(skel->maps.proc_counts, 1);
   ro->bench_no_submit = eo.cut == EventCut::NoSubmit ? 1 : 0;
   ro->has_cond = cond ? 1 : 0;
   if (plan.goroutines.walk) {
@@ -1137,8 +1141,19 @@ Result<void> run_session(const ProbePlan& plan, const TraceOptions& opts, EventS
     const std::vector<uint64_t> calls =
         read_percpu_u64_all(fd, static_cast<uint32_t>(cfg.funcs.size()));
     const auto failed = read_failed_all(skel.get(), cfg);
-    for (uint32_t f = 0; f < cfg.funcs.size(); ++f)
-      if (calls[f]) counts.push_back({cfg.funcs[f].plan->name, calls[f], failed[f]});
+    std::map<uint32_t, std::vector<ProcessCount>> by_process;
+    if (filter_pid == 0) by_process = read_proc_counts(bpf_map__fd(skel->maps.proc_counts));
+    for (uint32_t f = 0; f < cfg.funcs.size(); ++f) {
+      if (!calls[f]) continue;
+      FuncCount c{cfg.funcs[f].plan->name, calls[f], failed[f]};
+      if (filter_pid == 0) {
+        c.processes = std::move(by_process[f]);
+        uint64_t told = 0;
+        for (const auto& p : *c.processes) told += p.count;
+        c.processes_lost = calls[f] > told ? calls[f] - told : 0;
+      }
+      counts.push_back(std::move(c));
+    }
     for (const auto& ev : count_events(std::move(counts))) {
       sink.emit(ev);
       ++session.events;

@@ -77,6 +77,13 @@ Event to_event(const CallUnfinished& e) {
 Event to_event(const FuncCount& e) {
   Event ev = {{"event", "count"}, {"func", e.func}, {"count", e.count}};
   if (e.failed) ev["failed"] = *e.failed;
+  if (e.processes) {
+    Event procs = Event::array();
+    for (const auto& p : *e.processes)
+      procs.push_back({{"pid", p.pid}, {"comm", p.comm}, {"count", p.count}});
+    ev["processes"] = std::move(procs);
+    if (e.processes_lost) ev["processes_lost"] = e.processes_lost;
+  }
   return ev;
 }
 

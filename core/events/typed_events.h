@@ -68,11 +68,25 @@ struct CallUnfinished : CallSite {
   std::string reason;
 };
 
+// One process's calls of a function (count --all).
+struct ProcessCount {
+  int64_t pid = 0;
+  std::string comm;  // the thread's name at the process's first call
+  uint64_t count = 0;
+};
+
 // `failed`: calls whose `error` result was not nil; absent for a function without one.
+// `processes` (count --all): the calls by process, most first; `processes_lost` the calls
+// counted in `count` that no process could be kept for (the kernel's table was full).
 struct FuncCount {
+  FuncCount() = default;
+  FuncCount(std::string f, uint64_t c, std::optional<uint64_t> fail = std::nullopt)
+      : func(std::move(f)), count(c), failed(fail) {}
   std::string func;
   uint64_t count = 0;
   std::optional<uint64_t> failed;
+  std::optional<std::vector<ProcessCount>> processes;
+  uint64_t processes_lost = 0;
 };
 
 struct FuncLatency {

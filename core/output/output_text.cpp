@@ -305,6 +305,19 @@ class TextWriter : public EventSink {
     CountRow row{safe_name(ev, "func"), ev.value("count", uint64_t{0}), "-"};
     if (ev.contains("failed")) row.failed = std::to_string(ev.value("failed", uint64_t{0}));
     counts_.push_back(std::move(row));
+    // count --all: the function's processes under it, indented ("  pid 4242 (calls)").
+    auto procs = ev.find("processes");
+    if (procs != ev.end() && procs->is_array())
+      for (const auto& p : *procs) {
+        if (!p.is_object()) continue;
+        std::string comm = p.contains("comm") && p["comm"].is_string()
+                               ? printable(p["comm"].get<std::string>())
+                               : std::string("?");
+        counts_.push_back({fmt::format("  pid {} ({})", p.value("pid", int64_t{0}), comm),
+                           p.value("count", uint64_t{0}), ""});
+      }
+    if (ev.value("processes_lost", uint64_t{0}))
+      counts_.push_back({"  (process not kept)", ev.value("processes_lost", uint64_t{0}), ""});
   }
 
   // Wide enough for the long names real programs have (closures of generic methods, 80 to 90
@@ -321,7 +334,7 @@ class TextWriter : public EventSink {
       // Up to a cap: one long generic name would otherwise pad every row to its length
       // (421 columns seen); a longer name runs past its column.
       width = std::max(width, std::min(r.name.size(), kMaxCountNameWidth));
-      failed = failed || r.failed != "-";
+      failed = failed || (r.failed != "-" && !r.failed.empty());
     }
     if (counts_interval_ || printed_interval_) {
       if (counts_interval_)
@@ -333,8 +346,9 @@ class TextWriter : public EventSink {
     header(failed ? fmt::format("{:<{}} {:>12} {:>12}\n", "FUNC", width, "COUNT", "FAILED").c_str()
                   : fmt::format("{:<{}} {:>12}\n", "FUNC", width, "COUNT").c_str());
     for (const auto& r : counts_)
-      print(failed ? fmt::format("{:<{}} {:>12} {:>12}\n", r.name, width, r.count, r.failed)
-                   : fmt::format("{:<{}} {:>12}\n", r.name, width, r.count));
+      print(failed && !r.failed.empty()
+                ? fmt::format("{:<{}} {:>12} {:>12}\n", r.name, width, r.count, r.failed)
+                : fmt::format("{:<{}} {:>12}\n", r.name, width, r.count));
     counts_.clear();
   }
 
@@ -420,7 +434,7 @@ class TextWriter : public EventSink {
   struct CountRow {
     std::string name;
     uint64_t count = 0;
-    std::string failed;  // "-": the function has no error result
+    std::string failed;  // "-": the function has no error result; "": a process's row
   };
   std::vector<CountRow> counts_;
   // -i: the interval of the rows held, or of the latency blocks printed last (0: the totals).

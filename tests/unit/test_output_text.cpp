@@ -69,6 +69,39 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
+// count --all: a function's processes follow its row, indented and named by pid and comm (a
+// comm with a control byte is quoted, not printed raw), and calls no process was kept for
+// are said; the FAILED column stays the function's.
+TEST(TextWriter, CountByProcessFollowsItsFunction) {
+  FuncCount c{"strconv.Atoi", 32, 10};
+  c.processes = std::vector<ProcessCount>{{4242, "calls", 25}, {4243, "ev\x1bil", 5}};
+  c.processes_lost = 2;
+  RunSummary summary;
+  summary.backend = "ebpf";
+  const Event ev = to_event(c);
+  ASSERT_TRUE(ev.contains("processes"));
+  EXPECT_EQ(ev["processes"][0]["pid"], 4242);
+  EXPECT_EQ(ev["processes"][1]["comm"], "ev\x1bil");
+  EXPECT_EQ(ev["processes_lost"], 2);
+  EXPECT_FALSE(to_event(FuncCount{"main.f", 2}).contains("processes"));
+  const auto lines = lines_of(output_of("text", {ev, to_event(summary)}));
+  std::vector<std::string> rows;
+  for (const auto& l : lines)
+    if (!l.starts_with("#")) rows.push_back(l);
+  ASSERT_EQ(rows.size(), 5u) << output_of("text", {ev, to_event(summary)});
+  EXPECT_TRUE(rows[0].starts_with("FUNC")) << rows[0];
+  EXPECT_NE(rows[0].find("FAILED"), std::string::npos) << rows[0];
+  EXPECT_TRUE(rows[1].starts_with("strconv.Atoi ")) << rows[1];
+  EXPECT_TRUE(rows[1].ends_with(" 32           10")) << rows[1];
+  EXPECT_TRUE(rows[2].starts_with("  pid 4242 (calls) ")) << rows[2];
+  EXPECT_TRUE(rows[2].ends_with(" 25")) << rows[2];
+  EXPECT_EQ(rows[3].find('\x1b'), std::string::npos) << rows[3];
+  EXPECT_TRUE(rows[3].starts_with("  pid 4243 (")) << rows[3];
+  EXPECT_TRUE(rows[3].ends_with(" 5")) << rows[3];
+  EXPECT_TRUE(rows[4].starts_with("  (process not kept) ")) << rows[4];
+  EXPECT_TRUE(rows[4].ends_with(" 2")) << rows[4];
+}
+
 // One long generic name does not pad every row of `count` to its length: the column stops
 // at 60, the long name runs past it, and every name is printed whole.
 TEST(TextWriter, CountColumnIsCappedForLongNames) {

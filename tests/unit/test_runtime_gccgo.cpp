@@ -490,9 +490,10 @@ struct PrivateLibgo {
 };
 
 // libgo as the target (eBPF, --all --binary): its strconv.Atoi counted in every process that
-// maps it, failures included (an (int, error) returned in memory). The programs load a copy
-// of libgo of the test's own (LD_LIBRARY_PATH), so that gccgo programs other tests run
-// meanwhile are not counted.
+// maps it, failures included (an (int, error) returned in memory), in all and by process: two
+// processes of different sizes each get their own count. The programs load a copy of libgo
+// of the test's own (LD_LIBRARY_PATH), so that gccgo programs other tests run meanwhile are
+// not counted.
 TEST(GccgoLibgo, AllBinaryCountsInEveryProcessThatMapsIt) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
   if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
@@ -508,15 +509,24 @@ TEST(GccgoLibgo, AllBinaryCountsInEveryProcessThatMapsIt) {
   ASSERT_GT(g.pid, 0);
   const std::string started = read_until(g.err, "Tracing", 60'000);
   uint64_t want_calls = 0, want_failed = 0;
+  std::map<int64_t, uint64_t> want_by_pid;
+  const char* sizes[] = {"12", "5"};
   for (int run = 0; run < 2 && started.find("Tracing") != std::string::npos; ++run) {
-    RunResult p = run_command({"/usr/bin/env", "LD_LIBRARY_PATH=" + dir, prog, "12"});
-    ASSERT_EQ(p.exit_code, 0) << p.err;
-    std::istringstream out(p.out);
-    for (std::string line; std::getline(out, line);) {
+    Child p = spawn({"/usr/bin/env", "LD_LIBRARY_PATH=" + dir, prog, sizes[run]});
+    ASSERT_GT(p.pid, 0);
+    const std::string out = read_all(p.out);
+    int pst = 0;
+    waitpid(p.pid, &pst, 0);
+    close(p.out);
+    close(p.err);
+    ASSERT_TRUE(WIFEXITED(pst) && WEXITSTATUS(pst) == 0) << out;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
       if (line.rfind("errors main.Parse ", 0) != 0) continue;
       uint64_t calls = 0, failed = 0;
       std::istringstream(line.substr(18)) >> calls >> failed;
-      want_calls += calls + 1;  // and main's own, of its argument
+      want_calls += calls + 1;          // and main's own, of its argument
+      want_by_pid[p.pid] += calls + 1;  // env execs the program in its own process
       want_failed += failed;
     }
   }
@@ -528,11 +538,22 @@ TEST(GccgoLibgo, AllBinaryCountsInEveryProcessThatMapsIt) {
   close(g.err);
   ASSERT_NE(started.find("Tracing"), std::string::npos) << started;
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << err;
-  ASSERT_EQ(want_calls, 2u * (2 * 12 + 1));
+  ASSERT_EQ(want_calls, (2 * 12 + 1) + (2 * 5 + 1));
   auto counts = events_in(out, "count");
   ASSERT_EQ(counts.size(), 1u) << out << err;
   EXPECT_EQ(counts[0].value("count", 0ull), want_calls) << out;
   EXPECT_EQ(counts[0].value("failed", 0ull), want_failed) << out;
+  // By process: each its own count, under the name the kernel gives its threads.
+  ASSERT_TRUE(counts[0].contains("processes")) << out;
+  std::map<int64_t, uint64_t> got_by_pid;
+  for (const json& p : counts[0]["processes"]) {
+    got_by_pid[p.value("pid", int64_t(-1))] = p.value("count", 0ull);
+    EXPECT_EQ(p.value("comm", std::string()),
+              std::filesystem::path(prog).filename().string().substr(0, 15))
+        << p.dump();
+  }
+  EXPECT_EQ(got_by_pid, want_by_pid) << out;
+  EXPECT_FALSE(counts[0].contains("processes_lost")) << out;
 }
 
 // The same target, traced: every Atoi call of two processes carries its process's pid and

@@ -42,6 +42,8 @@ std::vector<TypedEvent> every_kind() {
   s.pid = 10;
   s.exit_code = 0;
   s.exit_signal = 9;
+  FuncCount c{"main.f", 2, 1};  // count --all's: with its processes
+  c.processes = std::vector<ProcessCount>{{10, "prog", 2}};
   GoroutineState g{3, 10, 11, 7, "running", "waiting", "chan receive", GoroutineSource{}};
   g.source->parent_goid = 1;
   g.source->func = "main.worker";
@@ -49,7 +51,7 @@ std::vector<TypedEvent> every_kind() {
   return {e,
           r,
           CallUnfinished{site("main.f", 4), 1},
-          FuncCount{"main.f", 2},
+          c,
           FuncLatency{"main.f", l},
           s,
           GoroutineCreate{3, 10, 11, 7, GoroutineSource{1, "main.worker", "main.main"}},
@@ -85,6 +87,8 @@ TEST(TypedEvents, JsonCarriesEveryDocumentedField) {
     for (const auto& k : docs[kind]) {
       // Nested keys of the examples (a bucket's lo_ns) are checked one level down.
       bool nested = k == "lo_ns" || k == "hi_ns" || (kind == "latency" && k == "count");
+      if (kind == "count" && (k == "pid" || k == "comm"))
+        nested = ev.at("processes").at(0).contains(k);
       // -i's keys are the interval printer's (frontends/interval_printer.h, Interval.*),
       // added to the backends' count and latency events, not fields of their own.
       bool interval = k == "interval" || k == "start_ts_ns" || k == "end_ts_ns";
