@@ -81,11 +81,14 @@ Result<std::string> graph_root(const GoBinary* bin, const GccgoBinary* gccgo,
 }
 
 // What a gccgo program cannot be traced with yet (docs/cli.md, gccgo): --why (libgo's stacks
-// and scheduler are not walked) and --stack. "" when the request is fine.
+// and scheduler are not walked), and --stack but with ptrace (which walks the call frame
+// information; a BPF program cannot). "" when the request is fine.
 std::string gccgo_refusal(const std::string& command, const TraceRequest& req) {
   if (req.why)
     return "--why is not supported for gccgo programs yet (libgo's stacks are not walked)";
-  if (req.opts.stack_depth > 0) return "--stack is not supported for gccgo programs yet";
+  if (req.opts.stack_depth > 0 && req.backend != "ptrace")
+    return "--stack on a gccgo program needs --backend ptrace (gccgo keeps no frame pointers: "
+           "its frames are walked with the call frame information, which BPF cannot read)";
   return "";
 }
 

@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/ptrace/cfi_stack.h"
 #include "backends/ptrace/page_release.h"
 #include "backends/ptrace/unwind.h"
 #include "core/binary/elf_file.h"

@@ -39,6 +39,8 @@
 
 namespace gotap::ptrace {
 
+class CfiStack;
+
 class Tracer {
  public:
   Tracer(const ProbePlan& plan, const TraceOptions& opts, EventSink& sink);
@@ -163,7 +165,7 @@ class Tracer {
   // --why: the stacks read beside a park or a wake-up (nullopt: neither, or unreadable).
   std::optional<StatusStacks> status_stacks(const user_regs_struct& r, uint32_t from, uint32_t to);
   RegState reg_state(const user_regs_struct& r, pid_t tid, bool xmm, uint64_t sp);
-  nlohmann::json stack_of(const user_regs_struct& r, uint64_t pc, uint64_t ret_slot);
+  nlohmann::json stack_of(const user_regs_struct& r, uint64_t pc, uint64_t ret_slot, pid_t tid);
   void finish_pending();
   // Count keeps a frame per call (and probes the RETs) to recognise an entry probe's refire
   // after morestack, unless an Uncount site takes the refire back.
@@ -229,6 +231,7 @@ class Tracer {
   bool net_wanted_ = false;  // not armed yet: the program has no SIGTRAP handler yet
   uint64_t syscall_at_ = 0;  // where syscalls are injected: the ELF entry, never run again
   std::unique_ptr<GoroutineReader> gr_;
+  std::unique_ptr<CfiStack> cfi_;  // --stack on a gccgo program, made at its first stack
   // The hit's memory, copied while its thread is stopped (hit_reader.h); decoding reads it.
   std::unique_ptr<HitReader> hit_;
   bool batch_ = true;   // GOTAP_PTRACE_BATCH=0: every read its own system call

@@ -23,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/ptrace/cfi_stack.h"
 #include "backends/ptrace/page_release.h"
 #include "backends/ptrace/unwind.h"
 #include "core/binary/elf_file.h"
@@ -59,9 +60,14 @@ RegState Tracer::reg_state(const user_regs_struct& r, pid_t tid, bool xmm, uint6
   return rs;
 }
 
-json Tracer::stack_of(const user_regs_struct& regs, uint64_t pc, uint64_t ret_slot) {
+json Tracer::stack_of(const user_regs_struct& regs, uint64_t pc, uint64_t ret_slot, pid_t tid) {
   user_regs_struct r = regs;
   r.rip = pc;  // the probed instruction, not the address after the int3
+  // A gccgo program (no pclntab, no frame pointers): its call frame information.
+  if (!bin_.pclntab) {
+    if (!cfi_) cfi_ = std::make_unique<CfiStack>(proc_->pid(), proc_->mem());
+    return cfi_->frames(tid, r, opts_.stack_depth);
+  }
   auto pcs = walk_frames(proc_->mem(), r, ret_slot, opts_.stack_depth);
   return symbolize(bin_, bias_, pcs, opts_.stack_depth);
 }
@@ -139,7 +145,7 @@ void Tracer::on_entry(const Site& s, const SiteRole& role, const user_regs_struc
     EventBudget one(*dec_);
     for (const auto& p : f.args) ev.args.push_back(param(*dec_, p, rs));
   }
-  if (opts_.stack_depth > 0) ev.stack = stack_of(r, s.addr, entry_sp);
+  if (opts_.stack_depth > 0) ev.stack = stack_of(r, s.addr, entry_sp, tid);
   if (at_ret)
     pend.waiting_entry = to_event(ev);
   else
@@ -226,7 +232,7 @@ void Tracer::on_return(const Site& s, const SiteRole& role, const user_regs_stru
     EventBudget one(*dec_);
     for (const auto& p : f.results) ev.results.push_back(param(*dec_, p, rs));
   }
-  if (opts_.stack_depth > 0) ev.stack = stack_of(r, s.addr, sp);
+  if (opts_.stack_depth > 0) ev.stack = stack_of(r, s.addr, sp, tid);
   emit(std::move(ev));
 }
 
@@ -268,7 +274,7 @@ void Tracer::on_inline(const Site& s, const SiteRole& role, const user_regs_stru
   if (role.inline_idx >= 0 && size_t(role.inline_idx) < f.inline_sites.size())
     ev.inlined_in = f.inline_sites[role.inline_idx].outer;
   if (opts_.stack_depth > 0) {
-    nlohmann::json st = stack_of(r, s.addr, r.rsp + s.sp_delta);
+    nlohmann::json st = stack_of(r, s.addr, r.rsp + s.sp_delta, tid);
     put_inlined_callee_on_top(st, f, opts_.stack_depth);
     ev.stack = std::move(st);
   }

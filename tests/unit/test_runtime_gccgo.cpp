@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cinttypes>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -1224,14 +1225,113 @@ INSTANTIATE_TEST_SUITE_P(Backends, GccgoInterfaces,
                            return std::get<0>(info.param) + "_" + std::get<1>(info.param);
                          });
 
-// What needs libgo's stacks is refused before anything is probed: one line, exit 2.
+// --stack with ptrace: gccgo keeps no frame pointers, and the frames are walked with the
+// call frame information (.eh_frame). Every call of main.Add, at its entry and at its return,
+// has main.Add, then main.round at the line the program says it called Add from, then the
+// function libgo's own traceback says called round: main.main, or the worker goroutine's
+// closure (libgo's main.main..func1, main.main.func1 as gotap spells gccgo's nested
+// functions, docs/cli.md). With libgo.so and with libgo inside the program.
+class GccgoStack : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GccgoStack, FramesAreTheProgramsOwnTraceback) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  const std::string bin = fixture(GetParam());
+  if (!file_exists(bin)) GTEST_SKIP() << "no gccgo fixture " << bin << " (gccgo-12 absent)";
+  RunResult r = run_command({gotap_binary(), "trace", "--backend", "ptrace", "--json", "--stack",
+                             "4", "main.Add", "--", bin, "6"},
+                            120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<int64_t, std::pair<int, std::string>> truth;  // round: Add's line, round's caller
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    int64_t round = 0;
+    int at = 0;
+    char caller[256] = {};
+    if (sscanf(line.c_str(), "stack %" SCNd64 " %d %255s", &round, &at, caller) != 3) continue;
+    std::string name = caller;
+    if (size_t dd = name.find("..func"); dd != std::string::npos) name.erase(dd, 1);
+    truth[round] = {at, name};
+  }
+  ASSERT_EQ(truth.size(), 12u) << r.out;
+  std::set<std::string> callers;
+  size_t checked = 0;
+  for (const char* kind : {"entry", "return"}) {
+    for (const json& e : events_in(r.out, kind)) {
+      SCOPED_TRACE(e.dump());
+      ASSERT_TRUE(e.contains("stack"));
+      const json& st = e["stack"];
+      ASSERT_GE(st.size(), 3u);
+      EXPECT_LE(st.size(), 4u);
+      EXPECT_EQ(st[0].value("func", ""), "main.Add");
+      EXPECT_EQ(st[1].value("func", ""), "main.round");
+      EXPECT_TRUE(st[1].value("file", "").ends_with("main.go"));
+      if (std::string(kind) == "entry") {
+        const int64_t round = e["args"][0]["value"].get<int64_t>();
+        ASSERT_TRUE(truth.count(round)) << round;
+        EXPECT_EQ(st[1].value("line", 0), truth[round].first);
+        EXPECT_EQ(st[2].value("func", ""), truth[round].second);
+        callers.insert(truth[round].second);
+      } else {
+        EXPECT_EQ(st[1].value("line", 0), truth.begin()->second.first);
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 24u) << r.out;
+  EXPECT_EQ(callers.size(), 2u) << "main.main and the worker's closure";
+}
+
+// Across a split stack's segments: main.Deep's 13,000 levels on a goroutine outgrow its first
+// segment, and each new segment is entered through libgcc's __morestack, whose call frame
+// information leads back to the segment before. Every level is a frame, between main.Leaf
+// and the goroutine's closure.
+TEST_P(GccgoStack, EveryLevelOfASplitStack) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace)";
+  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+  const std::string bin = fixture(GetParam());
+  if (!file_exists(bin)) GTEST_SKIP() << "no gccgo fixture " << bin << " (gccgo-12 absent)";
+  RunResult r = run_command({gotap_binary(), "trace", "--backend", "ptrace", "--json", "--stack",
+                             "14000", "main.Leaf", "--", bin, "13000", "deep"},
+                            120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_NE(r.out.find("deep 13000\n"), std::string::npos) << r.err;
+  const auto entries = events_in(r.out, "entry");
+  ASSERT_EQ(entries.size(), 1u) << r.err;
+  const json& st = entries[0]["stack"];
+  size_t deep = 0, morestack = 0;
+  std::vector<std::string> others;
+  for (const json& f : st) {
+    const std::string name = f.value("func", "");
+    if (name == "main.Deep")
+      ++deep;
+    else if (name == "__morestack")
+      ++morestack;
+    else
+      others.push_back(name);
+  }
+  EXPECT_EQ(deep, 13001u);
+  EXPECT_GT(morestack, 0u) << "the recursion stayed in one segment: the walk crossed none";
+  ASSERT_GE(others.size(), 2u);
+  EXPECT_EQ(others[0], "main.Leaf");
+  EXPECT_EQ(others[1], "main.main.func1");
+}
+
+INSTANTIATE_TEST_SUITE_P(Flavours, GccgoStack, ::testing::Values("default", "static"));
+
+// What needs libgo's stacks is refused before anything is probed: one line, exit 2. --stack
+// is refused on the backends that walk stacks in BPF (auto chooses eBPF).
 TEST(GccgoRefusals, WhyAndStack) {
   if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
   if (!file_exists(fixture("default"))) GTEST_SKIP() << "no gccgo fixtures (gccgo-12 absent)";
   const std::string bin = fixture("default");
   for (const auto& argv : std::vector<std::vector<std::string>>{
            {gotap_binary(), "trace", "--why", "main.Add", "--", bin, "1"},
-           {gotap_binary(), "trace", "--stack", "4", "main.Add", "--", bin, "1"}}) {
+           {gotap_binary(), "trace", "--stack", "4", "main.Add", "--", bin, "1"},
+           {gotap_binary(), "trace", "--stack", "4", "--backend", "ebpf", "main.Add", "--", bin,
+            "1"},
+           {gotap_binary(), "trace", "--stack", "4", "--backend", "trampoline", "main.Add", "--",
+            bin, "1"}}) {
     RunResult r = run_command(argv, 30);
     SCOPED_TRACE(argv[1] + " " + argv[2]);
     EXPECT_EQ(r.exit_code, 2) << r.err;

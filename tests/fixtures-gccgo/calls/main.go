@@ -110,8 +110,29 @@ func goid() string {
 	return strings.Fields(string(buf[:n]))[1]
 }
 
+// The line its caller is at, from libgo's own traceback: a --stack test's truth.
+func callLine() int {
+	_, _, line, _ := runtime.Caller(1)
+	return line
+}
+
+// The function that called its caller, as libgo names it.
+func callerOfCaller() string {
+	pc, _, _, ok := runtime.Caller(2)
+	if !ok {
+		return "?"
+	}
+	return runtime.FuncForPC(pc).Name()
+}
+
+// Each round says where it calls main.Add ("stack I LINE CALLER": the line of that call in
+// round, and round's own caller), for --stack's frames of Add's calls.
+//
+//go:noinline
 func round(i int) {
-	a := Add(i, 2*i+1)
+	caller := callerOfCaller()
+	a, at := Add(i, 2*i+1), callLine()
+	fmt.Printf("stack %d %d %s\n", i, at, caller)
 	record("main.Add", fmt.Sprintf("%d %d", i, 2*i+1), fmt.Sprint(a))
 	s := "w" + strconv.Itoa(i)
 	l := Label(i%2 == 0, s)
@@ -151,10 +172,35 @@ func round(i int) {
 	mu.Unlock()
 }
 
+//go:noinline
+func Leaf(n int) int { return n + 1 }
+
+// Deep recurses n times with a 512-byte frame each, on a goroutine: its split stack grows in
+// segments (__morestack), which a --stack walk crosses.
+//
+//go:noinline
+func Deep(n int) int {
+	var buf [512]byte
+	buf[n%512] = byte(n)
+	if n == 0 {
+		return Leaf(int(buf[0]))
+	}
+	return Deep(n-1) + int(buf[n%512]&1)
+}
+
 func main() {
 	n := 10
 	if len(os.Args) > 1 {
 		n, _ = strconv.Atoi(os.Args[1])
+	}
+	// "calls N deep": main.Deep N levels down on a goroutine, then one call of main.Leaf;
+	// says "deep N".
+	if len(os.Args) > 2 && os.Args[2] == "deep" {
+		done := make(chan int)
+		go func() { done <- Deep(n) }()
+		<-done
+		fmt.Printf("deep %d\n", n)
+		return
 	}
 	// "calls N wait FILE": says so, then makes its calls once FILE exists (a tracer attached
 	// by pid in between sees all of them).
