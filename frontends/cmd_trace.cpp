@@ -110,6 +110,21 @@ int cmd_trace(const std::string& command, const Args& args, const Args& rest) {
     auto g = GccgoBinary::open(req.binary);
     if (!g) return report_error(g.error());
     gccgo = std::move(*g);
+    // `goroutines -p PID --backend ptrace` of a program linked against libgo.so: no function
+    // of the program is probed, so libgo's copy in that process is the target, as with
+    // --binary LIB (ptrace probes one file per trace).
+    if (command == "goroutines" && req.patterns.empty() && req.backend == "ptrace" &&
+        opts.target.pid > 0 && !opts.target.library) {
+      auto probes = gccgo->goroutine_probes(opts.target.pid);
+      if (probes && probes->image) {
+        const std::string lib = probes->image->path();
+        auto l = GccgoBinary::open(lib);
+        if (!l) return report_error(l.error());
+        gccgo = std::move(*l);
+        req.binary = lib;
+        req.opts.target.library = opts.target.library = true;
+      }
+    }
   }
   if (!bin && !gccgo) return report_error(bin.error());
   sys::timing_mark("open the binary");

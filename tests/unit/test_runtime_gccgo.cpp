@@ -1045,8 +1045,9 @@ INSTANTIATE_TEST_SUITE_P(Backends, GccgoGoroutines,
 // Attached by pid to a program linked against libgo.so: the probes go into the copy of libgo
 // that process maps. The worker it starts once attached is seen from its creation to its exit.
 // eBPF probes libgo beside the program, or with libgo's copy as its target (-p PID --binary
-// LIB); ptrace, one file per trace, only with libgo as its target (it refuses the other:
-// LifeCyclesAreTheProgramsOwn). The creator, main.main, is then named from the executable.
+// LIB); ptrace, one file per trace, with libgo as its target, given or (`goroutines`, which
+// probes none of the program's functions) taken without --binary: before, that was refused.
+// The creator, main.main, is then named from the executable.
 class GccgoGoroutinesAttached : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
 
 TEST_P(GccgoGoroutinesAttached, LibgoSoOfThatProcess) {
@@ -1069,7 +1070,7 @@ TEST_P(GccgoGoroutinesAttached, LibgoSoOfThatProcess) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, GccgoGoroutinesAttached,
                          ::testing::Values(std::tuple{"ebpf", false}, std::tuple{"ebpf", true},
-                                           std::tuple{"ptrace", true}),
+                                           std::tuple{"ptrace", false}, std::tuple{"ptrace", true}),
                          [](const auto& info) {
                            return std::string(std::get<0>(info.param)) +
                                   (std::get<1>(info.param) ? "_libgo_target" : "");
