@@ -3,6 +3,7 @@
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -44,8 +45,15 @@ void report_mapped(Dwfl* dwfl, pid_t pid) {
     if (m.offset != 0 || !code.count({m.dev, m.inode}) || !done.insert({m.dev, m.inode}).second)
       continue;
     const std::string link = fmt::format("/proc/{}/map_files/{:x}-{:x}", pid, m.start, m.end);
-    const int fd = open(link.c_str(), O_RDONLY | O_CLOEXEC);
+    // Not blocking, and a regular file only: a device a program maps executable is no ELF,
+    // and its open must not wait.
+    const int fd = open(link.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) continue;
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      close(fd);
+      continue;
+    }
     // On success the descriptor is dwfl's.
     if (!dwfl_report_elf(dwfl, m.path.c_str(), m.path.c_str(), fd, m.start, false)) close(fd);
   }
