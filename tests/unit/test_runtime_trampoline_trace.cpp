@@ -194,17 +194,11 @@ TEST_F(TrampolineTrace, DescribeCallsCarryTheProgramsStrings) {
 // calls and returns is an event or counted lost, exactly: entries + returns + lost = calls +
 // returns the program counted. Every entry's n is one the program passed (below 300).
 TEST_F(TrampolineTrace, TheRuntimesSignalsScansAndPanicsLeaveEveryRecordAccountedFor) {
-  // Every release's default build; the position-independent stripped build of the oldest and
-  // the newest (each run takes 8 s: all of them were half of this test's 108 s on CI).
-  std::vector<Fixture> fx, pie;
-  for (const Fixture& f : all_fixtures("latency")) {
-    if (!f.go_at_least(17)) continue;
-    if (f.flavour == "default") fx.push_back(f);
-    if (f.flavour == "pie-stripped") pie.push_back(f);
-  }
+  std::vector<Fixture> fx;
+  for (const Fixture& f : all_fixtures("latency"))
+    if (f.go_at_least(17) && (f.flavour == "default" || f.flavour == "pie-stripped"))
+      fx.push_back(f);
   if (fx.empty()) GTEST_SKIP() << "no latency fixtures of Go 1.17 or later built";
-  if (!pie.empty()) fx.push_back(pie.front());
-  if (pie.size() > 1) fx.push_back(pie.back());
   for (const Fixture& f : fx) {
     SCOPED_TRACE(f.label());
     RunResult r = run_command({gotap_binary(), "trace", "--backend", "trampoline", "--json",
