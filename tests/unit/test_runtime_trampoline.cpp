@@ -230,6 +230,17 @@ TEST_F(Trampoline, AServerUnderLoadSurvivesEveryWayGotapEnds) {
   std::atomic<bool> stop{false};
   std::atomic<int> ok{0}, failed{0};
   std::vector<std::thread> load;
+  // A failed ASSERT returns with the load running: its threads are stopped and joined then
+  // too (a joinable thread's destructor ended the whole test binary, its reason unprinted).
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::vector<std::thread>& threads;
+    ~Joiner() {
+      stop.store(true);
+      for (auto& t : threads)
+        if (t.joinable()) t.join();
+    }
+  } joiner{stop, load};
   for (int i = 0; i < 2; ++i)
     load.emplace_back([&] {
       while (!stop.load())
@@ -599,7 +610,15 @@ std::vector<uint8_t> unhex(const std::string& h) {
 // go tool objdump lists them: main.processOrder, whose stack check ends in a 6-byte jbe, and
 // main.discount, a short function. fx.path is empty when it is not built.
 struct DemoSites {
+  ~DemoSites() {
+    if (!own.empty()) std::remove(own.c_str());
+  }
+  static int& copies() {
+    static int n = 0;
+    return n;
+  }
   Fixture fx;
+  std::string own;  // the private copy fx.path names once loaded
   std::vector<std::pair<uint64_t, std::string>> po, di;
   std::unique_ptr<ElfFile> elf;
   void load() {
@@ -607,6 +626,12 @@ struct DemoSites {
       if (f.flavour == "default") fx = f;  // the newest Go's
     if (fx.path.empty()) return;
     const std::string listing = read_file(fx.path + ".objdump");
+    // A copy of the test's own: uprobes belong to a file, and the tests that run meanwhile
+    // (ctest -j) put theirs on the fixture's, which this test's gotap rightly left to them.
+    own = "/tmp/gotap-demo-" + std::to_string(getpid()) + "-" + std::to_string(++copies());
+    std::error_code ec;
+    ASSERT_TRUE(std::filesystem::copy_file(fx.path, own, ec)) << ec.message();
+    fx.path = own;
     po = objdump_head(listing, "main.processOrder");
     di = objdump_head(listing, "main.discount");
     ASSERT_GE(po.size(), 2u);
