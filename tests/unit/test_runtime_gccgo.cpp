@@ -1232,13 +1232,18 @@ INSTANTIATE_TEST_SUITE_P(Backends, GccgoInterfaces,
 // function libgo's own traceback says called round: main.main, or the worker goroutine's
 // closure (libgo's main.main..func1, main.main.func1 as gotap spells gccgo's nested
 // functions, docs/cli.md). With libgo.so and with libgo inside the program.
-class GccgoStack : public ::testing::TestWithParam<std::string> {};
+class GccgoStack : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace)";
+    if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
+    bin = fixture(GetParam());
+    if (!file_exists(bin)) GTEST_SKIP() << "no gccgo fixture " << bin << " (gccgo-12 absent)";
+  }
+  std::string bin;
+};
 
 TEST_P(GccgoStack, FramesAreTheProgramsOwnTraceback) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace)";
-  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
-  const std::string bin = fixture(GetParam());
-  if (!file_exists(bin)) GTEST_SKIP() << "no gccgo fixture " << bin << " (gccgo-12 absent)";
   RunResult r = run_command({gotap_binary(), "trace", "--backend", "ptrace", "--json", "--stack",
                              "4", "main.Add", "--", bin, "6"},
                             120);
@@ -1288,10 +1293,6 @@ TEST_P(GccgoStack, FramesAreTheProgramsOwnTraceback) {
 // information leads back to the segment before. Every level is a frame, between main.Leaf
 // and the goroutine's closure.
 TEST_P(GccgoStack, EveryLevelOfASplitStack) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root (ptrace)";
-  if (!file_exists(gotap_binary())) GTEST_SKIP() << gotap_binary() << " is not built";
-  const std::string bin = fixture(GetParam());
-  if (!file_exists(bin)) GTEST_SKIP() << "no gccgo fixture " << bin << " (gccgo-12 absent)";
   RunResult r = run_command({gotap_binary(), "trace", "--backend", "ptrace", "--json", "--stack",
                              "14000", "main.Leaf", "--", bin, "13000", "deep"},
                             120);
